@@ -1,0 +1,1 @@
+//! Workloads and measurement behind `ferrite bench`.

@@ -1,0 +1,3 @@
+//! The `ferrite` command.
+
+fn main() {}

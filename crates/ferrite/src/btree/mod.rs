@@ -1,0 +1,3 @@
+//! The B+tree: node layout (`node`) and restartable operations over the buffer pool.
+
+pub mod node;

@@ -1,0 +1,103 @@
+//! Operating errors: everything a caller can cause or the machine can do to us.
+//!
+//! Broken invariants are not errors: they panic (STYLE.md, "two kinds of error").
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// A page number: the page's byte offset in the page file divided by the page size.
+pub type PageId = u64;
+
+/// Everything that can go wrong in a call into Ferrite.
+#[derive(Debug)]
+pub enum Error {
+    /// An I/O system call failed; `context` says what Ferrite was doing.
+    Io { context: String, source: io::Error },
+    /// A page's checksum, identity or structure is wrong: the data is not trusted.
+    Corrupt { page: PageId, file: PathBuf, reason: String },
+    /// The directory is not a Ferrite data directory (no or unreadable superblock).
+    NotADatabase { path: PathBuf, reason: String },
+    /// Another `Db` (in this or another process) has the directory open.
+    Locked { path: PathBuf },
+    /// The data directory was not closed cleanly and there is no log to recover from yet.
+    NotCleanlyClosed { path: PathBuf },
+    /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
+    KeyTooLarge { len: usize, max: usize },
+    /// Keys must hold at least one byte.
+    KeyEmpty,
+    /// A value is longer than [`crate::MAX_VALUE_LEN`].
+    ValueTooLarge { len: usize, max: usize },
+    /// No tree of that name exists (or it was dropped while a handle was in use).
+    TreeNotFound { name: String },
+    /// A tree of that name exists already.
+    TreeExists { name: String },
+    /// A tree name is empty or longer than [`crate::MAX_TREE_NAME_LEN`].
+    BadTreeName { name: String, reason: &'static str },
+    /// The page file reached `Options::max_size_bytes`.
+    DatabaseFull { max_pages: u64 },
+    /// Every frame of the pool is latched: the pool is too small for this many threads.
+    PoolExhausted { pool_pages: u64 },
+    /// An option is out of its range.
+    BadOptions { reason: String },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { context, source } => write!(f, "I/O error while {context}: {source}"),
+            Error::Corrupt { page, file, reason } => {
+                write!(f, "corrupt page {page} in {}: {reason}", file.display())
+            }
+            Error::NotADatabase { path, reason } => {
+                write!(f, "{} is not a Ferrite data directory: {reason}", path.display())
+            }
+            Error::Locked { path } => {
+                write!(f, "{} is already open (by this or another process)", path.display())
+            }
+            Error::NotCleanlyClosed { path } => write!(
+                f,
+                "{} was not closed cleanly; without a write-ahead log its pages may be \
+                 inconsistent (run `ferrite check`, or set Options::accept_unclean to open it anyway)",
+                path.display()
+            ),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes is larger than the maximum of {max} bytes")
+            }
+            Error::KeyEmpty => write!(f, "keys must not be empty"),
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes is larger than the maximum of {max} bytes")
+            }
+            Error::TreeNotFound { name } => write!(f, "no tree named {name:?}"),
+            Error::TreeExists { name } => write!(f, "a tree named {name:?} exists already"),
+            Error::BadTreeName { name, reason } => write!(f, "bad tree name {name:?}: {reason}"),
+            Error::DatabaseFull { max_pages } => write!(
+                f,
+                "database is full: {max_pages} pages (raise Options::max_size_bytes)"
+            ),
+            Error::PoolExhausted { pool_pages } => write!(
+                f,
+                "all {pool_pages} pool pages are latched; raise Options::pool_bytes"
+            ),
+            Error::BadOptions { reason } => write!(f, "bad options: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Ferrite's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
