@@ -40,6 +40,8 @@ pub enum Error {
     PoolExhausted { pool_pages: u64 },
     /// An option is out of its range.
     BadOptions { reason: String },
+    /// The database was closed; this handle is no longer usable.
+    Closed,
 }
 
 impl Error {
@@ -86,6 +88,7 @@ impl fmt::Display for Error {
                 "all {pool_pages} pool pages are latched; raise Options::pool_bytes"
             ),
             Error::BadOptions { reason } => write!(f, "bad options: {reason}"),
+            Error::Closed => write!(f, "the database is closed"),
         }
     }
 }

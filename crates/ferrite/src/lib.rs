@@ -1,9 +1,33 @@
 //! Ferrite: an ordered key-value storage engine that stays at the speed of the SSD when the
 //! data is many times larger than memory.
+//!
+//! ```no_run
+//! use ferrite::{Db, Options};
+//!
+//! let db = Db::open("my-data", Options::default())?;
+//! let orders = db.tree("orders")?;
+//! orders.put(b"order-1", b"two apples")?;
+//! assert_eq!(orders.get(b"order-1")?.as_deref(), Some(&b"two apples"[..]));
+//! for entry in orders.range(&b"order-"[..]..) {
+//!     let (key, value) = entry?;
+//!     println!("{key:?} = {value:?}");
+//! }
+//! db.close()?;
+//! # Ok::<(), ferrite::Error>(())
+//! ```
 
 pub mod btree;
+pub mod buffer;
+mod db;
 pub mod error;
+pub mod io;
+mod options;
 pub mod store;
+#[doc(hidden)]
+pub mod test_util;
 
 pub use btree::node::MAX_KEY_LEN;
+pub use db::{CheckReport, Db, DbStats, Iter, Tree, MAX_TREE_NAME_LEN, PAGE_FILE_NAME};
 pub use error::{Error, PageId, Result};
+pub use options::{Options, MIN_POOL_PAGES};
+pub use store::value::MAX_VALUE_LEN;

@@ -1,0 +1,191 @@
+//! Range scans. A cursor copies one leaf at a time (a consistent snapshot of that leaf), hands
+//! out its entries, and moves to the next leaf by descending again just past the leaf's fence,
+//! so it holds no latch between calls and never skips or repeats a key whatever concurrent
+//! splits and merges do. It is not a snapshot of the whole tree: a key changed in a part the
+//! scan has not reached yet is seen changed.
+
+use std::ops::Bound;
+
+use crate::btree::node::{Node, Payload};
+use crate::btree::tree::{BTree, Seek};
+use crate::btree::{run, Scratch};
+use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
+use crate::error::{Error, PageId, Result};
+use crate::store::value;
+
+/// A position in a scan over one tree, in either direction.
+#[derive(Debug)]
+pub struct Cursor {
+    tree: BTree,
+    reverse: bool,
+    /// Where the scan resumes: the next leaf is found by descending to this bound.
+    resume: Bound<Vec<u8>>,
+    /// The far end: keys beyond it end the scan.
+    end: Bound<Vec<u8>>,
+    leaf: AlignedPage,
+    leaf_id: PageId,
+    leaf_version: u64,
+    loaded: bool,
+    /// Forward: the next slot; reverse: one past the next slot.
+    pos: usize,
+    done: bool,
+}
+
+impl Cursor {
+    /// A scan over the keys between `lower` and `upper`, ascending, or descending if `reverse`.
+    pub fn new(tree: BTree, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Self {
+        let (resume, end) = if reverse { (upper, lower) } else { (lower, upper) };
+        Cursor {
+            tree,
+            reverse,
+            resume,
+            end,
+            leaf: AlignedPage::zeroed(),
+            leaf_id: 0,
+            leaf_version: 0,
+            loaded: false,
+            pos: 0,
+            done: false,
+        }
+    }
+
+    fn load_leaf(&mut self, pool: &BufferPool) -> Result<()> {
+        let seek_key: &[u8] = match &self.resume {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        let seek = if self.reverse && matches!(self.resume, Bound::Unbounded) {
+            Seek::Last
+        } else {
+            Seek::Key(seek_key)
+        };
+        let tree = self.tree;
+        let leaf = &mut self.leaf;
+        let (leaf_id, version) = run(pool, |scratch: &mut Scratch| {
+            let found = tree.descend(pool, seek, None, scratch)?;
+            leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
+            Ok((found.page_id, found.version))
+        })?;
+        self.leaf_id = leaf_id;
+        self.leaf_version = version;
+        let node = Node::new(self.leaf.bytes());
+        self.pos = match (&self.resume, self.reverse) {
+            (Bound::Unbounded, false) => 0,
+            (Bound::Unbounded, true) => node.count(),
+            (Bound::Included(k), false) => node.lower_bound(k).0,
+            (Bound::Excluded(k), false) => {
+                let (pos, exact) = node.lower_bound(k);
+                pos + exact as usize
+            }
+            (Bound::Included(k), true) => {
+                let (pos, exact) = node.lower_bound(k);
+                pos + exact as usize
+            }
+            (Bound::Excluded(k), true) => node.lower_bound(k).0,
+        };
+        self.loaded = true;
+        Ok(())
+    }
+
+    fn beyond_end(&self, key: &[u8]) -> bool {
+        match (&self.end, self.reverse) {
+            (Bound::Unbounded, _) => false,
+            (Bound::Included(e), false) => key > e.as_slice(),
+            (Bound::Excluded(e), false) => key >= e.as_slice(),
+            (Bound::Included(e), true) => key < e.as_slice(),
+            (Bound::Excluded(e), true) => key <= e.as_slice(),
+        }
+    }
+
+    /// The next entry, or `None` at the end of the range.
+    pub fn next(&mut self, pool: &BufferPool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            if !self.loaded {
+                self.load_leaf(pool)?;
+            }
+            let node = Node::new(self.leaf.bytes());
+            let slot = if self.reverse {
+                self.pos.checked_sub(1)
+            } else {
+                (self.pos < node.count()).then_some(self.pos)
+            };
+            let Some(slot) = slot else {
+                self.leave_leaf();
+                continue;
+            };
+            let mut key = Vec::new();
+            node.key_into(slot, &mut key);
+            if self.beyond_end(&key) {
+                self.done = true;
+                return Ok(None);
+            }
+            let value = match node.value(slot) {
+                Payload::Inline(bytes) => bytes.to_vec(),
+                Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
+                    Some(bytes) => bytes,
+                    None => {
+                        // The leaf changed under us: resume at this key.
+                        self.resume = Bound::Included(key);
+                        self.loaded = false;
+                        continue;
+                    }
+                },
+            };
+            if self.reverse {
+                self.pos -= 1;
+            } else {
+                self.pos += 1;
+            }
+            self.resume = Bound::Excluded(key.clone());
+            return Ok(Some((key, value)));
+        }
+    }
+
+    /// Moves past the current leaf, by its fence.
+    fn leave_leaf(&mut self) {
+        let node = Node::new(self.leaf.bytes());
+        self.loaded = false;
+        if self.reverse {
+            let lower = node.lower_fence();
+            if lower.is_empty() {
+                self.done = true;
+            } else {
+                // Keys at or below the lower fence live in the leaves to the left.
+                self.resume = Bound::Included(lower.to_vec());
+            }
+        } else {
+            let upper = node.upper_fence();
+            if upper.is_empty() {
+                self.done = true;
+            } else {
+                // The smallest key above the fence leads into the next leaf.
+                let mut next = upper.to_vec();
+                next.push(0);
+                self.resume = Bound::Included(next);
+            }
+        }
+    }
+
+    /// Reads an out-of-line value; `None` if the leaf changed meanwhile.
+    fn read_value(&self, pool: &BufferPool, value_page: PageId) -> Result<Option<Vec<u8>>> {
+        let (leaf_id, leaf_version, tree_id) = (self.leaf_id, self.leaf_version, self.tree.tree_id);
+        run(pool, |scratch: &mut Scratch| -> Attempt<Option<Vec<u8>>> {
+            let copied = pool.read_copy(value_page, &mut scratch.pages[0]);
+            if !pool.validate(leaf_id, leaf_version) {
+                return Ok(None);
+            }
+            copied?;
+            let bytes = value::decode(scratch.pages[0].bytes(), tree_id).map_err(|reason| {
+                Interrupt::Error(Error::Corrupt {
+                    page: value_page,
+                    file: pool.file().path().to_owned(),
+                    reason,
+                })
+            })?;
+            Ok(Some(bytes.to_vec()))
+        })
+    }
+}

@@ -1,0 +1,27 @@
+//! Per-operation scratch memory: page copies for optimistic reads and a key buffer, reused
+//! across operations on a thread so that the hot path allocates nothing.
+
+use std::cell::RefCell;
+
+use crate::buffer::AlignedPage;
+
+/// Page copies an operation may hold at once: parent, node, sibling, merge output.
+pub const SCRATCH_PAGES: usize = 4;
+
+#[derive(Debug, Default)]
+pub struct Scratch {
+    pub pages: [AlignedPage; SCRATCH_PAGES],
+    pub key: Vec<u8>,
+}
+
+thread_local! {
+    static CACHED: RefCell<Option<Box<Scratch>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's scratch (a fresh one when re-entered).
+pub fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let mut scratch = CACHED.with(|cell| cell.borrow_mut().take()).unwrap_or_default();
+    let result = f(&mut scratch);
+    CACHED.with(|cell| *cell.borrow_mut() = Some(scratch));
+    result
+}

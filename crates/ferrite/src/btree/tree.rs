@@ -1,0 +1,461 @@
+//! The B+tree's operations, written as *attempts*: each runs synchronously, never waits
+//! while holding a latch, and ends either with its result or with an [`Interrupt`] (a page to
+//! load, or a restart). A driver (`btree::run` for blocking callers) handles the interrupt
+//! and runs the attempt again from the root; inner nodes are hot, so restarting is cheap
+//! next to a read from disk.
+//!
+//! Reads are optimistic: each node is copied and the copy validated against the node's
+//! version, and a child is only trusted after its parent is validated again. Writers lock
+//! exactly the nodes they change, by upgrading the version they read (no blocking waits, so
+//! no deadlocks), always parent before child and left before right.
+//!
+//! Structure changes follow LeanStore: a full node is split by locking it and its parent
+//! (splitting the parent first if it is full too), the right half keeping the node's page;
+//! the root keeps its page forever (a full root moves both halves into new pages and becomes
+//! their parent), so the catalog never changes when a tree grows. A node left under a quarter
+//! full by a delete is merged into its sibling when the two fit in one page; a root left with
+//! a single child absorbs it.
+
+use crate::btree::node::{self, Node, NodeMut, Payload, MAX_INLINE_ENTRY};
+use crate::btree::scratch::Scratch;
+use crate::buffer::{Attempt, BufferPool, Interrupt};
+use crate::error::{Error, PageId};
+use crate::store::page::{PageKind, PAGE_SIZE};
+use crate::store::value;
+
+/// Where a descent goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Seek<'a> {
+    /// To the leaf whose range holds this key.
+    Key(&'a [u8]),
+    /// To the rightmost leaf.
+    Last,
+}
+
+/// What a descent found: the node, its version, and which scratch page holds its copy.
+#[derive(Debug, Clone, Copy)]
+pub struct Descent {
+    pub page_id: PageId,
+    pub version: u64,
+    pub copy: usize,
+    /// The parent (page, version, child index), and its copy in scratch page `1 - copy`.
+    pub parent: Option<(PageId, u64, usize)>,
+}
+
+/// One B+tree, known by its root page, which never changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BTree {
+    pub root: PageId,
+    pub tree_id: u64,
+}
+
+fn corrupt(pool: &BufferPool, page: PageId, reason: impl Into<String>) -> Interrupt {
+    Interrupt::Error(Error::Corrupt {
+        page,
+        file: pool.file().path().to_owned(),
+        reason: reason.into(),
+    })
+}
+
+/// The root is gone: the tree was dropped under a handle.
+fn tree_gone() -> Interrupt {
+    Interrupt::Error(Error::TreeNotFound { name: String::new() })
+}
+
+fn under_full(node: Node<'_>) -> bool {
+    node.free_bytes_after_compaction() >= PAGE_SIZE * 3 / 4
+}
+
+impl BTree {
+    /// Formats `page` as the empty root leaf of a new tree.
+    pub fn init_root(page: &mut [u8], root: PageId, tree_id: u64) {
+        NodeMut::new(page).init(root, true, 0, tree_id, &[], &[], 0);
+    }
+
+    /// Reads `page_id` into scratch page `slot`, checking it is a node of this tree.
+    /// `parent` is validated first when the page cannot be read, so that a stale pointer
+    /// turns into a restart, not a load of a page that is no longer part of the tree.
+    fn read_node(
+        &self,
+        pool: &BufferPool,
+        page_id: PageId,
+        scratch: &mut Scratch,
+        slot: usize,
+        parent: Option<(PageId, u64)>,
+    ) -> Attempt<u64> {
+        let version = match pool.read_copy(page_id, &mut scratch.pages[slot]) {
+            Ok(version) => version,
+            Err(e) => {
+                if let Some((parent_id, parent_version)) = parent {
+                    if !pool.validate(parent_id, parent_version) {
+                        return Err(Interrupt::Restart);
+                    }
+                }
+                return Err(e);
+            }
+        };
+        if let Some((parent_id, parent_version)) = parent {
+            if !pool.validate(parent_id, parent_version) {
+                return Err(Interrupt::Restart);
+            }
+        }
+        let node = Node::new(scratch.pages[slot].bytes());
+        let kind = crate::store::page::kind_of(scratch.pages[slot].bytes());
+        let is_node = matches!(kind, Some(PageKind::Leaf) | Some(PageKind::Inner));
+        if !is_node || node.tree_id() != self.tree_id {
+            if parent.is_none() {
+                return Err(tree_gone());
+            }
+            return Err(corrupt(pool, page_id, format!("not a node of tree {}", self.tree_id)));
+        }
+        Ok(version)
+    }
+
+    /// Descends from the root towards `seek`, stopping at a leaf, or at page `stop_at`.
+    pub fn descend(
+        &self,
+        pool: &BufferPool,
+        seek: Seek<'_>,
+        stop_at: Option<PageId>,
+        scratch: &mut Scratch,
+    ) -> Attempt<Descent> {
+        let mut copy = 0;
+        let mut page_id = self.root;
+        let mut version = self.read_node(pool, page_id, scratch, copy, None)?;
+        let mut parent = None;
+        loop {
+            if Some(page_id) == stop_at {
+                return Ok(Descent { page_id, version, copy, parent });
+            }
+            let node = Node::new(scratch.pages[copy].bytes());
+            if node.is_leaf() {
+                if stop_at.is_some() {
+                    // The page we were looking for moved away from this key: start again.
+                    return Err(Interrupt::Restart);
+                }
+                return Ok(Descent { page_id, version, copy, parent });
+            }
+            let index = match seek {
+                Seek::Key(key) => node.lower_bound(key).0,
+                Seek::Last => node.count(),
+            };
+            let child = node.child(index);
+            let level = node.level();
+            let next = 1 - copy;
+            let child_version =
+                self.read_node(pool, child, scratch, next, Some((page_id, version)))?;
+            if Node::new(scratch.pages[next].bytes()).level() + 1 != level {
+                return Err(corrupt(pool, child, format!("level does not follow parent {page_id}")));
+            }
+            parent = Some((page_id, version, index));
+            page_id = child;
+            version = child_version;
+            copy = next;
+        }
+    }
+
+    /// Calls `read` with the value of `key`, if present.
+    pub fn get<R>(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        scratch: &mut Scratch,
+        read: &mut impl FnMut(&[u8]) -> R,
+    ) -> Attempt<Option<R>> {
+        let found = self.descend(pool, Seek::Key(key), None, scratch)?;
+        let (leaf_page, other) = {
+            let (a, b) = scratch.pages.split_at_mut(1);
+            if found.copy == 0 {
+                (&a[0], &mut b[0])
+            } else {
+                (&b[0], &mut a[0])
+            }
+        };
+        let leaf = Node::new(leaf_page.bytes());
+        let (slot, exact) = leaf.lower_bound(key);
+        if !exact {
+            return Ok(None);
+        }
+        match leaf.value(slot) {
+            Payload::Inline(bytes) => Ok(Some(read(bytes))),
+            Payload::OutOfLine(value_page) => {
+                let copied = pool.read_copy(value_page, other);
+                if !pool.validate(found.page_id, found.version) {
+                    return Err(Interrupt::Restart);
+                }
+                copied?;
+                let bytes = value::decode(other.bytes(), self.tree_id)
+                    .map_err(|reason| corrupt(pool, value_page, reason))?;
+                Ok(Some(read(bytes)))
+            }
+        }
+    }
+
+    /// Inserts `key` or overwrites its value.
+    pub fn put(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        value: &[u8],
+        scratch: &mut Scratch,
+    ) -> Attempt<()> {
+        let found = self.descend(pool, Seek::Key(key), None, scratch)?;
+        let out_of_line = key.len() + value.len() > MAX_INLINE_ENTRY;
+        let payload_len = if out_of_line { 8 } else { value.len() };
+        let mut guard = pool.lock_exclusive(found.page_id, found.version)?;
+        let (slot, exact, fits, old) = {
+            let leaf = Node::new(guard.page());
+            let (slot, exact) = leaf.lower_bound(key);
+            let free = leaf.free_bytes_after_compaction();
+            let (fits, old) = if exact {
+                let old_len = leaf.payload(slot).len();
+                let fits = free + leaf.space_needed(key.len(), old_len)
+                    >= leaf.space_needed(key.len(), payload_len);
+                (fits, Some(leaf.value(slot)))
+            } else {
+                (leaf.has_space_for(key.len(), payload_len), None)
+            };
+            (slot, exact, fits, old.map(|p| match p {
+                Payload::OutOfLine(id) => Some(id),
+                Payload::Inline(_) => None,
+            }))
+        };
+        if !fits {
+            drop(guard);
+            self.split(pool, found.page_id, key, scratch)?;
+            return Err(Interrupt::Restart);
+        }
+        let stored;
+        let payload: &[u8] = if out_of_line {
+            let mut value_guard = pool.allocate()?;
+            let value_page = value_guard.page_id();
+            value::encode(value_guard.page_mut(), value_page, self.tree_id, value);
+            stored = value_page.to_le_bytes();
+            &stored
+        } else {
+            value
+        };
+        if let Some(Some(old_page)) = old {
+            pool.free_by_id(old_page)?;
+        }
+        let mut leaf = NodeMut::new(guard.page_mut());
+        let done = if exact {
+            leaf.set_payload(slot, payload, out_of_line)
+        } else {
+            leaf.insert(key, payload, out_of_line)
+        };
+        assert!(done, "leaf {} had room for the entry but refused it", found.page_id);
+        Ok(())
+    }
+
+    /// Removes `key`; returns whether it was there.
+    pub fn delete(&self, pool: &BufferPool, key: &[u8], scratch: &mut Scratch) -> Attempt<bool> {
+        let found = self.descend(pool, Seek::Key(key), None, scratch)?;
+        let (slot, exact) = Node::new(scratch.pages[found.copy].bytes()).lower_bound(key);
+        if !exact {
+            return Ok(false);
+        }
+        let mut guard = pool.lock_exclusive(found.page_id, found.version)?;
+        if let Payload::OutOfLine(value_page) = Node::new(guard.page()).value(slot) {
+            pool.free_by_id(value_page)?;
+        }
+        let mut leaf = NodeMut::new(guard.page_mut());
+        leaf.remove_at(slot);
+        let merge = under_full(leaf.as_node()) && found.page_id != self.root;
+        drop(guard);
+        if merge {
+            // Best effort: the delete is done whatever happens to the merge.
+            match self.try_merge(pool, found.page_id, key, scratch) {
+                Ok(()) | Err(Interrupt::Restart) | Err(Interrupt::Miss(_)) => {}
+                Err(Interrupt::Error(e)) => return Err(Interrupt::Error(e)),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Applies `change` to the value of `key` in place, under the leaf's exclusive latch.
+    /// Returns whether the key was there. `change` runs at most once, when the attempt
+    /// succeeds.
+    pub fn update<F: FnOnce(&mut [u8])>(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        change: &mut Option<F>,
+        scratch: &mut Scratch,
+    ) -> Attempt<bool> {
+        let found = self.descend(pool, Seek::Key(key), None, scratch)?;
+        let (slot, exact) = Node::new(scratch.pages[found.copy].bytes()).lower_bound(key);
+        if !exact {
+            return Ok(false);
+        }
+        let mut guard = pool.lock_exclusive(found.page_id, found.version)?;
+        match Node::new(guard.page()).value(slot) {
+            Payload::Inline(_) => {
+                let change = change.take().expect("update applied twice");
+                change(NodeMut::new(guard.page_mut()).payload_mut(slot));
+            }
+            Payload::OutOfLine(value_page) => {
+                let mut value_guard = pool.lock_exclusive_any(value_page)?;
+                let change = change.take().expect("update applied twice");
+                change(value::value_mut(value_guard.page_mut()));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Splits page `page_id` (on `key`'s path), splitting its parent first when the parent
+    /// has no room for the separator.
+    pub fn split(
+        &self,
+        pool: &BufferPool,
+        page_id: PageId,
+        key: &[u8],
+        scratch: &mut Scratch,
+    ) -> Attempt<()> {
+        if page_id == self.root {
+            return self.split_root(pool, scratch);
+        }
+        let found = self.descend(pool, Seek::Key(key), Some(page_id), scratch)?;
+        let (parent_id, parent_version, _) = found.parent.expect("a non-root node has a parent");
+        let (sep_slot, separator) = Node::new(scratch.pages[found.copy].bytes()).split_point();
+        if !Node::new(scratch.pages[1 - found.copy].bytes()).has_space_for(separator.len(), 8) {
+            self.split(pool, parent_id, key, scratch)?;
+            return Err(Interrupt::Restart);
+        }
+        let mut parent = pool.lock_exclusive(parent_id, parent_version)?;
+        let mut target = pool.lock_exclusive(page_id, found.version)?;
+        let mut left = pool.allocate()?;
+        let left_id = left.page_id();
+        let right_copy = &mut scratch.pages[2];
+        node::split_into(
+            Node::new(target.page()),
+            sep_slot,
+            &separator,
+            &mut NodeMut::new(left.page_mut()),
+            left_id,
+            &mut NodeMut::new(right_copy.bytes_mut()),
+            page_id,
+        );
+        target.page_mut().copy_from_slice(right_copy.bytes());
+        let inserted =
+            NodeMut::new(parent.page_mut()).insert(&separator, &left_id.to_le_bytes(), false);
+        assert!(inserted, "parent {parent_id} had room for the separator but refused it");
+        Ok(())
+    }
+
+    fn split_root(&self, pool: &BufferPool, scratch: &mut Scratch) -> Attempt<()> {
+        let version = self.read_node(pool, self.root, scratch, 0, None)?;
+        let mut root = pool.lock_exclusive(self.root, version)?;
+        let node = Node::new(root.page());
+        if node.count() == 0 {
+            return Ok(());
+        }
+        let (sep_slot, separator) = node.split_point();
+        let level = node.level() + 1;
+        let mut left = pool.allocate()?;
+        let mut right = pool.allocate()?;
+        let (left_id, right_id) = (left.page_id(), right.page_id());
+        node::split_into(
+            node,
+            sep_slot,
+            &separator,
+            &mut NodeMut::new(left.page_mut()),
+            left_id,
+            &mut NodeMut::new(right.page_mut()),
+            right_id,
+        );
+        let mut new_root = NodeMut::new(root.page_mut());
+        new_root.init(self.root, false, level, self.tree_id, &[], &[], right_id);
+        assert!(new_root.insert(&separator, &left_id.to_le_bytes(), false));
+        Ok(())
+    }
+
+    /// Merges under-full page `page_id` (on `key`'s path) with a sibling when both fit in
+    /// one page, then tries the parent; a root left with one child absorbs it.
+    pub fn try_merge(
+        &self,
+        pool: &BufferPool,
+        page_id: PageId,
+        key: &[u8],
+        scratch: &mut Scratch,
+    ) -> Attempt<()> {
+        if page_id == self.root {
+            return self.collapse_root(pool, scratch);
+        }
+        let found = self.descend(pool, Seek::Key(key), Some(page_id), scratch)?;
+        let (parent_id, parent_version, index) = found.parent.expect("non-root has a parent");
+        let parent_copy = 1 - found.copy;
+        let parent = Node::new(scratch.pages[parent_copy].bytes());
+        let count = parent.count();
+        if count == 0 {
+            return self.try_merge(pool, parent_id, key, scratch);
+        }
+        let left_index = if index < count { index } else { index - 1 };
+        let mut separator = std::mem::take(&mut scratch.key);
+        parent.key_into(left_index, &mut separator);
+        let (left_id, right_id) = (parent.child(left_index), parent.child(left_index + 1));
+        let sibling = if left_id == page_id { right_id } else { left_id };
+        let sibling_version =
+            match self.read_node(pool, sibling, scratch, 2, Some((parent_id, parent_version))) {
+                Ok(v) => v,
+                Err(e) => {
+                    scratch.key = separator;
+                    return Err(e);
+                }
+            };
+        let (left_copy, right_copy) =
+            if left_id == page_id { (found.copy, 2) } else { (2, found.copy) };
+        let merged = {
+            let (before, out) = scratch.pages.split_at_mut(3);
+            node::merge_into(
+                Node::new(before[left_copy].bytes()),
+                &separator,
+                Node::new(before[right_copy].bytes()),
+                &mut NodeMut::new(out[0].bytes_mut()),
+                right_id,
+            )
+        };
+        scratch.key = separator;
+        if !merged {
+            return Ok(());
+        }
+        let (left_version, right_version) = if left_id == page_id {
+            (found.version, sibling_version)
+        } else {
+            (sibling_version, found.version)
+        };
+        let mut parent_guard = pool.lock_exclusive(parent_id, parent_version)?;
+        let left_guard = pool.lock_exclusive(left_id, left_version)?;
+        let mut right_guard = pool.lock_exclusive(right_id, right_version)?;
+        right_guard.page_mut().copy_from_slice(scratch.pages[3].bytes());
+        let mut parent_node = NodeMut::new(parent_guard.page_mut());
+        parent_node.remove_at(left_index);
+        let parent_under_full = under_full(parent_node.as_node());
+        pool.free(left_guard);
+        drop(right_guard);
+        drop(parent_guard);
+        if parent_under_full {
+            return self.try_merge(pool, parent_id, key, scratch);
+        }
+        Ok(())
+    }
+
+    /// A root with no separator left takes over its only child's contents.
+    fn collapse_root(&self, pool: &BufferPool, scratch: &mut Scratch) -> Attempt<()> {
+        let version = self.read_node(pool, self.root, scratch, 0, None)?;
+        let root = Node::new(scratch.pages[0].bytes());
+        if root.is_leaf() || root.count() > 0 {
+            return Ok(());
+        }
+        let child = root.upper_child();
+        let child_version =
+            self.read_node(pool, child, scratch, 1, Some((self.root, version)))?;
+        let mut root_guard = pool.lock_exclusive(self.root, version)?;
+        let child_guard = pool.lock_exclusive(child, child_version)?;
+        let page = root_guard.page_mut();
+        page.copy_from_slice(child_guard.page());
+        crate::store::page::write_u64(page, crate::store::page::OFFSET_PAGE_ID, self.root);
+        pool.free(child_guard);
+        Ok(())
+    }
+}

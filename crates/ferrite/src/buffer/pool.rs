@@ -1,0 +1,584 @@
+//! The buffer pool (vmcache, Leis et al. SIGMOD 2023): every page id owns a fixed slot in
+//! one large virtual mapping, so translating a page id to its memory is an addition, never a
+//! hash lookup. A page-state word per page id (`state.rs`) latches it and versions it. At most
+//! `pool_pages` slots hold physical memory at a time; whoever runs short evicts a batch with
+//! the clock, writing dirty victims first, and gives their memory back with `madvise`.
+//!
+//! Racy reads: optimistic readers copy a page with a plain memory copy and then check that its
+//! version did not move (the seqlock pattern); they never hold a Rust reference into a page
+//! another thread may be writing. Exclusive holders write through `&mut [u8]` under the latch.
+
+#![allow(unsafe_code)]
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::aligned::AlignedPage;
+use super::resident::ResidentSet;
+use super::state::{PageState, EVICTED, LOCKED, MARKED, SHARED_MAX, SHARED_MIN, UNLOCKED};
+use super::vmem::VirtualRegion;
+use super::{Attempt, Interrupt};
+use crate::error::{Error, PageId, Result};
+use crate::io::PageFile;
+use crate::store::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
+
+/// Victims chosen per eviction round.
+const EVICT_BATCH: usize = 64;
+/// Spins on a latched page before an optimistic reader gives up and restarts.
+const SPIN_LIMIT: u32 = 64;
+
+/// Counters, for `ferrite stats` and the benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    pub pool_pages: u64,
+    pub resident_pages: u64,
+    pub page_count: u64,
+    pub free_pages: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub evictions: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    evictions: AtomicU64,
+}
+
+/// The pool of frames and the page allocator over one page file.
+#[derive(Debug)]
+pub struct BufferPool {
+    pages: VirtualRegion,
+    states: VirtualRegion,
+    max_pages: u64,
+    pool_pages: u64,
+    resident: ResidentSet,
+    resident_count: AtomicU64,
+    file: PageFile,
+    /// Page ids below this have been handed out at least once.
+    next_page: AtomicU64,
+    free: Mutex<Vec<PageId>>,
+    counters: Counters,
+}
+
+impl BufferPool {
+    /// A pool of `pool_pages` frames over `file`, addressing up to `max_pages` page ids, of
+    /// which `page_count` are in use or free (`free`).
+    pub fn new(
+        file: PageFile,
+        pool_pages: u64,
+        max_pages: u64,
+        page_count: u64,
+        free: Vec<PageId>,
+    ) -> Result<Self> {
+        assert!(page_count <= max_pages);
+        let pages = VirtualRegion::new(max_pages as usize * PAGE_SIZE, "page table")?;
+        let states = VirtualRegion::new(max_pages as usize * 8, "page states")?;
+        Ok(BufferPool {
+            pages,
+            states,
+            max_pages,
+            pool_pages,
+            resident: ResidentSet::new(pool_pages + 64),
+            resident_count: AtomicU64::new(0),
+            file,
+            next_page: AtomicU64::new(page_count),
+            free: Mutex::new(free),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn file(&self) -> &PageFile {
+        &self.file
+    }
+
+    pub fn pool_pages(&self) -> u64 {
+        self.pool_pages
+    }
+
+    /// Page ids handed out so far: the file's logical size in pages.
+    pub fn page_count(&self) -> u64 {
+        self.next_page.load(Ordering::Acquire)
+    }
+
+    pub fn free_pages(&self) -> Vec<PageId> {
+        self.free.lock().unwrap().clone()
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            pool_pages: self.pool_pages,
+            resident_pages: self.resident_count.load(Ordering::Relaxed),
+            page_count: self.page_count(),
+            free_pages: self.free.lock().unwrap().len() as u64,
+            reads: self.counters.reads.load(Ordering::Relaxed),
+            writes: self.counters.writes.load(Ordering::Relaxed),
+            evictions: self.counters.evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    fn check_id(&self, page_id: PageId) -> Result<()> {
+        if page_id >= self.page_count() {
+            return Err(Error::Corrupt {
+                page: page_id,
+                file: self.file.path().to_owned(),
+                reason: format!("page id beyond the end of the data ({} pages)", self.page_count()),
+            });
+        }
+        Ok(())
+    }
+
+    fn state(&self, page_id: PageId) -> &AtomicU64 {
+        assert!(page_id < self.max_pages);
+        // SAFETY: the states region holds `max_pages` zero-initialised u64s, suitably aligned
+        // (mmap returns page-aligned memory), and is only ever accessed atomically.
+        unsafe { &*(self.states.base() as *const AtomicU64).add(page_id as usize) }
+    }
+
+    fn load_state(&self, page_id: PageId) -> PageState {
+        PageState(self.state(page_id).load(Ordering::Acquire))
+    }
+
+    fn cas_state(&self, page_id: PageId, from: PageState, to: PageState) -> bool {
+        self.state(page_id)
+            .compare_exchange(from.0, to.0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    fn page_ptr(&self, page_id: PageId) -> *mut u8 {
+        assert!(page_id < self.max_pages);
+        // SAFETY: in bounds of the page region, checked above.
+        unsafe { self.pages.base().add(page_id as usize * PAGE_SIZE) }
+    }
+
+    /// The page's memory. Only for holders of its exclusive or shared latch.
+    #[allow(clippy::mut_from_ref)]
+    fn page_mut(&self, page_id: PageId) -> &mut [u8] {
+        // SAFETY: the caller holds the page's exclusive latch (or a shared latch and only
+        // reads), so no other thread writes these bytes while the slice lives; optimistic
+        // readers only copy them and validate the version afterwards.
+        unsafe { std::slice::from_raw_parts_mut(self.page_ptr(page_id), PAGE_SIZE) }
+    }
+
+    /// Copies page `page_id` into `out` and returns the version it was copied at; the copy is
+    /// consistent. `Miss` if the page is not in memory, `Restart` if it stays latched.
+    pub fn read_copy(&self, page_id: PageId, out: &mut AlignedPage) -> Attempt<u64> {
+        if page_id >= self.page_count() {
+            self.check_id(page_id)?;
+        }
+        let mut spins = 0;
+        loop {
+            let before = self.load_state(page_id);
+            match before.state() {
+                EVICTED => return Err(Interrupt::Miss(page_id)),
+                MARKED => {
+                    // Touched again: second chance.
+                    self.cas_state(page_id, before, before.with_state(UNLOCKED));
+                    continue;
+                }
+                LOCKED => {
+                    spins += 1;
+                    if spins > SPIN_LIMIT {
+                        return Err(Interrupt::Restart);
+                    }
+                    std::hint::spin_loop();
+                    continue;
+                }
+                _ => {}
+            }
+            // SAFETY: both ranges are one page long and do not overlap. The source may be
+            // written concurrently by an exclusive latch holder; the copy is then discarded
+            // because the version check below fails (seqlock pattern).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.page_ptr(page_id),
+                    out.bytes_mut().as_mut_ptr(),
+                    PAGE_SIZE,
+                )
+            };
+            fence(Ordering::Acquire);
+            let after = PageState(self.state(page_id).load(Ordering::Relaxed));
+            if after.version() == before.version() && after.readable() {
+                return Ok(before.version());
+            }
+            spins += 1;
+            if spins > SPIN_LIMIT {
+                return Err(Interrupt::Restart);
+            }
+        }
+    }
+
+    /// Whether page `page_id` is still at `version` (nobody changed it since a copy).
+    pub fn validate(&self, page_id: PageId, version: u64) -> bool {
+        let now = self.load_state(page_id);
+        now.version() == version && now.readable()
+    }
+
+    /// Latches page `page_id` exclusively if it is still at `version` (an upgrade from an
+    /// optimistic read); `Restart` otherwise.
+    pub fn lock_exclusive(&self, page_id: PageId, version: u64) -> Attempt<ExclusiveGuard<'_>> {
+        let now = self.load_state(page_id);
+        if now.version() != version || !matches!(now.state(), UNLOCKED | MARKED) {
+            return Err(Interrupt::Restart);
+        }
+        if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+            return Err(Interrupt::Restart);
+        }
+        // Writes under the latch must not become visible before the latch (seqlock writer).
+        fence(Ordering::Release);
+        Ok(ExclusiveGuard { pool: self, page_id, dirty: false })
+    }
+
+    /// Latches page `page_id` exclusively whatever its version, waiting a little for other
+    /// holders; `Miss` if it is not in memory.
+    pub fn lock_exclusive_any(&self, page_id: PageId) -> Attempt<ExclusiveGuard<'_>> {
+        self.check_id(page_id)?;
+        let mut spins = 0;
+        loop {
+            let now = self.load_state(page_id);
+            match now.state() {
+                EVICTED => return Err(Interrupt::Miss(page_id)),
+                UNLOCKED | MARKED => {
+                    if self.cas_state(page_id, now, now.with_state(LOCKED)) {
+                        fence(Ordering::Release);
+                        return Ok(ExclusiveGuard { pool: self, page_id, dirty: false });
+                    }
+                }
+                _ => {
+                    spins += 1;
+                    if spins > SPIN_LIMIT {
+                        return Err(Interrupt::Restart);
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// Latches page `page_id` shared; `Miss` if it is not in memory.
+    pub fn lock_shared(&self, page_id: PageId) -> Attempt<SharedGuard<'_>> {
+        self.check_id(page_id)?;
+        let mut spins = 0;
+        loop {
+            let now = self.load_state(page_id);
+            let next = match now.state() {
+                EVICTED => return Err(Interrupt::Miss(page_id)),
+                UNLOCKED | MARKED => SHARED_MIN,
+                s if (SHARED_MIN..SHARED_MAX).contains(&s) => s + 1,
+                _ => 0,
+            };
+            if next != 0 && self.cas_state(page_id, now, now.with_state(next)) {
+                return Ok(SharedGuard { pool: self, page_id });
+            }
+            spins += 1;
+            if spins > SPIN_LIMIT {
+                return Err(Interrupt::Restart);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn unlock_shared(&self, page_id: PageId) {
+        loop {
+            let now = self.load_state(page_id);
+            debug_assert!(now.shared(), "page {page_id} not shared-latched");
+            let next = if now.state() == SHARED_MIN { UNLOCKED } else { now.state() - 1 };
+            if self.cas_state(page_id, now, now.with_state(next)) {
+                return;
+            }
+        }
+    }
+
+    fn unlock_exclusive(&self, page_id: PageId, dirty: bool) {
+        if dirty {
+            self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
+        }
+        let now = self.load_state(page_id);
+        debug_assert_eq!(now.state(), LOCKED, "page {page_id} not latched");
+        self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
+    }
+
+    /// Reads page `page_id` from disk into the pool, blocking, unless it is there already or
+    /// another thread is loading it (the caller then retries and finds it).
+    pub fn load(&self, page_id: PageId) -> Result<()> {
+        self.check_id(page_id)?;
+        let now = self.load_state(page_id);
+        if now.state() != EVICTED || !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+            return Ok(());
+        }
+        if let Err(e) = self.reserve_frame() {
+            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+            return Err(e);
+        }
+        let result = self.read_from_disk(page_id);
+        if let Err(e) = result {
+            self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
+            self.resident_count.fetch_sub(1, Ordering::AcqRel);
+            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+            return Err(e);
+        }
+        self.resident.insert(page_id);
+        self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
+        Ok(())
+    }
+
+    fn read_from_disk(&self, page_id: PageId) -> Result<()> {
+        let memory = self.page_mut(page_id);
+        self.file.read_page(page_id, memory)?;
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        page::verify(memory, page_id).map_err(|reason| Error::Corrupt {
+            page: page_id,
+            file: self.file.path().to_owned(),
+            reason,
+        })
+    }
+
+    /// Takes one frame from the budget, evicting when none is left.
+    fn reserve_frame(&self) -> Result<()> {
+        let mut idle_rounds = 0;
+        loop {
+            let count = self.resident_count.load(Ordering::Acquire);
+            if count < self.pool_pages {
+                if self
+                    .resident_count
+                    .compare_exchange(count, count + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            if self.evict_batch()? == 0 {
+                idle_rounds += 1;
+                if idle_rounds > 10_000 {
+                    return Err(Error::PoolExhausted { pool_pages: self.pool_pages });
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// One round of the clock: marks unmarked pages, and evicts up to a batch of pages that
+    /// stayed marked since the hand last passed, writing the dirty ones first. Returns how
+    /// many pages it evicted.
+    pub fn evict_batch(&self) -> Result<usize> {
+        let mut victims = [0 as PageId; EVICT_BATCH];
+        let mut found = 0;
+        let mut swept = 0;
+        let limit = 2 * self.resident.capacity();
+        while found < EVICT_BATCH && swept < limit {
+            self.resident.sweep(64, |page_id| {
+                let now = self.load_state(page_id);
+                match now.state() {
+                    MARKED if found < EVICT_BATCH => {
+                        victims[found] = page_id;
+                        found += 1;
+                    }
+                    UNLOCKED => {
+                        self.cas_state(page_id, now, now.with_state(MARKED));
+                    }
+                    _ => {}
+                }
+            });
+            swept += 64;
+        }
+        let mut evicted = 0;
+        for &page_id in &victims[..found] {
+            let now = self.load_state(page_id);
+            if now.state() != MARKED || !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+                continue;
+            }
+            fence(Ordering::Release);
+            if let Err(e) = self.write_back(page_id) {
+                self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
+                return Err(e);
+            }
+            self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
+            self.resident.remove(page_id);
+            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+            self.resident_count.fetch_sub(1, Ordering::AcqRel);
+            evicted += 1;
+        }
+        self.counters.evictions.fetch_add(evicted as u64, Ordering::Relaxed);
+        Ok(evicted)
+    }
+
+    /// Writes a latched page if it is dirty. On failure the page stays dirty.
+    fn write_back(&self, page_id: PageId) -> Result<()> {
+        let memory = self.page_mut(page_id);
+        if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
+            return Ok(());
+        }
+        page::seal(memory);
+        if let Err(e) = self.file.write_page(page_id, memory) {
+            memory[OFFSET_FLAGS] |= FLAG_DIRTY;
+            return Err(e);
+        }
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes every dirty page in memory (blocking), then syncs the file.
+    pub fn flush_all(&self) -> Result<()> {
+        let mut ids = self.resident.ids();
+        ids.sort_unstable();
+        for page_id in ids {
+            loop {
+                match self.lock_exclusive_any(page_id) {
+                    Ok(guard) => {
+                        self.write_back(page_id)?;
+                        drop(guard);
+                        break;
+                    }
+                    Err(Interrupt::Miss(_)) => break,
+                    Err(Interrupt::Restart) => std::thread::yield_now(),
+                    Err(Interrupt::Error(e)) => return Err(e),
+                }
+            }
+        }
+        self.file.sync()
+    }
+
+    /// A new page, zero-filled unless it is a reused one, latched exclusively and dirty.
+    pub fn allocate(&self) -> Result<ExclusiveGuard<'_>> {
+        let reused = self.free.lock().unwrap().pop();
+        let page_id = match reused {
+            Some(id) => id,
+            None => {
+                let id = self.next_page.fetch_add(1, Ordering::AcqRel);
+                if id >= self.max_pages {
+                    self.next_page.fetch_sub(1, Ordering::AcqRel);
+                    return Err(Error::DatabaseFull { max_pages: self.max_pages });
+                }
+                id
+            }
+        };
+        loop {
+            let now = self.load_state(page_id);
+            match now.state() {
+                EVICTED => {
+                    if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+                        continue;
+                    }
+                    if let Err(e) = self.reserve_frame() {
+                        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                        self.free.lock().unwrap().push(page_id);
+                        return Err(e);
+                    }
+                    self.resident.insert(page_id);
+                    fence(Ordering::Release);
+                    return Ok(ExclusiveGuard { pool: self, page_id, dirty: true });
+                }
+                UNLOCKED | MARKED => {
+                    if self.cas_state(page_id, now, now.with_state(LOCKED)) {
+                        fence(Ordering::Release);
+                        return Ok(ExclusiveGuard { pool: self, page_id, dirty: true });
+                    }
+                }
+                _ => std::thread::yield_now(),
+            }
+        }
+    }
+
+    /// Frees a latched page: it is marked free in memory, never written again, and its id
+    /// goes back to the allocator.
+    pub fn free(&self, mut guard: ExclusiveGuard<'_>) {
+        let page_id = guard.page_id;
+        let memory = guard.page_mut();
+        memory[OFFSET_KIND] = PageKind::Free as u8;
+        memory[OFFSET_FLAGS] = 0;
+        guard.dirty = false;
+        drop(guard);
+        self.free.lock().unwrap().push(page_id);
+    }
+
+    /// Frees page `page_id`, in memory or not, without reading it.
+    pub fn free_by_id(&self, page_id: PageId) -> Result<()> {
+        loop {
+            let now = self.load_state(page_id);
+            if now.state() == EVICTED {
+                if self.cas_state(page_id, now, now.bumped(EVICTED)) {
+                    self.free.lock().unwrap().push(page_id);
+                    return Ok(());
+                }
+                continue;
+            }
+            match self.lock_exclusive_any(page_id) {
+                Ok(guard) => {
+                    self.free(guard);
+                    return Ok(());
+                }
+                Err(Interrupt::Miss(_)) | Err(Interrupt::Restart) => std::thread::yield_now(),
+                Err(Interrupt::Error(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Panics unless the pool's bookkeeping agrees with itself (quiescent pools only).
+    pub fn check_invariants(&self) {
+        let ids = self.resident.ids();
+        let count = self.resident_count.load(Ordering::Acquire);
+        assert_eq!(ids.len() as u64, count, "resident set and resident count disagree");
+        assert!(count <= self.pool_pages, "more pages resident than the pool holds");
+        for &id in &ids {
+            let state = self.load_state(id);
+            assert!(state.is_resident(), "page {id} in the resident set but evicted");
+            assert!(
+                matches!(state.state(), UNLOCKED | MARKED),
+                "page {id} still latched: state {}",
+                state.state()
+            );
+        }
+    }
+}
+
+/// An exclusive latch on a page in memory. Released (with a new version) on drop.
+#[derive(Debug)]
+pub struct ExclusiveGuard<'a> {
+    pool: &'a BufferPool,
+    page_id: PageId,
+    dirty: bool,
+}
+
+impl ExclusiveGuard<'_> {
+    pub fn page_id(&self) -> PageId {
+        self.page_id
+    }
+    pub fn page(&self) -> &[u8] {
+        self.pool.page_mut(self.page_id)
+    }
+    /// The page, to change: it will be written back before its frame is reused.
+    pub fn page_mut(&mut self) -> &mut [u8] {
+        self.dirty = true;
+        self.pool.page_mut(self.page_id)
+    }
+}
+
+impl Drop for ExclusiveGuard<'_> {
+    fn drop(&mut self) {
+        self.pool.unlock_exclusive(self.page_id, self.dirty);
+    }
+}
+
+/// A shared latch on a page in memory.
+#[derive(Debug)]
+pub struct SharedGuard<'a> {
+    pool: &'a BufferPool,
+    page_id: PageId,
+}
+
+impl SharedGuard<'_> {
+    pub fn page_id(&self) -> PageId {
+        self.page_id
+    }
+    pub fn page(&self) -> &[u8] {
+        self.pool.page_mut(self.page_id)
+    }
+}
+
+impl Drop for SharedGuard<'_> {
+    fn drop(&mut self) {
+        self.pool.unlock_shared(self.page_id);
+    }
+}

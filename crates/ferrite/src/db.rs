@@ -1,0 +1,662 @@
+//! The public API: a data directory (`Db`) holding named trees (`Tree`), each an ordered map
+//! from byte-string keys to byte-string values, usable from many threads at once.
+//!
+//! On disk a data directory holds `pages.ferrite` (the page file) and `LOCK` (held with
+//! `flock` while open). The catalog is itself a B+tree (tree id 0, root in the superblock)
+//! mapping each tree's name to its root page and tree id.
+
+#![allow(unsafe_code)]
+
+use std::fs::{File, OpenOptions};
+use std::ops::{Bound, RangeBounds};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::btree::check::{self, PageMap, TreeReport};
+use crate::btree::iter::Cursor;
+use crate::btree::node::MAX_KEY_LEN;
+use crate::btree::{run, BTree};
+use crate::buffer::{AlignedPage, BufferPool, PoolStats};
+use crate::error::{Error, PageId, Result};
+use crate::io::PageFile;
+use crate::options::Options;
+use crate::store::page::{read_u64, PAGE_SIZE};
+use crate::store::superblock::{Superblock, SUPERBLOCK_PAGES};
+use crate::store::value::MAX_VALUE_LEN;
+use crate::store::{freelist, page};
+
+/// The page file's name inside a data directory.
+pub const PAGE_FILE_NAME: &str = "pages.ferrite";
+const LOCK_FILE_NAME: &str = "LOCK";
+/// Longest tree name, in bytes.
+pub const MAX_TREE_NAME_LEN: usize = 255;
+const CATALOG_TREE_ID: u64 = 0;
+const CATALOG_ROOT: PageId = 2;
+
+/// An open data directory. Cheap to share: clone the `Tree` handles it gives out, or wrap
+/// it in an `Arc`. Closing writes every page back; dropping the last handle closes too.
+#[derive(Debug)]
+pub struct Db {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    dir: PathBuf,
+    pool: BufferPool,
+    catalog: BTree,
+    /// The last superblock written; the next write bumps its sequence.
+    superblock: Mutex<Superblock>,
+    next_tree_id: AtomicU64,
+    /// Serialises tree creation and dropping (never taken by reads or writes of keys).
+    catalog_lock: Mutex<()>,
+    closed: AtomicBool,
+    _lock_file: File,
+}
+
+/// A named tree: an ordered map from keys (1 to `MAX_KEY_LEN` bytes) to values (0 to
+/// `MAX_VALUE_LEN` bytes). Handles are cheap to clone and `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    shared: Arc<Shared>,
+    btree: BTree,
+    name: Arc<str>,
+}
+
+/// Numbers describing an open database.
+#[derive(Debug, Clone)]
+pub struct DbStats {
+    pub pool: PoolStats,
+    pub trees: usize,
+    pub file_bytes: u64,
+}
+
+/// What [`Db::check`] verified.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    pub page_count: u64,
+    pub free_pages: u64,
+    pub catalog: TreeReport,
+    pub trees: Vec<(String, TreeReport)>,
+    /// Faults outside any one tree (page accounting, catalog entries).
+    pub faults: Vec<String>,
+}
+
+impl CheckReport {
+    /// Every fault found, anywhere.
+    pub fn all_faults(&self) -> Vec<String> {
+        let mut all = self.faults.clone();
+        all.extend(self.catalog.faults.iter().cloned());
+        for (name, report) in &self.trees {
+            all.extend(report.faults.iter().map(|f| format!("tree {name:?}: {f}")));
+        }
+        all
+    }
+    pub fn is_ok(&self) -> bool {
+        self.all_faults().is_empty()
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::KeyEmpty);
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+    }
+    Ok(())
+}
+
+fn check_tree_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "names must not be empty"
+    } else if name.len() > MAX_TREE_NAME_LEN {
+        "names are at most 255 bytes"
+    } else {
+        return Ok(());
+    };
+    Err(Error::BadTreeName { name: name.to_owned(), reason })
+}
+
+fn not_a_database(path: &Path, reason: impl Into<String>) -> Error {
+    Error::NotADatabase { path: path.to_owned(), reason: reason.into() }
+}
+
+fn encode_catalog_entry(tree: BTree) -> [u8; 16] {
+    let mut entry = [0u8; 16];
+    entry[..8].copy_from_slice(&tree.root.to_le_bytes());
+    entry[8..].copy_from_slice(&tree.tree_id.to_le_bytes());
+    entry
+}
+
+fn decode_catalog_entry(bytes: &[u8]) -> Option<BTree> {
+    (bytes.len() == 16).then(|| BTree { root: read_u64(bytes, 0), tree_id: read_u64(bytes, 8) })
+}
+
+/// Takes the directory's lock file, or fails with `Error::Locked`.
+fn lock_directory(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE_NAME);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    // SAFETY: flock only takes the descriptor, which stays open as long as `file`.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(Error::Locked { path: dir.to_owned() });
+        }
+        return Err(Error::io(format!("locking {}", path.display()), err));
+    }
+    Ok(file)
+}
+
+fn write_page_direct(file: &PageFile, page_id: PageId, fill: impl FnOnce(&mut [u8])) -> Result<()> {
+    let mut buf = AlignedPage::zeroed();
+    fill(buf.bytes_mut());
+    file.write_page(page_id, buf.bytes())
+}
+
+fn read_page_direct(file: &PageFile, page_id: PageId) -> Result<AlignedPage> {
+    let mut buf = AlignedPage::zeroed();
+    file.read_page(page_id, buf.bytes_mut())?;
+    Ok(buf)
+}
+
+/// Writes an empty database: both superblock copies and an empty catalog root.
+fn format(file: &PageFile) -> Result<()> {
+    write_page_direct(file, CATALOG_ROOT, |page| {
+        BTree::init_root(page, CATALOG_ROOT, CATALOG_TREE_ID);
+        page::seal(page);
+    })?;
+    for sequence in 0..2 {
+        let sb = Superblock {
+            sequence,
+            page_count: CATALOG_ROOT + 1,
+            catalog_root: CATALOG_ROOT,
+            free_list_head: 0,
+            free_list_len: 0,
+            next_tree_id: CATALOG_TREE_ID + 1,
+            clean: true,
+        };
+        write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
+    }
+    file.sync()
+}
+
+/// The newer valid superblock copy.
+fn read_superblock(file: &PageFile, dir: &Path) -> Result<Superblock> {
+    let mut best: Option<Superblock> = None;
+    let mut reasons = Vec::new();
+    for page_id in SUPERBLOCK_PAGES {
+        let buf = read_page_direct(file, page_id)?;
+        match Superblock::decode(buf.bytes(), page_id) {
+            Ok(sb) if best.map_or(true, |b| sb.sequence > b.sequence) => best = Some(sb),
+            Ok(_) => {}
+            Err(reason) => reasons.push(format!("copy {page_id}: {reason}")),
+        }
+    }
+    best.ok_or_else(|| not_a_database(dir, format!("no valid superblock ({})", reasons.join("; "))))
+}
+
+/// Reads the free-list chain: the ids it lists and its own pages.
+fn read_free_list(file: &PageFile, sb: &Superblock) -> Result<Vec<PageId>> {
+    let mut free = Vec::new();
+    let mut next = sb.free_list_head;
+    let mut listed = 0u64;
+    while next != 0 {
+        if next >= sb.page_count || free.len() as u64 > sb.page_count {
+            return Err(Error::Corrupt {
+                page: next,
+                file: file.path().to_owned(),
+                reason: "free-list chain leaves the file or loops".into(),
+            });
+        }
+        let buf = read_page_direct(file, next)?;
+        let corrupt = |reason: String| Error::Corrupt {
+            page: next,
+            file: file.path().to_owned(),
+            reason,
+        };
+        page::verify(buf.bytes(), next).map_err(corrupt)?;
+        let (following, ids) = freelist::decode(buf.bytes()).map_err(corrupt)?;
+        listed += ids.len() as u64;
+        free.extend(ids);
+        free.push(next);
+        next = following;
+    }
+    if listed != sb.free_list_len {
+        return Err(Error::Corrupt {
+            page: sb.free_list_head,
+            file: file.path().to_owned(),
+            reason: format!("free list holds {listed} ids, superblock says {}", sb.free_list_len),
+        });
+    }
+    Ok(free)
+}
+
+impl Db {
+    /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
+    /// does not exist or is empty.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = dir.as_ref();
+        if dir.exists() && !dir.is_dir() {
+            return Err(not_a_database(dir, "it is not a directory"));
+        }
+        if !dir.exists() {
+            if !options.create_if_missing {
+                return Err(not_a_database(dir, "it does not exist"));
+            }
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        }
+        let page_path = dir.join(PAGE_FILE_NAME);
+        let exists = page_path.exists();
+        if !exists {
+            let others = std::fs::read_dir(dir)
+                .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
+                .filter_map(|entry| entry.ok())
+                .any(|entry| entry.file_name() != LOCK_FILE_NAME);
+            if others {
+                return Err(not_a_database(dir, format!("it has files but no {PAGE_FILE_NAME}")));
+            }
+            if !options.create_if_missing {
+                return Err(not_a_database(dir, format!("it has no {PAGE_FILE_NAME}")));
+            }
+        }
+        let lock_file = lock_directory(dir)?;
+        let file = PageFile::open(&page_path, !exists, options.direct_io, options.grow_chunk_bytes)?;
+        if !exists || file.size_pages() == 0 {
+            format(&file)?;
+        }
+        let mut sb = read_superblock(&file, dir)?;
+        if !sb.clean && !options.accept_unclean {
+            return Err(Error::NotCleanlyClosed { path: dir.to_owned() });
+        }
+        if sb.page_count > options.max_pages() {
+            return Err(Error::BadOptions {
+                reason: format!(
+                    "the data holds {} pages but max_size_bytes allows {}",
+                    sb.page_count,
+                    options.max_pages()
+                ),
+            });
+        }
+        let free = if sb.clean { read_free_list(&file, &sb)? } else { Vec::new() };
+        // From here until a clean close, the superblock says "open": a crash is detected.
+        sb.sequence += 1;
+        sb.clean = false;
+        sb.free_list_head = 0;
+        sb.free_list_len = 0;
+        write_page_direct(&file, sb.page_id(), |page| sb.encode(page))?;
+        file.sync()?;
+        let pool =
+            BufferPool::new(file, options.pool_pages(), options.max_pages(), sb.page_count, free)?;
+        let shared = Shared {
+            dir: dir.to_owned(),
+            pool,
+            catalog: BTree { root: sb.catalog_root, tree_id: CATALOG_TREE_ID },
+            next_tree_id: AtomicU64::new(sb.next_tree_id),
+            superblock: Mutex::new(sb),
+            catalog_lock: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            _lock_file: lock_file,
+        };
+        Ok(Db { shared: Arc::new(shared) })
+    }
+
+    /// The data directory.
+    pub fn path(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Creates tree `name`; `Error::TreeExists` if it exists.
+    pub fn create_tree(&self, name: &str) -> Result<Tree> {
+        self.shared.check_open()?;
+        check_tree_name(name)?;
+        let _guard = self.shared.catalog_lock.lock().unwrap();
+        if self.shared.lookup_tree(name)?.is_some() {
+            return Err(Error::TreeExists { name: name.to_owned() });
+        }
+        let pool = &self.shared.pool;
+        let tree_id = self.shared.next_tree_id.fetch_add(1, Ordering::AcqRel);
+        let btree = {
+            let mut root = pool.allocate()?;
+            let root_id = root.page_id();
+            BTree::init_root(root.page_mut(), root_id, tree_id);
+            BTree { root: root_id, tree_id }
+        };
+        let entry = encode_catalog_entry(btree);
+        let catalog = self.shared.catalog;
+        run(pool, |scratch| catalog.put(pool, name.as_bytes(), &entry, scratch))?;
+        Ok(self.shared.handle(name, btree))
+    }
+
+    /// Opens tree `name`; `Error::TreeNotFound` if there is none.
+    pub fn open_tree(&self, name: &str) -> Result<Tree> {
+        self.shared.check_open()?;
+        check_tree_name(name)?;
+        match self.shared.lookup_tree(name)? {
+            Some(btree) => Ok(self.shared.handle(name, btree)),
+            None => Err(Error::TreeNotFound { name: name.to_owned() }),
+        }
+    }
+
+    /// Opens tree `name`, creating it if need be.
+    pub fn tree(&self, name: &str) -> Result<Tree> {
+        match self.open_tree(name) {
+            Err(Error::TreeNotFound { .. }) => match self.create_tree(name) {
+                Err(Error::TreeExists { .. }) => self.open_tree(name),
+                other => other,
+            },
+            other => other,
+        }
+    }
+
+    /// Removes tree `name` and frees its pages. Handles to it fail with `TreeNotFound` after.
+    pub fn drop_tree(&self, name: &str) -> Result<()> {
+        self.shared.check_open()?;
+        check_tree_name(name)?;
+        let _guard = self.shared.catalog_lock.lock().unwrap();
+        let Some(btree) = self.shared.lookup_tree(name)? else {
+            return Err(Error::TreeNotFound { name: name.to_owned() });
+        };
+        let pool = &self.shared.pool;
+        let catalog = self.shared.catalog;
+        run(pool, |scratch| catalog.delete(pool, name.as_bytes(), scratch))?;
+        self.shared.free_tree_pages(btree)
+    }
+
+    /// The names of all trees, in order.
+    pub fn tree_names(&self) -> Result<Vec<String>> {
+        self.shared.check_open()?;
+        let mut cursor =
+            Cursor::new(self.shared.catalog, Bound::Unbounded, Bound::Unbounded, false);
+        let mut names = Vec::new();
+        while let Some((key, _)) = cursor.next(&self.shared.pool)? {
+            names.push(String::from_utf8_lossy(&key).into_owned());
+        }
+        Ok(names)
+    }
+
+    pub fn stats(&self) -> Result<DbStats> {
+        Ok(DbStats {
+            pool: self.shared.pool.stats(),
+            trees: self.tree_names()?.len(),
+            file_bytes: self.shared.pool.file().size_pages() * PAGE_SIZE as u64,
+        })
+    }
+
+    /// Walks the catalog and every tree, verifying checksums, structure and page accounting
+    /// (each page used once or free, none lost). Meant for a database nobody is changing.
+    pub fn check(&self) -> Result<CheckReport> {
+        self.shared.check_open()?;
+        let pool = &self.shared.pool;
+        let page_count = pool.page_count();
+        let mut pages = PageMap::new(page_count);
+        let mut report = CheckReport { page_count, ..CheckReport::default() };
+        for id in SUPERBLOCK_PAGES {
+            pages.claim(id, check::USED);
+        }
+        report.catalog = check::check_tree(pool, self.shared.catalog, &mut pages);
+        let mut cursor = Cursor::new(self.shared.catalog, Bound::Unbounded, Bound::Unbounded, false);
+        while let Some((key, value)) = cursor.next(pool)? {
+            let name = String::from_utf8_lossy(&key).into_owned();
+            match decode_catalog_entry(&value) {
+                Some(btree) => {
+                    let tree_report = check::check_tree(pool, btree, &mut pages);
+                    report.trees.push((name, tree_report));
+                }
+                None => report.faults.push(format!("catalog entry {name:?} is malformed")),
+            }
+        }
+        let free = pool.free_pages();
+        report.free_pages = free.len() as u64;
+        for id in free {
+            if let Some(fault) = pages.claim(id, check::FREE) {
+                report.faults.push(fault);
+            }
+        }
+        for id in pages.lost() {
+            report.faults.push(format!("page {id} is neither in use nor free (lost)"));
+        }
+        Ok(report)
+    }
+
+    /// Writes every page back and marks the directory cleanly closed.
+    pub fn close(self) -> Result<()> {
+        self.shared.close()
+    }
+
+    /// The buffer pool, for benchmarks and tools.
+    #[doc(hidden)]
+    pub fn pool(&self) -> &BufferPool {
+        &self.shared.pool
+    }
+}
+
+impl Shared {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn handle(self: &Arc<Self>, name: &str, btree: BTree) -> Tree {
+        Tree { shared: Arc::clone(self), btree, name: name.into() }
+    }
+
+    fn lookup_tree(&self, name: &str) -> Result<Option<BTree>> {
+        let pool = &self.pool;
+        let catalog = self.catalog;
+        let entry = run(pool, |scratch| {
+            catalog.get(pool, name.as_bytes(), scratch, &mut |bytes: &[u8]| bytes.to_vec())
+        })?;
+        match entry {
+            None => Ok(None),
+            Some(bytes) => decode_catalog_entry(&bytes).map(Some).ok_or_else(|| Error::Corrupt {
+                page: catalog.root,
+                file: pool.file().path().to_owned(),
+                reason: format!("catalog entry for {name:?} is malformed"),
+            }),
+        }
+    }
+
+    /// Frees every page of a tree already removed from the catalog, root first, so that
+    /// handles still in use fail cleanly instead of reading reused pages.
+    fn free_tree_pages(&self, btree: BTree) -> Result<()> {
+        use crate::btree::node::{Node, Payload};
+        let pool = &self.pool;
+        let mut pending = vec![btree.root];
+        while let Some(page_id) = pending.pop() {
+            let copy = check::read_page(pool, page_id)?;
+            let node = Node::new(copy.bytes());
+            if node.tree_id() != btree.tree_id {
+                return Err(check::corrupt(pool, page_id, "not a node of the dropped tree".into()));
+            }
+            if node.is_leaf() {
+                for slot in 0..node.count() {
+                    if let Payload::OutOfLine(value_page) = node.value(slot) {
+                        pool.free_by_id(value_page)?;
+                    }
+                }
+            } else {
+                pending.extend((0..=node.count()).map(|i| node.child(i)));
+            }
+            pool.free_by_id(page_id)?;
+        }
+        Ok(())
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let pool = &self.pool;
+        pool.flush_all()?;
+        let (chain, listed) = freelist::plan(pool.free_pages());
+        let file = pool.file();
+        let mut remaining = listed.as_slice();
+        for (i, &page_id) in chain.iter().enumerate() {
+            let take = remaining.len().min(freelist::IDS_PER_PAGE);
+            let next = chain.get(i + 1).copied().unwrap_or(0);
+            write_page_direct(file, page_id, |page| {
+                freelist::encode(page, page_id, next, &remaining[..take])
+            })?;
+            remaining = &remaining[take..];
+        }
+        file.sync()?;
+        let mut sb = self.superblock.lock().unwrap();
+        sb.sequence += 1;
+        sb.page_count = pool.page_count();
+        sb.free_list_head = chain.first().copied().unwrap_or(0);
+        sb.free_list_len = listed.len() as u64;
+        sb.next_tree_id = self.next_tree_id.load(Ordering::Acquire);
+        sb.clean = true;
+        let sb = *sb;
+        write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
+        file.sync()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            eprintln!("ferrite: closing {} failed: {e}", self.dir.display());
+        }
+    }
+}
+
+fn to_owned_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k.to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Tree {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs one operation to its end, naming this tree in a `TreeNotFound`.
+    fn run<T>(
+        &self,
+        mut attempt: impl FnMut(&BufferPool, &mut crate::btree::Scratch) -> crate::buffer::Attempt<T>,
+    ) -> Result<T> {
+        self.shared.check_open()?;
+        let pool = &self.shared.pool;
+        run(pool, |scratch| attempt(pool, scratch)).map_err(|e| match e {
+            Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
+            other => other,
+        })
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(key, |value| value.to_vec())
+    }
+
+    /// Calls `read` with the value of `key` (without copying it out), if present.
+    pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
+        check_key(key)?;
+        let btree = self.btree;
+        self.run(|pool, scratch| btree.get(pool, key, scratch, &mut read))
+    }
+
+    /// Inserts `key` with `value`, or overwrites its value.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        let btree = self.btree;
+        self.run(|pool, scratch| btree.put(pool, key, value, scratch))
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        let btree = self.btree;
+        self.run(|pool, scratch| btree.delete(pool, key, scratch))
+    }
+
+    /// Changes the value of `key` in place, atomically (no reader sees half of the change);
+    /// the value keeps its length. Returns whether `key` was present.
+    pub fn update(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
+        check_key(key)?;
+        let btree = self.btree;
+        let mut change = Some(change);
+        self.run(|pool, scratch| btree.update(pool, key, &mut change, scratch))
+    }
+
+    /// The entries whose keys lie in `range`, in ascending key order.
+    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Iter {
+        self.scan(range, false)
+    }
+
+    /// The entries whose keys lie in `range`, in descending key order.
+    pub fn range_rev<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Iter {
+        self.scan(range, true)
+    }
+
+    /// Every entry, in ascending key order.
+    pub fn iter(&self) -> Iter {
+        self.scan::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Unbounded, Bound::Unbounded), false)
+    }
+
+    fn scan<'k, R: RangeBounds<&'k [u8]>>(&self, range: R, reverse: bool) -> Iter {
+        let lower = to_owned_bound(range.start_bound().cloned());
+        let upper = to_owned_bound(range.end_bound().cloned());
+        Iter {
+            shared: Arc::clone(&self.shared),
+            name: Arc::clone(&self.name),
+            cursor: Cursor::new(self.btree, lower, upper, reverse),
+            failed: false,
+        }
+    }
+}
+
+/// An iterator over a range of one tree (see [`Tree::range`]). Each item is a `Result`:
+/// reading the next leaf can fail like any read.
+#[derive(Debug)]
+pub struct Iter {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    cursor: Cursor,
+    failed: bool,
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let result = self.shared.check_open().and_then(|()| self.cursor.next(&self.shared.pool));
+        match result {
+            Ok(entry) => entry.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(match e {
+                    Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
+                    other => other,
+                }))
+            }
+        }
+    }
+}

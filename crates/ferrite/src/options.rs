@@ -1,0 +1,76 @@
+//! Everything `Db::open` can be told, with limits checked at open.
+
+use crate::error::{Error, Result};
+use crate::store::page::PAGE_SIZE;
+
+/// Smallest pool accepted: a few latched pages per thread must always fit.
+pub const MIN_POOL_PAGES: u64 = 16;
+
+/// How to open a data directory.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Memory for cached pages, in bytes (rounded down to whole pages). Data may be far larger.
+    pub pool_bytes: u64,
+    /// Largest the page file may grow, in bytes: Ferrite reserves this much virtual address
+    /// space (not memory) at open, one slot per page.
+    pub max_size_bytes: u64,
+    /// The page file grows by this many bytes at a time, preallocated with `fallocate`.
+    pub grow_chunk_bytes: u64,
+    /// Read and write pages with `O_DIRECT`, bypassing the kernel's page cache.
+    pub direct_io: bool,
+    /// Create the data directory and its files when they do not exist.
+    pub create_if_missing: bool,
+    /// Open a directory that was not closed cleanly (its pages may be inconsistent until the
+    /// write-ahead log exists).
+    pub accept_unclean: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            pool_bytes: 256 << 20,
+            max_size_bytes: 1 << 40,
+            grow_chunk_bytes: 64 << 20,
+            direct_io: true,
+            create_if_missing: true,
+            accept_unclean: false,
+        }
+    }
+}
+
+impl Options {
+    /// Frames in the pool.
+    pub fn pool_pages(&self) -> u64 {
+        self.pool_bytes / PAGE_SIZE as u64
+    }
+
+    /// Page ids the page table addresses.
+    pub fn max_pages(&self) -> u64 {
+        self.max_size_bytes / PAGE_SIZE as u64
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::BadOptions { reason });
+        if self.pool_pages() < MIN_POOL_PAGES {
+            return bad(format!(
+                "pool_bytes {} is below the minimum of {} pages ({} bytes)",
+                self.pool_bytes,
+                MIN_POOL_PAGES,
+                MIN_POOL_PAGES * PAGE_SIZE as u64
+            ));
+        }
+        if self.max_pages() < 16 || self.max_size_bytes > 1 << 46 {
+            return bad(format!(
+                "max_size_bytes {} must be between 64 KiB and 64 TiB",
+                self.max_size_bytes
+            ));
+        }
+        if self.grow_chunk_bytes < PAGE_SIZE as u64 || self.grow_chunk_bytes > 1 << 32 {
+            return bad(format!(
+                "grow_chunk_bytes {} must be between one page and 4 GiB",
+                self.grow_chunk_bytes
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! The superblock: the root of everything on disk. Two copies, in pages 0 and 1; each write
+//! goes to the copy the previous write did not use (`sequence % 2`), so one torn write never
+//! loses both. Open reads both and trusts the valid one with the higher sequence number.
+//!
+//! | offset | size | meaning                                                          |
+//! |--------|------|------------------------------------------------------------------|
+//! | 0      | 16   | common page header (kind `Superblock`, page id 0 or 1)            |
+//! | 16     | 8    | magic: the bytes `FERRITE\0`                                      |
+//! | 24     | 4    | format version (1)                                                |
+//! | 28     | 4    | page size in bytes (4096)                                         |
+//! | 32     | 8    | sequence number, + 1 on every write                               |
+//! | 40     | 8    | page count: ids below it are in use or free                       |
+//! | 48     | 8    | catalog root page id                                              |
+//! | 56     | 8    | first free-list page id (0 = none)                                |
+//! | 64     | 8    | free page ids listed in the free-list chain                       |
+//! | 72     | 8    | next tree id                                                      |
+//! | 80     | 1    | 1 = closed cleanly: every page was written back and the free      |
+//! |        |      | list is exact; 0 while open                                       |
+//! | 81     | 7    | reserved, 0                                                       |
+//!
+//! The rest of the page is zero.
+
+use crate::error::PageId;
+use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
+
+pub const MAGIC: &[u8; 8] = b"FERRITE\0";
+pub const FORMAT_VERSION: u32 = 1;
+/// Page ids of the two superblock copies.
+pub const SUPERBLOCK_PAGES: [PageId; 2] = [0, 1];
+
+/// The decoded superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    pub sequence: u64,
+    pub page_count: u64,
+    pub catalog_root: PageId,
+    pub free_list_head: PageId,
+    pub free_list_len: u64,
+    pub next_tree_id: u64,
+    pub clean: bool,
+}
+
+impl Superblock {
+    /// The page this version is written to.
+    pub fn page_id(&self) -> PageId {
+        SUPERBLOCK_PAGES[(self.sequence % 2) as usize]
+    }
+
+    /// Encodes into `out` (one page), sealed and ready to write.
+    pub fn encode(&self, out: &mut [u8]) {
+        out.fill(0);
+        page::init_header(out, PageKind::Superblock, self.page_id());
+        out[16..24].copy_from_slice(MAGIC);
+        write_u32(out, 24, FORMAT_VERSION);
+        write_u32(out, 28, PAGE_SIZE as u32);
+        write_u64(out, 32, self.sequence);
+        write_u64(out, 40, self.page_count);
+        write_u64(out, 48, self.catalog_root);
+        write_u64(out, 56, self.free_list_head);
+        write_u64(out, 64, self.free_list_len);
+        write_u64(out, 72, self.next_tree_id);
+        out[80] = self.clean as u8;
+        page::seal(out);
+    }
+
+    /// Decodes copy `page_id`, checking checksum, identity, magic, version and page size.
+    pub fn decode(bytes: &[u8], page_id: PageId) -> Result<Superblock, String> {
+        page::verify(bytes, page_id)?;
+        if page::kind_of(bytes) != Some(PageKind::Superblock) {
+            return Err("not a superblock page".into());
+        }
+        if &bytes[16..24] != MAGIC {
+            return Err("bad magic".into());
+        }
+        let version = read_u32(bytes, 24);
+        if version != FORMAT_VERSION {
+            return Err(format!("format version {version}, this build reads {FORMAT_VERSION}"));
+        }
+        let page_size = read_u32(bytes, 28);
+        if page_size as usize != PAGE_SIZE {
+            return Err(format!("page size {page_size}, this build uses {PAGE_SIZE}"));
+        }
+        let sb = Superblock {
+            sequence: read_u64(bytes, 32),
+            page_count: read_u64(bytes, 40),
+            catalog_root: read_u64(bytes, 48),
+            free_list_head: read_u64(bytes, 56),
+            free_list_len: read_u64(bytes, 64),
+            next_tree_id: read_u64(bytes, 72),
+            clean: bytes[80] == 1,
+        };
+        if sb.page_id() != page_id {
+            return Err(format!("sequence {} belongs in the other copy", sb.sequence));
+        }
+        if sb.catalog_root >= sb.page_count || sb.free_list_head >= sb.page_count {
+            return Err(format!("root or free list beyond the page count {}", sb.page_count));
+        }
+        Ok(sb)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_copies() {
+        let mut sb = Superblock {
+            sequence: 5,
+            page_count: 100,
+            catalog_root: 2,
+            free_list_head: 50,
+            free_list_len: 7,
+            next_tree_id: 3,
+            clean: true,
+        };
+        let mut buf = vec![0u8; PAGE_SIZE];
+        sb.encode(&mut buf);
+        assert_eq!(Superblock::decode(&buf, 1).unwrap(), sb);
+        assert!(Superblock::decode(&buf, 0).is_err());
+        sb.sequence = 6;
+        sb.encode(&mut buf);
+        assert_eq!(Superblock::decode(&buf, 0).unwrap().sequence, 6);
+        buf[17] ^= 1;
+        assert!(Superblock::decode(&buf, 0).unwrap_err().contains("checksum"));
+    }
+}
