@@ -7,6 +7,7 @@
 
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::ops::{Bound, RangeBounds};
 use std::os::unix::io::AsRawFd;
@@ -18,7 +19,7 @@ use crate::btree::check::{self, PageMap, TreeReport};
 use crate::btree::iter::Cursor;
 use crate::btree::node::MAX_KEY_LEN;
 use crate::btree::{run, BTree};
-use crate::buffer::{AlignedPage, BufferPool, PoolStats};
+use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
 use crate::error::{Error, PageId, Result};
 use crate::io::PageFile;
 use crate::options::Options;
@@ -50,8 +51,10 @@ struct Shared {
     /// The last superblock written; the next write bumps its sequence.
     superblock: Mutex<Superblock>,
     next_tree_id: AtomicU64,
-    /// Serialises tree creation and dropping (never taken by reads or writes of keys).
+    /// Serialises opening, creating and dropping trees (never taken by reads or writes of keys).
     catalog_lock: Mutex<()>,
+    /// One "dropped" flag per tree with open handles, shared by those handles.
+    dropped_flags: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     closed: AtomicBool,
     _lock_file: File,
 }
@@ -63,6 +66,8 @@ pub struct Tree {
     shared: Arc<Shared>,
     btree: BTree,
     name: Arc<str>,
+    /// Set when the tree is dropped: every later attempt fails with `TreeNotFound`.
+    dropped: Arc<AtomicBool>,
 }
 
 /// Numbers describing an open database.
@@ -225,11 +230,8 @@ fn read_free_list(file: &PageFile, sb: &Superblock) -> Result<Vec<PageId>> {
             });
         }
         let buf = read_page_direct(file, next)?;
-        let corrupt = |reason: String| Error::Corrupt {
-            page: next,
-            file: file.path().to_owned(),
-            reason,
-        };
+        let corrupt =
+            |reason: String| Error::Corrupt { page: next, file: file.path().to_owned(), reason };
         page::verify(buf.bytes(), next).map_err(corrupt)?;
         let (following, ids) = freelist::decode(buf.bytes()).map_err(corrupt)?;
         listed += ids.len() as u64;
@@ -278,7 +280,8 @@ impl Db {
             }
         }
         let lock_file = lock_directory(dir)?;
-        let file = PageFile::open(&page_path, !exists, options.direct_io, options.grow_chunk_bytes)?;
+        let file =
+            PageFile::open(&page_path, !exists, options.direct_io, options.grow_chunk_bytes)?;
         if !exists || file.size_pages() == 0 {
             format(&file)?;
         }
@@ -312,6 +315,7 @@ impl Db {
             next_tree_id: AtomicU64::new(sb.next_tree_id),
             superblock: Mutex::new(sb),
             catalog_lock: Mutex::new(()),
+            dropped_flags: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             _lock_file: lock_file,
         };
@@ -349,6 +353,7 @@ impl Db {
     pub fn open_tree(&self, name: &str) -> Result<Tree> {
         self.shared.check_open()?;
         check_tree_name(name)?;
+        let _guard = self.shared.catalog_lock.lock().unwrap();
         match self.shared.lookup_tree(name)? {
             Some(btree) => Ok(self.shared.handle(name, btree)),
             None => Err(Error::TreeNotFound { name: name.to_owned() }),
@@ -377,6 +382,9 @@ impl Db {
         let pool = &self.shared.pool;
         let catalog = self.shared.catalog;
         run(pool, |scratch| catalog.delete(pool, name.as_bytes(), scratch))?;
+        if let Some(flag) = self.shared.dropped_flags.lock().unwrap().remove(&btree.tree_id) {
+            flag.store(true, Ordering::Release);
+        }
         self.shared.free_tree_pages(btree)
     }
 
@@ -412,7 +420,8 @@ impl Db {
             pages.claim(id, check::USED);
         }
         report.catalog = check::check_tree(pool, self.shared.catalog, &mut pages);
-        let mut cursor = Cursor::new(self.shared.catalog, Bound::Unbounded, Bound::Unbounded, false);
+        let mut cursor =
+            Cursor::new(self.shared.catalog, Bound::Unbounded, Bound::Unbounded, false);
         while let Some((key, value)) = cursor.next(pool)? {
             let name = String::from_utf8_lossy(&key).into_owned();
             match decode_catalog_entry(&value) {
@@ -456,8 +465,11 @@ impl Shared {
         Ok(())
     }
 
+    /// A handle on `btree`; the caller holds the catalog lock.
     fn handle(self: &Arc<Self>, name: &str, btree: BTree) -> Tree {
-        Tree { shared: Arc::clone(self), btree, name: name.into() }
+        let mut flags = self.dropped_flags.lock().unwrap();
+        let dropped = Arc::clone(flags.entry(btree.tree_id).or_default());
+        Tree { shared: Arc::clone(self), btree, name: name.into(), dropped }
     }
 
     fn lookup_tree(&self, name: &str) -> Result<Option<BTree>> {
@@ -561,7 +573,14 @@ impl Tree {
     ) -> Result<T> {
         self.shared.check_open()?;
         let pool = &self.shared.pool;
-        run(pool, |scratch| attempt(pool, scratch)).map_err(|e| match e {
+        let dropped = &self.dropped;
+        run(pool, |scratch| {
+            if dropped.load(Ordering::Acquire) {
+                return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
+            }
+            attempt(pool, scratch)
+        })
+        .map_err(|e| match e {
             Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
             other => other,
         })
@@ -624,6 +643,7 @@ impl Tree {
         Iter {
             shared: Arc::clone(&self.shared),
             name: Arc::clone(&self.name),
+            dropped: Arc::clone(&self.dropped),
             cursor: Cursor::new(self.btree, lower, upper, reverse),
             failed: false,
         }
@@ -636,6 +656,7 @@ impl Tree {
 pub struct Iter {
     shared: Arc<Shared>,
     name: Arc<str>,
+    dropped: Arc<AtomicBool>,
     cursor: Cursor,
     failed: bool,
 }
@@ -647,13 +668,20 @@ impl Iterator for Iter {
         if self.failed {
             return None;
         }
-        let result = self.shared.check_open().and_then(|()| self.cursor.next(&self.shared.pool));
+        let result = self.shared.check_open().and_then(|()| {
+            if self.dropped.load(Ordering::Acquire) {
+                return Err(Error::TreeNotFound { name: String::new() });
+            }
+            self.cursor.next(&self.shared.pool)
+        });
         match result {
             Ok(entry) => entry.map(Ok),
             Err(e) => {
                 self.failed = true;
                 Some(Err(match e {
-                    Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
+                    Error::TreeNotFound { .. } => {
+                        Error::TreeNotFound { name: self.name.to_string() }
+                    }
                     other => other,
                 }))
             }

@@ -108,12 +108,8 @@ fn walk(
         return;
     }
     let node = Node::new(copy.bytes());
-    let expect = Expect {
-        page_id,
-        tree_id: Some(tree.tree_id),
-        level,
-        fences: Some((lower, upper)),
-    };
+    let expect =
+        Expect { page_id, tree_id: Some(tree.tree_id), level, fences: Some((lower, upper)) };
     if let Err(fault) = node.check(&expect) {
         report.faults.push(format!("page {page_id}: {fault}"));
         return;

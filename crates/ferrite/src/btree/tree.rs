@@ -145,7 +145,11 @@ impl BTree {
             let child_version =
                 self.read_node(pool, child, scratch, next, Some((page_id, version)))?;
             if Node::new(scratch.pages[next].bytes()).level() + 1 != level {
-                return Err(corrupt(pool, child, format!("level does not follow parent {page_id}")));
+                return Err(corrupt(
+                    pool,
+                    child,
+                    format!("level does not follow parent {page_id}"),
+                ));
             }
             parent = Some((page_id, version, index));
             page_id = child;
@@ -215,10 +219,15 @@ impl BTree {
             } else {
                 (leaf.has_space_for(key.len(), payload_len), None)
             };
-            (slot, exact, fits, old.map(|p| match p {
-                Payload::OutOfLine(id) => Some(id),
-                Payload::Inline(_) => None,
-            }))
+            (
+                slot,
+                exact,
+                fits,
+                old.map(|p| match p {
+                    Payload::OutOfLine(id) => Some(id),
+                    Payload::Inline(_) => None,
+                }),
+            )
         };
         if !fits {
             drop(guard);
@@ -353,7 +362,13 @@ impl BTree {
         let (sep_slot, separator) = node.split_point();
         let level = node.level() + 1;
         let mut left = pool.allocate()?;
-        let mut right = pool.allocate()?;
+        let mut right = match pool.allocate() {
+            Ok(right) => right,
+            Err(e) => {
+                pool.free(left);
+                return Err(e.into());
+            }
+        };
         let (left_id, right_id) = (left.page_id(), right.page_id());
         node::split_into(
             node,
@@ -448,8 +463,7 @@ impl BTree {
             return Ok(());
         }
         let child = root.upper_child();
-        let child_version =
-            self.read_node(pool, child, scratch, 1, Some((self.root, version)))?;
+        let child_version = self.read_node(pool, child, scratch, 1, Some((self.root, version)))?;
         let mut root_guard = pool.lock_exclusive(self.root, version)?;
         let child_guard = pool.lock_exclusive(child, child_version)?;
         let page = root_guard.page_mut();

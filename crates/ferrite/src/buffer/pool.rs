@@ -582,3 +582,107 @@ impl Drop for SharedGuard<'_> {
         self.pool.unlock_shared(self.page_id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::page::{init_header, read_u64, write_u64};
+    use crate::test_util::TempDir;
+
+    fn pool(dir: &TempDir, pool_pages: u64) -> BufferPool {
+        let file = PageFile::open(&dir.path().join("pages"), true, true, 1 << 20).unwrap();
+        BufferPool::new(file, pool_pages, 4096, 0, Vec::new()).unwrap()
+    }
+
+    fn read(pool: &BufferPool, page_id: PageId) -> AlignedPage {
+        let mut copy = AlignedPage::zeroed();
+        loop {
+            match pool.read_copy(page_id, &mut copy) {
+                Ok(_) => return copy,
+                Err(Interrupt::Miss(id)) => pool.load(id).unwrap(),
+                Err(Interrupt::Restart) => std::thread::yield_now(),
+                Err(Interrupt::Error(e)) => panic!("{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn pages_survive_eviction_and_come_back_verified() {
+        let dir = TempDir::new("pool");
+        let pool = pool(&dir, 16);
+        let mut ids = Vec::new();
+        for n in 0..200u64 {
+            let mut guard = pool.allocate().unwrap();
+            let id = guard.page_id();
+            let page = guard.page_mut();
+            init_header(page, PageKind::Leaf, id);
+            write_u64(page, 100, n * 7);
+            ids.push(id);
+        }
+        let stats = pool.stats();
+        assert!(stats.resident_pages <= 16);
+        assert!(stats.evictions >= 184 && stats.writes >= 184, "{stats:?}");
+        for (n, &id) in ids.iter().enumerate() {
+            assert_eq!(read_u64(read(&pool, id).bytes(), 100), n as u64 * 7);
+        }
+        pool.check_invariants();
+    }
+
+    #[test]
+    fn versions_move_on_every_exclusive_release() {
+        let dir = TempDir::new("pool-version");
+        let pool = pool(&dir, 16);
+        let id = {
+            let mut guard = pool.allocate().unwrap();
+            let id = guard.page_id();
+            init_header(guard.page_mut(), PageKind::Leaf, id);
+            id
+        };
+        let mut copy = AlignedPage::zeroed();
+        let v1 = pool.read_copy(id, &mut copy).unwrap();
+        assert!(pool.validate(id, v1));
+        drop(pool.lock_exclusive(id, v1).unwrap());
+        assert!(!pool.validate(id, v1), "an exclusive release bumps the version");
+        assert!(matches!(pool.lock_exclusive(id, v1), Err(Interrupt::Restart)));
+        let v2 = pool.read_copy(id, &mut copy).unwrap();
+        let shared = pool.lock_shared(id).unwrap();
+        let also = pool.lock_shared(id).unwrap();
+        assert!(pool.validate(id, v2), "shared latches leave the version alone");
+        assert!(matches!(pool.lock_exclusive(id, v2), Err(Interrupt::Restart)));
+        drop((shared, also));
+        drop(pool.lock_exclusive(id, v2).unwrap());
+        pool.check_invariants();
+    }
+
+    #[test]
+    fn freed_pages_are_reused_and_never_written() {
+        let dir = TempDir::new("pool-free");
+        let pool = pool(&dir, 16);
+        let guard = pool.allocate().unwrap();
+        let id = guard.page_id();
+        pool.free(guard);
+        assert_eq!(pool.free_pages(), vec![id]);
+        let again = pool.allocate().unwrap();
+        assert_eq!(again.page_id(), id);
+        drop(again);
+        pool.free_by_id(id).unwrap();
+        for _ in 0..40 {
+            let mut g = pool.allocate().unwrap();
+            let gid = g.page_id();
+            init_header(g.page_mut(), PageKind::Leaf, gid);
+        }
+        assert!(pool.stats().writes <= 40, "the free page was not written");
+        pool.check_invariants();
+    }
+
+    #[test]
+    fn a_page_beyond_the_data_is_corrupt_not_a_crash() {
+        let dir = TempDir::new("pool-range");
+        let pool = pool(&dir, 16);
+        let mut copy = AlignedPage::zeroed();
+        assert!(matches!(
+            pool.read_copy(99, &mut copy),
+            Err(Interrupt::Error(Error::Corrupt { page: 99, .. }))
+        ));
+    }
+}

@@ -151,9 +151,7 @@ impl PageFile {
 
     /// Makes every completed write durable.
     pub fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
     }
 }
 

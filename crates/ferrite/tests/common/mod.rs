@@ -1,0 +1,56 @@
+//! Shared helpers for the engine's integration tests.
+
+#![allow(dead_code)]
+
+use ferrite::{Db, Options};
+
+pub use ferrite::test_util::TempDir;
+
+/// Options for a pool of `pool_pages` pages and a small address space, so that tests evict
+/// and re-read pages all the time.
+pub fn tiny(pool_pages: u64) -> Options {
+    Options {
+        pool_bytes: pool_pages * 4096,
+        max_size_bytes: 1 << 30,
+        grow_chunk_bytes: 1 << 20,
+        ..Options::default()
+    }
+}
+
+/// A small deterministic generator (splitmix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// The seeds a randomized test runs: `FERRITE_SEED` replays one, otherwise `count` fixed ones.
+pub fn seeds(count: u64) -> Vec<u64> {
+    match std::env::var("FERRITE_SEED") {
+        Ok(seed) => vec![seed.parse().expect("FERRITE_SEED must be an integer")],
+        Err(_) => (1..=count).collect(),
+    }
+}
+
+/// Runs `ferrite check`'s walk and fails the test on any fault.
+pub fn assert_check(db: &Db) {
+    let report = db.check().expect("check ran");
+    let faults = report.all_faults();
+    assert!(faults.is_empty(), "check found faults:\n{}", faults.join("\n"));
+}

@@ -1,0 +1,271 @@
+//! Close and reopen, scans with every kind of bound, trees created and dropped, and every
+//! error a caller can run into.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use common::{assert_check, tiny, TempDir};
+use ferrite::{Db, Error, Options, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE_FILE_NAME};
+
+fn key(i: u64) -> [u8; 8] {
+    i.to_be_bytes()
+}
+
+fn value(i: u64) -> Vec<u8> {
+    format!("value-{i:08}-{}", "v".repeat((i % 97) as usize)).into_bytes()
+}
+
+#[test]
+fn reopen_with_data_fifty_times_the_pool() {
+    let dir = TempDir::new("reopen");
+    let pool_pages = 16;
+    let n = 40_000u64; // ~5 MiB of entries against a 64 KiB pool
+    {
+        let db = Db::open(dir.path(), tiny(pool_pages)).unwrap();
+        let a = db.tree("a").unwrap();
+        let b = db.tree("b").unwrap();
+        for i in 0..n {
+            a.put(&key(i), &value(i)).unwrap();
+            if i % 4 == 0 {
+                b.put(&key(i * 7), &value(i)).unwrap();
+            }
+        }
+        let stats = db.stats().unwrap();
+        assert!(
+            stats.pool.page_count >= 50 * pool_pages,
+            "data ({} pages) should be 50x the pool ({pool_pages})",
+            stats.pool.page_count
+        );
+        assert!(stats.pool.evictions > 0 && stats.pool.reads > 0);
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), tiny(pool_pages)).unwrap();
+    assert_eq!(db.tree_names().unwrap(), vec!["a".to_string(), "b".to_string()]);
+    let a = db.open_tree("a").unwrap();
+    let b = db.open_tree("b").unwrap();
+    for i in 0..n {
+        assert_eq!(a.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+    }
+    assert_eq!(b.iter().count() as u64, n / 4);
+    assert_check(&db);
+    db.close().unwrap();
+}
+
+#[test]
+fn scans_cross_many_leaves_with_every_bound() {
+    let dir = TempDir::new("scans");
+    let db = Db::open(dir.path(), tiny(20)).unwrap();
+    let tree = db.tree("s").unwrap();
+    let mut model = BTreeMap::new();
+    for i in (0..6000u64).map(|i| i * 3) {
+        tree.put(&key(i), &value(i)).unwrap();
+        model.insert(key(i).to_vec(), value(i));
+    }
+    let points = [0u64, 1, 3, 299, 300, 9000, 17_997, 17_998, 20_000];
+    let mut bounds = vec![Bound::Unbounded];
+    for p in points {
+        bounds.push(Bound::Included(key(p).to_vec()));
+        bounds.push(Bound::Excluded(key(p).to_vec()));
+    }
+    for lo in &bounds {
+        for hi in &bounds {
+            let range = (lo.clone(), hi.clone());
+            let valid = match (lo, hi) {
+                (Bound::Included(a), Bound::Included(b)) => a <= b,
+                (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
+                (
+                    Bound::Included(a) | Bound::Excluded(a),
+                    Bound::Included(b) | Bound::Excluded(b),
+                ) => a < b,
+            };
+            if !valid {
+                continue;
+            }
+            let want: Vec<_> =
+                model.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let slices = (lo.as_ref().map(|k| k.as_slice()), hi.as_ref().map(|k| k.as_slice()));
+            let forward: Vec<_> = tree.range(slices).collect::<Result<_, _>>().unwrap();
+            assert!(forward == want, "forward {lo:?}..{hi:?}");
+            let mut backward: Vec<_> = tree.range_rev(slices).collect::<Result<_, _>>().unwrap();
+            backward.reverse();
+            assert!(backward == want, "backward {lo:?}..{hi:?}");
+        }
+    }
+    // Limits are the caller's: take() stops early without reading further leaves.
+    let first: Vec<_> = tree.iter().take(5).map(|e| e.unwrap().0).collect();
+    assert_eq!(first, (0..5).map(|i| key(i * 3).to_vec()).collect::<Vec<_>>());
+    assert_check(&db);
+}
+
+#[test]
+fn trees_are_created_listed_dropped_and_recreated() {
+    let dir = TempDir::new("trees");
+    let db = Db::open(dir.path(), tiny(32)).unwrap();
+    let orders = db.create_tree("orders").unwrap();
+    assert!(matches!(db.create_tree("orders"), Err(Error::TreeExists { .. })));
+    for i in 0..5000 {
+        orders.put(&key(i), &value(i)).unwrap();
+    }
+    db.tree("users").unwrap().put(b"alice", b"1").unwrap();
+    assert_eq!(db.tree_names().unwrap(), ["orders", "users"]);
+    let before = db.check().unwrap();
+    db.drop_tree("orders").unwrap();
+    assert!(matches!(orders.get(&key(1)), Err(Error::TreeNotFound { name }) if name == "orders"));
+    assert!(matches!(db.open_tree("orders"), Err(Error::TreeNotFound { .. })));
+    assert!(matches!(db.drop_tree("orders"), Err(Error::TreeNotFound { .. })));
+    let after = db.check().unwrap();
+    assert!(after.is_ok(), "{:?}", after.all_faults());
+    assert!(after.free_pages > before.free_pages, "dropped pages are free for reuse");
+    let again = db.create_tree("orders").unwrap();
+    assert_eq!(again.get(&key(1)).unwrap(), None);
+    again.put(&key(1), b"new").unwrap();
+    // The freed pages are reused before the file grows.
+    for i in 0..5000 {
+        again.put(&key(i), &value(i)).unwrap();
+    }
+    assert_eq!(db.stats().unwrap().pool.page_count, after.page_count);
+    assert_check(&db);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), tiny(32)).unwrap();
+    assert_eq!(db.tree_names().unwrap(), ["orders", "users"]);
+    assert_eq!(db.open_tree("users").unwrap().get(b"alice").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_check(&db);
+}
+
+#[test]
+fn bad_keys_values_and_names_are_refused() {
+    let dir = TempDir::new("limits");
+    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    let tree = db.tree("t").unwrap();
+    let long_key = vec![1u8; MAX_KEY_LEN + 1];
+    assert!(
+        matches!(tree.put(&long_key, b"v"), Err(Error::KeyTooLarge { len, max }) if len == MAX_KEY_LEN + 1 && max == MAX_KEY_LEN)
+    );
+    assert!(matches!(tree.get(&long_key), Err(Error::KeyTooLarge { .. })));
+    assert!(matches!(tree.put(b"", b"v"), Err(Error::KeyEmpty)));
+    let long_value = vec![1u8; MAX_VALUE_LEN + 1];
+    assert!(matches!(tree.put(b"k", &long_value), Err(Error::ValueTooLarge { .. })));
+    // The largest key with the largest value works, and so does 1 KiB with 1 KiB.
+    let max_key = vec![2u8; MAX_KEY_LEN];
+    let max_value = vec![3u8; MAX_VALUE_LEN];
+    tree.put(&max_key, &max_value).unwrap();
+    tree.put(&[4u8; 1024], &[5u8; 1024]).unwrap();
+    assert_eq!(tree.get(&max_key).unwrap(), Some(max_value));
+    assert_eq!(tree.get(&[4u8; 1024]).unwrap(), Some(vec![5u8; 1024]));
+    assert!(matches!(db.tree(""), Err(Error::BadTreeName { .. })));
+    assert!(matches!(db.tree(&"n".repeat(256)), Err(Error::BadTreeName { .. })));
+    assert!(matches!(db.open_tree("missing"), Err(Error::TreeNotFound { .. })));
+    assert_check(&db);
+}
+
+#[test]
+fn a_corrupt_page_is_an_error_naming_page_and_file() {
+    let dir = TempDir::new("corrupt");
+    {
+        let db = Db::open(dir.path(), tiny(16)).unwrap();
+        let tree = db.tree("t").unwrap();
+        for i in 0..3000 {
+            tree.put(&key(i), &value(i)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let file = dir.path().join(PAGE_FILE_NAME);
+    let mut bytes = std::fs::read(&file).unwrap();
+    // Page 10 is one of the tree's nodes: flip a byte in its middle.
+    let page = 10;
+    bytes[page * 4096 + 2000] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    let errors: Vec<Error> = (0..3000).filter_map(|i| tree.get(&key(i)).err()).collect();
+    assert!(!errors.is_empty(), "reading every key must reach the corrupt page");
+    for e in &errors {
+        match e {
+            Error::Corrupt { page: p, file: f, reason } => {
+                assert_eq!(*p, page as u64);
+                assert_eq!(f, &file);
+                assert!(reason.contains("checksum"), "{reason}");
+            }
+            other => panic!("expected a corruption error, got {other}"),
+        }
+    }
+    let message = errors[0].to_string();
+    assert!(message.contains("page 10") && message.contains(PAGE_FILE_NAME), "{message}");
+    let report = db.check().unwrap();
+    assert!(!report.is_ok());
+    assert!(report.all_faults().iter().any(|f| f.contains("page 10")));
+}
+
+#[test]
+fn directories_that_are_not_databases_are_refused() {
+    let dir = TempDir::new("not-db");
+    // A file, not a directory.
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"hello").unwrap();
+    assert!(matches!(Db::open(&file, tiny(16)), Err(Error::NotADatabase { .. })));
+    // A directory holding something else.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"hi").unwrap();
+    let err = Db::open(&other, tiny(16)).unwrap_err();
+    assert!(err.to_string().contains("not a Ferrite data directory"), "{err}");
+    // A missing directory when not asked to create one.
+    let missing = dir.path().join("missing");
+    let options = Options { create_if_missing: false, ..tiny(16) };
+    assert!(matches!(Db::open(&missing, options), Err(Error::NotADatabase { .. })));
+    assert!(!missing.exists(), "nothing is created when not asked to");
+    // A page file that is not ours.
+    let fake = dir.path().join("fake");
+    std::fs::create_dir(&fake).unwrap();
+    std::fs::write(fake.join(PAGE_FILE_NAME), vec![7u8; 8192]).unwrap();
+    let err = Db::open(&fake, tiny(16)).unwrap_err();
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
+}
+
+#[test]
+fn a_directory_opens_once_and_an_unclean_one_is_refused() {
+    let dir = TempDir::new("lock");
+    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    assert!(matches!(Db::open(dir.path(), tiny(16)), Err(Error::Locked { .. })));
+    db.tree("t").unwrap().put(b"k", b"v").unwrap();
+    // Simulate a crash: the process dies without closing (leak the handle, drop the lock).
+    let copy = TempDir::new("lock-copy");
+    std::fs::copy(dir.path().join(PAGE_FILE_NAME), copy.path().join(PAGE_FILE_NAME)).unwrap();
+    db.close().unwrap();
+    let err = Db::open(copy.path(), tiny(16)).unwrap_err();
+    assert!(matches!(err, Error::NotCleanlyClosed { .. }), "{err}");
+    let accepted = Db::open(copy.path(), Options { accept_unclean: true, ..tiny(16) });
+    assert!(accepted.is_ok());
+    // A closed database refuses further use of its handles.
+    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    db.close().unwrap();
+    assert!(matches!(tree.get(b"k"), Err(Error::Closed)));
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let dir = TempDir::new("options");
+    let small_pool = Options { pool_bytes: 4096, ..Options::default() };
+    assert!(matches!(Db::open(dir.path(), small_pool), Err(Error::BadOptions { .. })));
+    let tiny_file = Options { max_size_bytes: 4096, ..tiny(16) };
+    assert!(matches!(Db::open(dir.path(), tiny_file), Err(Error::BadOptions { .. })));
+}
+
+#[test]
+fn a_full_database_says_so() {
+    let dir = TempDir::new("full");
+    let options = Options { max_size_bytes: 64 * 4096, ..tiny(16) };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("t").unwrap();
+    let mut result = Ok(());
+    for i in 0..100_000u64 {
+        result = tree.put(&key(i), &[0u8; 100]);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(matches!(result, Err(Error::DatabaseFull { max_pages: 64 })), "{result:?}");
+}
