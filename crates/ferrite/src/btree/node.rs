@@ -36,10 +36,21 @@
 //! Decoding never panics, whatever the bytes (a fuzz target checks this): a node read from a
 //! page that passed its checksum can still be wrong, and `check` says how.
 
-#![allow(dead_code)]
+//! Every integer, heads and hints included, is stored little-endian (a head's *value* is built
+//! big-endian from the key bytes so that integer order is byte order). `init` places the lower
+//! fence at the top of the heap and the upper fence below it; entries follow downwards.
+//! Accessors on [`Node`] bound-check every offset and length and return an empty slice, 0 or
+//! a clamped count for garbage; [`NodeMut`] assumes a node that passed `check`.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::ops::Range;
 
 use crate::error::PageId;
-use crate::store::page::PAGE_SIZE;
+use crate::store::page::{
+    init_header, kind_of, page_id_of, read_u16, read_u32, read_u64, write_u16, write_u32,
+    write_u64, PageKind, OFFSET_KIND, PAGE_SIZE,
+};
 
 /// Longest key, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
@@ -54,12 +65,44 @@ pub const SLOT_SIZE: usize = 10;
 pub const HINT_COUNT: usize = 16;
 /// Payload-length bit: the leaf's value lives in the Value page whose id is the payload.
 pub const PAYLOAD_OUT_OF_LINE: u16 = 0x8000;
+/// Most slots a page can hold; `Node::count` never reports more, whatever the header says.
+pub const MAX_SLOTS: usize = (PAGE_SIZE - HEADER_SIZE) / SLOT_SIZE;
 
 const _: () = assert!(HEADER_SIZE == 52 + HINT_COUNT * 4);
 // A leaf holds one maximal inline entry next to two maximal fences; an inner node one
 // maximal separator. Splits rely on both.
 const _: () = assert!(HEADER_SIZE + 2 * MAX_KEY_LEN + MAX_INLINE_ENTRY + SLOT_SIZE <= PAGE_SIZE);
 const _: () = assert!(HEADER_SIZE + 3 * MAX_KEY_LEN + 8 + SLOT_SIZE <= PAGE_SIZE);
+// Every offset and length inside a page, heap start = PAGE_SIZE included, fits a u16 field.
+const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
+
+const OFFSET_TREE_ID: usize = 16;
+const OFFSET_UPPER_CHILD: usize = 24;
+const OFFSET_COUNT: usize = 32;
+const OFFSET_HEAP_START: usize = 34;
+const OFFSET_DEAD_BYTES: usize = 36;
+const OFFSET_PREFIX_LEN: usize = 38;
+const OFFSET_LOWER_OFFSET: usize = 40;
+const OFFSET_LOWER_LEN: usize = 42;
+const OFFSET_UPPER_OFFSET: usize = 44;
+const OFFSET_UPPER_LEN: usize = 46;
+const OFFSET_LEVEL: usize = 48;
+const OFFSET_RESERVED: usize = 50;
+const OFFSET_HINTS: usize = 52;
+const _: () = assert!(OFFSET_HINTS + HINT_COUNT * 4 == HEADER_SIZE);
+
+// Fields inside a slot.
+const SLOT_HEAD: usize = 0;
+const SLOT_OFFSET: usize = 4;
+const SLOT_SUFFIX_LEN: usize = 6;
+const SLOT_PAYLOAD_LEN: usize = 8;
+const _: () = assert!(SLOT_PAYLOAD_LEN + 2 == SLOT_SIZE);
+
+const PAYLOAD_LEN_MASK: u16 = !PAYLOAD_OUT_OF_LINE;
+/// Bytes of a child or Value page id stored as a payload.
+const PAGE_ID_SIZE: usize = 8;
+/// Below this many slots the hints narrow the search too little to pay for reading them.
+const HINT_MIN_COUNT: usize = 2 * HINT_COUNT + 1;
 
 /// A leaf entry's value as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +134,76 @@ pub struct NodeMut<'a> {
     page: &'a mut [u8],
 }
 
+/// The head of a key suffix: its first 4 bytes read big-endian, zero-padded when shorter.
+pub fn head_of(suffix: &[u8]) -> u32 {
+    let mut bytes = [0u8; 4];
+    let len = suffix.len().min(4);
+    bytes[..len].copy_from_slice(&suffix[..len]);
+    u32::from_be_bytes(bytes)
+}
+
+/// Length of the longest common prefix of `a` and `b`.
+pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The prefix length a node with these fences uses (an infinite fence shares nothing).
+pub fn fence_prefix_len(lower: &[u8], upper: &[u8]) -> usize {
+    if lower.is_empty() || upper.is_empty() {
+        0
+    } else {
+        common_prefix_len(lower, upper)
+    }
+}
+
+/// The slot of `slot`'s first byte in the page.
+fn slot_position(slot: usize) -> usize {
+    HEADER_SIZE + slot * SLOT_SIZE
+}
+
+/// The slot sampled by hint `hint` in a node of `count` slots.
+fn hint_slot(count: usize, hint: usize) -> usize {
+    count * (hint + 1) / (HINT_COUNT + 1)
+}
+
+/// A page id stored as a payload; 0 when the bytes are not 8 long (garbage).
+fn decode_page_id(bytes: &[u8]) -> PageId {
+    bytes.try_into().map(u64::from_le_bytes).unwrap_or(0)
+}
+
+/// One slot, decoded.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    head: u32,
+    offset: usize,
+    suffix_len: usize,
+    payload_len: usize,
+    out_of_line: bool,
+}
+
+impl Slot {
+    fn entry_len(&self) -> usize {
+        self.suffix_len + self.payload_len
+    }
+    fn entry_range(&self) -> Range<usize> {
+        self.offset..self.offset + self.entry_len()
+    }
+    fn suffix_range(&self) -> Range<usize> {
+        self.offset..self.offset + self.suffix_len
+    }
+    fn payload_range(&self) -> Range<usize> {
+        self.offset + self.suffix_len..self.offset + self.entry_len()
+    }
+    fn payload_word(&self) -> u16 {
+        let flag = if self.out_of_line { PAYLOAD_OUT_OF_LINE } else { 0 };
+        to_u16(self.payload_len) | flag
+    }
+}
+
+fn to_u16(value: usize) -> u16 {
+    u16::try_from(value).expect("node field exceeds u16")
+}
+
 impl<'a> Node<'a> {
     /// Panics if `page` is not `PAGE_SIZE` bytes.
     pub fn new(page: &'a [u8]) -> Self {
@@ -98,85 +211,125 @@ impl<'a> Node<'a> {
         Node { page }
     }
     pub fn is_leaf(&self) -> bool {
-        todo!()
+        kind_of(self.page) == Some(PageKind::Leaf)
     }
     pub fn level(&self) -> u16 {
-        todo!()
+        read_u16(self.page, OFFSET_LEVEL)
     }
     pub fn tree_id(&self) -> u64 {
-        todo!()
+        read_u64(self.page, OFFSET_TREE_ID)
     }
+    /// The slot count, clamped to [`MAX_SLOTS`] so that every slot it admits lies in the page.
     pub fn count(&self) -> usize {
-        todo!()
+        self.raw_count().min(MAX_SLOTS)
     }
     /// Inner nodes: the child right of the last separator.
     pub fn upper_child(&self) -> PageId {
-        todo!()
+        read_u64(self.page, OFFSET_UPPER_CHILD)
     }
     pub fn lower_fence(&self) -> &'a [u8] {
-        todo!()
+        self.field_bytes(OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN)
     }
     pub fn upper_fence(&self) -> &'a [u8] {
-        todo!()
+        self.field_bytes(OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN)
     }
     pub fn prefix(&self) -> &'a [u8] {
-        todo!()
+        self.lower_fence().get(..self.field(OFFSET_PREFIX_LEN)).unwrap_or_default()
     }
     /// The stored part of slot `slot`'s key (after the prefix).
     pub fn suffix(&self, slot: usize) -> &'a [u8] {
-        let _ = slot;
-        todo!()
+        self.slot(slot).map_or(&[], |s| self.bytes(s.suffix_range()))
     }
     /// Writes slot `slot`'s full key (prefix + suffix) into `out`, replacing its contents.
     pub fn key_into(&self, slot: usize, out: &mut Vec<u8>) {
-        let _ = (slot, out);
-        todo!()
+        out.clear();
+        out.extend_from_slice(self.prefix());
+        out.extend_from_slice(self.suffix(slot));
     }
     /// The raw payload bytes of slot `slot`.
     pub fn payload(&self, slot: usize) -> &'a [u8] {
-        let _ = slot;
-        todo!()
+        self.slot(slot).map_or(&[], |s| self.bytes(s.payload_range()))
+    }
+    /// Whether slot `slot`'s payload is the id of a Value page (leaves only).
+    pub fn is_out_of_line(&self, slot: usize) -> bool {
+        self.slot(slot).is_some_and(|s| s.out_of_line)
     }
     /// Leaves: slot `slot`'s value.
     pub fn value(&self, slot: usize) -> Payload<'a> {
-        let _ = slot;
-        todo!()
+        let payload = self.payload(slot);
+        if self.is_out_of_line(slot) {
+            Payload::OutOfLine(decode_page_id(payload))
+        } else {
+            Payload::Inline(payload)
+        }
     }
     /// Inner nodes: child `index`, where `index == count()` is the upper child.
     pub fn child(&self, index: usize) -> PageId {
-        let _ = index;
-        todo!()
+        match index.cmp(&self.count()) {
+            Ordering::Less => decode_page_id(self.payload(index)),
+            Ordering::Equal => self.upper_child(),
+            Ordering::Greater => 0,
+        }
     }
     /// The first slot whose key is `>= key`, and whether that key equals `key`
     /// (`(count(), false)` when every key is smaller). Uses hints and heads.
     pub fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
-        let _ = key;
-        todo!()
+        let count = self.count();
+        let prefix = self.prefix();
+        let Some(rest) = key.strip_prefix(prefix) else {
+            // Every key in the node starts with the prefix, so `key` orders like the prefix.
+            return if key < prefix { (0, false) } else { (count, false) };
+        };
+        let head = head_of(rest);
+        let (mut low, mut high) = self.hint_range(head, count);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.compare_slot(middle, head, rest) {
+                Ordering::Less => low = middle + 1,
+                Ordering::Greater => high = middle,
+                Ordering::Equal => return (middle, true),
+            }
+        }
+        (low, false)
     }
     /// Contiguous free bytes between the slot array and the heap.
     pub fn free_bytes(&self) -> usize {
-        todo!()
+        self.heap_start().saturating_sub(self.slots_end())
     }
     /// Free bytes once dead heap bytes are reclaimed.
     pub fn free_bytes_after_compaction(&self) -> usize {
-        todo!()
+        let reclaimable_end = (self.heap_start() + self.dead_bytes()).min(PAGE_SIZE);
+        reclaimable_end.saturating_sub(self.slots_end())
     }
-    /// Bytes a new entry takes in this node (its suffix, payload and slot).
+    /// Bytes a new entry takes in this node (its suffix, payload and slot); `key_len` is the
+    /// length of the full key.
     pub fn space_needed(&self, key_len: usize, payload_len: usize) -> usize {
-        let _ = (key_len, payload_len);
-        todo!()
+        let suffix_len = key_len.saturating_sub(self.prefix().len());
+        suffix_len.saturating_add(payload_len).saturating_add(SLOT_SIZE)
     }
     /// Whether an entry of these sizes fits (after compaction if need be).
     pub fn has_space_for(&self, key_len: usize, payload_len: usize) -> bool {
-        let _ = (key_len, payload_len);
-        todo!()
+        self.space_needed(key_len, payload_len) <= self.free_bytes_after_compaction()
     }
     /// Where to split a node that holds at least one slot: `(sep_slot, separator)`.
     /// Leaves: left keeps slots `0..=sep_slot`, and the separator `s` satisfies
     /// `key(sep_slot) <= s < key(sep_slot + 1)`, as short as the suffix truncation of
     /// `key(sep_slot + 1)` allows. Inner nodes: the separator is `key(sep_slot)` and moves up.
+    ///
+    /// Leaves pick the shortest separator within `count / 16` slots of the middle among the
+    /// splits whose halves both fit their pages; when none does (a few large entries next to
+    /// a long separator), the fitting split nearest the middle. Splitting after slot 0 always
+    /// fits, so the result can always be passed to [`split_into`].
     pub fn split_point(&self) -> (usize, Vec<u8>) {
-        todo!()
+        let count = self.count();
+        if !self.is_leaf() {
+            let sep_slot = count / 2;
+            return (sep_slot, self.key(sep_slot));
+        }
+        if count < 2 {
+            return (0, self.key(0));
+        }
+        self.leaf_split_point(count)
     }
     /// Verifies everything that can be checked within the node: header fields in range,
     /// slots and heap inside the page and not overlapping, dead-byte accounting, keys in
@@ -184,8 +337,401 @@ impl<'a> Node<'a> {
     /// prefix, heads and hints matching the keys, out-of-line flags only in leaves, and
     /// whatever `expect` names. The error says what is wrong and where.
     pub fn check(&self, expect: &Expect<'_>) -> Result<(), String> {
-        let _ = expect;
-        todo!()
+        self.check_header(expect)?;
+        self.check_fences(expect)?;
+        (0..self.count()).try_for_each(|slot| self.check_slot_bounds(slot))?;
+        self.check_heap()?;
+        (0..self.count()).try_for_each(|slot| self.check_slot_contents(slot))?;
+        self.check_hints()
+    }
+}
+
+/// Private decoding helpers: all bound-checked.
+impl<'a> Node<'a> {
+    fn field(&self, offset: usize) -> usize {
+        usize::from(read_u16(self.page, offset))
+    }
+    fn raw_count(&self) -> usize {
+        self.field(OFFSET_COUNT)
+    }
+    fn heap_start(&self) -> usize {
+        self.field(OFFSET_HEAP_START)
+    }
+    fn dead_bytes(&self) -> usize {
+        self.field(OFFSET_DEAD_BYTES)
+    }
+    fn slots_end(&self) -> usize {
+        slot_position(self.raw_count())
+    }
+    fn hint(&self, hint: usize) -> u32 {
+        read_u32(self.page, OFFSET_HINTS + hint * 4)
+    }
+    /// The page bytes in `range`, or nothing when `range` leaves the page.
+    fn bytes(&self, range: Range<usize>) -> &'a [u8] {
+        self.page.get(range).unwrap_or_default()
+    }
+    /// The bytes named by an (offset, length) pair of header fields.
+    fn field_bytes(&self, offset_field: usize, len_field: usize) -> &'a [u8] {
+        let offset = self.field(offset_field);
+        self.bytes(offset..offset + self.field(len_field))
+    }
+    fn slot(&self, slot: usize) -> Option<Slot> {
+        (slot < self.count()).then(|| self.decode_slot(slot))
+    }
+    /// Decodes slot `slot`, which must be below [`MAX_SLOTS`] (so it lies in the page).
+    fn decode_slot(&self, slot: usize) -> Slot {
+        let at = slot_position(slot);
+        let payload_word = read_u16(self.page, at + SLOT_PAYLOAD_LEN);
+        Slot {
+            head: read_u32(self.page, at + SLOT_HEAD),
+            offset: self.field(at + SLOT_OFFSET),
+            suffix_len: self.field(at + SLOT_SUFFIX_LEN),
+            payload_len: usize::from(payload_word & PAYLOAD_LEN_MASK),
+            out_of_line: payload_word & PAYLOAD_OUT_OF_LINE != 0,
+        }
+    }
+    fn key(&self, slot: usize) -> Vec<u8> {
+        let mut key = Vec::new();
+        self.key_into(slot, &mut key);
+        key
+    }
+    /// Orders slot `slot` (below `count()`) against a key suffix with head `head`.
+    fn compare_slot(&self, slot: usize, head: u32, suffix: &[u8]) -> Ordering {
+        let at = slot_position(slot);
+        let slot_head = read_u32(self.page, at + SLOT_HEAD);
+        slot_head.cmp(&head).then_with(|| {
+            let offset = self.field(at + SLOT_OFFSET);
+            let len = self.field(at + SLOT_SUFFIX_LEN);
+            self.bytes(offset..offset + len).cmp(suffix)
+        })
+    }
+    /// The slot range `[low, high)` a binary search for a suffix with head `head` needs,
+    /// given that the answer is at most `high`. A hint whose head is below `head` sits left
+    /// of the answer; one whose head is above it sits at or right of it.
+    fn hint_range(&self, head: u32, count: usize) -> (usize, usize) {
+        if count < HINT_MIN_COUNT {
+            return (0, count);
+        }
+        let first_not_below = (0..HINT_COUNT).find(|&i| self.hint(i) >= head).unwrap_or(HINT_COUNT);
+        let low = match first_not_below {
+            0 => 0,
+            i => hint_slot(count, i - 1) + 1,
+        };
+        let first_above = (first_not_below..HINT_COUNT).find(|&i| self.hint(i) > head);
+        let high = first_above.map_or(count, |i| hint_slot(count, i));
+        // Garbage hints could cross the bounds; never let them make the range invalid.
+        (low.min(high), high)
+    }
+}
+
+/// Leaf split-point selection.
+impl Node<'_> {
+    fn leaf_split_point(&self, count: usize) -> (usize, Vec<u8>) {
+        let entry_sums = self.entry_byte_sums();
+        let middle = (count - 1) / 2;
+        let window = count / 16;
+        let last = count - 2;
+        let mut separator = Vec::with_capacity(MAX_KEY_LEN);
+        let mut best: Option<(usize, usize, usize)> = None; // (sep_len, distance, sep_slot)
+        for sep_slot in middle.saturating_sub(window)..=(middle + window).min(last) {
+            self.leaf_separator_into(sep_slot, &mut separator);
+            if self.leaf_split_fits(sep_slot, &separator, &entry_sums) {
+                let candidate = (separator.len(), sep_slot.abs_diff(middle), sep_slot);
+                best = Some(best.map_or(candidate, |best| best.min(candidate)));
+            }
+        }
+        let sep_slot = match best {
+            Some((_, _, sep_slot)) => sep_slot,
+            None => self.nearest_fitting_split(middle, last, &entry_sums, &mut separator),
+        };
+        self.leaf_separator_into(sep_slot, &mut separator);
+        (sep_slot, separator)
+    }
+    /// The split nearest `middle` whose halves fit; 0 (which always fits a valid node)
+    /// when none does.
+    fn nearest_fitting_split(
+        &self,
+        middle: usize,
+        last: usize,
+        entry_sums: &[usize],
+        separator: &mut Vec<u8>,
+    ) -> usize {
+        let by_distance = (1..=last).flat_map(|d| [middle.checked_sub(d), Some(middle + d)]);
+        by_distance
+            .flatten()
+            .filter(|&sep_slot| sep_slot <= last)
+            .find(|&sep_slot| {
+                self.leaf_separator_into(sep_slot, separator);
+                self.leaf_split_fits(sep_slot, separator, entry_sums)
+            })
+            .unwrap_or(0)
+    }
+    /// The separator for a leaf split after `sep_slot < count() - 1`: `key(sep_slot + 1)`
+    /// cut just past where it differs from `key(sep_slot)` when that makes it shorter,
+    /// otherwise `key(sep_slot)`.
+    fn leaf_separator_into(&self, sep_slot: usize, out: &mut Vec<u8>) {
+        let left = self.suffix(sep_slot);
+        let right = self.suffix(sep_slot + 1);
+        let truncated_len = common_prefix_len(left, right) + 1;
+        out.clear();
+        out.extend_from_slice(self.prefix());
+        if truncated_len < right.len() {
+            out.extend_from_slice(&right[..truncated_len]);
+        } else {
+            out.extend_from_slice(left);
+        }
+    }
+    /// `sums[i]` = heap bytes of the entries in slots `0..i`.
+    fn entry_byte_sums(&self) -> Vec<usize> {
+        let mut sums = Vec::with_capacity(self.count() + 1);
+        let mut total = 0;
+        sums.push(total);
+        for slot in 0..self.count() {
+            total += self.suffix(slot).len() + self.payload(slot).len();
+            sums.push(total);
+        }
+        sums
+    }
+    fn leaf_split_fits(&self, sep_slot: usize, separator: &[u8], entry_sums: &[usize]) -> bool {
+        let count = entry_sums.len() - 1;
+        let left_count = sep_slot + 1;
+        let prefix_len = self.prefix().len();
+        let left = half_bytes(
+            (self.lower_fence(), separator),
+            entry_sums[left_count],
+            left_count,
+            prefix_len,
+        );
+        let right = half_bytes(
+            (separator, self.upper_fence()),
+            entry_sums[count] - entry_sums[left_count],
+            count - left_count,
+            prefix_len,
+        );
+        left <= PAGE_SIZE && right <= PAGE_SIZE
+    }
+}
+
+/// Page bytes a node with these fences needs for `entries` entries that take `entry_bytes`
+/// in a node of prefix length `old_prefix_len`. The new prefix is never shorter (the new
+/// fences lie within the old ones), so each suffix shrinks by the difference.
+fn half_bytes(
+    (lower, upper): (&[u8], &[u8]),
+    entry_bytes: usize,
+    entries: usize,
+    old_prefix_len: usize,
+) -> usize {
+    let shrink = entries * fence_prefix_len(lower, upper).saturating_sub(old_prefix_len);
+    HEADER_SIZE
+        + lower.len()
+        + upper.len()
+        + entry_bytes.saturating_sub(shrink)
+        + entries * SLOT_SIZE
+}
+
+/// What a heap region holds, for `check`'s messages.
+#[derive(Debug, Clone, Copy)]
+enum Region {
+    LowerFence,
+    UpperFence,
+    Slot(usize),
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Region::LowerFence => write!(f, "lower fence"),
+            Region::UpperFence => write!(f, "upper fence"),
+            Region::Slot(slot) => write!(f, "slot {slot}"),
+        }
+    }
+}
+
+/// `check`'s parts, in the order it runs them: each may rely on the ones before.
+impl Node<'_> {
+    fn check_header(&self, expect: &Expect<'_>) -> Result<(), String> {
+        let leaf = match kind_of(self.page) {
+            Some(PageKind::Leaf) => true,
+            Some(PageKind::Inner) => false,
+            _ => return Err(format!("page kind {} is not a node", self.page[OFFSET_KIND])),
+        };
+        let page_id = page_id_of(self.page);
+        if page_id != expect.page_id {
+            return Err(format!("page id is {page_id}, expected {}", expect.page_id));
+        }
+        if let Some(tree_id) = expect.tree_id.filter(|&id| id != self.tree_id()) {
+            return Err(format!("tree id is {}, expected {tree_id}", self.tree_id()));
+        }
+        if let Some(level) = expect.level.filter(|&level| level != self.level()) {
+            return Err(format!("level is {}, expected {level}", self.level()));
+        }
+        if leaf != (self.level() == 0) {
+            return Err(format!("{} at level {}", kind_name(leaf), self.level()));
+        }
+        if leaf && self.upper_child() != 0 {
+            return Err(format!("leaf has upper child {}", self.upper_child()));
+        }
+        if read_u16(self.page, OFFSET_RESERVED) != 0 {
+            return Err("reserved header field is not 0".into());
+        }
+        self.check_space_fields()
+    }
+    fn check_space_fields(&self) -> Result<(), String> {
+        if self.raw_count() > MAX_SLOTS {
+            return Err(format!("slot count {} exceeds {MAX_SLOTS}", self.raw_count()));
+        }
+        let heap_start = self.heap_start();
+        if heap_start < self.slots_end() || heap_start > PAGE_SIZE {
+            return Err(format!(
+                "heap start {heap_start} outside {}..={PAGE_SIZE} (slot array end..page end)",
+                self.slots_end()
+            ));
+        }
+        if self.dead_bytes() > PAGE_SIZE - heap_start {
+            return Err(format!("dead bytes {} exceed the heap", self.dead_bytes()));
+        }
+        Ok(())
+    }
+    fn check_fences(&self, expect: &Expect<'_>) -> Result<(), String> {
+        self.check_fence("lower", OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN)?;
+        self.check_fence("upper", OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN)?;
+        let (lower, upper) = (self.lower_fence(), self.upper_fence());
+        if !lower.is_empty() && !upper.is_empty() && lower >= upper {
+            return Err(format!("lower fence {lower:?} is not below upper fence {upper:?}"));
+        }
+        let prefix_len = self.field(OFFSET_PREFIX_LEN);
+        if prefix_len != fence_prefix_len(lower, upper) {
+            return Err(format!(
+                "prefix length {prefix_len}, but the fences share {}",
+                fence_prefix_len(lower, upper)
+            ));
+        }
+        match expect.fences {
+            Some((want_lower, want_upper)) if (want_lower, want_upper) != (lower, upper) => {
+                Err(format!(
+                    "fences are ({lower:?}, {upper:?}), expected ({want_lower:?}, {want_upper:?})"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+    fn check_fence(&self, name: &str, offset_field: usize, len_field: usize) -> Result<(), String> {
+        let (offset, len) = (self.field(offset_field), self.field(len_field));
+        if len > MAX_KEY_LEN {
+            return Err(format!("{name} fence length {len} exceeds {MAX_KEY_LEN}"));
+        }
+        if len > 0 && (offset < self.heap_start() || offset + len > PAGE_SIZE) {
+            return Err(format!("{name} fence at {offset}..{} is outside the heap", offset + len));
+        }
+        Ok(())
+    }
+    fn check_slot_contents(&self, slot: usize) -> Result<(), String> {
+        self.check_slot_payload(slot)?;
+        self.check_slot_key(slot)
+    }
+    fn check_slot_bounds(&self, slot: usize) -> Result<(), String> {
+        let s = self.decode_slot(slot);
+        if s.offset < self.heap_start() || s.entry_range().end > PAGE_SIZE {
+            let range = s.entry_range();
+            return Err(format!("slot {slot}: entry at {range:?} is outside the heap"));
+        }
+        if s.suffix_len == 0 {
+            return Err(format!("slot {slot}: empty key suffix"));
+        }
+        let key_len = self.prefix().len() + s.suffix_len;
+        if key_len > MAX_KEY_LEN {
+            return Err(format!("slot {slot}: key length {key_len} exceeds {MAX_KEY_LEN}"));
+        }
+        Ok(())
+    }
+    fn check_slot_payload(&self, slot: usize) -> Result<(), String> {
+        let s = self.decode_slot(slot);
+        let id_sized = s.payload_len == PAGE_ID_SIZE;
+        if !self.is_leaf() {
+            if s.out_of_line {
+                return Err(format!("slot {slot}: out-of-line flag in an inner node"));
+            }
+            if !id_sized {
+                return Err(format!("slot {slot}: child payload is {} bytes", s.payload_len));
+            }
+        } else if s.out_of_line && !id_sized {
+            return Err(format!("slot {slot}: out-of-line payload is {} bytes", s.payload_len));
+        } else if !s.out_of_line && self.prefix().len() + s.entry_len() > MAX_INLINE_ENTRY {
+            return Err(format!("slot {slot}: inline entry exceeds {MAX_INLINE_ENTRY} bytes"));
+        }
+        Ok(())
+    }
+    fn check_slot_key(&self, slot: usize) -> Result<(), String> {
+        let suffix = self.suffix(slot);
+        let head = self.decode_slot(slot).head;
+        if head != head_of(suffix) {
+            return Err(format!(
+                "slot {slot}: head {head:#010x}, key says {:#010x}",
+                head_of(suffix)
+            ));
+        }
+        if slot > 0 && self.suffix(slot - 1) >= suffix {
+            return Err(format!("slot {slot}: key not above slot {}'s", slot - 1));
+        }
+        // check_fences made both fences start with the prefix.
+        let prefix_len = self.prefix().len();
+        let (lower, upper) = (self.lower_fence(), self.upper_fence());
+        if !lower.is_empty() && suffix <= &lower[prefix_len..] {
+            return Err(format!("slot {slot}: key not above the lower fence"));
+        }
+        if !upper.is_empty() && suffix > &upper[prefix_len..] {
+            return Err(format!("slot {slot}: key above the upper fence"));
+        }
+        Ok(())
+    }
+    /// Heap regions must not overlap, and with the dead bytes they must fill the heap.
+    fn check_heap(&self) -> Result<(), String> {
+        let mut regions = Vec::with_capacity(self.count() + 2);
+        let lower_offset = self.field(OFFSET_LOWER_OFFSET);
+        regions.push((lower_offset..lower_offset + self.lower_fence().len(), Region::LowerFence));
+        let upper_offset = self.field(OFFSET_UPPER_OFFSET);
+        regions.push((upper_offset..upper_offset + self.upper_fence().len(), Region::UpperFence));
+        regions.extend(
+            (0..self.count()).map(|i| (self.decode_slot(i).entry_range(), Region::Slot(i))),
+        );
+        regions.retain(|(range, _)| !range.is_empty());
+        regions.sort_by_key(|(range, _)| range.start);
+        for pair in regions.windows(2) {
+            if pair[0].0.end > pair[1].0.start {
+                return Err(format!("{} overlaps {} in the heap", pair[0].1, pair[1].1));
+            }
+        }
+        let used: usize = regions.iter().map(|(range, _)| range.len()).sum();
+        let unused = PAGE_SIZE - self.heap_start() - used;
+        if unused != self.dead_bytes() {
+            return Err(format!(
+                "dead bytes field says {}, but {unused} heap bytes are unused",
+                self.dead_bytes()
+            ));
+        }
+        Ok(())
+    }
+    fn check_hints(&self) -> Result<(), String> {
+        let count = self.count();
+        for hint in 0..HINT_COUNT {
+            let slot = hint_slot(count, hint);
+            let expected = if slot < count { self.decode_slot(slot).head } else { 0 };
+            if self.hint(hint) != expected {
+                return Err(format!(
+                    "hint {hint} is {:#010x}, slot {slot}'s head is {expected:#010x}",
+                    self.hint(hint)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn kind_name(leaf: bool) -> &'static str {
+    if leaf {
+        "leaf"
+    } else {
+        "inner node"
     }
 }
 
@@ -210,40 +756,184 @@ impl<'a> NodeMut<'a> {
         upper: &[u8],
         upper_child: PageId,
     ) {
-        let _ = (page_id, leaf, level, tree_id, lower, upper, upper_child);
-        todo!()
+        assert!(lower.len() <= MAX_KEY_LEN && upper.len() <= MAX_KEY_LEN, "fence too long");
+        debug_assert!(lower.is_empty() || upper.is_empty() || lower < upper);
+        debug_assert_eq!(leaf, level == 0, "leaves are at level 0, inner nodes above");
+        // Zero the whole page: no stale bytes of a previous use reach the disk.
+        self.page.fill(0);
+        let kind = if leaf { PageKind::Leaf } else { PageKind::Inner };
+        init_header(self.page, kind, page_id);
+        write_u64(self.page, OFFSET_TREE_ID, tree_id);
+        write_u64(self.page, OFFSET_UPPER_CHILD, upper_child);
+        write_u16(self.page, OFFSET_LEVEL, level);
+        self.set_field(OFFSET_HEAP_START, PAGE_SIZE);
+        let lower_offset = self.push_heap(lower, &[]);
+        self.set_field(OFFSET_LOWER_OFFSET, lower_offset);
+        self.set_field(OFFSET_LOWER_LEN, lower.len());
+        let upper_offset = self.push_heap(upper, &[]);
+        self.set_field(OFFSET_UPPER_OFFSET, upper_offset);
+        self.set_field(OFFSET_UPPER_LEN, upper.len());
+        self.set_field(OFFSET_PREFIX_LEN, fence_prefix_len(lower, upper));
     }
     /// Inserts `key` (full key, not present, inside the fences) at its sorted position,
     /// compacting if need be. Returns false, leaving the node unchanged, when it does not fit.
     pub fn insert(&mut self, key: &[u8], payload: &[u8], out_of_line: bool) -> bool {
-        let _ = (key, payload, out_of_line);
-        todo!()
+        let node = self.as_node();
+        assert!(!key.is_empty() && key.len() <= MAX_KEY_LEN, "key length {}", key.len());
+        assert!(key.starts_with(node.prefix()), "key outside the node's prefix");
+        assert!(!out_of_line || (node.is_leaf() && payload.len() == PAGE_ID_SIZE));
+        debug_assert!(node.lower_fence().is_empty() || key > node.lower_fence());
+        debug_assert!(node.upper_fence().is_empty() || key <= node.upper_fence());
+        let needed = node.space_needed(key.len(), payload.len());
+        if needed > node.free_bytes() {
+            if needed > node.free_bytes_after_compaction() {
+                return false;
+            }
+            self.compact();
+        }
+        let node = self.as_node();
+        let (slot, found) = node.lower_bound(key);
+        debug_assert!(!found, "key already present");
+        let suffix = &key[node.prefix().len()..];
+        let count = node.count();
+        let offset = self.push_heap(suffix, payload);
+        let page_slots = slot_position(slot)..slot_position(count);
+        self.page.copy_within(page_slots, slot_position(slot + 1));
+        let head = head_of(suffix);
+        let (suffix_len, payload_len) = (suffix.len(), payload.len());
+        self.write_slot(slot, Slot { head, offset, suffix_len, payload_len, out_of_line });
+        self.set_field(OFFSET_COUNT, count + 1);
+        self.update_hints();
+        true
     }
     /// Removes slot `slot`; its heap bytes become dead.
     pub fn remove_at(&mut self, slot: usize) {
-        let _ = slot;
-        todo!()
+        let node = self.as_node();
+        let count = node.count();
+        assert!(slot < count, "slot {slot} of {count}");
+        let dead = node.dead_bytes() + node.decode_slot(slot).entry_len();
+        self.page.copy_within(slot_position(slot + 1)..slot_position(count), slot_position(slot));
+        self.set_field(OFFSET_DEAD_BYTES, dead);
+        self.set_field(OFFSET_COUNT, count - 1);
+        self.update_hints();
     }
     /// Slot `slot`'s payload bytes, to change in place.
     pub fn payload_mut(&mut self, slot: usize) -> &mut [u8] {
-        let _ = slot;
-        todo!()
+        let s = self.slot(slot);
+        &mut self.page[s.payload_range()]
     }
     /// Replaces slot `slot`'s payload (in place when the length is unchanged). Returns false,
     /// leaving the node unchanged, when the new payload does not fit.
     pub fn set_payload(&mut self, slot: usize, payload: &[u8], out_of_line: bool) -> bool {
-        let _ = (slot, payload, out_of_line);
-        todo!()
+        let old = self.slot(slot);
+        let node = self.as_node();
+        assert!(!out_of_line || (node.is_leaf() && payload.len() == PAGE_ID_SIZE));
+        let mut new = Slot { payload_len: payload.len(), out_of_line, ..old };
+        if payload.len() == old.payload_len {
+            self.page[old.payload_range()].copy_from_slice(payload);
+        } else if new.entry_len() <= node.free_bytes() {
+            // Move the entry to fresh heap space: its suffix must stay next to its payload.
+            let dead = node.dead_bytes() + old.entry_len();
+            new.offset = node.heap_start() - new.entry_len();
+            self.page.copy_within(old.suffix_range(), new.offset);
+            self.page[new.payload_range()].copy_from_slice(payload);
+            self.set_field(OFFSET_HEAP_START, new.offset);
+            self.set_field(OFFSET_DEAD_BYTES, dead);
+        } else if new.entry_len() <= node.free_bytes_after_compaction() + old.entry_len() {
+            // Compaction must drop the old entry too: remove it and insert it anew.
+            let key = node.key(slot);
+            self.remove_at(slot);
+            let inserted = self.insert(&key, payload, out_of_line);
+            assert!(inserted, "re-inserting a resized entry failed");
+            return true;
+        } else {
+            return false;
+        }
+        self.write_slot(slot, new);
+        true
     }
     /// Inner nodes: sets child `index` (`index == count()` is the upper child).
     pub fn set_child(&mut self, index: usize, child: PageId) {
-        let _ = (index, child);
-        todo!()
+        debug_assert!(!self.as_node().is_leaf());
+        if index == self.as_node().count() {
+            write_u64(self.page, OFFSET_UPPER_CHILD, child);
+        } else {
+            self.payload_mut(index).copy_from_slice(&child.to_le_bytes());
+        }
     }
     /// Rewrites the heap without dead bytes.
     pub fn compact(&mut self) {
-        todo!()
+        let copy: [u8; PAGE_SIZE] = self.page[..].try_into().expect("page size");
+        let old = Node { page: &copy };
+        self.set_field(OFFSET_HEAP_START, PAGE_SIZE);
+        self.set_field(OFFSET_DEAD_BYTES, 0);
+        let lower_offset = self.push_heap(old.lower_fence(), &[]);
+        self.set_field(OFFSET_LOWER_OFFSET, lower_offset);
+        let upper_offset = self.push_heap(old.upper_fence(), &[]);
+        self.set_field(OFFSET_UPPER_OFFSET, upper_offset);
+        for slot in 0..old.count() {
+            let mut s = old.decode_slot(slot);
+            s.offset = self.push_heap(&copy[s.entry_range()], &[]);
+            self.write_slot(slot, s);
+        }
     }
+}
+
+/// Private writing helpers.
+impl NodeMut<'_> {
+    fn set_field(&mut self, offset: usize, value: usize) {
+        write_u16(self.page, offset, to_u16(value));
+    }
+    /// Slot `slot`, which must exist.
+    fn slot(&self, slot: usize) -> Slot {
+        self.as_node().slot(slot).unwrap_or_else(|| panic!("no slot {slot}"))
+    }
+    fn write_slot(&mut self, slot: usize, s: Slot) {
+        let at = slot_position(slot);
+        write_u32(self.page, at + SLOT_HEAD, s.head);
+        self.set_field(at + SLOT_OFFSET, s.offset);
+        self.set_field(at + SLOT_SUFFIX_LEN, s.suffix_len);
+        write_u16(self.page, at + SLOT_PAYLOAD_LEN, s.payload_word());
+    }
+    /// Copies `first` then `second` just below the heap, which grows over them; returns
+    /// their offset. The caller has made sure they fit.
+    fn push_heap(&mut self, first: &[u8], second: &[u8]) -> usize {
+        let end = self.as_node().heap_start();
+        let offset = end - first.len() - second.len();
+        self.page[offset..offset + first.len()].copy_from_slice(first);
+        self.page[offset + first.len()..end].copy_from_slice(second);
+        self.set_field(OFFSET_HEAP_START, offset);
+        offset
+    }
+    /// Recomputes every hint from the heads (cheap next to the slot shift that precedes it).
+    fn update_hints(&mut self) {
+        let node = self.as_node();
+        let count = node.count();
+        let heads: [u32; HINT_COUNT] = std::array::from_fn(|hint| {
+            let slot = hint_slot(count, hint);
+            if slot < count {
+                node.decode_slot(slot).head
+            } else {
+                0
+            }
+        });
+        for (hint, head) in heads.into_iter().enumerate() {
+            write_u32(self.page, OFFSET_HINTS + hint * 4, head);
+        }
+    }
+}
+
+/// Copies the entries in `slots` of `from` into `to`; false when one does not fit.
+fn copy_entries(
+    from: Node<'_>,
+    slots: Range<usize>,
+    to: &mut NodeMut<'_>,
+    key: &mut Vec<u8>,
+) -> bool {
+    slots.into_iter().all(|slot| {
+        from.key_into(slot, key);
+        to.insert(key, from.payload(slot), from.is_out_of_line(slot))
+    })
 }
 
 /// Splits `node` at `(sep_slot, sep)` from [`Node::split_point`] into two fresh nodes:
@@ -260,8 +950,17 @@ pub fn split_into(
     right: &mut NodeMut<'_>,
     right_id: PageId,
 ) {
-    let _ = (node, sep_slot, sep, left, left_id, right, right_id);
-    todo!()
+    let count = node.count();
+    assert!(sep_slot < count, "split at slot {sep_slot} of {count}");
+    let (leaf, level, tree_id) = (node.is_leaf(), node.level(), node.tree_id());
+    let (left_slots, left_upper_child) =
+        if leaf { (0..sep_slot + 1, 0) } else { (0..sep_slot, node.child(sep_slot)) };
+    left.init(left_id, leaf, level, tree_id, node.lower_fence(), sep, left_upper_child);
+    right.init(right_id, leaf, level, tree_id, sep, node.upper_fence(), node.upper_child());
+    let mut key = Vec::with_capacity(MAX_KEY_LEN);
+    assert!(copy_entries(node, left_slots, left, &mut key), "left half of a split overflows");
+    let right_slots = sep_slot + 1..count;
+    assert!(copy_entries(node, right_slots, right, &mut key), "right half of a split overflows");
 }
 
 /// Merges siblings `left` and `right`, which the parent separates with `sep`, into `out`
@@ -275,6 +974,735 @@ pub fn merge_into(
     out: &mut NodeMut<'_>,
     out_id: PageId,
 ) -> bool {
-    let _ = (left, sep, right, out, out_id);
-    todo!()
+    let leaf = left.is_leaf();
+    let upper_child = if leaf { 0 } else { right.upper_child() };
+    let (lower, upper) = (left.lower_fence(), right.upper_fence());
+    out.init(out_id, leaf, left.level(), left.tree_id(), lower, upper, upper_child);
+    let mut key = Vec::with_capacity(MAX_KEY_LEN);
+    copy_entries(left, 0..left.count(), out, &mut key)
+        && (leaf || out.insert(sep, &left.upper_child().to_le_bytes(), false))
+        && copy_entries(right, 0..right.count(), out, &mut key)
+}
+
+/// The decoder fuzz body, shared by the cargo-fuzz target (`fuzz/fuzz_targets/node.rs`) and
+/// the unit tests: takes `input` as a page image (zero-padded or truncated to `PAGE_SIZE`),
+/// calls every [`Node`] accessor on it, and when the image passes `check`, also verifies
+/// searches, splits it, checks both halves and merges them back. Panics only on a bug.
+#[doc(hidden)]
+pub fn fuzz_node_image(input: &[u8]) {
+    let mut image = vec![0u8; PAGE_SIZE];
+    let len = input.len().min(PAGE_SIZE);
+    image[..len].copy_from_slice(&input[..len]);
+    let node = Node::new(&image);
+    decode_everything(node, input);
+    let expect = Expect { page_id: page_id_of(&image), ..Expect::default() };
+    if node.check(&expect).is_ok() {
+        verify_valid_node(node);
+    }
+}
+
+/// Calls every accessor, with slots past the end and search keys taken from `input`.
+fn decode_everything(node: Node<'_>, input: &[u8]) {
+    let _ = (node.is_leaf(), node.level(), node.tree_id(), node.upper_child());
+    let _ = (node.free_bytes(), node.free_bytes_after_compaction());
+    let _ = (node.space_needed(usize::MAX / 4, 7), node.has_space_for(3, 5));
+    let mut key = Vec::new();
+    for slot in 0..node.count() + 2 {
+        let _ = (node.suffix(slot), node.payload(slot), node.value(slot), node.child(slot));
+        let _ = node.is_out_of_line(slot);
+        node.key_into(slot, &mut key);
+        let _ = node.lower_bound(&key);
+        key.pop();
+        let _ = node.lower_bound(&key);
+    }
+    for probe in [node.lower_fence(), node.upper_fence(), node.prefix(), &[][..]] {
+        let _ = node.lower_bound(probe);
+    }
+    // Windows of the input, placed and sized by its last bytes.
+    for i in 0..4 {
+        let start = input.len().checked_sub(i + 1).map_or(0, |at| usize::from(input[at]) * 16);
+        let len = input.get(start).map_or(0, |&b| usize::from(b) % 24);
+        let _ = node.lower_bound(input.get(start..start + len).unwrap_or_default());
+    }
+    let _ = node.check(&Expect::default());
+}
+
+/// Properties of a node that passed `check`: each key is found where it is, and a split
+/// followed by a merge gives back the same entries.
+fn verify_valid_node(node: Node<'_>) {
+    let mut key = Vec::new();
+    for slot in 0..node.count() {
+        node.key_into(slot, &mut key);
+        assert_eq!(node.lower_bound(&key), (slot, true), "slot {slot}");
+    }
+    if node.count() == 0 {
+        return;
+    }
+    let (sep_slot, sep) = node.split_point();
+    let (mut left_page, mut right_page) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
+    let (left_id, right_id) = (page_id_of(node.page).wrapping_add(1), 3);
+    let (mut left, mut right) = (NodeMut::new(&mut left_page), NodeMut::new(&mut right_page));
+    split_into(node, sep_slot, &sep, &mut left, left_id, &mut right, right_id);
+    let (tree_id, level) = (Some(node.tree_id()), Some(node.level()));
+    let left_fences = Some((node.lower_fence(), &sep[..]));
+    let right_fences = Some((&sep[..], node.upper_fence()));
+    let left_expect = Expect { page_id: left_id, tree_id, level, fences: left_fences };
+    let right_expect = Expect { page_id: right_id, tree_id, level, fences: right_fences };
+    left.as_node().check(&left_expect).expect("left half");
+    right.as_node().check(&right_expect).expect("right half");
+    let mut merged_page = vec![0u8; PAGE_SIZE];
+    let mut merged = NodeMut::new(&mut merged_page);
+    let merged_id = page_id_of(node.page);
+    assert!(merge_into(left.as_node(), &sep, right.as_node(), &mut merged, merged_id));
+    let merged = merged.as_node();
+    merged.check(&Expect { page_id: merged_id, tree_id, level, fences: None }).expect("merged");
+    assert_eq!(merged.count(), node.count());
+    assert_eq!(
+        (merged.lower_fence(), merged.upper_fence()),
+        (node.lower_fence(), node.upper_fence())
+    );
+    assert_eq!(merged.upper_child(), node.upper_child());
+    let mut merged_key = Vec::new();
+    for slot in 0..node.count() {
+        node.key_into(slot, &mut key);
+        merged.key_into(slot, &mut merged_key);
+        assert_eq!(merged_key, key, "slot {slot}");
+        assert_eq!(merged.value(slot), node.value(slot), "slot {slot}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const PAGE_ID: PageId = 7;
+    const TREE_ID: u64 = 99;
+
+    /// xorshift64*: deterministic and dependency-free.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn bytes(&mut self, len: usize, alphabet: u8) -> Vec<u8> {
+            (0..len).map(|_| b'a' + (self.next() % u64::from(alphabet)) as u8).collect()
+        }
+    }
+
+    fn page() -> Vec<u8> {
+        vec![0u8; PAGE_SIZE]
+    }
+
+    fn init_leaf(page: &mut [u8], lower: &[u8], upper: &[u8]) {
+        NodeMut::new(page).init(PAGE_ID, true, 0, TREE_ID, lower, upper, 0);
+    }
+
+    fn init_inner(page: &mut [u8], lower: &[u8], upper: &[u8], upper_child: PageId) {
+        NodeMut::new(page).init(PAGE_ID, false, 1, TREE_ID, lower, upper, upper_child);
+    }
+
+    fn expect(page_id: PageId) -> Expect<'static> {
+        Expect { page_id, tree_id: Some(TREE_ID), ..Expect::default() }
+    }
+
+    fn check(page: &[u8]) {
+        let node = Node::new(page);
+        if let Err(e) = node.check(&expect(page_id_of(page))) {
+            panic!("check failed: {e}");
+        }
+    }
+
+    /// (key, payload, out_of_line) of every slot.
+    fn entries(node: Node<'_>) -> Vec<(Vec<u8>, Vec<u8>, bool)> {
+        (0..node.count())
+            .map(|slot| (node.key(slot), node.payload(slot).to_vec(), node.is_out_of_line(slot)))
+            .collect()
+    }
+
+    fn linear_lower_bound(node: Node<'_>, key: &[u8]) -> (usize, bool) {
+        let slot = (0..node.count()).find(|&s| node.key(s).as_slice() >= key);
+        slot.map_or((node.count(), false), |s| (s, node.key(s) == key))
+    }
+
+    #[test]
+    fn layout_round_trip() {
+        let mut page = page();
+        init_leaf(&mut page, b"apple", b"apricot");
+        assert_eq!(kind_of(&page), Some(PageKind::Leaf));
+        assert_eq!(page_id_of(&page), PAGE_ID);
+        assert_eq!(read_u64(&page, 16), TREE_ID);
+        assert_eq!(read_u16(&page, 32), 0);
+        assert_eq!(read_u16(&page, 34), 4096 - 12);
+        assert_eq!(read_u16(&page, 38), 2);
+        assert_eq!((read_u16(&page, 40), read_u16(&page, 42)), (4091, 5));
+        assert_eq!((read_u16(&page, 44), read_u16(&page, 46)), (4084, 7));
+        assert_eq!(&page[4091..], b"apple");
+        assert_eq!(&page[4084..4091], b"apricot");
+        let mut node = NodeMut::new(&mut page);
+        assert!(node.insert(b"applesauce", b"value", false));
+        let node = node.as_node();
+        assert_eq!((node.count(), node.prefix()), (1, &b"ap"[..]));
+        assert_eq!((node.suffix(0), node.payload(0)), (&b"plesauce"[..], &b"value"[..]));
+        assert_eq!(node.value(0), Payload::Inline(b"value"));
+        check(&page);
+        // The slot as the table describes it.
+        assert_eq!(read_u32(&page, 116), u32::from_be_bytes(*b"ples"));
+        assert_eq!(read_u16(&page, 120), 4084 - 13);
+        assert_eq!((read_u16(&page, 122), read_u16(&page, 124)), (8, 5));
+        assert_eq!(&page[4071..4084], b"plesaucevalue");
+        assert_eq!(read_u16(&page, 34), 4071);
+        assert_eq!(read_u32(&page, 52), u32::from_be_bytes(*b"ples"));
+    }
+
+    #[test]
+    fn inner_node_children() {
+        let mut page = page();
+        init_inner(&mut page, b"", b"", 100);
+        let mut node = NodeMut::new(&mut page);
+        for (key, child) in [(&b"m"[..], 10u64), (b"d", 11), (b"t", 12)] {
+            assert!(node.insert(key, &child.to_le_bytes(), false));
+        }
+        let view = node.as_node();
+        assert!(!view.is_leaf());
+        assert_eq!((view.level(), view.tree_id(), view.upper_child()), (1, TREE_ID, 100));
+        let children: Vec<_> = (0..=3).map(|i| view.child(i)).collect();
+        assert_eq!(children, [11, 10, 12, 100]);
+        assert_eq!(view.child(4), 0);
+        node.set_child(1, 20);
+        node.set_child(3, 21);
+        let view = node.as_node();
+        assert_eq!((view.child(1), view.child(3), view.upper_child()), (20, 21, 21));
+        check(&page);
+    }
+
+    #[test]
+    fn heads() {
+        assert_eq!(head_of(b""), 0);
+        assert_eq!(head_of(b"a"), 0x6100_0000);
+        assert_eq!(head_of(b"abcd"), head_of(b"abcdef"));
+        assert!(head_of(b"ab") < head_of(b"ab\x01"));
+        assert_eq!(head_of(b"ab"), head_of(b"ab\0"));
+    }
+
+    /// A leaf full of keys from a small alphabet, so that many heads are equal.
+    fn crowded_leaf(page: &mut [u8], rng: &mut Rng) {
+        init_leaf(page, b"", b"");
+        let mut node = NodeMut::new(page);
+        for _ in 0..400 {
+            let len = 1 + rng.below(7);
+            let key = rng.bytes(len, 3);
+            if node.as_node().lower_bound(&key).1 {
+                continue;
+            }
+            if !node.insert(&key, b"v", false) {
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn hints_sample_heads_and_lower_bound_matches_a_linear_search() {
+        let mut rng = Rng(0x5eed);
+        let mut page = page();
+        crowded_leaf(&mut page, &mut rng);
+        check(&page);
+        let node = Node::new(&page);
+        assert!(node.count() > HINT_MIN_COUNT, "the hints must be in use");
+        for hint in 0..HINT_COUNT {
+            let slot = node.count() * (hint + 1) / 17;
+            assert_eq!(read_u32(&page, 52 + 4 * hint), head_of(node.suffix(slot)));
+        }
+        for slot in 0..node.count() {
+            assert_eq!(node.lower_bound(&node.key(slot)), (slot, true));
+        }
+        for _ in 0..2000 {
+            let len = rng.below(9);
+            let probe = rng.bytes(len, 4);
+            assert_eq!(node.lower_bound(&probe), linear_lower_bound(node, &probe), "{probe:?}");
+        }
+    }
+
+    #[test]
+    fn lower_bound_with_keys_outside_the_prefix() {
+        let mut page = page();
+        init_leaf(&mut page, b"abc1", b"abc9");
+        let mut node = NodeMut::new(&mut page);
+        assert!(node.insert(b"abc5", b"", false));
+        assert!(node.insert(b"abc7xyz", b"", false));
+        let node = Node::new(&page);
+        assert_eq!(node.prefix(), b"abc");
+        for (probe, expected) in [
+            (&b""[..], (0, false)),
+            (b"a", (0, false)),
+            (b"ab", (0, false)),
+            (b"abb", (0, false)),
+            (b"abbzzzz", (0, false)),
+            (b"abc", (0, false)),
+            (b"abc5", (0, true)),
+            (b"abc6", (1, false)),
+            (b"abc7xyz", (1, true)),
+            (b"abc7xyz\0", (2, false)),
+            (b"abd", (2, false)),
+            (b"b", (2, false)),
+        ] {
+            assert_eq!(node.lower_bound(probe), expected, "{probe:?}");
+        }
+    }
+
+    /// Inserts random keys under `prefix` until one does not fit; returns it.
+    fn fill(page: &mut [u8], rng: &mut Rng, prefix: &[u8], leaf: bool) -> Vec<u8> {
+        let mut node = NodeMut::new(page);
+        loop {
+            let mut key = prefix.to_vec();
+            let len = 1 + rng.below(20);
+            key.extend(rng.bytes(len, 26));
+            if node.as_node().lower_bound(&key).1 {
+                continue;
+            }
+            let payload_len = rng.below(40);
+            let payload =
+                if leaf { rng.bytes(payload_len, 26) } else { rng.next().to_le_bytes().to_vec() };
+            if !node.insert(&key, &payload, false) {
+                return key;
+            }
+        }
+    }
+
+    fn split(page: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let node = Node::new(page);
+        let (sep_slot, sep) = node.split_point();
+        let (mut left, mut right) = (self::page(), self::page());
+        let (mut left_node, mut right_node) = (NodeMut::new(&mut left), NodeMut::new(&mut right));
+        split_into(node, sep_slot, &sep, &mut left_node, 1, &mut right_node, 2);
+        let level = Some(node.level());
+        let fences = Some((node.lower_fence(), &sep[..]));
+        left_node.as_node().check(&Expect { fences, level, ..expect(1) }).unwrap();
+        let fences = Some((&sep[..], node.upper_fence()));
+        right_node.as_node().check(&Expect { fences, level, ..expect(2) }).unwrap();
+        (left, right, sep)
+    }
+
+    #[test]
+    fn full_leaf_splits_into_two_valid_halves() {
+        let mut rng = Rng(42);
+        let mut page = page();
+        init_leaf(&mut page, b"key-000", b"key-zzz");
+        let overflow = fill(&mut page, &mut rng, b"key-0", true);
+        check(&page);
+        let node = Node::new(&page);
+        let (left, right, sep) = split(&page);
+        let (left, right) = (Node::new(&left), Node::new(&right));
+        assert!(left.count().abs_diff(right.count()) <= node.count() / 8 + 1);
+        let (sep_slot, _) = node.split_point();
+        assert!(node.key(sep_slot) <= sep && sep < node.key(sep_slot + 1));
+        assert!(sep.len() <= node.key(sep_slot + 1).len());
+        let all = entries(node);
+        let (left_entries, right_entries) = (entries(left), entries(right));
+        assert_eq!(left_entries, all[..left.count()]);
+        assert_eq!(right_entries, all[left.count()..]);
+        assert!(left_entries.iter().all(|(key, _, _)| *key <= sep));
+        assert!(right_entries.iter().all(|(key, _, _)| *key > sep));
+        // The key that did not fit fits now.
+        let mut half = if overflow <= sep { left.page.to_vec() } else { right.page.to_vec() };
+        assert!(NodeMut::new(&mut half).insert(&overflow, b"value", false));
+        check(&half);
+    }
+
+    #[test]
+    fn full_inner_node_splits_around_its_middle_key() {
+        let mut rng = Rng(43);
+        let mut page = page();
+        init_inner(&mut page, b"", b"", 1000);
+        fill(&mut page, &mut rng, b"", false);
+        let node = Node::new(&page);
+        let (sep_slot, sep) = node.split_point();
+        assert_eq!((sep_slot, &sep), (node.count() / 2, &node.key(node.count() / 2)));
+        let (left, right, _) = split(&page);
+        let (left, right) = (Node::new(&left), Node::new(&right));
+        assert_eq!(left.count() + right.count() + 1, node.count());
+        assert_eq!(left.upper_child(), node.child(sep_slot));
+        assert_eq!(right.upper_child(), 1000);
+        let all = entries(node);
+        assert_eq!(entries(left), all[..sep_slot]);
+        assert_eq!(entries(right), all[sep_slot + 1..]);
+    }
+
+    #[test]
+    fn one_entry_leaf_with_maximal_key_and_fences_splits() {
+        let (lower, upper) = ([b'a'; MAX_KEY_LEN], [b'z'; MAX_KEY_LEN]);
+        let key = [b'm'; MAX_KEY_LEN];
+        let value = [7u8; 500];
+        let mut page = page();
+        init_leaf(&mut page, &lower, &upper);
+        assert!(NodeMut::new(&mut page).insert(&key, &value, false));
+        check(&page);
+        assert_eq!(Node::new(&page).split_point(), (0, key.to_vec()));
+        let (left, right, _) = split(&page);
+        let (left, right) = (Node::new(&left), Node::new(&right));
+        assert_eq!(entries(left), [(key.to_vec(), value.to_vec(), false)]);
+        assert_eq!(right.count(), 0);
+        assert_eq!((right.lower_fence(), right.upper_fence()), (&key[..], &upper[..]));
+    }
+
+    #[test]
+    fn one_separator_inner_node_splits_into_two_empty_halves() {
+        let (lower, upper) = ([b'a'; MAX_KEY_LEN], [b'z'; MAX_KEY_LEN]);
+        let sep = [b'm'; MAX_KEY_LEN];
+        let mut page = page();
+        init_inner(&mut page, &lower, &upper, 6);
+        assert!(NodeMut::new(&mut page).insert(&sep, &5u64.to_le_bytes(), false));
+        check(&page);
+        assert_eq!(Node::new(&page).split_point(), (0, sep.to_vec()));
+        let (left, right, _) = split(&page);
+        let (left, right) = (Node::new(&left), Node::new(&right));
+        assert_eq!((left.count(), left.upper_child(), left.upper_fence()), (0, 5, &sep[..]));
+        assert_eq!((right.count(), right.upper_child(), right.lower_fence()), (0, 6, &sep[..]));
+        let mut merged = self::page();
+        assert!(merge_into(left, &sep, right, &mut NodeMut::new(&mut merged), PAGE_ID));
+        check(&merged);
+        assert_eq!(entries(Node::new(&merged)), entries(Node::new(&page)));
+        assert_eq!(Node::new(&merged).upper_child(), 6);
+    }
+
+    /// Two large entries then a short key: the middle split would need the second large
+    /// key as the separator beside both large entries, which overflows; the split must move.
+    #[test]
+    fn leaf_split_point_keeps_both_halves_within_a_page() {
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        let value = [1u8; MAX_INLINE_ENTRY - MAX_KEY_LEN];
+        for last in [b'1', b'2'] {
+            let mut key = vec![b'a'; MAX_KEY_LEN];
+            key[MAX_KEY_LEN - 1] = last;
+            assert!(node.insert(&key, &value, false));
+        }
+        assert!(node.insert(b"z", b"", false));
+        let (sep_slot, sep) = node.as_node().split_point();
+        assert_eq!(sep_slot, 0);
+        assert!(sep.len() <= MAX_KEY_LEN);
+        split(&page);
+    }
+
+    #[test]
+    fn split_then_merge_restores_the_entries_and_overfull_merges_fail() {
+        let mut rng = Rng(44);
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        fill(&mut page, &mut rng, b"", true);
+        let (left, right, sep) = split(&page);
+        let mut merged = self::page();
+        let (left, right) = (Node::new(&left), Node::new(&right));
+        assert!(merge_into(left, &sep, right, &mut NodeMut::new(&mut merged), PAGE_ID));
+        check(&merged);
+        assert_eq!(entries(Node::new(&merged)), entries(Node::new(&page)));
+        // Two full siblings cannot merge.
+        let (mut full_left, mut full_right) = (self::page(), self::page());
+        init_leaf(&mut full_left, b"", b"m");
+        fill(&mut full_left, &mut rng, b"a", true);
+        init_leaf(&mut full_right, b"m", b"");
+        fill(&mut full_right, &mut rng, b"n", true);
+        let (full_left, full_right) = (Node::new(&full_left), Node::new(&full_right));
+        let mut out = self::page();
+        assert!(!merge_into(full_left, b"m", full_right, &mut NodeMut::new(&mut out), PAGE_ID));
+    }
+
+    #[test]
+    fn removal_counts_dead_bytes_and_compaction_reclaims_them() {
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        for i in 0..20u8 {
+            assert!(node.insert(&[b'k', i], &[i; 30], false));
+        }
+        let free_before = node.as_node().free_bytes();
+        node.remove_at(3);
+        node.remove_at(10);
+        let view = node.as_node();
+        assert_eq!(view.dead_bytes(), 2 * 32);
+        assert_eq!(view.free_bytes(), free_before + 2 * SLOT_SIZE);
+        assert_eq!(view.free_bytes_after_compaction(), free_before + 2 * (SLOT_SIZE + 32));
+        assert_eq!(view.lower_bound(&[b'k', 3]), (3, false));
+        let before = entries(view);
+        check(&page);
+        let mut node = NodeMut::new(&mut page);
+        let reclaimable = node.as_node().free_bytes_after_compaction();
+        node.compact();
+        assert_eq!((node.as_node().dead_bytes(), node.as_node().free_bytes()), (0, reclaimable));
+        assert_eq!(entries(node.as_node()), before);
+        check(&page);
+    }
+
+    #[test]
+    fn insert_compacts_when_only_dead_bytes_make_room() {
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        let mut i = 0u16;
+        while node.insert(&i.to_be_bytes(), &[0; 100], false) {
+            i += 1;
+        }
+        node.remove_at(0);
+        node.remove_at(0);
+        let view = node.as_node();
+        let big = 150;
+        assert!(view.free_bytes() < big + 2 + SLOT_SIZE);
+        assert!(view.has_space_for(2, big));
+        assert!(node.insert(&[0xff, 0xff], &[1; 150], false));
+        assert_eq!(node.as_node().dead_bytes(), 0);
+        check(&page);
+        let mut node = NodeMut::new(&mut page);
+        let snapshot = node.as_node().page.to_vec();
+        assert!(!node.insert(&[0xff, 0xfe], &[1; 3000], false));
+        assert_eq!(page, snapshot, "a failed insert leaves the node unchanged");
+    }
+
+    #[test]
+    fn set_payload_in_place_and_resized() {
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        for key in [b"a", b"b", b"c"] {
+            assert!(node.insert(key, b"12345", false));
+        }
+        let heap_start = node.as_node().heap_start();
+        assert!(node.set_payload(1, b"abcde", false));
+        assert_eq!(node.as_node().heap_start(), heap_start, "same length: in place");
+        node.payload_mut(1)[0] = b'X';
+        assert_eq!(node.as_node().payload(1), b"Xbcde");
+        assert!(node.set_payload(1, b"a longer payload", false));
+        assert_eq!(node.as_node().dead_bytes(), 6);
+        assert!(node.set_payload(1, b"s", false));
+        assert_eq!(node.as_node().dead_bytes(), 6 + 17);
+        let view = node.as_node();
+        assert_eq!((view.key(1), view.payload(1)), (b"b".to_vec(), &b"s"[..]));
+        check(&page);
+        let mut node = NodeMut::new(&mut page);
+        let snapshot = node.as_node().page.to_vec();
+        assert!(!node.set_payload(1, &[0; 4000], false));
+        assert_eq!(page, snapshot, "a failed set_payload leaves the node unchanged");
+    }
+
+    #[test]
+    fn set_payload_compacts_when_only_dead_bytes_make_room() {
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        for i in 0..30u8 {
+            assert!(node.insert(&[i], &[i; 100], false));
+        }
+        for _ in 0..10 {
+            node.remove_at(0);
+        }
+        let needed = 1 + 900;
+        assert!(node.as_node().free_bytes() < needed);
+        assert!(node.set_payload(5, &[9; 900], false));
+        let view = node.as_node();
+        assert_eq!((view.key(5), view.payload(5)), (vec![15], &[9u8; 900][..]));
+        assert_eq!(view.count(), 20);
+        check(&page);
+    }
+
+    #[test]
+    fn out_of_line_payloads() {
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        assert!(node.insert(b"big", &1234u64.to_le_bytes(), true));
+        assert!(node.insert(b"small", b"8 bytes!", false));
+        let view = node.as_node();
+        assert_eq!(view.value(0), Payload::OutOfLine(1234));
+        assert_eq!(view.value(1), Payload::Inline(b"8 bytes!"));
+        assert_eq!(read_u16(view.page, slot_position(0) + 8), 0x8008);
+        check(&page);
+        let mut node = NodeMut::new(&mut page);
+        assert!(node.set_payload(0, b"inline!!", false));
+        assert!(node.set_payload(1, &77u64.to_le_bytes(), true));
+        let view = node.as_node();
+        assert_eq!(view.value(0), Payload::Inline(b"inline!!"));
+        assert_eq!(view.value(1), Payload::OutOfLine(77));
+        check(&page);
+        // An out-of-line flag in an inner node, or on a payload that is not 8 bytes, is wrong.
+        let mut inner = self::page();
+        init_inner(&mut inner, b"", b"", 3);
+        assert!(NodeMut::new(&mut inner).insert(b"k", &1u64.to_le_bytes(), false));
+        inner[slot_position(0) + 9] |= 0x80;
+        let err = Node::new(&inner).check(&expect(PAGE_ID)).unwrap_err();
+        assert!(err.contains("slot 0: out-of-line flag"), "{err}");
+        let mut leaf = self::page();
+        init_leaf(&mut leaf, b"", b"");
+        assert!(NodeMut::new(&mut leaf).insert(b"k", b"12345", false));
+        leaf[slot_position(0) + 9] |= 0x80;
+        let err = Node::new(&leaf).check(&expect(PAGE_ID)).unwrap_err();
+        assert!(err.contains("slot 0: out-of-line payload is 5 bytes"), "{err}");
+    }
+
+    #[test]
+    fn check_names_what_is_wrong() {
+        let mut good = page();
+        init_leaf(&mut good, b"b", b"y");
+        let mut node = NodeMut::new(&mut good);
+        for key in [&b"c"[..], b"d", b"e"] {
+            assert!(node.insert(key, b"v", false));
+        }
+        check(&good);
+        let corrupt = |patch: &dyn Fn(&mut [u8]), wanted: &str| {
+            let mut page = good.clone();
+            patch(&mut page);
+            let err = Node::new(&page).check(&expect(PAGE_ID)).unwrap_err();
+            assert!(err.contains(wanted), "{err:?} should mention {wanted:?}");
+        };
+        corrupt(&|p| p[4] = PageKind::Value as u8, "not a node");
+        corrupt(&|p| write_u16(p, OFFSET_LEVEL, 2), "leaf at level 2");
+        corrupt(&|p| write_u16(p, OFFSET_COUNT, 500), "slot count 500");
+        corrupt(&|p| write_u16(p, OFFSET_DEAD_BYTES, 1), "dead bytes field says 1");
+        corrupt(&|p| write_u16(p, OFFSET_PREFIX_LEN, 1), "prefix length 1");
+        corrupt(&|p| write_u32(p, slot_position(1), 0), "slot 1: head");
+        corrupt(&|p| write_u32(p, OFFSET_HINTS + 8, 1), "hint 2");
+        corrupt(&|p| write_u16(p, slot_position(2) + 4, 4095), "slot 2: entry at");
+        corrupt(&|p| write_u16(p, slot_position(2) + 4, 4094), "upper fence overlaps slot 2");
+        corrupt(&|p| p[4095] = b'c', "slot 0: key not above the lower fence");
+        let err = Node::new(&good).check(&expect(8)).unwrap_err();
+        assert!(err.contains("page id is 7"), "{err}");
+        let fences = Some((&b"a"[..], &b"y"[..]));
+        let err = Node::new(&good).check(&Expect { fences, ..expect(PAGE_ID) }).unwrap_err();
+        assert!(err.contains("fences are"), "{err}");
+    }
+
+    /// Random inserts, removals and payload changes against a `BTreeMap`.
+    #[test]
+    fn random_operations_match_a_model() {
+        for seed in 1..=4u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut page = page();
+            let (lower, upper) = (b"user:0".to_vec(), b"user:9".to_vec());
+            init_leaf(&mut page, &lower, &upper);
+            let mut model: BTreeMap<Vec<u8>, (Vec<u8>, bool)> = BTreeMap::new();
+            for _ in 0..1500 {
+                random_operation(&mut page, &mut model, &mut rng);
+                check(&page);
+                let node = Node::new(&page);
+                let got: Vec<_> = entries(node).into_iter().map(|(k, p, o)| (k, (p, o))).collect();
+                assert!(got.iter().map(|(k, v)| (k, v)).eq(model.iter()));
+            }
+        }
+    }
+
+    fn random_operation(
+        page: &mut [u8],
+        model: &mut BTreeMap<Vec<u8>, (Vec<u8>, bool)>,
+        rng: &mut Rng,
+    ) {
+        let mut node = NodeMut::new(page);
+        let payload = |rng: &mut Rng| -> (Vec<u8>, bool) {
+            if rng.below(8) == 0 {
+                (rng.next().to_le_bytes().to_vec(), true)
+            } else {
+                let len_max = if rng.below(10) == 0 { 600 } else { 40 };
+                let len = rng.below(len_max);
+                (rng.bytes(len, 26), false)
+            }
+        };
+        match rng.below(10) {
+            0..=4 => {
+                let mut key = b"user:".to_vec();
+                key.push(b'1' + rng.below(8) as u8);
+                let len = rng.below(12);
+                key.extend(rng.bytes(len, 4));
+                if model.contains_key(&key) {
+                    return;
+                }
+                let (bytes, out_of_line) = payload(rng);
+                let fits = node.as_node().has_space_for(key.len(), bytes.len());
+                assert_eq!(node.insert(&key, &bytes, out_of_line), fits);
+                if fits {
+                    model.insert(key, (bytes, out_of_line));
+                }
+            }
+            5..=7 if !model.is_empty() => {
+                let slot = rng.below(model.len());
+                let key = model.keys().nth(slot).unwrap().clone();
+                assert_eq!(node.as_node().lower_bound(&key), (slot, true));
+                node.remove_at(slot);
+                model.remove(&key);
+            }
+            8..=9 if !model.is_empty() => {
+                let slot = rng.below(model.len());
+                let key = model.keys().nth(slot).unwrap().clone();
+                let (bytes, out_of_line) = payload(rng);
+                if node.set_payload(slot, &bytes, out_of_line) {
+                    model.insert(key, (bytes, out_of_line));
+                }
+            }
+            _ => node.compact(),
+        }
+    }
+
+    #[test]
+    fn decoding_random_garbage_never_panics() {
+        let mut rng = Rng(0xdead_beef);
+        let mut image = page();
+        for round in 0..3000 {
+            image.iter_mut().for_each(|b| *b = rng.next() as u8);
+            if round % 2 == 0 {
+                // Plausible headers get further into the decoder.
+                image[4] = [PageKind::Leaf, PageKind::Inner][rng.below(2)] as u8;
+                write_u16(&mut image, OFFSET_COUNT, rng.below(MAX_SLOTS + 20) as u16);
+                for field in [OFFSET_HEAP_START, OFFSET_LOWER_OFFSET, OFFSET_UPPER_OFFSET] {
+                    write_u16(&mut image, field, rng.below(PAGE_SIZE + 100) as u16);
+                }
+                for field in [OFFSET_LOWER_LEN, OFFSET_UPPER_LEN, OFFSET_PREFIX_LEN] {
+                    write_u16(&mut image, field, rng.below(40) as u16);
+                }
+            }
+            let len = if round % 7 == 0 { rng.below(PAGE_SIZE) } else { PAGE_SIZE };
+            fuzz_node_image(&image[..len]);
+        }
+    }
+
+    #[test]
+    fn decoding_valid_nodes_with_flipped_bytes_never_panics() {
+        let mut rng = Rng(0xf1f1);
+        let mut leaf = page();
+        crowded_leaf(&mut leaf, &mut rng);
+        let mut inner = page();
+        init_inner(&mut inner, b"a", b"q", 9);
+        fill(&mut inner, &mut rng, b"b", false);
+        let mut passed_check = 0;
+        for round in 0..3000 {
+            let mut image = if round % 2 == 0 { leaf.clone() } else { inner.clone() };
+            for _ in 0..1 + rng.below(4) {
+                // Mostly the header and slots, where a flip changes the most.
+                let at = if rng.below(2) == 0 { rng.below(PAGE_SIZE) } else { rng.below(200) };
+                image[at] ^= 1 << rng.below(8);
+            }
+            fuzz_node_image(&image);
+            passed_check += usize::from(Node::new(&image).check(&expect(PAGE_ID)).is_ok());
+        }
+        assert!(passed_check > 0, "some flips (in free space) leave a valid node");
+    }
+
+    #[test]
+    fn valid_nodes_pass_the_fuzz_properties() {
+        let mut rng = Rng(5);
+        for leaf in [true, false] {
+            let mut page = page();
+            if leaf {
+                init_leaf(&mut page, b"", b"");
+            } else {
+                init_inner(&mut page, b"", b"", 4);
+            }
+            fill(&mut page, &mut rng, b"x", leaf);
+            check(&page);
+            fuzz_node_image(&page);
+        }
+    }
 }
