@@ -56,7 +56,8 @@ struct Shared {
     /// One "dropped" flag per tree with open handles, shared by those handles.
     dropped_flags: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     closed: AtomicBool,
-    _lock_file: File,
+    /// Holds the directory's `flock`; released at close even if handles live on.
+    lock_file: Mutex<Option<File>>,
 }
 
 /// A named tree: an ordered map from keys (1 to `MAX_KEY_LEN` bytes) to values (0 to
@@ -317,7 +318,7 @@ impl Db {
             catalog_lock: Mutex::new(()),
             dropped_flags: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
-            _lock_file: lock_file,
+            lock_file: Mutex::new(Some(lock_file)),
         };
         Ok(Db { shared: Arc::new(shared) })
     }
@@ -381,7 +382,10 @@ impl Db {
         };
         let pool = &self.shared.pool;
         let catalog = self.shared.catalog;
-        run(pool, |scratch| catalog.delete(pool, name.as_bytes(), scratch))?;
+        let (_, merge) = run(pool, |scratch| catalog.delete(pool, name.as_bytes(), scratch))?;
+        if let Some(leaf) = merge {
+            run(pool, |scratch| catalog.try_merge(pool, leaf, name.as_bytes(), scratch))?;
+        }
         if let Some(flag) = self.shared.dropped_flags.lock().unwrap().remove(&btree.tree_id) {
             flag.store(true, Ordering::Release);
         }
@@ -541,7 +545,9 @@ impl Shared {
         sb.clean = true;
         let sb = *sb;
         write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
-        file.sync()
+        file.sync()?;
+        self.lock_file.lock().unwrap().take();
+        Ok(())
     }
 }
 
@@ -610,7 +616,12 @@ impl Tree {
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         let btree = self.btree;
-        self.run(|pool, scratch| btree.delete(pool, key, scratch))
+        let (removed, merge) = self.run(|pool, scratch| btree.delete(pool, key, scratch))?;
+        if let Some(leaf) = merge {
+            // A separate operation: the delete is done whatever becomes of the merge.
+            self.run(|pool, scratch| btree.try_merge(pool, leaf, key, scratch))?;
+        }
+        Ok(removed)
     }
 
     /// Changes the value of `key` in place, atomically (no reader sees half of the change);

@@ -111,7 +111,8 @@ impl BTree {
         Ok(version)
     }
 
-    /// Descends from the root towards `seek`, stopping at a leaf, or at page `stop_at`.
+    /// Descends from the root towards `seek`, stopping at a leaf, or at page `stop_at` (the
+    /// caller compares: a leaf other than `stop_at` means that page is no longer on the path).
     pub fn descend(
         &self,
         pool: &BufferPool,
@@ -129,10 +130,7 @@ impl BTree {
             }
             let node = Node::new(scratch.pages[copy].bytes());
             if node.is_leaf() {
-                if stop_at.is_some() {
-                    // The page we were looking for moved away from this key: start again.
-                    return Err(Interrupt::Restart);
-                }
+                // With `stop_at`, reaching a leaf means that page left this key's path.
                 return Ok(Descent { page_id, version, copy, parent });
             }
             let index = match seek {
@@ -257,12 +255,18 @@ impl BTree {
         Ok(())
     }
 
-    /// Removes `key`; returns whether it was there.
-    pub fn delete(&self, pool: &BufferPool, key: &[u8], scratch: &mut Scratch) -> Attempt<bool> {
+    /// Removes `key`; returns whether it was there, and the leaf to offer to
+    /// [`BTree::try_merge`] when the removal left it under-full.
+    pub fn delete(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        scratch: &mut Scratch,
+    ) -> Attempt<(bool, Option<PageId>)> {
         let found = self.descend(pool, Seek::Key(key), None, scratch)?;
         let (slot, exact) = Node::new(scratch.pages[found.copy].bytes()).lower_bound(key);
         if !exact {
-            return Ok(false);
+            return Ok((false, None));
         }
         let mut guard = pool.lock_exclusive(found.page_id, found.version)?;
         if let Payload::OutOfLine(value_page) = Node::new(guard.page()).value(slot) {
@@ -271,15 +275,7 @@ impl BTree {
         let mut leaf = NodeMut::new(guard.page_mut());
         leaf.remove_at(slot);
         let merge = under_full(leaf.as_node()) && found.page_id != self.root;
-        drop(guard);
-        if merge {
-            // Best effort: the delete is done whatever happens to the merge.
-            match self.try_merge(pool, found.page_id, key, scratch) {
-                Ok(()) | Err(Interrupt::Restart) | Err(Interrupt::Miss(_)) => {}
-                Err(Interrupt::Error(e)) => return Err(Interrupt::Error(e)),
-            }
-        }
-        Ok(true)
+        Ok((true, merge.then_some(found.page_id)))
     }
 
     /// Applies `change` to the value of `key` in place, under the leaf's exclusive latch.
@@ -325,6 +321,10 @@ impl BTree {
             return self.split_root(pool, scratch);
         }
         let found = self.descend(pool, Seek::Key(key), Some(page_id), scratch)?;
+        if found.page_id != page_id {
+            // Someone else split it meanwhile: the caller restarts and sees.
+            return Ok(());
+        }
         let (parent_id, parent_version, _) = found.parent.expect("a non-root node has a parent");
         let (sep_slot, separator) = Node::new(scratch.pages[found.copy].bytes()).split_point();
         if !Node::new(scratch.pages[1 - found.copy].bytes()).has_space_for(separator.len(), 8) {
@@ -398,6 +398,9 @@ impl BTree {
             return self.collapse_root(pool, scratch);
         }
         let found = self.descend(pool, Seek::Key(key), Some(page_id), scratch)?;
+        if found.page_id != page_id {
+            return Ok(()); // merged or split by someone else meanwhile
+        }
         let (parent_id, parent_version, index) = found.parent.expect("non-root has a parent");
         let parent_copy = 1 - found.copy;
         let parent = Node::new(scratch.pages[parent_copy].bytes());
