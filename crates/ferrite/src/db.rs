@@ -699,3 +699,11 @@ impl Iterator for Iter {
         }
     }
 }
+
+// `Db`, `Tree` and `Iter` are shared across threads: keep it so.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+    assert_send_sync::<Tree>();
+    assert_send_sync::<Iter>();
+};
