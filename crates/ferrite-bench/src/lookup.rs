@@ -1,0 +1,738 @@
+//! `bench lookup`: uniform random point lookups over a data set many times larger than the
+//! buffer pool, every value verified.
+//!
+//! A run: open (or create) the data directory; reuse the `bench` tree if an earlier `--keep`
+//! run left exactly this data set (tree `bench-meta` says so), else load it in key order;
+//! run lookups from `threads` threads, first for a warm-up that is not counted, then for
+//! `seconds`; close; remove the directory unless `--keep`. Any wrong or missing value stops
+//! the run with an error (and no result line).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ferrite::buffer::PoolStats;
+use ferrite::{Db, Options};
+
+use crate::datadir::{BenchDir, DirFate};
+use crate::error::BenchError;
+use crate::histogram::Histogram;
+use crate::keys::{check_value, key, value, KEY_LEN, VALUE_LEN};
+use crate::progress::Progress;
+use crate::report::{self, ResultLine};
+use crate::rng::Rng;
+use crate::store::{FerriteTree, IoCounters, KvStore};
+
+/// The tree holding the data set.
+pub const BENCH_TREE: &str = "bench";
+/// The tree describing the data set, so that a later run can tell whether to reuse it.
+pub const META_TREE: &str = "bench-meta";
+const META_KEY: &[u8] = b"lookup";
+/// Bumped whenever keys or values change, so that old kept data is reloaded.
+const DATA_FORMAT: u32 = 1;
+
+/// Data directory when none is given.
+pub const DEFAULT_DIR: &str = "./ferrite-data/bench-lookup";
+/// Pool size when none is given.
+pub const DEFAULT_POOL_MIB: u64 = 64;
+/// Keys loaded when no count is given, meant to make the data about 10 times the default
+/// pool. An entry takes about 138 bytes in a leaf (8-byte key, 120-byte value, 10-byte slot);
+/// in leaves about 70 % full that is ~21 entries a page, so 3.2 M keys take ~150 k leaves,
+/// ~600-640 MiB. Measured: the key-order load leaves leaves about half full (splits are
+/// 50/50), ~14 entries a page, so the data is ~905 MiB, ~14 times the pool.
+pub const DEFAULT_KEYS: u64 = 3_200_000;
+/// Measured seconds when none are given.
+pub const DEFAULT_SECONDS: f64 = 20.0;
+/// Longest warm-up; it is otherwise a quarter of the measured time.
+pub const MAX_WARMUP_SECONDS: f64 = 5.0;
+/// Most threads accepted.
+pub const MAX_THREADS: usize = 1024;
+/// Seed when none is given.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// Everything a `bench lookup` run is told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LookupConfig {
+    pub dir: PathBuf,
+    pub keys: u64,
+    pub pool_mib: u64,
+    pub seconds: f64,
+    pub threads: usize,
+    pub seed: u64,
+    /// Keep the data directory for the next run to reuse.
+    pub keep: bool,
+    pub direct_io: bool,
+}
+
+impl Default for LookupConfig {
+    fn default() -> Self {
+        LookupConfig {
+            dir: PathBuf::from(DEFAULT_DIR),
+            keys: DEFAULT_KEYS,
+            pool_mib: DEFAULT_POOL_MIB,
+            seconds: DEFAULT_SECONDS,
+            threads: 1,
+            seed: DEFAULT_SEED,
+            keep: false,
+            direct_io: true,
+        }
+    }
+}
+
+impl LookupConfig {
+    /// The warm-up before measuring: a quarter of the measured time, at most 5 s.
+    pub fn warmup_seconds(&self) -> f64 {
+        (self.seconds / 4.0).min(MAX_WARMUP_SECONDS)
+    }
+
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let bad = |reason: String| Err(BenchError::Config(reason));
+        if self.keys == 0 {
+            return bad("the number of keys must be at least 1".into());
+        }
+        if self.pool_mib == 0 || self.pool_mib > 1 << 30 {
+            return bad(format!("pool of {} MiB is out of range", self.pool_mib));
+        }
+        if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 1e6) {
+            return bad(format!("{} seconds is out of range", self.seconds));
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return bad(format!("{} threads is out of range (1 to {MAX_THREADS})", self.threads));
+        }
+        Ok(())
+    }
+
+    fn options(&self) -> Options {
+        Options {
+            pool_bytes: self.pool_mib << 20,
+            direct_io: self.direct_io,
+            create_if_missing: true,
+            ..Options::default()
+        }
+    }
+}
+
+/// Where the data set came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DataSource {
+    /// Loaded by this run, in `seconds`.
+    Loaded { seconds: f64 },
+    /// Left by an earlier `--keep` run.
+    Reused,
+}
+
+/// The measured part of a run.
+#[derive(Debug, Clone)]
+pub struct LookupRun {
+    /// Lookups finished while measuring.
+    pub lookups: u64,
+    /// Measured time.
+    pub seconds: f64,
+    /// Warm-up time before it (not counted).
+    pub warmup_seconds: f64,
+    /// Latency of each measured lookup, in nanoseconds.
+    pub latency_ns: Histogram,
+    /// Device and cache counts while measuring, if the store keeps them.
+    pub io: Option<IoCounters>,
+}
+
+impl LookupRun {
+    pub fn lookups_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.lookups as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    pub fn reads_per_lookup(&self) -> Option<f64> {
+        let reads = self.io?.reads;
+        Some(if self.lookups == 0 { 0.0 } else { reads as f64 / self.lookups as f64 })
+    }
+}
+
+/// Everything a finished run found.
+#[derive(Debug, Clone)]
+pub struct LookupReport {
+    pub config: LookupConfig,
+    pub store: &'static str,
+    pub source: DataSource,
+    /// Pages in the page file when measuring ended (data, inner nodes, free pages, header).
+    pub data_pages: u64,
+    pub pool_pages: u64,
+    pub run: LookupRun,
+    pub dir: DirFate,
+}
+
+const PAGE_BYTES: u64 = 4096;
+
+impl LookupReport {
+    pub fn data_bytes(&self) -> u64 {
+        self.data_pages * PAGE_BYTES
+    }
+
+    pub fn pool_bytes(&self) -> u64 {
+        self.pool_pages * PAGE_BYTES
+    }
+
+    /// Data size over pool size.
+    pub fn data_pool_ratio(&self) -> f64 {
+        self.data_bytes() as f64 / self.pool_bytes().max(1) as f64
+    }
+
+    fn load_seconds(&self) -> f64 {
+        match self.source {
+            DataSource::Loaded { seconds } => seconds,
+            DataSource::Reused => 0.0,
+        }
+    }
+
+    /// The human-readable summary, several lines, each ending with a newline.
+    pub fn summary(&self) -> String {
+        let c = &self.config;
+        let run = &self.run;
+        let dir = match &self.dir {
+            DirFate::Kept => "kept for the next run (--keep)".to_owned(),
+            DirFate::Removed => "removed at the end; --keep keeps it for reuse".to_owned(),
+            DirFate::Left(reason) => format!("left in place: {reason}"),
+        };
+        let data = match self.source {
+            DataSource::Loaded { seconds } => format!(
+                "loaded and written back in {} ({} keys/s)",
+                report::duration(seconds),
+                report::si(c.keys as f64 / seconds.max(1e-9))
+            ),
+            DataSource::Reused => "reused from an earlier --keep run".to_owned(),
+        };
+        let reads = match run.io {
+            Some(io) => format!(
+                "{:.3} per lookup (while measuring: {} reads, {} writes, {} evictions)",
+                run.reads_per_lookup().unwrap_or(0.0),
+                report::thousands(io.reads),
+                report::thousands(io.writes),
+                report::thousands(io.evictions)
+            ),
+            None => "not counted by this store".to_owned(),
+        };
+        let h = &run.latency_ns;
+        let mut s = String::new();
+        let mut line = |label: &str, text: String| s.push_str(&format!("  {label:<14}{text}\n"));
+        line("bench lookup", "uniform random point lookups, every value verified".to_owned());
+        line("directory", format!("{}, {dir}", c.dir.display()));
+        line(
+            "data",
+            format!(
+                "{} keys ({KEY_LEN}-byte keys, {VALUE_LEN}-byte values), {data}",
+                report::thousands(c.keys)
+            ),
+        );
+        line(
+            "on disk",
+            format!(
+                "{} ({} pages of 4 KiB), {:.2} x the pool",
+                report::bytes(self.data_bytes()),
+                report::thousands(self.data_pages),
+                self.data_pool_ratio()
+            ),
+        );
+        line(
+            "pool",
+            format!(
+                "{} ({} pages), {}",
+                report::bytes(self.pool_bytes()),
+                report::thousands(self.pool_pages),
+                if c.direct_io { "O_DIRECT" } else { "buffered I/O (--no-direct)" }
+            ),
+        );
+        line(
+            "lookups",
+            format!(
+                "{} in {} after a {} warm-up, {} thread{}, seed {}: {} lookups/s",
+                report::thousands(run.lookups),
+                report::duration(run.seconds),
+                report::duration(run.warmup_seconds),
+                c.threads,
+                if c.threads == 1 { "" } else { "s" },
+                c.seed,
+                report::thousands(run.lookups_per_s().round() as u64)
+            ),
+        );
+        line(
+            "latency",
+            format!(
+                "p50 {}, p99 {}, p99.9 {}, max {}, mean {}",
+                report::latency(h.percentile(50.0)),
+                report::latency(h.percentile(99.0)),
+                report::latency(h.percentile(99.9)),
+                report::latency(h.max()),
+                report::latency(h.mean().round() as u64)
+            ),
+        );
+        line("device reads", reads);
+        line("verified", "every value read (warm-up included) was the expected one".to_owned());
+        s
+    }
+
+    /// The `result ...` line that ends the output.
+    pub fn result_line(&self) -> ResultLine {
+        let c = &self.config;
+        let run = &self.run;
+        let us = |nanos: u64| nanos as f64 / 1e3;
+        let mut line = ResultLine::new()
+            .real("lookups_per_s", run.lookups_per_s(), 0)
+            .int("keys", c.keys)
+            .int("pool_mib", c.pool_mib)
+            .int("threads", c.threads as u64)
+            .real("seconds", run.seconds, 2)
+            .int("lookups", run.lookups)
+            .real("data_mib", self.data_bytes() as f64 / f64::from(1 << 20), 1)
+            .real("data_pool_ratio", self.data_pool_ratio(), 2);
+        if let Some(reads) = run.reads_per_lookup() {
+            line = line.real("reads_per_lookup", reads, 3);
+        }
+        line.real("p50_us", us(run.latency_ns.percentile(50.0)), 2)
+            .real("p99_us", us(run.latency_ns.percentile(99.0)), 2)
+            .real("max_us", us(run.latency_ns.max()), 1)
+            .real("load_s", self.load_seconds(), 2)
+            .flag("reused", self.source == DataSource::Reused)
+            .int("seed", c.seed)
+            .flag("direct_io", c.direct_io)
+            .word("store", self.store)
+    }
+}
+
+/// Runs `bench lookup` on Ferrite: prepares the data, measures, cleans up. Progress of the
+/// load goes to `progress`.
+pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupReport, BenchError> {
+    config.validate()?;
+    let dir = BenchDir::claim(&config.dir)?;
+    let mut owned = dir.is_fresh();
+    let outcome = match Db::open(&config.dir, config.options()) {
+        Ok(db) => {
+            let measured = measure(&db, config, progress, &mut owned);
+            let closed = db.close();
+            measured.and_then(|m| closed.map(|()| m).map_err(BenchError::from))
+        }
+        Err(e @ ferrite::Error::NotCleanlyClosed { .. }) => Err(BenchError::Config(format!(
+            "{e}\n(if an earlier benchmark run was interrupted, remove {} and run again)",
+            config.dir.display()
+        ))),
+        Err(e) => Err(e.into()),
+    };
+    let fate = if config.keep {
+        DirFate::Kept
+    } else if owned {
+        dir.remove()
+    } else {
+        DirFate::Left("it held data before the run".to_owned())
+    };
+    let (source, run, pool) = outcome?;
+    Ok(LookupReport {
+        config: config.clone(),
+        store: "ferrite",
+        source,
+        data_pages: pool.page_count,
+        pool_pages: pool.pool_pages,
+        run,
+        dir: fate,
+    })
+}
+
+type Measured = (DataSource, LookupRun, PoolStats);
+
+fn measure(
+    db: &Db,
+    config: &LookupConfig,
+    progress: &mut Progress,
+    owned: &mut bool,
+) -> Result<Measured, BenchError> {
+    let foreign: Vec<String> =
+        db.tree_names()?.into_iter().filter(|n| n != BENCH_TREE && n != META_TREE).collect();
+    if !foreign.is_empty() {
+        return Err(BenchError::NotBenchData { path: config.dir.clone(), trees: foreign });
+    }
+    // Only the benchmark's trees: the directory is ours to remove.
+    *owned = true;
+    let source = prepare_data(db, config.keys, progress)?;
+    let store = FerriteTree::new(db, db.open_tree(BENCH_TREE)?);
+    let params = LookupParams {
+        keys: config.keys,
+        threads: config.threads,
+        seed: config.seed,
+        warmup: Duration::from_secs_f64(config.warmup_seconds()),
+        measure: Duration::from_secs_f64(config.seconds),
+    };
+    let run = run_lookups(&store, &params)?;
+    Ok((source, run, db.pool().stats()))
+}
+
+fn meta_value(keys: u64) -> String {
+    format!("format={DATA_FORMAT} keys={keys} key_len={KEY_LEN} value_len={VALUE_LEN}")
+}
+
+/// Reuses the data set if the metadata describes exactly `keys` keys of this format (and a
+/// spot check agrees), else (re)loads it; the metadata is written only once a load is done,
+/// so an interrupted load is never reused.
+fn prepare_data(db: &Db, keys: u64, progress: &mut Progress) -> Result<DataSource, BenchError> {
+    let meta = db.tree(META_TREE)?;
+    let expected = meta_value(keys);
+    let has_bench = db.tree_names()?.iter().any(|n| n == BENCH_TREE);
+    if has_bench && meta.get(META_KEY)?.as_deref() == Some(expected.as_bytes()) {
+        let bench = FerriteTree::new(db, db.open_tree(BENCH_TREE)?);
+        if spot_check(&bench, keys)? {
+            return Ok(DataSource::Reused);
+        }
+    }
+    meta.delete(META_KEY)?;
+    match db.drop_tree(BENCH_TREE) {
+        Ok(()) | Err(ferrite::Error::TreeNotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let bench = FerriteTree::new(db, db.create_tree(BENCH_TREE)?);
+    let elapsed = load(&bench, keys, progress)?;
+    meta.put(META_KEY, expected.as_bytes())?;
+    Ok(DataSource::Loaded { seconds: elapsed.as_secs_f64() })
+}
+
+/// Whether the first, middle and last keys hold their values and the key after the last is
+/// absent: cheap evidence that a kept data set is the one its metadata describes.
+pub fn spot_check(store: &dyn KvStore, keys: u64) -> Result<bool, BenchError> {
+    let mut buf = Vec::with_capacity(VALUE_LEN);
+    for i in [0, keys / 2, keys - 1] {
+        let found = store.get_into(&key(i), &mut buf).map_err(BenchError::Store)?;
+        if check_value(i, found.then_some(&buf[..])).is_err() {
+            return Ok(false);
+        }
+    }
+    let beyond = store.get_into(&key(keys), &mut buf).map_err(BenchError::Store)?;
+    Ok(!beyond)
+}
+
+/// Puts keys `0..keys` with their values, in key order, and writes them back to the device;
+/// returns the time taken by both.
+pub fn load(
+    store: &dyn KvStore,
+    keys: u64,
+    progress: &mut Progress,
+) -> Result<Duration, BenchError> {
+    let start = Instant::now();
+    for i in 0..keys {
+        store.put(&key(i), &value(i)).map_err(BenchError::Store)?;
+        progress.set(i + 1);
+    }
+    store.flush().map_err(BenchError::Store)?;
+    let elapsed = start.elapsed();
+    progress.finish();
+    Ok(elapsed)
+}
+
+/// What `run_lookups` does.
+#[derive(Debug, Clone)]
+pub struct LookupParams {
+    /// Keys are drawn uniformly from `0..keys`.
+    pub keys: u64,
+    pub threads: usize,
+    /// Thread `t` draws from `Rng::stream(seed, t)`.
+    pub seed: u64,
+    pub warmup: Duration,
+    pub measure: Duration,
+}
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Sets the phase to `STOP` when dropped: a worker that ends for any reason, a panic
+/// included, stops the others and wakes the controller.
+struct StopOnDrop<'a>(&'a AtomicU8);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(STOP, Ordering::Release);
+    }
+}
+
+/// Runs uniform random lookups of keys `0..keys` from `threads` threads: `warmup`, then
+/// `measure` counted. Stops at the first wrong or missing value or store error and returns
+/// it. A panicking worker's panic is passed on.
+pub fn run_lookups(store: &dyn KvStore, params: &LookupParams) -> Result<LookupRun, BenchError> {
+    assert!(params.keys > 0 && params.threads > 0);
+    let phase = AtomicU8::new(WARMUP);
+    let failure: Mutex<Option<BenchError>> = Mutex::new(None);
+    thread::scope(|scope| {
+        let workers: Vec<_> = (0..params.threads)
+            .map(|t| {
+                let (phase, failure) = (&phase, &failure);
+                scope.spawn(move || lookup_worker(store, params, t as u64, phase, failure))
+            })
+            .collect();
+        let warmup_start = Instant::now();
+        wait(&phase, params.warmup);
+        let warmup_seconds = warmup_start.elapsed().as_secs_f64();
+        let io_before = store.io_counters();
+        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
+        let start = Instant::now();
+        wait(&phase, params.measure);
+        phase.store(STOP, Ordering::Release);
+        let seconds = start.elapsed().as_secs_f64();
+        let io_after = store.io_counters();
+        let mut latency_ns = Histogram::new();
+        let mut lookups = 0;
+        for worker in workers {
+            match worker.join() {
+                Ok((count, histogram)) => {
+                    lookups += count;
+                    latency_ns.merge(&histogram);
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        if let Some(error) = failure.lock().unwrap().take() {
+            return Err(error);
+        }
+        let io = io_before.zip(io_after).map(|(before, after)| after.since(before));
+        Ok(LookupRun { lookups, seconds, warmup_seconds, latency_ns, io })
+    })
+}
+
+/// Sleeps for `duration`, or less if the phase becomes `STOP`.
+fn wait(phase: &AtomicU8, duration: Duration) {
+    let deadline = Instant::now() + duration;
+    while phase.load(Ordering::Acquire) != STOP {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
+/// One worker: looks keys up until told to stop; returns the lookups it made while
+/// measuring and their latencies. Only the lookup is timed, not the drawing or checking.
+fn lookup_worker(
+    store: &dyn KvStore,
+    params: &LookupParams,
+    thread_index: u64,
+    phase: &AtomicU8,
+    failure: &Mutex<Option<BenchError>>,
+) -> (u64, Histogram) {
+    let _stop = StopOnDrop(phase);
+    let mut rng = Rng::stream(params.seed, thread_index);
+    let mut latency_ns = Histogram::new();
+    let mut lookups = 0u64;
+    let mut buf = Vec::with_capacity(VALUE_LEN);
+    loop {
+        let current = phase.load(Ordering::Relaxed);
+        if current == STOP {
+            break;
+        }
+        let i = rng.below(params.keys);
+        let k = key(i);
+        let start = Instant::now();
+        let found = store.get_into(&k, &mut buf);
+        let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let verdict = match found {
+            Ok(found) => check_value(i, found.then_some(&buf[..]))
+                .map_err(|mismatch| BenchError::Verify { key: i, mismatch }),
+            Err(e) => Err(BenchError::Store(e)),
+        };
+        if let Err(error) = verdict {
+            failure.lock().unwrap().get_or_insert(error);
+            break;
+        }
+        if current == MEASURE {
+            latency_ns.record(nanos);
+            lookups += 1;
+        }
+    }
+    (lookups, latency_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::ValueMismatch;
+    use crate::store::mem::MemStore;
+
+    fn loaded(keys: u64) -> MemStore {
+        let store = MemStore::default();
+        load(&store, keys, &mut Progress::hidden(keys)).unwrap();
+        store
+    }
+
+    fn params(keys: u64, threads: usize) -> LookupParams {
+        LookupParams {
+            keys,
+            threads,
+            seed: 9,
+            warmup: Duration::from_millis(20),
+            measure: Duration::from_millis(150),
+        }
+    }
+
+    #[test]
+    fn load_puts_every_key_with_its_value() {
+        let store = loaded(1_000);
+        assert_eq!(store.len(), 1_000);
+        let mut buf = Vec::new();
+        for i in [0, 1, 500, 999] {
+            assert!(store.get_into(&key(i), &mut buf).unwrap());
+            assert_eq!(buf, value(i));
+        }
+        assert!(spot_check(&store, 1_000).unwrap());
+        assert!(!spot_check(&store, 999).unwrap(), "key 999 is beyond a 999-key set");
+        assert!(!spot_check(&store, 1_001).unwrap(), "key 1000 is missing");
+    }
+
+    #[test]
+    fn lookups_are_counted_timed_and_verified() {
+        let store = loaded(2_000);
+        let run = run_lookups(&store, &params(2_000, 2)).unwrap();
+        assert!(run.lookups > 100, "{} lookups", run.lookups);
+        assert_eq!(run.latency_ns.count(), run.lookups);
+        assert!(run.seconds >= 0.15 && run.seconds < 5.0, "{}", run.seconds);
+        assert!(run.warmup_seconds >= 0.02);
+        assert!(run.lookups_per_s() > 0.0);
+        let reads = run.reads_per_lookup().unwrap();
+        assert!(reads > 0.05 && reads < 0.15, "the store counts a read per 10 gets: {reads}");
+    }
+
+    #[test]
+    fn a_wrong_value_fails_the_run() {
+        let mut store = loaded(4);
+        store.corrupt_key = Some(key(2).to_vec());
+        match run_lookups(&store, &params(4, 2)) {
+            Err(BenchError::Verify {
+                key: 2,
+                mismatch: ValueMismatch::Corrupt { offset: 100 },
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_key_fails_the_run_quickly() {
+        let store = loaded(4);
+        store.remove(&key(3));
+        let mut p = params(4, 1);
+        p.measure = Duration::from_secs(30);
+        let start = Instant::now();
+        let result = run_lookups(&store, &p);
+        assert!(matches!(
+            result,
+            Err(BenchError::Verify { key: 3, mismatch: ValueMismatch::Missing })
+        ));
+        assert!(start.elapsed() < Duration::from_secs(5), "the failure stops the run");
+    }
+
+    #[test]
+    fn a_store_error_fails_the_run() {
+        let mut store = loaded(4);
+        store.failing_key = Some(key(1).to_vec());
+        let result = run_lookups(&store, &params(4, 3));
+        assert!(
+            matches!(&result, Err(BenchError::Store(e)) if e.to_string() == "injected failure")
+        );
+    }
+
+    fn report(source: DataSource) -> LookupReport {
+        let mut latency_ns = Histogram::new();
+        for v in [2_000, 3_000, 4_000, 50_000] {
+            latency_ns.record(v);
+        }
+        LookupReport {
+            config: LookupConfig::default(),
+            store: "ferrite",
+            source,
+            data_pages: 163_840,
+            pool_pages: 16_384,
+            run: LookupRun {
+                lookups: 4_000_000,
+                seconds: 20.0,
+                warmup_seconds: 5.0,
+                latency_ns,
+                io: Some(IoCounters { reads: 3_000_000, writes: 0, evictions: 2_999_000 }),
+            },
+            dir: DirFate::Removed,
+        }
+    }
+
+    #[test]
+    fn result_line_has_the_contracted_fields() {
+        let line = report(DataSource::Loaded { seconds: 41.234 }).result_line().to_string();
+        assert!(
+            line.starts_with("result lookups_per_s=200000 keys=3200000 pool_mib=64 "),
+            "{line}"
+        );
+        for field in [
+            "threads=1",
+            "seconds=20.00",
+            "lookups=4000000",
+            "data_mib=640.0",
+            "data_pool_ratio=10.00",
+            "reads_per_lookup=0.750",
+            // 3000 ns lies in the bucket 2944..3072, whose middle is 3007.
+            "p50_us=3.01",
+            "p99_us=50.00",
+            "max_us=50.0",
+            "load_s=41.23",
+            "reused=0",
+            "seed=1",
+            "direct_io=1",
+            "store=ferrite",
+        ] {
+            assert!(line.split(' ').any(|f| f == field), "{field} missing from {line}");
+        }
+        assert!(ResultLine::parse(&line).is_some());
+        let reused = report(DataSource::Reused).result_line();
+        assert_eq!(reused.get("load_s"), Some("0.00"));
+        assert_eq!(reused.get("reused"), Some("1"));
+    }
+
+    #[test]
+    fn summary_names_the_numbers() {
+        let text = report(DataSource::Loaded { seconds: 40.0 }).summary();
+        for needle in [
+            "3,200,000 keys",
+            "loaded and written back in 40.0 s (80.0k keys/s)",
+            "640.0 MiB (163,840 pages of 4 KiB), 10.00 x the pool",
+            "64.0 MiB (16,384 pages), O_DIRECT",
+            "200,000 lookups/s",
+            "p50 3.0 us",
+            "0.750 per lookup (while measuring: 3,000,000 reads, 0 writes, 2,999,000 evictions)",
+            "removed",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing from\n{text}");
+        }
+        assert!(text.ends_with('\n') && !text.contains("result "));
+        assert!(report(DataSource::Reused).summary().contains("reused from an earlier --keep run"));
+    }
+
+    #[test]
+    fn config_validation_and_warmup() {
+        let mut c = LookupConfig::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.warmup_seconds(), 5.0);
+        c.seconds = 1.0;
+        assert_eq!(c.warmup_seconds(), 0.25);
+        for bad in [
+            LookupConfig { keys: 0, ..LookupConfig::default() },
+            LookupConfig { threads: 0, ..LookupConfig::default() },
+            LookupConfig { seconds: 0.0, ..LookupConfig::default() },
+            LookupConfig { seconds: f64::NAN, ..LookupConfig::default() },
+            LookupConfig { pool_mib: 0, ..LookupConfig::default() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn default_data_is_about_ten_times_the_default_pool_in_the_70_percent_model() {
+        let entry_bytes = (KEY_LEN + VALUE_LEN + 10) as f64;
+        let data_bytes = DEFAULT_KEYS as f64 * entry_bytes / 0.7;
+        let ratio = data_bytes / (DEFAULT_POOL_MIB << 20) as f64;
+        assert!((8.0..12.0).contains(&ratio), "{ratio}");
+    }
+}

@@ -1,0 +1,153 @@
+//! The seam between workloads and the stores they measure. Workloads see a `KvStore`; today
+//! the only implementation is a Ferrite tree, later peers (RocksDB, LMDB, ...) join behind the
+//! same trait. Tests use an in-memory map so that workloads are tested without an engine.
+
+use ferrite::buffer::BufferPool;
+use ferrite::{Db, Tree};
+
+/// An error from a store, whatever the store.
+pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Device and cache counters of a store, cumulative since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCounters {
+    /// Pages read from the device.
+    pub reads: u64,
+    /// Pages written to the device.
+    pub writes: u64,
+    /// Pages evicted from the cache.
+    pub evictions: u64,
+}
+
+impl IoCounters {
+    /// The counts between `earlier` and `self`.
+    pub fn since(self, earlier: IoCounters) -> IoCounters {
+        IoCounters {
+            reads: self.reads.saturating_sub(earlier.reads),
+            writes: self.writes.saturating_sub(earlier.writes),
+            evictions: self.evictions.saturating_sub(earlier.evictions),
+        }
+    }
+}
+
+/// An ordered key-value store as a workload uses it, shared by all worker threads.
+pub trait KvStore: Sync {
+    /// Short name for result lines (`store=ferrite`).
+    fn name(&self) -> &'static str;
+
+    /// Inserts `key` with `value`, or overwrites its value.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
+
+    /// Copies the value of `key` into `out` (replacing what it held); returns whether the key
+    /// was found (`out` is then unspecified when it was not).
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError>;
+
+    /// Writes everything buffered back to the device, so that measuring starts from a
+    /// clean cache rather than paying for the load's writes.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Device and cache counters so far, if the store keeps them.
+    fn io_counters(&self) -> Option<IoCounters> {
+        None
+    }
+}
+
+/// A tree of a Ferrite database, counting device reads from its buffer pool.
+#[derive(Debug)]
+pub struct FerriteTree<'db> {
+    tree: Tree,
+    pool: &'db BufferPool,
+}
+
+impl<'db> FerriteTree<'db> {
+    pub fn new(db: &'db Db, tree: Tree) -> Self {
+        FerriteTree { tree, pool: db.pool() }
+    }
+}
+
+impl KvStore for FerriteTree<'_> {
+    fn name(&self) -> &'static str {
+        "ferrite"
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tree.put(key, value)?)
+    }
+
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        let found = self.tree.get_with(key, |value| {
+            out.clear();
+            out.extend_from_slice(value);
+        })?;
+        Ok(found.is_some())
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(self.pool.flush_all()?)
+    }
+
+    fn io_counters(&self) -> Option<IoCounters> {
+        let stats = self.pool.stats();
+        Some(IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod mem {
+    //! An in-memory store for testing workloads, with an injectable fault.
+
+    use super::{IoCounters, KvStore, StoreError};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::RwLock;
+
+    #[derive(Debug, Default)]
+    pub struct MemStore {
+        map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+        gets: AtomicU64,
+        /// Each get of this key reads a flipped byte.
+        pub corrupt_key: Option<Vec<u8>>,
+        /// Each get of this key fails.
+        pub failing_key: Option<Vec<u8>>,
+    }
+
+    impl MemStore {
+        pub fn len(&self) -> usize {
+            self.map.read().unwrap().len()
+        }
+        pub fn remove(&self, key: &[u8]) {
+            self.map.write().unwrap().remove(key);
+        }
+    }
+
+    impl KvStore for MemStore {
+        fn name(&self) -> &'static str {
+            "memory"
+        }
+        fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+            self.map.write().unwrap().insert(key.to_vec(), value.to_vec());
+            Ok(())
+        }
+        fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+            self.gets.fetch_add(1, Ordering::Relaxed);
+            if self.failing_key.as_deref() == Some(key) {
+                return Err("injected failure".into());
+            }
+            let map = self.map.read().unwrap();
+            let Some(value) = map.get(key) else { return Ok(false) };
+            out.clear();
+            out.extend_from_slice(value);
+            if self.corrupt_key.as_deref() == Some(key) {
+                out[100] ^= 0x40;
+            }
+            Ok(true)
+        }
+        /// Pretends every tenth get reads the device (and evicts a page).
+        fn io_counters(&self) -> Option<IoCounters> {
+            let reads = self.gets.load(Ordering::Relaxed) / 10;
+            Some(IoCounters { reads, writes: 0, evictions: reads })
+        }
+    }
+}

@@ -1,0 +1,906 @@
+//! The command line, parsed by hand into a typed [`Command`].
+//!
+//! Options are `--name VALUE`, `--name=VALUE` or `--flag`, in any order and at most once
+//! each; everything else is a positional argument, and everything after `--` is one (for
+//! keys that begin with `-`). `-h` / `--help` anywhere before `--` asks for the command's
+//! help. Arguments are `OsString`s: keys and values keep their exact bytes, even when they
+//! are not UTF-8. Every error names the command, the problem and the usage.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use ferrite_bench::lookup::{self, LookupConfig};
+
+use crate::encoding::decode_arg;
+use crate::help;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Print this help text on stdout.
+    Help(String),
+    Version,
+    Put(PutArgs),
+    Get(KeyArgs),
+    Del(KeyArgs),
+    Scan(ScanArgs),
+    Trees(TreesArgs),
+    Stats(StatsArgs),
+    Check(DbArgs),
+    BenchLookup(LookupConfig),
+}
+
+/// The options every data command takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbArgs {
+    pub dir: PathBuf,
+    pub pool_mib: u64,
+    pub direct_io: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// `get` and `del`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub hex: bool,
+    pub key: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub hex: bool,
+    /// Inclusive lower bound.
+    pub from: Option<Vec<u8>>,
+    /// Exclusive upper bound.
+    pub to: Option<Vec<u8>>,
+    pub limit: Option<u64>,
+    pub reverse: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreesAction {
+    List,
+    Create(String),
+    Drop(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreesArgs {
+    pub db: DbArgs,
+    pub action: TreesAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsArgs {
+    pub db: DbArgs,
+    /// Skip the per-tree walk.
+    pub quick: bool,
+}
+
+/// A command line that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    /// The command's name (`get`, `bench lookup`), empty for the top level.
+    pub command: &'static str,
+    pub usage: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let help = if self.command.is_empty() {
+            "ferrite --help".to_owned()
+        } else {
+            format!("ferrite {} --help", self.command)
+        };
+        if !self.command.is_empty() {
+            write!(f, "{}: ", self.command)?;
+        }
+        write!(
+            f,
+            "{}\n{}\nrun `{help}` for more",
+            self.message,
+            help::wrap_usage("usage: ", self.usage)
+        )
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+type Result<T> = std::result::Result<T, UsageError>;
+
+/// A command: its name and usage, for errors.
+#[derive(Debug, Clone, Copy)]
+struct Cmd {
+    name: &'static str,
+    usage: &'static str,
+}
+
+impl Cmd {
+    fn error(self, message: impl Into<String>) -> UsageError {
+        UsageError { command: self.name, usage: self.usage, message: message.into() }
+    }
+}
+
+const TOP: Cmd = Cmd { name: "", usage: help::TOP_USAGE };
+const PUT: Cmd = Cmd { name: "put", usage: help::PUT_USAGE };
+const GET: Cmd = Cmd { name: "get", usage: help::GET_USAGE };
+const DEL: Cmd = Cmd { name: "del", usage: help::DEL_USAGE };
+const SCAN: Cmd = Cmd { name: "scan", usage: help::SCAN_USAGE };
+const TREES: Cmd = Cmd { name: "trees", usage: help::TREES_USAGE };
+const STATS: Cmd = Cmd { name: "stats", usage: help::STATS_USAGE };
+const CHECK: Cmd = Cmd { name: "check", usage: help::CHECK_USAGE };
+const BENCH: Cmd = Cmd { name: "bench", usage: help::BENCH_USAGE };
+const LOOKUP: Cmd = Cmd { name: "bench lookup", usage: help::LOOKUP_USAGE };
+
+/// An option: its name and, if it takes a value, the value's placeholder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Opt {
+    name: &'static str,
+    value: Option<&'static str>,
+}
+
+const fn valued(name: &'static str, placeholder: &'static str) -> Opt {
+    Opt { name, value: Some(placeholder) }
+}
+
+const fn flag(name: &'static str) -> Opt {
+    Opt { name, value: None }
+}
+
+const DB: Opt = valued("--db", "DIR");
+const POOL_MIB: Opt = valued("--pool-mib", "M");
+const NO_DIRECT: Opt = flag("--no-direct");
+const TREE: Opt = valued("--tree", "TREE");
+const HEX: Opt = flag("--hex");
+const FROM: Opt = valued("--from", "KEY");
+const TO: Opt = valued("--to", "KEY");
+const LIMIT: Opt = valued("--limit", "N");
+const REVERSE: Opt = flag("--reverse");
+const CREATE: Opt = valued("--create", "NAME");
+const DROP: Opt = valued("--drop", "NAME");
+const QUICK: Opt = flag("--quick");
+const KEYS: Opt = valued("--keys", "N");
+const SECONDS: Opt = valued("--seconds", "S");
+const THREADS: Opt = valued("--threads", "T");
+const SEED: Opt = valued("--seed", "X");
+const KEEP: Opt = flag("--keep");
+
+/// Largest pool accepted, in MiB (16 TiB).
+const MAX_POOL_MIB: u64 = 1 << 24;
+
+/// Whether the arguments ask for help (`-h` or `--help` before any `--`).
+fn wants_help(args: &[OsString]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help")
+}
+
+/// The arguments of one command, split into options and positionals.
+#[derive(Debug)]
+struct Parsed<'a> {
+    cmd: Cmd,
+    values: Vec<(&'static str, &'a OsStr)>,
+    flags: Vec<&'static str>,
+    positionals: Vec<&'a OsStr>,
+}
+
+impl<'a> Parsed<'a> {
+    fn new(cmd: Cmd, args: &'a [OsString], opts: &[Opt]) -> Result<Self> {
+        let mut parsed =
+            Parsed { cmd, values: Vec::new(), flags: Vec::new(), positionals: Vec::new() };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            let text = arg.to_str().unwrap_or("");
+            if text == "--" {
+                parsed.positionals.extend(rest.map(|a| a.as_os_str()));
+                break;
+            }
+            if !text.starts_with('-') || text == "-" {
+                parsed.positionals.push(arg);
+                continue;
+            }
+            let (name, inline) = match text.split_once('=') {
+                Some((name, value)) => (name, Some(OsStr::new(value))),
+                None => (text, None),
+            };
+            let Some(opt) = opts.iter().find(|o| o.name == name).copied() else {
+                let hint = if text.starts_with("--") {
+                    String::new()
+                } else {
+                    format!(" (to pass {text:?} as an argument, put `--` before it)")
+                };
+                return Err(cmd.error(format!("unknown option {text:?}{hint}")));
+            };
+            if parsed.flags.contains(&opt.name) || parsed.values.iter().any(|(n, _)| *n == opt.name)
+            {
+                return Err(cmd.error(format!("{} given twice", opt.name)));
+            }
+            match opt.value {
+                None if inline.is_some() => {
+                    return Err(cmd.error(format!("{} takes no value", opt.name)));
+                }
+                None => parsed.flags.push(opt.name),
+                Some(placeholder) => {
+                    let value = match inline {
+                        Some(value) => value,
+                        None => match rest.next() {
+                            Some(next) if !next.as_bytes().starts_with(b"--") => next.as_os_str(),
+                            _ => {
+                                return Err(cmd.error(format!(
+                                    "{} needs a value: {} {placeholder}",
+                                    opt.name, opt.name
+                                )))
+                            }
+                        },
+                    };
+                    parsed.values.push((opt.name, value));
+                }
+            }
+        }
+        Ok(parsed)
+    }
+
+    fn flag(&self, opt: Opt) -> bool {
+        self.flags.contains(&opt.name)
+    }
+
+    fn value(&self, opt: Opt) -> Option<&'a OsStr> {
+        self.values.iter().find(|(n, _)| *n == opt.name).map(|(_, v)| *v)
+    }
+
+    fn required(&self, opt: Opt) -> Result<&'a OsStr> {
+        self.value(opt).ok_or_else(|| {
+            self.cmd.error(format!("missing {} {}", opt.name, opt.value.unwrap_or("")))
+        })
+    }
+
+    /// The value of `opt` as UTF-8 text.
+    fn text(&self, opt: Opt) -> Result<Option<&'a str>> {
+        self.value(opt)
+            .map(|v| {
+                v.to_str().ok_or_else(|| self.cmd.error(format!("{} must be UTF-8 text", opt.name)))
+            })
+            .transpose()
+    }
+
+    /// Exactly the positionals `names`, or an error naming the first missing or extra one.
+    fn positionals<const N: usize>(&self, names: [&str; N]) -> Result<[&'a OsStr; N]> {
+        if let Some(missing) = names.get(self.positionals.len()) {
+            return Err(self.cmd.error(format!("missing {missing}")));
+        }
+        if let Some(extra) = self.positionals.get(N) {
+            return Err(self.cmd.error(format!("unexpected argument {extra:?}")));
+        }
+        Ok(std::array::from_fn(|i| self.positionals[i]))
+    }
+
+    fn db(&self) -> Result<DbArgs> {
+        self.db_or(None)
+    }
+
+    fn db_or(&self, default_dir: Option<&str>) -> Result<DbArgs> {
+        let dir = match (self.value(DB), default_dir) {
+            (Some(dir), _) => PathBuf::from(dir),
+            (None, Some(default)) => PathBuf::from(default),
+            (None, None) => return Err(self.required(DB).unwrap_err()),
+        };
+        if dir.as_os_str().is_empty() {
+            return Err(self.cmd.error("--db must not be empty"));
+        }
+        let pool_mib = match self.text(POOL_MIB)? {
+            Some(text) => self.number(POOL_MIB, text, 1, MAX_POOL_MIB)?,
+            None => help::DEFAULT_POOL_MIB,
+        };
+        Ok(DbArgs { dir, pool_mib, direct_io: !self.flag(NO_DIRECT) })
+    }
+
+    fn tree(&self) -> Result<String> {
+        self.required(TREE)?;
+        Ok(self.text(TREE)?.unwrap_or_default().to_owned())
+    }
+
+    /// A whole number in `min..=max`, digits only (`_` allowed between them).
+    fn number(&self, opt: Opt, text: &str, min: u64, max: u64) -> Result<u64> {
+        let n = parse_whole(text, false).ok_or_else(|| {
+            self.cmd.error(format!("{}: {text:?} is not a whole number", opt.name))
+        })?;
+        self.in_range(opt, n, min, max)
+    }
+
+    fn in_range(&self, opt: Opt, n: u64, min: u64, max: u64) -> Result<u64> {
+        if n < min || n > max {
+            return Err(self
+                .cmd
+                .error(format!("{}: {n} is out of range ({min} to {max})", opt.name)));
+        }
+        Ok(n)
+    }
+
+    /// Bytes from an argument, as text or hex.
+    fn bytes(&self, what: &str, arg: &OsStr, hex: bool) -> Result<Vec<u8>> {
+        decode_arg(arg, hex).map_err(|e| self.cmd.error(format!("{what}: {e}")))
+    }
+}
+
+/// A whole number: digits with optional `_` separators, and with `suffixes` a k / M / G
+/// multiplier (10^3, 10^6, 10^9) after a number that may have decimals (`3.2M`).
+pub fn parse_whole(text: &str, suffixes: bool) -> Option<u64> {
+    let (number, multiplier) = match text.as_bytes().last() {
+        Some(b'k' | b'K') if suffixes => (&text[..text.len() - 1], 1_000u128),
+        Some(b'm' | b'M') if suffixes => (&text[..text.len() - 1], 1_000_000),
+        Some(b'g' | b'G') if suffixes => (&text[..text.len() - 1], 1_000_000_000),
+        _ => (text, 1),
+    };
+    let (whole, fraction) = match number.split_once('.') {
+        Some((whole, fraction)) if multiplier > 1 => (whole, fraction),
+        Some(_) => return None,
+        None => (number, ""),
+    };
+    let digits = |s: &str| -> Option<u128> {
+        if s.is_empty() || s.starts_with('_') || s.ends_with('_') {
+            return None;
+        }
+        s.chars()
+            .filter(|&c| c != '_')
+            .try_fold(0u128, |n, c| n.checked_mul(10)?.checked_add(u128::from(c.to_digit(10)?)))
+    };
+    let mut n = digits(whole)?.checked_mul(multiplier)?;
+    if !fraction.is_empty() {
+        let scale = 10u128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
+        let part = digits(fraction)?.checked_mul(multiplier)?;
+        if part % scale != 0 {
+            return None;
+        }
+        n = n.checked_add(part / scale)?;
+    }
+    u64::try_from(n).ok()
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: &[OsString]) -> Result<Command> {
+    let Some(first) = args.first() else {
+        return Err(TOP.error("no command given"));
+    };
+    let rest = &args[1..];
+    match first.to_str() {
+        Some("-h" | "--help") => Ok(Command::Help(help::top())),
+        Some("help") => parse_help(rest),
+        Some("-V" | "--version" | "version") => Ok(Command::Version),
+        Some("put") => parse_put(rest),
+        Some("get") => parse_key_command(GET, rest),
+        Some("del") => parse_key_command(DEL, rest),
+        Some("scan") => parse_scan(rest),
+        Some("trees") => parse_trees(rest),
+        Some("stats") => parse_stats(rest),
+        Some("check") => parse_check(rest),
+        Some("bench") => parse_bench(rest),
+        _ => Err(TOP.error(format!("unknown command {first:?}"))),
+    }
+}
+
+fn parse_help(rest: &[OsString]) -> Result<Command> {
+    let words: Vec<&str> = rest.iter().map(|a| a.to_str().unwrap_or("?")).collect();
+    let text = match words.as_slice() {
+        [] => help::top(),
+        ["put"] => help::put(),
+        ["get"] => help::get(),
+        ["del"] => help::del(),
+        ["scan"] => help::scan(),
+        ["trees"] => help::trees(),
+        ["stats"] => help::stats(),
+        ["check"] => help::check(),
+        ["bench"] => help::bench(),
+        ["bench", "lookup"] => help::bench_lookup(),
+        _ => return Err(TOP.error(format!("no help for {:?}", words.join(" ")))),
+    };
+    Ok(Command::Help(text))
+}
+
+fn parse_put(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::put()));
+    }
+    let p = Parsed::new(PUT, args, &[DB, POOL_MIB, NO_DIRECT, TREE, HEX])?;
+    let db = p.db()?;
+    let tree = p.tree()?;
+    let [key, value] = p.positionals(["KEY", "VALUE"])?;
+    let hex = p.flag(HEX);
+    Ok(Command::Put(PutArgs {
+        db,
+        tree,
+        key: p.bytes("KEY", key, hex)?,
+        value: p.bytes("VALUE", value, hex)?,
+    }))
+}
+
+fn parse_key_command(cmd: Cmd, args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(if cmd.name == DEL.name { help::del() } else { help::get() }));
+    }
+    let p = Parsed::new(cmd, args, &[DB, POOL_MIB, NO_DIRECT, TREE, HEX])?;
+    let db = p.db()?;
+    let tree = p.tree()?;
+    let [key] = p.positionals(["KEY"])?;
+    let hex = p.flag(HEX);
+    let key_args = KeyArgs { db, tree, hex, key: p.bytes("KEY", key, hex)? };
+    Ok(if cmd.name == DEL.name { Command::Del(key_args) } else { Command::Get(key_args) })
+}
+
+fn parse_scan(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::scan()));
+    }
+    let p =
+        Parsed::new(SCAN, args, &[DB, POOL_MIB, NO_DIRECT, TREE, HEX, FROM, TO, LIMIT, REVERSE])?;
+    let db = p.db()?;
+    let tree = p.tree()?;
+    p.positionals([])?;
+    let hex = p.flag(HEX);
+    let from = p.value(FROM).map(|k| p.bytes("--from", k, hex)).transpose()?;
+    let to = p.value(TO).map(|k| p.bytes("--to", k, hex)).transpose()?;
+    let limit = p.text(LIMIT)?.map(|n| p.number(LIMIT, n, 0, u64::MAX)).transpose()?;
+    Ok(Command::Scan(ScanArgs { db, tree, hex, from, to, limit, reverse: p.flag(REVERSE) }))
+}
+
+fn parse_trees(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::trees()));
+    }
+    let p = Parsed::new(TREES, args, &[DB, POOL_MIB, NO_DIRECT, CREATE, DROP])?;
+    let db = p.db()?;
+    p.positionals([])?;
+    let action = match (p.text(CREATE)?, p.text(DROP)?) {
+        (None, None) => TreesAction::List,
+        (Some(name), None) => TreesAction::Create(name.to_owned()),
+        (None, Some(name)) => TreesAction::Drop(name.to_owned()),
+        (Some(_), Some(_)) => return Err(TREES.error("--create and --drop exclude each other")),
+    };
+    Ok(Command::Trees(TreesArgs { db, action }))
+}
+
+fn parse_stats(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::stats()));
+    }
+    let p = Parsed::new(STATS, args, &[DB, POOL_MIB, NO_DIRECT, QUICK])?;
+    let db = p.db()?;
+    p.positionals([])?;
+    Ok(Command::Stats(StatsArgs { db, quick: p.flag(QUICK) }))
+}
+
+fn parse_check(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::check()));
+    }
+    let p = Parsed::new(CHECK, args, &[DB, POOL_MIB, NO_DIRECT])?;
+    let db = p.db()?;
+    p.positionals([])?;
+    Ok(Command::Check(db))
+}
+
+fn parse_bench(args: &[OsString]) -> Result<Command> {
+    let Some(workload) = args.first() else {
+        return Err(BENCH.error("missing WORKLOAD"));
+    };
+    let rest = &args[1..];
+    match workload.to_str() {
+        Some("-h" | "--help") => Ok(Command::Help(help::bench())),
+        Some("lookup") => parse_bench_lookup(rest),
+        _ => Err(BENCH.error(format!("unknown workload {workload:?} (known: lookup)"))),
+    }
+}
+
+fn parse_bench_lookup(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::bench_lookup()));
+    }
+    let p =
+        Parsed::new(LOOKUP, args, &[DB, POOL_MIB, NO_DIRECT, KEYS, SECONDS, THREADS, SEED, KEEP])?;
+    p.positionals([])?;
+    let db = p.db_or(Some(lookup::DEFAULT_DIR))?;
+    let mut config = LookupConfig {
+        dir: db.dir,
+        pool_mib: if p.value(POOL_MIB).is_some() { db.pool_mib } else { lookup::DEFAULT_POOL_MIB },
+        direct_io: db.direct_io,
+        keep: p.flag(KEEP),
+        ..LookupConfig::default()
+    };
+    if let Some(text) = p.text(KEYS)? {
+        let keys = parse_whole(text, true).ok_or_else(|| {
+            LOOKUP.error(format!("--keys: {text:?} is not a whole number (like 20000, 20k, 3.2M)"))
+        })?;
+        config.keys = p.in_range(KEYS, keys, 1, u64::MAX / 2)?;
+    }
+    if let Some(text) = p.text(SECONDS)? {
+        config.seconds = match text.parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => s,
+            _ => {
+                return Err(LOOKUP
+                    .error(format!("--seconds: {text:?} is not a positive number of seconds")))
+            }
+        };
+    }
+    if let Some(text) = p.text(THREADS)? {
+        config.threads = p.number(THREADS, text, 1, lookup::MAX_THREADS as u64)? as usize;
+    }
+    if let Some(text) = p.text(SEED)? {
+        config.seed = parse_seed(text)
+            .ok_or_else(|| LOOKUP.error(format!("--seed: {text:?} is not a 64-bit number")))?;
+    }
+    Ok(Command::BenchLookup(config))
+}
+
+/// A seed: decimal, or hexadecimal after `0x`.
+fn parse_seed(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16).ok(),
+        None => parse_whole(text, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Command> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        parse(&args)
+    }
+
+    fn db(dir: &str) -> DbArgs {
+        DbArgs { dir: PathBuf::from(dir), pool_mib: 64, direct_io: true }
+    }
+
+    /// The error message of a command line that must fail, checked to contain `needle`.
+    #[track_caller]
+    fn fails(args: &[&str], needle: &str) -> UsageError {
+        match parse_strs(args) {
+            Err(e) => {
+                assert!(e.message.contains(needle), "{:?}: {:?} lacks {needle:?}", args, e.message);
+                e
+            }
+            Ok(cmd) => panic!("{args:?} parsed as {cmd:?}"),
+        }
+    }
+
+    #[test]
+    fn put_happy_paths() {
+        let expected = Command::Put(PutArgs {
+            db: db("d"),
+            tree: "t".into(),
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+        });
+        assert_eq!(parse_strs(&["put", "--db", "d", "--tree", "t", "k", "v"]).unwrap(), expected);
+        assert_eq!(parse_strs(&["put", "k", "--tree=t", "v", "--db=d"]).unwrap(), expected);
+        let hex = parse_strs(&["put", "--db", "d", "--tree", "t", "--hex", "00ff", "0x"]).unwrap();
+        assert!(matches!(hex, Command::Put(PutArgs { ref key, ref value, .. })
+            if key == &[0, 255] && value.is_empty()));
+        let dashes = parse_strs(&["put", "--db", "d", "--tree", "t", "--", "-k", "--v"]).unwrap();
+        assert!(matches!(dashes, Command::Put(PutArgs { ref key, ref value, .. })
+            if key == b"-k" && value == b"--v"));
+        let empty_value = parse_strs(&["put", "--db", "d", "--tree", "t", "k", ""]).unwrap();
+        assert!(matches!(empty_value, Command::Put(PutArgs { ref value, .. }) if value.is_empty()));
+    }
+
+    #[test]
+    fn put_errors() {
+        fails(&["put", "--tree", "t", "k", "v"], "missing --db DIR");
+        fails(&["put", "--db", "d", "k", "v"], "missing --tree TREE");
+        fails(&["put", "--db", "d", "--tree", "t", "k"], "missing VALUE");
+        fails(&["put", "--db", "d", "--tree", "t"], "missing KEY");
+        fails(&["put", "--db", "d", "--tree", "t", "k", "v", "w"], "unexpected argument \"w\"");
+        fails(&["put", "--db", "d", "--tree", "t", "--hex", "zz", "00"], "KEY: \"zz\" is not hex");
+        fails(
+            &["put", "--db", "d", "--tree", "t", "--hex", "00", "abc"],
+            "VALUE: \"abc\" is not hex",
+        );
+        fails(&["put", "--db", "d", "--db", "e", "--tree", "t", "k", "v"], "--db given twice");
+        fails(&["put", "--db", "d", "--tree", "t", "-k", "v"], "put `--` before it");
+        fails(
+            &["put", "--db", "d", "--tree", "t", "--bogus", "k", "v"],
+            "unknown option \"--bogus\"",
+        );
+        fails(&["put", "--db", "--tree", "t", "k", "v"], "--db needs a value");
+        fails(&["put", "--db", "d", "--tree", "t", "k", "v", "--tree"], "given twice");
+        fails(&["put", "--db", "d", "--tree"], "--tree needs a value");
+        fails(&["put", "--db", "", "--tree", "t", "k", "v"], "--db must not be empty");
+        fails(&["put", "--db", "d", "--hex=1", "--tree", "t", "k", "v"], "--hex takes no value");
+        let e = fails(&["put", "--db", "d", "k", "v"], "missing --tree");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("put: missing --tree TREE\nusage: ferrite put --db DIR"),
+            "{text}"
+        );
+        assert!(text.ends_with("run `ferrite put --help` for more"), "{text}");
+    }
+
+    #[test]
+    fn get_and_del() {
+        let expected = KeyArgs { db: db("d"), tree: "t".into(), hex: false, key: b"k".to_vec() };
+        assert_eq!(
+            parse_strs(&["get", "--db", "d", "--tree", "t", "k"]).unwrap(),
+            Command::Get(expected.clone())
+        );
+        assert_eq!(
+            parse_strs(&["del", "--tree", "t", "--db", "d", "k"]).unwrap(),
+            Command::Del(expected)
+        );
+        let hex = parse_strs(&["get", "--db", "d", "--tree", "t", "--hex", "6b"]).unwrap();
+        assert!(matches!(hex, Command::Get(KeyArgs { hex: true, ref key, .. }) if key == b"k"));
+        let tuned =
+            parse_strs(&["get", "--db", "d", "--tree", "t", "--pool-mib", "1", "--no-direct", "k"])
+                .unwrap();
+        assert!(matches!(
+            tuned,
+            Command::Get(KeyArgs { db: DbArgs { pool_mib: 1, direct_io: false, .. }, .. })
+        ));
+        fails(&["get", "--db", "d", "--tree", "t"], "missing KEY");
+        fails(&["get", "--db", "d", "--tree", "t", "a", "b"], "unexpected argument \"b\"");
+        fails(&["del", "--db", "d", "k"], "missing --tree");
+        fails(
+            &["get", "--db", "d", "--tree", "t", "--pool-mib", "0", "k"],
+            "--pool-mib: 0 is out of range",
+        );
+        fails(&["get", "--db", "d", "--tree", "t", "--pool-mib", "1.5", "k"], "not a whole number");
+        fails(
+            &["get", "--db", "d", "--tree", "t", "--pool-mib", "-3", "k"],
+            "\"-3\" is not a whole number",
+        );
+        fails(
+            &["get", "--db", "d", "--tree", "t", "--limit", "3", "k"],
+            "unknown option \"--limit\"",
+        );
+        let e = fails(&["del", "--db", "d"], "missing --tree");
+        assert_eq!(e.command, "del");
+    }
+
+    #[test]
+    fn keys_keep_their_bytes_even_when_not_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let args: Vec<OsString> = ["get", "--db", "d", "--tree", "t"]
+            .iter()
+            .map(OsString::from)
+            .chain([OsString::from_vec(b"\xff\x00k".to_vec())])
+            .collect();
+        let cmd = parse(&args).unwrap();
+        assert!(matches!(cmd, Command::Get(KeyArgs { ref key, .. }) if key == b"\xff\x00k"));
+        let bad_tree: Vec<OsString> = ["get", "--db", "d", "k", "--tree"]
+            .iter()
+            .map(OsString::from)
+            .chain([OsString::from_vec(b"\xff".to_vec())])
+            .collect();
+        let e = parse(&bad_tree).unwrap_err();
+        assert!(e.message.contains("--tree must be UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn scan_options() {
+        let all = parse_strs(&[
+            "scan",
+            "--db",
+            "d",
+            "--tree",
+            "t",
+            "--from",
+            "a",
+            "--to",
+            "m",
+            "--limit",
+            "10",
+            "--reverse",
+        ])
+        .unwrap();
+        assert_eq!(
+            all,
+            Command::Scan(ScanArgs {
+                db: db("d"),
+                tree: "t".into(),
+                hex: false,
+                from: Some(b"a".to_vec()),
+                to: Some(b"m".to_vec()),
+                limit: Some(10),
+                reverse: true,
+            })
+        );
+        let bare = parse_strs(&["scan", "--db", "d", "--tree", "t"]).unwrap();
+        assert!(matches!(
+            bare,
+            Command::Scan(ScanArgs { from: None, to: None, limit: None, reverse: false, .. })
+        ));
+        let hex =
+            parse_strs(&["scan", "--db", "d", "--tree", "t", "--hex", "--from=0a", "--limit=0"])
+                .unwrap();
+        assert!(matches!(hex, Command::Scan(ScanArgs { ref from, limit: Some(0), hex: true, .. })
+            if from.as_deref() == Some(&[10][..])));
+        let dash_key = parse_strs(&["scan", "--db", "d", "--tree", "t", "--from=-x"]).unwrap();
+        assert!(
+            matches!(dash_key, Command::Scan(ScanArgs { ref from, .. }) if from.as_deref() == Some(&b"-x"[..]))
+        );
+        fails(
+            &["scan", "--db", "d", "--tree", "t", "--limit", "ten"],
+            "--limit: \"ten\" is not a whole number",
+        );
+        fails(
+            &["scan", "--db", "d", "--tree", "t", "--limit", "-1"],
+            "\"-1\" is not a whole number",
+        );
+        fails(
+            &["scan", "--db", "d", "--tree", "t", "--hex", "--to", "xyz1"],
+            "--to: \"xyz1\" is not hex",
+        );
+        fails(&["scan", "--db", "d", "--tree", "t", "extra"], "unexpected argument \"extra\"");
+        fails(
+            &["scan", "--db", "d", "--tree", "t", "--reverse", "--reverse"],
+            "--reverse given twice",
+        );
+        fails(&["scan", "--db", "d"], "missing --tree");
+    }
+
+    #[test]
+    fn trees_actions() {
+        assert_eq!(
+            parse_strs(&["trees", "--db", "d"]).unwrap(),
+            Command::Trees(TreesArgs { db: db("d"), action: TreesAction::List })
+        );
+        assert_eq!(
+            parse_strs(&["trees", "--db", "d", "--create", "x"]).unwrap(),
+            Command::Trees(TreesArgs { db: db("d"), action: TreesAction::Create("x".into()) })
+        );
+        assert_eq!(
+            parse_strs(&["trees", "--drop", "x", "--db", "d"]).unwrap(),
+            Command::Trees(TreesArgs { db: db("d"), action: TreesAction::Drop("x".into()) })
+        );
+        fails(&["trees", "--db", "d", "--create", "x", "--drop", "y"], "exclude each other");
+        fails(&["trees", "--db", "d", "x"], "unexpected argument");
+        fails(&["trees"], "missing --db");
+        fails(&["trees", "--db", "d", "--tree", "t"], "unknown option \"--tree\"");
+    }
+
+    #[test]
+    fn stats_and_check() {
+        assert_eq!(
+            parse_strs(&["stats", "--db", "d"]).unwrap(),
+            Command::Stats(StatsArgs { db: db("d"), quick: false })
+        );
+        assert_eq!(
+            parse_strs(&["stats", "--db", "d", "--quick", "--pool-mib", "8"]).unwrap(),
+            Command::Stats(StatsArgs { db: DbArgs { pool_mib: 8, ..db("d") }, quick: true })
+        );
+        assert_eq!(parse_strs(&["check", "--db", "d"]).unwrap(), Command::Check(db("d")));
+        assert_eq!(
+            parse_strs(&["check", "--db", "d", "--no-direct"]).unwrap(),
+            Command::Check(DbArgs { direct_io: false, ..db("d") })
+        );
+        fails(&["stats"], "missing --db");
+        fails(&["check", "--db", "d", "--quick"], "unknown option \"--quick\"");
+        fails(&["check", "--db", "d", "now"], "unexpected argument");
+    }
+
+    #[test]
+    fn bench_lookup_defaults_and_options() {
+        let Command::BenchLookup(c) = parse_strs(&["bench", "lookup"]).unwrap() else { panic!() };
+        assert_eq!(c.dir, PathBuf::from(lookup::DEFAULT_DIR));
+        assert_eq!(c.keys, lookup::DEFAULT_KEYS);
+        assert_eq!(
+            (c.pool_mib, c.seconds, c.threads, c.keep, c.direct_io),
+            (64, 20.0, 1, false, true)
+        );
+        let Command::BenchLookup(c) = parse_strs(&[
+            "bench",
+            "lookup",
+            "--db",
+            "x",
+            "--keys",
+            "20000",
+            "--pool-mib",
+            "1",
+            "--seconds",
+            "1",
+            "--threads",
+            "2",
+            "--seed",
+            "0x10",
+            "--keep",
+            "--no-direct",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.dir, PathBuf::from("x"));
+        assert_eq!((c.keys, c.pool_mib, c.seconds, c.threads, c.seed), (20_000, 1, 1.0, 2, 16));
+        assert!(c.keep && !c.direct_io);
+        let Command::BenchLookup(c) =
+            parse_strs(&["bench", "lookup", "--keys", "3.2M", "--seconds", "0.5"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((c.keys, c.seconds), (3_200_000, 0.5));
+        fails(&["bench", "lookup", "--keys", "0"], "--keys: 0 is out of range");
+        fails(&["bench", "lookup", "--keys", "lots"], "not a whole number (like 20000, 20k, 3.2M)");
+        fails(&["bench", "lookup", "--seconds", "0"], "not a positive number of seconds");
+        fails(&["bench", "lookup", "--seconds", "inf"], "not a positive number of seconds");
+        fails(&["bench", "lookup", "--threads", "0"], "--threads: 0 is out of range (1 to 1024)");
+        fails(&["bench", "lookup", "--seed", "0xg"], "--seed: \"0xg\" is not a 64-bit number");
+        fails(&["bench", "lookup", "--tree", "t"], "unknown option \"--tree\"");
+        fails(&["bench", "lookup", "now"], "unexpected argument");
+        fails(&["bench"], "missing WORKLOAD");
+        let e = fails(&["bench", "ycsb"], "unknown workload \"ycsb\" (known: lookup)");
+        assert_eq!(e.command, "bench");
+    }
+
+    #[test]
+    fn help_everywhere() {
+        let help_of = |args: &[&str]| match parse_strs(args) {
+            Ok(Command::Help(text)) => text,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert_eq!(help_of(&["--help"]), help::top());
+        assert_eq!(help_of(&["-h"]), help::top());
+        assert_eq!(help_of(&["help"]), help::top());
+        for (command, text) in [
+            ("put", help::put()),
+            ("get", help::get()),
+            ("del", help::del()),
+            ("scan", help::scan()),
+            ("trees", help::trees()),
+            ("stats", help::stats()),
+            ("check", help::check()),
+        ] {
+            assert_eq!(help_of(&[command, "--help"]), text, "{command}");
+            assert_eq!(help_of(&[command, "--db", "d", "-h"]), text, "{command}");
+            // Help wins over errors in the same command line.
+            assert_eq!(help_of(&[command, "--bogus", "--help"]), text, "{command}");
+            assert_eq!(help_of(&["help", command]), text, "{command}");
+        }
+        assert_eq!(help_of(&["bench", "--help"]), help::bench());
+        assert_eq!(help_of(&["help", "bench"]), help::bench());
+        assert_eq!(help_of(&["bench", "lookup", "--help"]), help::bench_lookup());
+        assert_eq!(help_of(&["help", "bench", "lookup"]), help::bench_lookup());
+        // After `--`, "--help" is a key.
+        let key = parse_strs(&["get", "--db", "d", "--tree", "t", "--", "--help"]).unwrap();
+        assert!(matches!(key, Command::Get(KeyArgs { ref key, .. }) if key == b"--help"));
+        fails(&["help", "nope"], "no help for \"nope\"");
+    }
+
+    #[test]
+    fn top_level_errors_and_version() {
+        let e = fails(&[], "no command given");
+        assert!(e.to_string().contains("run `ferrite --help` for more"));
+        fails(&["frobnicate"], "unknown command \"frobnicate\"");
+        assert_eq!(parse_strs(&["--version"]).unwrap(), Command::Version);
+    }
+
+    #[test]
+    fn whole_numbers() {
+        assert_eq!(parse_whole("20000", false), Some(20_000));
+        assert_eq!(parse_whole("3_200_000", false), Some(3_200_000));
+        assert_eq!(parse_whole("20k", true), Some(20_000));
+        assert_eq!(parse_whole("20k", false), None);
+        assert_eq!(parse_whole("3.2M", true), Some(3_200_000));
+        assert_eq!(parse_whole("1.5k", true), Some(1_500));
+        assert_eq!(parse_whole("1G", true), Some(1_000_000_000));
+        assert_eq!(parse_whole("1.0005k", true), None);
+        assert_eq!(parse_whole("1.5", true), None);
+        assert_eq!(parse_whole("", true), None);
+        assert_eq!(parse_whole("k", true), None);
+        assert_eq!(parse_whole("_1", false), None);
+        assert_eq!(parse_whole("-1", false), None);
+        assert_eq!(parse_whole("18446744073709551615", false), Some(u64::MAX));
+        assert_eq!(parse_whole("18446744073709551616", false), None);
+        assert_eq!(parse_seed("0xff"), Some(255));
+        assert_eq!(parse_seed("42"), Some(42));
+    }
+}

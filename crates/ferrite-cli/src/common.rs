@@ -1,0 +1,131 @@
+//! What every command shares: opening the data directory with the right options, the
+//! outcome of a command and its exit status, and the errors a command can end with.
+
+use std::fmt;
+use std::io;
+
+use ferrite::{Db, Options};
+use ferrite_bench::BenchError;
+
+use crate::args::DbArgs;
+
+/// How a command ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit status 0.
+    Done,
+    /// The key is absent (`get`, `del`): exit status 1.
+    Absent,
+    /// `check` found faults: exit status 1.
+    Faults,
+}
+
+impl Outcome {
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Absent | Outcome::Faults => 1,
+        }
+    }
+}
+
+/// Exit status of every error.
+pub const ERROR_STATUS: u8 = 2;
+
+/// Why a command failed (exit status 2).
+#[derive(Debug)]
+pub enum CliError {
+    Engine(ferrite::Error),
+    Bench(BenchError),
+    /// Writing the output failed.
+    Output(io::Error),
+}
+
+impl CliError {
+    /// A reader that went away (`ferrite scan | head`) is not an error worth a message.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, CliError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Engine(e) => write!(f, "{e}"),
+            CliError::Bench(e) => write!(f, "bench: {e}"),
+            CliError::Output(e) => write!(f, "writing the output failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<ferrite::Error> for CliError {
+    fn from(e: ferrite::Error) -> Self {
+        CliError::Engine(e)
+    }
+}
+
+impl From<BenchError> for CliError {
+    fn from(e: BenchError) -> Self {
+        CliError::Bench(e)
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> Self {
+        CliError::Output(e)
+    }
+}
+
+/// Whether a command may create the data directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Create the directory and its files if they do not exist (`put`, `trees --create`).
+    Create,
+    /// The directory must be a Ferrite data directory already; anything else is an error.
+    Existing,
+}
+
+/// The engine options for `db`.
+pub fn options(db: &DbArgs, access: Access, accept_unclean: bool) -> Options {
+    Options {
+        pool_bytes: db.pool_mib << 20,
+        direct_io: db.direct_io,
+        create_if_missing: access == Access::Create,
+        accept_unclean,
+        ..Options::default()
+    }
+}
+
+/// Opens the data directory of `db`.
+pub fn open(db: &DbArgs, access: Access) -> Result<Db, ferrite::Error> {
+    Db::open(&db.dir, options(db, access, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn options_follow_the_arguments() {
+        let db = DbArgs { dir: PathBuf::from("d"), pool_mib: 3, direct_io: false };
+        let o = options(&db, Access::Existing, false);
+        assert_eq!(o.pool_bytes, 3 << 20);
+        assert!(!o.direct_io && !o.create_if_missing && !o.accept_unclean);
+        let o = options(&DbArgs { direct_io: true, ..db }, Access::Create, true);
+        assert!(o.direct_io && o.create_if_missing && o.accept_unclean);
+    }
+
+    #[test]
+    fn exit_statuses() {
+        assert_eq!(Outcome::Done.exit_status(), 0);
+        assert_eq!(Outcome::Absent.exit_status(), 1);
+        assert_eq!(Outcome::Faults.exit_status(), 1);
+        let pipe = CliError::Output(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(pipe.is_broken_pipe());
+        assert!(!CliError::Engine(ferrite::Error::Closed).is_broken_pipe());
+        assert_eq!(CliError::Engine(ferrite::Error::Closed).to_string(), "the database is closed");
+    }
+}

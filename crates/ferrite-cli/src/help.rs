@@ -1,0 +1,394 @@
+//! The help texts: `ferrite --help`, `ferrite COMMAND --help` (or `ferrite help COMMAND`),
+//! and the one-line usages that argument errors repeat.
+
+use ferrite_bench::lookup;
+
+/// Default pool of the data commands, in MiB.
+pub const DEFAULT_POOL_MIB: u64 = 64;
+
+pub const PUT_USAGE: &str =
+    "ferrite put --db DIR --tree TREE [--hex] [--pool-mib M] [--no-direct] [--] KEY VALUE";
+pub const GET_USAGE: &str =
+    "ferrite get --db DIR --tree TREE [--hex] [--pool-mib M] [--no-direct] [--] KEY";
+pub const DEL_USAGE: &str =
+    "ferrite del --db DIR --tree TREE [--hex] [--pool-mib M] [--no-direct] [--] KEY";
+pub const SCAN_USAGE: &str = "ferrite scan --db DIR --tree TREE [--from KEY] [--to KEY] \
+     [--limit N] [--reverse] [--hex] [--pool-mib M] [--no-direct]";
+pub const TREES_USAGE: &str =
+    "ferrite trees --db DIR [--create NAME | --drop NAME] [--pool-mib M] [--no-direct]";
+pub const STATS_USAGE: &str = "ferrite stats --db DIR [--quick] [--pool-mib M] [--no-direct]";
+pub const CHECK_USAGE: &str = "ferrite check --db DIR [--pool-mib M] [--no-direct]";
+pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup)";
+pub const LOOKUP_USAGE: &str = "ferrite bench lookup [--db DIR] [--keys N] [--pool-mib M] \
+     [--seconds S] [--threads T] [--seed X] [--keep] [--no-direct]";
+pub const TOP_USAGE: &str = "ferrite COMMAND --db DIR [OPTIONS] [ARGUMENTS]";
+
+const COMMON: &str = "\
+COMMON OPTIONS
+    --db DIR         the data directory (required)
+    --pool-mib M     buffer pool size in MiB (default 64, at least 1)
+    --no-direct      buffered I/O instead of O_DIRECT (for file systems that refuse
+                     O_DIRECT, such as tmpfs)
+    -h, --help       print this help";
+
+fn keys_and_values() -> String {
+    format!(
+        "\
+KEYS AND VALUES
+    Keys (1 to {} bytes) and values (0 to {} bytes) are given and printed as text:
+    an argument's bytes are taken as they are. With --hex they are given and printed
+    in hexadecimal instead (two digits a byte, either case, optional 0x prefix), for
+    binary data. Put `--` before a KEY or VALUE that begins with '-'.",
+        ferrite::MAX_KEY_LEN,
+        ferrite::MAX_VALUE_LEN
+    )
+}
+
+// (Not a `"\` continuation: that would eat the first line's indentation.)
+const READ_ONLY: &str =
+    "    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.";
+
+/// Widest line of a wrapped usage.
+const USAGE_WIDTH: usize = 92;
+
+/// `usage` after `lead`, wrapped between words (never inside a `[...]` group), continuation
+/// lines indented past the command's name.
+pub fn wrap_usage(lead: &str, usage: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut depth = 0i32;
+    for word in usage.split(' ') {
+        match words.last_mut() {
+            Some(last) if depth > 0 => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_owned()),
+        }
+        depth += word.matches('[').count() as i32 - word.matches(']').count() as i32;
+    }
+    // Continuation lines start under the first option: after "ferrite get ".
+    let command_words =
+        words.iter().take_while(|w| !w.starts_with('-') && !w.starts_with('[')).count();
+    let indent = lead.len() + words[..command_words].iter().map(|w| w.len() + 1).sum::<usize>();
+    let indent = if indent > USAGE_WIDTH / 2 { lead.len() + 4 } else { indent };
+    let mut out = lead.to_owned();
+    let mut column = lead.len();
+    for (i, word) in words.iter().enumerate() {
+        if i > 0 {
+            if i >= command_words && column + 1 + word.len() > USAGE_WIDTH {
+                out.push('\n');
+                out.push_str(&" ".repeat(indent));
+                column = indent;
+            } else {
+                out.push(' ');
+                column += 1;
+            }
+        }
+        out.push_str(word);
+        column += word.len();
+    }
+    out
+}
+
+fn page(summary: &str, usage: &str, sections: &[&str]) -> String {
+    let mut text = format!("{summary}\n\nUSAGE\n{}\n", wrap_usage("    ", usage));
+    for section in sections {
+        text.push('\n');
+        text.push_str(section.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+pub fn top() -> String {
+    page(
+        "ferrite: store, inspect, check and benchmark Ferrite data directories",
+        TOP_USAGE,
+        &[
+            "\
+COMMANDS
+    put      store a value under a key (creates the directory and tree if needed)
+    get      print the value of a key
+    del      remove a key
+    scan     print the entries of a key range
+    trees    list, create or drop trees
+    stats    print file, pool and per-tree numbers
+    check    verify every page and tree; report every fault
+    bench    run a benchmark workload (ferrite bench lookup)
+    help     print the help of a command: ferrite help COMMAND
+
+    Run `ferrite COMMAND --help` for a command's arguments and options.",
+            COMMON,
+            "\
+EXIT STATUS
+    0    success
+    1    the key is absent (get, del), or check found faults
+    2    an error: bad arguments, a directory that is not a Ferrite data directory, an
+         I/O error, corrupt data, a failed benchmark; the message starts with
+         \"ferrite: \" on stderr",
+        ],
+    )
+}
+
+pub fn put() -> String {
+    page(
+        "Store VALUE under KEY in tree TREE (replacing any value the key had), then close the\n\
+         data directory cleanly. The directory and the tree are created if they do not exist.",
+        PUT_USAGE,
+        &[
+            "\
+OPTIONS
+    --tree TREE      the tree (created if it does not exist)
+    --hex            KEY and VALUE are hexadecimal",
+            &keys_and_values(),
+            COMMON,
+        ],
+    )
+}
+
+pub fn get() -> String {
+    page(
+        "Print the value of KEY in tree TREE, followed by a newline.",
+        GET_USAGE,
+        &[
+            "\
+OPTIONS
+    --tree TREE      the tree
+    --hex            KEY is given, and the value printed, in hexadecimal",
+            "\
+OUTPUT
+    The value's bytes as they are when it is UTF-8 text. A value that is not UTF-8 is
+    printed with each invalid byte as \\xNN (and each backslash as \\\\), with a note on
+    stderr; use --hex for the exact bytes.",
+            &keys_and_values(),
+            COMMON,
+            &format!(
+                "\
+EXIT STATUS
+    0 when the key was found, 1 when it is absent (nothing is printed on stdout), 2 on
+    an error (including a tree that does not exist).
+{READ_ONLY}"
+            ),
+        ],
+    )
+}
+
+pub fn del() -> String {
+    page(
+        "Remove KEY from tree TREE.",
+        DEL_USAGE,
+        &[
+            "\
+OPTIONS
+    --tree TREE      the tree
+    --hex            KEY is hexadecimal",
+            &keys_and_values(),
+            COMMON,
+            "\
+EXIT STATUS
+    0 when the key was removed, 1 when it was absent, 2 on an error (including a tree or
+    data directory that does not exist: del creates neither).",
+        ],
+    )
+}
+
+pub fn scan() -> String {
+    page(
+        "Print the entries of tree TREE whose keys lie in the range [FROM, TO), in key order,\n\
+         one line per entry: KEY, a tab, VALUE.",
+        SCAN_USAGE,
+        &[
+            "\
+OPTIONS
+    --tree TREE      the tree
+    --from KEY       the range starts at KEY, inclusive (default: the first key)
+    --to KEY         the range ends before KEY, exclusive (default: after the last key)
+    --limit N        print at most N entries (default: all)
+    --reverse        walk the same range backwards: from the last key below TO down to
+                     FROM; with --limit, the N largest keys of the range
+    --hex            FROM and TO are given, and keys and values printed, in hexadecimal",
+            "\
+OUTPUT
+    One line per entry. As text, every key and value is escaped so that an entry stays on
+    one line: \\\\ for a backslash, \\t, \\n, \\r, \\xNN for other control characters and
+    for bytes that are not UTF-8. Use --hex for exact bytes.",
+            &keys_and_values(),
+            COMMON,
+            &format!("NOTES\n{READ_ONLY}"),
+        ],
+    )
+}
+
+pub fn trees() -> String {
+    page(
+        "List the trees of a data directory, one name per line in name order; or create or\n\
+         drop one.",
+        TREES_USAGE,
+        &[
+            "\
+OPTIONS
+    --create NAME    create tree NAME (an error if it exists); creates the data directory
+                     if it does not exist
+    --drop NAME      drop tree NAME and free its pages (an error if it does not exist)",
+            COMMON,
+            "\
+NOTES
+    Listing never creates a data directory. Names are escaped like scan's text output.",
+        ],
+    )
+}
+
+pub fn stats() -> String {
+    page(
+        "Print the numbers of a data directory: its page file (pages in use, free pages, size\n\
+         on disk), its buffer pool, and per tree the keys, pages and depth.",
+        STATS_USAGE,
+        &[
+            "\
+OPTIONS
+    --quick          skip the per-tree numbers
+
+    The per-tree numbers are counted by walking every page of every tree, as check does,
+    so on a large data set they take as long as a check; --quick prints only the numbers
+    known without reading the trees.",
+            COMMON,
+            &format!("NOTES\n{READ_ONLY}"),
+        ],
+    )
+}
+
+pub fn check() -> String {
+    page(
+        "Verify a data directory: every page's checksum and identity, every tree's structure\n\
+         (key order, fences, depth), and the page accounting (each page used once or free,\n\
+         none lost). Prints what was checked, per tree and in total, and every fault found.",
+        CHECK_USAGE,
+        &[
+            COMMON,
+            "\
+NOTES
+    A directory that was not closed cleanly is checked too, and left marked as not cleanly
+    closed. Its superblock dates from before the crash, so pages allocated or freed since
+    then are reported as faults.",
+            &format!(
+                "\
+EXIT STATUS
+    0 when no fault was found, 1 when faults were found, 2 when the data could not be
+    checked at all (for example a corrupt page on the way to the trees: the error says
+    which page).
+{READ_ONLY}"
+            ),
+        ],
+    )
+}
+
+pub fn bench() -> String {
+    page(
+        "Run a benchmark workload against Ferrite.",
+        BENCH_USAGE,
+        &["\
+WORKLOADS
+    lookup     uniform random point lookups over a data set ~10x the pool, every value
+               verified (ferrite bench lookup --help)
+
+    Every workload prints a human-readable summary and ends with one line
+    `result name=value ...` of plain numbers, for scripts."],
+    )
+}
+
+pub fn bench_lookup() -> String {
+    page(
+        "Load N keys into tree \"bench\" (key i is the 8-byte big-endian integer i, its value\n\
+         120 bytes derived from i), then look up keys drawn uniformly from 0..N from T threads\n\
+         for S seconds after a warm-up of min(5, S/4) seconds, checking every value read.",
+        LOOKUP_USAGE,
+        &[
+            &format!(
+                "\
+OPTIONS
+    --db DIR         the data directory (default {dir});
+                     it must hold no trees but the benchmark's (\"bench\", \"bench-meta\")
+    --keys N         keys to load (default {keys}, also 20k, 3.2M style); the default
+                     aims at data about 10x the default pool: an entry takes ~138 bytes
+                     (8-byte key, 120-byte value, 10-byte slot), so in leaves ~70% full
+                     3.2 M keys take ~640 MiB. The key-order load currently leaves leaves
+                     about half full: ~905 MiB, ~14x the pool (the summary shows the size)
+    --pool-mib M     buffer pool size in MiB (default {pool}, at least 1)
+    --seconds S      measured time in seconds (default {seconds}; fractions allowed)
+    --threads T      lookup threads (default 1)
+    --seed X         seed of the key draws (default {seed}; decimal or 0x hex)
+    --keep           keep the data directory; a later run with the same --db and --keys
+                     reuses the data instead of loading it again (tree \"bench-meta\"
+                     records what was loaded). Without --keep the directory (and the
+                     parents the run created) is removed at the end.
+    --no-direct      buffered I/O instead of O_DIRECT
+    -h, --help       print this help",
+                dir = lookup::DEFAULT_DIR,
+                keys = lookup::DEFAULT_KEYS,
+                pool = lookup::DEFAULT_POOL_MIB,
+                seconds = lookup::DEFAULT_SECONDS,
+                seed = lookup::DEFAULT_SEED,
+            ),
+            "\
+OUTPUT
+    Load progress on stderr (a bar redrawn in place on a terminal, a line every 10%
+    otherwise). On stdout a summary: load time and rate, data size on disk (pages x
+    4 KiB) and its ratio to the pool, lookups per second, latency percentiles from a
+    log-bucket histogram (within 1/16), device reads per lookup. The last line is:
+
+    result lookups_per_s=N keys=N pool_mib=M threads=T seconds=S lookups=N data_mib=D
+           data_pool_ratio=R reads_per_lookup=R p50_us=L p99_us=L max_us=L load_s=S
+           reused=0|1 seed=X direct_io=0|1 store=ferrite
+
+    (on one line). A wrong or missing value ends the run with exit status 2 and no
+    result line.",
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usages_wrap_between_groups() {
+        assert_eq!(
+            wrap_usage("usage: ", "ferrite check --db DIR"),
+            "usage: ferrite check --db DIR"
+        );
+        let wrapped = wrap_usage("    ", SCAN_USAGE);
+        let lines: Vec<&str> = wrapped.lines().collect();
+        assert_eq!(lines.len(), 2, "{wrapped}");
+        assert!(lines[0].starts_with("    ferrite scan --db DIR"), "{wrapped}");
+        assert!(lines[1].starts_with("                 ["), "{wrapped}");
+        for line in &lines {
+            assert!(line.len() <= USAGE_WIDTH, "{line}");
+            assert_eq!(line.matches('[').count(), line.matches(']').count(), "{line}");
+        }
+    }
+
+    #[test]
+    fn every_page_has_a_usage_and_fits_in_100_columns() {
+        for (text, usage) in [
+            (top(), TOP_USAGE),
+            (put(), PUT_USAGE),
+            (get(), GET_USAGE),
+            (del(), DEL_USAGE),
+            (scan(), SCAN_USAGE),
+            (trees(), TREES_USAGE),
+            (stats(), STATS_USAGE),
+            (check(), CHECK_USAGE),
+            (bench(), BENCH_USAGE),
+            (bench_lookup(), LOOKUP_USAGE),
+        ] {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            let usage_words: Vec<&str> = usage.split_whitespace().collect();
+            assert!(words.windows(usage_words.len()).any(|w| w == usage_words), "{usage}");
+            for line in text.lines() {
+                assert!(line.chars().count() <= 100, "too long: {line}");
+                assert_eq!(line.trim_end(), line, "trailing blanks: {line:?}");
+            }
+        }
+    }
+}

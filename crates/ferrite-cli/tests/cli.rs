@@ -1,0 +1,405 @@
+//! End-to-end tests of the `ferrite` binary: each runs the built program on a data directory
+//! of its own under Cargo's temporary directory and checks stdout, stderr and exit status.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A directory for one test, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "cli-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    /// A data directory path inside (not created).
+    fn db(&self) -> String {
+        self.0.join("db").to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_os(args: &[OsString]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrite")).args(args).output().expect("running ferrite")
+}
+
+fn run(args: &[&str]) -> Output {
+    run_os(&args.iter().map(OsString::from).collect::<Vec<_>>())
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn describe(args: &[&str], o: &Output) -> String {
+    format!(
+        "ferrite {}\nstatus: {:?}\nstdout:\n{}\nstderr:\n{}",
+        args.join(" "),
+        o.status.code(),
+        text(&o.stdout),
+        text(&o.stderr)
+    )
+}
+
+/// Runs `args`, expects exit status `status`, returns stdout.
+#[track_caller]
+fn expect(status: i32, args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(status), "{}", describe(args, &o));
+    text(&o.stdout)
+}
+
+#[track_caller]
+fn ok(args: &[&str]) -> String {
+    expect(0, args)
+}
+
+fn put(db: &str, tree: &str, key: &str, value: &str) {
+    ok(&["put", "--db", db, "--tree", tree, key, value]);
+}
+
+#[test]
+fn put_get_del_round_trip() {
+    let tmp = TempDir::new("roundtrip");
+    let db = tmp.db();
+    put(&db, "t", "apple", "red");
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "apple"]), "red\n");
+    put(&db, "t", "apple", "green");
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "apple"]), "green\n");
+    put(&db, "t", "empty", "");
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "empty"]), "\n");
+    assert_eq!(ok(&["del", "--db", &db, "--tree", "t", "apple"]), "");
+    let args = ["get", "--db", &db, "--tree", "t", "apple"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
+    assert!(o.stdout.is_empty());
+    assert!(text(&o.stderr).contains("not found"), "{}", describe(&args, &o));
+    expect(1, &["del", "--db", &db, "--tree", "t", "apple"]);
+    // Dashes need `--`.
+    ok(&["put", "--db", &db, "--tree", "t", "--", "-dash", "--value"]);
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "--", "-dash"]), "--value\n");
+}
+
+#[test]
+fn get_of_a_missing_key_exits_1() {
+    let tmp = TempDir::new("missing");
+    let db = tmp.db();
+    put(&db, "t", "a", "1");
+    let args = ["get", "--db", &db, "--tree", "t", "b"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
+    assert_eq!(o.stdout, b"");
+}
+
+#[test]
+fn a_missing_tree_is_an_error() {
+    let tmp = TempDir::new("notree");
+    let db = tmp.db();
+    put(&db, "t", "a", "1");
+    let args = ["get", "--db", &db, "--tree", "nope", "a"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+    assert!(
+        text(&o.stderr).starts_with("ferrite: no tree named \"nope\""),
+        "{}",
+        describe(&args, &o)
+    );
+}
+
+#[test]
+fn scan_with_bounds_limit_and_reverse() {
+    let tmp = TempDir::new("scan");
+    let db = tmp.db();
+    for (k, v) in [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"), ("e", "5")] {
+        put(&db, "t", k, v);
+    }
+    let scan = |extra: &[&str]| {
+        let mut args = vec!["scan", "--db", &db, "--tree", "t"];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    assert_eq!(scan(&[]), "a\t1\nb\t2\nc\t3\nd\t4\ne\t5\n");
+    assert_eq!(scan(&["--from", "b", "--to", "d"]), "b\t2\nc\t3\n");
+    assert_eq!(scan(&["--from", "bb"]), "c\t3\nd\t4\ne\t5\n");
+    assert_eq!(scan(&["--to", "b"]), "a\t1\n");
+    assert_eq!(scan(&["--reverse"]), "e\t5\nd\t4\nc\t3\nb\t2\na\t1\n");
+    assert_eq!(scan(&["--from", "b", "--to", "e", "--reverse"]), "d\t4\nc\t3\nb\t2\n");
+    assert_eq!(scan(&["--limit", "2"]), "a\t1\nb\t2\n");
+    assert_eq!(scan(&["--reverse", "--limit", "2"]), "e\t5\nd\t4\n");
+    assert_eq!(scan(&["--limit", "0"]), "");
+    assert_eq!(scan(&["--from", "d", "--to", "b"]), "");
+    assert_eq!(scan(&["--from", "x"]), "");
+}
+
+#[test]
+fn hex_keys_and_values_in_and_out() {
+    let tmp = TempDir::new("hex");
+    let db = tmp.db();
+    ok(&["put", "--db", &db, "--tree", "t", "--hex", "00ff", "0102"]);
+    ok(&["put", "--db", &db, "--tree", "t", "--hex", "0x61", "FF41"]);
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "--hex", "00ff"]), "0102\n");
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t", "--hex"]), "00ff\t0102\n61\tff41\n");
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t", "--hex", "--from", "01"]), "61\tff41\n");
+    // Without --hex, binary data is escaped, never written raw.
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t"]), "\\x00\\xff\t\\x01\\x02\na\t\\xffA\n");
+    let args = ["get", "--db", &db, "--tree", "t", "a"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert_eq!(text(&o.stdout), "\\xffA\n");
+    assert!(text(&o.stderr).contains("--hex"), "{}", describe(&args, &o));
+    expect(2, &["get", "--db", &db, "--tree", "t", "--hex", "0g"]);
+}
+
+#[test]
+fn text_that_would_break_lines_is_escaped_in_scan_only() {
+    let tmp = TempDir::new("escape");
+    let db = tmp.db();
+    put(&db, "t", "a\tb", "line1\nline2");
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t"]), "a\\tb\tline1\\nline2\n");
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "a\tb"]), "line1\nline2\n");
+    // A key that is not UTF-8 goes in byte for byte.
+    let mut args: Vec<OsString> =
+        ["put", "--db", &db, "--tree", "t"].iter().map(OsString::from).collect();
+    args.push(OsString::from_vec(b"\xfe".to_vec()));
+    args.push(OsString::from("bin"));
+    assert_eq!(run_os(&args).status.code(), Some(0));
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t", "--hex", "--from", "fe"]), "fe\t62696e\n");
+}
+
+#[test]
+fn read_only_commands_refuse_a_directory_that_is_not_a_database() {
+    let tmp = TempDir::new("notdb");
+    let other = tmp.0.join("other");
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join("hello.txt"), b"hi").unwrap();
+    let other = other.to_str().unwrap();
+    let absent = tmp.db();
+    for dir in [other, absent.as_str()] {
+        for args in [
+            vec!["get", "--db", dir, "--tree", "t", "k"],
+            vec!["scan", "--db", dir, "--tree", "t"],
+            vec!["trees", "--db", dir],
+            vec!["stats", "--db", dir],
+            vec!["check", "--db", dir],
+            vec!["del", "--db", dir, "--tree", "t", "k"],
+        ] {
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+            assert!(o.stdout.is_empty(), "{}", describe(&args, &o));
+            let err = text(&o.stderr);
+            assert!(
+                err.starts_with("ferrite: ") && err.contains("is not a Ferrite data directory"),
+                "{}",
+                describe(&args, &o)
+            );
+        }
+    }
+    assert!(!Path::new(&absent).exists(), "a read-only command created the directory");
+    assert_eq!(fs::read_dir(other).unwrap().count(), 1, "files were added to {other}");
+    // put refuses it too (it holds somebody else's files).
+    expect(2, &["put", "--db", other, "--tree", "t", "k", "v"]);
+}
+
+#[test]
+fn trees_create_list_drop() {
+    let tmp = TempDir::new("trees");
+    let db = tmp.db();
+    ok(&["trees", "--db", &db, "--create", "zeta"]);
+    put(&db, "alpha", "k", "v");
+    assert_eq!(ok(&["trees", "--db", &db]), "alpha\nzeta\n");
+    expect(2, &["trees", "--db", &db, "--create", "zeta"]);
+    ok(&["trees", "--db", &db, "--drop", "zeta"]);
+    assert_eq!(ok(&["trees", "--db", &db]), "alpha\n");
+    expect(2, &["trees", "--db", &db, "--drop", "zeta"]);
+}
+
+#[test]
+fn stats_reports_trees_and_their_keys() {
+    let tmp = TempDir::new("stats");
+    let db = tmp.db();
+    for i in 0..30 {
+        put(&db, "numbers", &format!("k{i:03}"), "v");
+    }
+    put(&db, "other", "x", "y");
+    let out = ok(&["stats", "--db", &db]);
+    assert!(out.contains("trees       2"), "{out}");
+    let numbers = out.lines().find(|l| l.trim_start().starts_with("numbers")).unwrap_or("");
+    assert!(numbers.split_whitespace().nth(1) == Some("30"), "{out}");
+    let quick = ok(&["stats", "--db", &db, "--quick"]);
+    assert!(quick.contains("skipped (--quick)") && !quick.contains("numbers"), "{quick}");
+}
+
+#[test]
+fn check_passes_on_good_data_and_fails_on_a_flipped_byte() {
+    let tmp = TempDir::new("check");
+    let db = tmp.db();
+    for i in 0..200 {
+        put(&db, "t", &format!("key{i:05}"), &format!("value {i}"));
+    }
+    let out = ok(&["check", "--db", &db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
+    let row = out.lines().find(|l| l.trim_start().starts_with("t ")).unwrap_or("");
+    assert_eq!(row.split_whitespace().nth(1), Some("200"), "{out}");
+
+    // Page 2 is the catalog root: flip a byte in its middle.
+    let pages = Path::new(&db).join("pages.ferrite");
+    let mut file = fs::OpenOptions::new().read(true).write(true).open(&pages).unwrap();
+    let offset = 2 * 4096 + 100;
+    let mut byte = [0u8];
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.read_exact(&mut byte).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(&[byte[0] ^ 0x5a]).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+
+    let args = ["check", "--db", &db];
+    let o = run(&args);
+    let code = o.status.code();
+    assert!(code == Some(1) || code == Some(2), "{}", describe(&args, &o));
+    let reported = text(&o.stdout).contains("fault: ") || text(&o.stderr).starts_with("ferrite: ");
+    assert!(reported, "{}", describe(&args, &o));
+}
+
+#[test]
+fn argument_errors_exit_2_and_help_exits_0() {
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["get", "--db", "x"],
+        vec!["put", "--db", "x", "--tree", "t", "k"],
+        vec!["scan", "--db", "x", "--tree", "t", "--limit", "many"],
+        vec!["bench"],
+        vec!["bench", "lookup", "--keys", "0"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        assert!(o.stdout.is_empty());
+        let err = text(&o.stderr);
+        assert!(err.starts_with("ferrite: ") && err.contains("usage: "), "{}", describe(&args, &o));
+    }
+    for args in [
+        vec!["--help"],
+        vec!["help", "scan"],
+        vec!["put", "--help"],
+        vec!["get", "--help"],
+        vec!["del", "--help"],
+        vec!["scan", "--help"],
+        vec!["trees", "--help"],
+        vec!["stats", "--help"],
+        vec!["check", "--help"],
+        vec!["bench", "--help"],
+        vec!["bench", "lookup", "--help"],
+    ] {
+        let out = ok(&args);
+        assert!(out.contains("USAGE"), "{out}");
+    }
+    assert!(!Path::new("x").exists());
+}
+
+/// Runs `bench lookup` and returns the fields of its result line, which must end stdout.
+#[track_caller]
+fn bench_lookup(args: &[&str]) -> (String, Vec<(String, String)>) {
+    let mut all = vec!["bench", "lookup"];
+    all.extend_from_slice(args);
+    let out = ok(&all);
+    let last = out.lines().last().unwrap_or("");
+    assert!(out.ends_with('\n') && last.starts_with("result lookups_per_s="), "{out}");
+    let fields: Vec<(String, String)> = last
+        .strip_prefix("result ")
+        .unwrap()
+        .split(' ')
+        .map(|f| {
+            let (name, value) =
+                f.split_once('=').unwrap_or_else(|| panic!("field {f:?} in {last}"));
+            (name.to_owned(), value.to_owned())
+        })
+        .collect();
+    (out, fields)
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
+    fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or("")
+}
+
+#[test]
+fn bench_lookup_small_run_ends_with_a_result_line() {
+    let tmp = TempDir::new("bench");
+    let dir = tmp.0.join("nested/bench");
+    let dir = dir.to_str().unwrap();
+    let (out, fields) =
+        bench_lookup(&["--db", dir, "--keys", "20000", "--pool-mib", "1", "--seconds", "1"]);
+    let rate: f64 = field(&fields, "lookups_per_s").parse().unwrap();
+    assert!(rate > 0.0, "{out}");
+    assert!(!field(&fields, "lookups_per_s").contains([',', '.']), "{out}");
+    assert_eq!(field(&fields, "keys"), "20000");
+    assert_eq!(field(&fields, "pool_mib"), "1");
+    assert_eq!(field(&fields, "threads"), "1");
+    assert_eq!(field(&fields, "reused"), "0");
+    for name in ["data_mib", "reads_per_lookup", "p50_us", "p99_us", "load_s"] {
+        let value: f64 = field(&fields, name).parse().unwrap_or(-1.0);
+        assert!(value >= 0.0, "{name} in {out}");
+    }
+    assert!(!Path::new(dir).exists(), "the data directory is removed without --keep");
+    assert!(!tmp.0.join("nested").exists(), "so is the parent the run created");
+}
+
+#[test]
+fn bench_lookup_keep_reuses_the_data() {
+    let tmp = TempDir::new("bench-keep");
+    let dir = tmp.db();
+    let args = ["--db", &dir, "--keys", "5000", "--pool-mib", "1", "--seconds", "0.4", "--keep"];
+    let (_, first) = bench_lookup(&args);
+    assert_eq!(field(&first, "reused"), "0");
+    assert!(Path::new(&dir).join("pages.ferrite").exists());
+    let (out, second) = bench_lookup(&args);
+    assert_eq!(field(&second, "reused"), "1", "{out}");
+    assert!(out.contains("reused"), "{out}");
+    // Another key count reloads.
+    let (_, third) = bench_lookup(&[
+        "--db",
+        &dir,
+        "--keys",
+        "6000",
+        "--pool-mib",
+        "1",
+        "--seconds",
+        "0.4",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(field(&third, "reused"), "0");
+    assert_eq!(field(&third, "threads"), "2");
+    assert!(!Path::new(&dir).exists(), "removed without --keep");
+}
+
+#[test]
+fn bench_lookup_leaves_other_data_alone() {
+    let tmp = TempDir::new("bench-foreign");
+    let db = tmp.db();
+    put(&db, "users", "alice", "1");
+    let args =
+        ["bench", "lookup", "--db", &db, "--keys", "100", "--pool-mib", "1", "--seconds", "0.2"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+    assert!(text(&o.stderr).contains("not the benchmark's"), "{}", describe(&args, &o));
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "users", "alice"]), "1\n");
+}
