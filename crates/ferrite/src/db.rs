@@ -30,7 +30,8 @@ use crate::store::{freelist, page};
 
 /// The page file's name inside a data directory.
 pub const PAGE_FILE_NAME: &str = "pages.ferrite";
-const LOCK_FILE_NAME: &str = "LOCK";
+/// The lock file's name inside a data directory.
+pub const LOCK_FILE_NAME: &str = "LOCK";
 /// Longest tree name, in bytes.
 pub const MAX_TREE_NAME_LEN: usize = 255;
 const CATALOG_TREE_ID: u64 = 0;

@@ -62,6 +62,21 @@ fn tree_gone() -> Interrupt {
     Interrupt::Error(Error::TreeNotFound { name: String::new() })
 }
 
+/// Where to split `node` so that `key` can go in. Appending past the last key of the
+/// rightmost leaf (a sequential load) leaves the left half full instead of half full, when the
+/// longer upper fence still fits; everything else splits in the middle (`Node::split_point`).
+fn split_point(node: Node<'_>, key: &[u8]) -> (usize, Vec<u8>) {
+    let count = node.count();
+    if node.is_leaf() && count > 0 && node.upper_fence().is_empty() {
+        let mut last = Vec::new();
+        node.key_into(count - 1, &mut last);
+        if key > last.as_slice() && node.free_bytes_after_compaction() >= last.len() {
+            return (count - 1, last);
+        }
+    }
+    node.split_point()
+}
+
 fn under_full(node: Node<'_>) -> bool {
     node.free_bytes_after_compaction() >= PAGE_SIZE * 3 / 4
 }
@@ -318,7 +333,7 @@ impl BTree {
         scratch: &mut Scratch,
     ) -> Attempt<()> {
         if page_id == self.root {
-            return self.split_root(pool, scratch);
+            return self.split_root(pool, key, scratch);
         }
         let found = self.descend(pool, Seek::Key(key), Some(page_id), scratch)?;
         if found.page_id != page_id {
@@ -326,7 +341,7 @@ impl BTree {
             return Ok(());
         }
         let (parent_id, parent_version, _) = found.parent.expect("a non-root node has a parent");
-        let (sep_slot, separator) = Node::new(scratch.pages[found.copy].bytes()).split_point();
+        let (sep_slot, separator) = split_point(Node::new(scratch.pages[found.copy].bytes()), key);
         if !Node::new(scratch.pages[1 - found.copy].bytes()).has_space_for(separator.len(), 8) {
             self.split(pool, parent_id, key, scratch)?;
             return Err(Interrupt::Restart);
@@ -352,14 +367,14 @@ impl BTree {
         Ok(())
     }
 
-    fn split_root(&self, pool: &BufferPool, scratch: &mut Scratch) -> Attempt<()> {
+    fn split_root(&self, pool: &BufferPool, key: &[u8], scratch: &mut Scratch) -> Attempt<()> {
         let version = self.read_node(pool, self.root, scratch, 0, None)?;
         let mut root = pool.lock_exclusive(self.root, version)?;
         let node = Node::new(root.page());
         if node.count() == 0 {
             return Ok(());
         }
-        let (sep_slot, separator) = node.split_point();
+        let (sep_slot, separator) = split_point(node, key);
         let level = node.level() + 1;
         let mut left = pool.allocate()?;
         let mut right = match pool.allocate() {
