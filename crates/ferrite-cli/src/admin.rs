@@ -15,7 +15,7 @@ const PAGE_BYTES: u64 = 4096;
 pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     match &args.action {
         TreesAction::List => {
-            let db = open(&args.db, Access::Existing)?;
+            let db = open(&args.db, Access::ReadOnly)?;
             let names = db.tree_names()?;
             db.close()?;
             for name in names {
@@ -38,7 +38,7 @@ pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 }
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let db = open(&args.db, Access::Existing)?;
+    let db = open(&args.db, Access::ReadOnly)?;
     let stats = db.stats()?;
     let report = if args.quick { None } else { Some(db.check()?) };
     db.close()?;
@@ -98,29 +98,21 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 }
 
 pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let (db, unclean) = match open(db_args, Access::Existing) {
-        Ok(db) => (db, false),
+    let db = match open(db_args, Access::ReadOnly) {
+        Ok(db) => db,
         Err(ferrite::Error::NotCleanlyClosed { path }) => {
             eprintln!(
-                "ferrite: note: {} was not closed cleanly; checking it anyway. Its superblock \
-                 dates from before the crash, so pages allocated or freed since then show up \
-                 as faults (beyond the page count, lost). It stays marked as not cleanly closed.",
+                "ferrite: note: {} was not closed cleanly; checking it anyway, read-only. \
+                 Free pages are those no tree reaches; a tree torn by the crash shows up as \
+                 faults. It stays marked as not cleanly closed.",
                 path.display()
             );
-            let db = ferrite::Db::open(&db_args.dir, options(db_args, Access::Existing, true))?;
-            (db, true)
+            ferrite::Db::open(&db_args.dir, options(db_args, Access::ReadOnly, true))?
         }
         Err(e) => return Err(e.into()),
     };
     let checked = db.check();
-    if unclean {
-        // Closing would write the free list (empty: it was not read) and mark the directory
-        // cleanly closed, hiding the crash and losing its free pages. Leave it as found;
-        // the lock is released when the process exits.
-        std::mem::forget(db);
-    } else {
-        db.close()?;
-    }
+    db.close()?;
     let report = checked?;
     writeln!(out, "checked {}", db_args.dir.display())?;
     write_tree_table(out, &report, true)?;

@@ -85,6 +85,8 @@ pub enum Access {
     Create,
     /// The directory must be a Ferrite data directory already; anything else is an error.
     Existing,
+    /// As `Existing`, and nothing on disk changes (`get`, `scan`, `trees`, `stats`, `check`).
+    ReadOnly,
 }
 
 /// The engine options for `db`.
@@ -94,6 +96,7 @@ pub fn options(db: &DbArgs, access: Access, accept_unclean: bool) -> Options {
         direct_io: db.direct_io,
         create_if_missing: access == Access::Create,
         accept_unclean,
+        read_only: access == Access::ReadOnly,
         ..Options::default()
     }
 }

@@ -15,7 +15,7 @@ pub fn put(args: &PutArgs) -> Result<Outcome, CliError> {
 }
 
 pub fn get(args: &KeyArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let db = open(&args.db, Access::Existing)?;
+    let db = open(&args.db, Access::ReadOnly)?;
     let value = db.open_tree(&args.tree)?.get(&args.key)?;
     db.close()?;
     let Some(value) = value else {
@@ -55,7 +55,7 @@ fn note_absent(args: &KeyArgs) {
 }
 
 pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let db = open(&args.db, Access::Existing)?;
+    let db = open(&args.db, Access::ReadOnly)?;
     let tree = db.open_tree(&args.tree)?;
     let lower = args.from.as_deref().map_or(Bound::Unbounded, Bound::Included);
     let upper = args.to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);

@@ -57,6 +57,7 @@ struct Shared {
     /// One "dropped" flag per tree with open handles, shared by those handles.
     dropped_flags: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     closed: AtomicBool,
+    read_only: bool,
     /// Holds the directory's `flock`; released at close even if handles live on.
     lock_file: Mutex<Option<File>>,
 }
@@ -281,10 +282,19 @@ impl Db {
                 return Err(not_a_database(dir, format!("it has no {PAGE_FILE_NAME}")));
             }
         }
+        if options.read_only && !exists {
+            return Err(not_a_database(dir, format!("it has no {PAGE_FILE_NAME}")));
+        }
         let lock_file = lock_directory(dir)?;
-        let file =
-            PageFile::open(&page_path, !exists, options.direct_io, options.grow_chunk_bytes)?;
-        if !exists || file.size_pages() == 0 {
+        let writable = !options.read_only;
+        let file = PageFile::open(
+            &page_path,
+            !exists,
+            writable,
+            options.direct_io,
+            options.grow_chunk_bytes,
+        )?;
+        if !exists || (writable && file.size_pages() == 0) {
             format(&file)?;
         }
         let mut sb = read_superblock(&file, dir)?;
@@ -300,14 +310,24 @@ impl Db {
                 ),
             });
         }
-        let free = if sb.clean { read_free_list(&file, &sb)? } else { Vec::new() };
-        // From here until a clean close, the superblock says "open": a crash is detected.
-        sb.sequence += 1;
-        sb.clean = false;
-        sb.free_list_head = 0;
-        sb.free_list_len = 0;
-        write_page_direct(&file, sb.page_id(), |page| sb.encode(page))?;
-        file.sync()?;
+        let unclean = !sb.clean;
+        let free = if unclean {
+            // Pages allocated after the last clean close lie beyond the recorded count: take
+            // the whole file, and find the free pages by walking every tree (below).
+            sb.page_count = sb.page_count.max(file.size_pages()).min(options.max_pages());
+            Vec::new()
+        } else {
+            read_free_list(&file, &sb)?
+        };
+        if writable {
+            // From here until a clean close, the superblock says "open": a crash is detected.
+            sb.sequence += 1;
+            sb.clean = false;
+            sb.free_list_head = 0;
+            sb.free_list_len = 0;
+            write_page_direct(&file, sb.page_id(), |page| sb.encode(page))?;
+            file.sync()?;
+        }
         let pool =
             BufferPool::new(file, options.pool_pages(), options.max_pages(), sb.page_count, free)?;
         let shared = Shared {
@@ -319,9 +339,14 @@ impl Db {
             catalog_lock: Mutex::new(()),
             dropped_flags: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
+            read_only: options.read_only,
             lock_file: Mutex::new(Some(lock_file)),
         };
-        Ok(Db { shared: Arc::new(shared) })
+        let db = Db { shared: Arc::new(shared) };
+        if unclean {
+            db.rebuild_free_list()?;
+        }
+        Ok(db)
     }
 
     /// The data directory.
@@ -331,7 +356,7 @@ impl Db {
 
     /// Creates tree `name`; `Error::TreeExists` if it exists.
     pub fn create_tree(&self, name: &str) -> Result<Tree> {
-        self.shared.check_open()?;
+        self.shared.check_writable()?;
         check_tree_name(name)?;
         let _guard = self.shared.catalog_lock.lock().unwrap();
         if self.shared.lookup_tree(name)?.is_some() {
@@ -375,7 +400,7 @@ impl Db {
 
     /// Removes tree `name` and frees its pages. Handles to it fail with `TreeNotFound` after.
     pub fn drop_tree(&self, name: &str) -> Result<()> {
-        self.shared.check_open()?;
+        self.shared.check_writable()?;
         check_tree_name(name)?;
         let _guard = self.shared.catalog_lock.lock().unwrap();
         let Some(btree) = self.shared.lookup_tree(name)? else {
@@ -425,17 +450,19 @@ impl Db {
             pages.claim(id, check::USED);
         }
         report.catalog = check::check_tree(pool, self.shared.catalog, &mut pages);
-        let mut cursor =
-            Cursor::new(self.shared.catalog, Bound::Unbounded, Bound::Unbounded, false);
-        while let Some((key, value)) = cursor.next(pool)? {
-            let name = String::from_utf8_lossy(&key).into_owned();
-            match decode_catalog_entry(&value) {
-                Some(btree) => {
-                    let tree_report = check::check_tree(pool, btree, &mut pages);
-                    report.trees.push((name, tree_report));
+        match self.shared.catalog_entries() {
+            Ok(entries) => {
+                for (name, entry) in entries {
+                    match entry {
+                        Some(btree) => {
+                            let tree_report = check::check_tree(pool, btree, &mut pages);
+                            report.trees.push((name, tree_report));
+                        }
+                        None => report.faults.push(format!("catalog entry {name:?} is malformed")),
+                    }
                 }
-                None => report.faults.push(format!("catalog entry {name:?} is malformed")),
             }
+            Err(e) => report.faults.push(format!("reading the catalog failed: {e}")),
         }
         let free = pool.free_pages();
         report.free_pages = free.len() as u64;
@@ -448,6 +475,23 @@ impl Db {
             report.faults.push(format!("page {id} is neither in use nor free (lost)"));
         }
         Ok(report)
+    }
+
+    /// After an unclean shutdown: every page no tree reaches is free.
+    fn rebuild_free_list(&self) -> Result<()> {
+        let pool = &self.shared.pool;
+        let mut pages = PageMap::new(pool.page_count());
+        for id in SUPERBLOCK_PAGES {
+            pages.claim(id, check::USED);
+        }
+        check::check_tree(pool, self.shared.catalog, &mut pages);
+        for (_, entry) in self.shared.catalog_entries()? {
+            if let Some(btree) = entry {
+                check::check_tree(pool, btree, &mut pages);
+            }
+        }
+        pool.set_free_pages(pages.lost());
+        Ok(())
     }
 
     /// Writes every page back and marks the directory cleanly closed.
@@ -471,6 +515,25 @@ impl Shared {
     }
 
     /// A handle on `btree`; the caller holds the catalog lock.
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
+    /// Every catalog entry: name and tree (`None` when malformed).
+    fn catalog_entries(&self) -> Result<Vec<(String, Option<BTree>)>> {
+        let mut cursor = Cursor::new(self.catalog, Bound::Unbounded, Bound::Unbounded, false);
+        let mut entries = Vec::new();
+        while let Some((key, value)) = cursor.next(&self.pool)? {
+            let name = String::from_utf8_lossy(&key).into_owned();
+            entries.push((name, decode_catalog_entry(&value)));
+        }
+        Ok(entries)
+    }
+
     fn handle(self: &Arc<Self>, name: &str, btree: BTree) -> Tree {
         let mut flags = self.dropped_flags.lock().unwrap();
         let dropped = Arc::clone(flags.entry(btree.tree_id).or_default());
@@ -521,6 +584,10 @@ impl Shared {
 
     fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if self.read_only {
+            self.lock_file.lock().unwrap().take();
             return Ok(());
         }
         let pool = &self.pool;
@@ -607,6 +674,7 @@ impl Tree {
 
     /// Inserts `key` with `value`, or overwrites its value.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
         let btree = self.btree;
@@ -615,6 +683,7 @@ impl Tree {
 
     /// Removes `key`; returns whether it was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.shared.check_writable()?;
         check_key(key)?;
         let btree = self.btree;
         let (removed, merge) = self.run(|pool, scratch| btree.delete(pool, key, scratch))?;
@@ -628,6 +697,7 @@ impl Tree {
     /// Changes the value of `key` in place, atomically (no reader sees half of the change);
     /// the value keeps its length. Returns whether `key` was present.
     pub fn update(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
+        self.shared.check_writable()?;
         check_key(key)?;
         let btree = self.btree;
         let mut change = Some(change);

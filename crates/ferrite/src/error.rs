@@ -42,6 +42,8 @@ pub enum Error {
     BadOptions { reason: String },
     /// The database was closed; this handle is no longer usable.
     Closed,
+    /// The database was opened with `Options::read_only`.
+    ReadOnly,
 }
 
 impl Error {
@@ -89,6 +91,7 @@ impl fmt::Display for Error {
             ),
             Error::BadOptions { reason } => write!(f, "bad options: {reason}"),
             Error::Closed => write!(f, "the database is closed"),
+            Error::ReadOnly => write!(f, "the database was opened read-only"),
         }
     }
 }

@@ -21,8 +21,11 @@ pub struct Options {
     /// Create the data directory and its files when they do not exist.
     pub create_if_missing: bool,
     /// Open a directory that was not closed cleanly (its pages may be inconsistent until the
-    /// write-ahead log exists).
+    /// write-ahead log exists). Free pages are then found again by walking every tree.
     pub accept_unclean: bool,
+    /// Change nothing on disk: writes fail with `Error::ReadOnly`, and neither open nor close
+    /// writes the superblock (a directory not closed cleanly stays marked so).
+    pub read_only: bool,
 }
 
 impl Default for Options {
@@ -34,6 +37,7 @@ impl Default for Options {
             direct_io: true,
             create_if_missing: true,
             accept_unclean: false,
+            read_only: false,
         }
     }
 }

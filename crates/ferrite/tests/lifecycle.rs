@@ -236,8 +236,10 @@ fn a_directory_opens_once_and_an_unclean_one_is_refused() {
     db.close().unwrap();
     let err = Db::open(copy.path(), tiny(16)).unwrap_err();
     assert!(matches!(err, Error::NotCleanlyClosed { .. }), "{err}");
-    let accepted = Db::open(copy.path(), Options { accept_unclean: true, ..tiny(16) });
-    assert!(accepted.is_ok());
+    // Opened anyway, the free pages are found again by walking the trees.
+    let accepted = Db::open(copy.path(), Options { accept_unclean: true, ..tiny(16) }).unwrap();
+    assert_check(&accepted);
+    drop(accepted);
     // A closed database refuses further use of its handles.
     let db = Db::open(dir.path(), tiny(16)).unwrap();
     let tree = db.open_tree("t").unwrap();
@@ -268,4 +270,36 @@ fn a_full_database_says_so() {
         }
     }
     assert!(matches!(result, Err(Error::DatabaseFull { max_pages: 64 })), "{result:?}");
+}
+
+#[test]
+fn read_only_changes_nothing_on_disk() {
+    let dir = TempDir::new("read-only");
+    {
+        let db = Db::open(dir.path(), tiny(16)).unwrap();
+        let tree = db.tree("t").unwrap();
+        for i in 0..2000 {
+            tree.put(&key(i), &value(i)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let file = dir.path().join(PAGE_FILE_NAME);
+    let before = std::fs::read(&file).unwrap();
+    let db = Db::open(dir.path(), Options { read_only: true, ..tiny(16) }).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    for i in (0..2000).step_by(7) {
+        assert_eq!(tree.get(&key(i)).unwrap(), Some(value(i)));
+    }
+    assert_eq!(tree.iter().count(), 2000);
+    assert!(matches!(tree.put(b"k", b"v"), Err(Error::ReadOnly)));
+    assert!(matches!(tree.delete(&key(1)), Err(Error::ReadOnly)));
+    assert!(matches!(tree.update(&key(1), |_| ()), Err(Error::ReadOnly)));
+    assert!(matches!(db.create_tree("u"), Err(Error::ReadOnly)));
+    assert!(matches!(db.drop_tree("t"), Err(Error::ReadOnly)));
+    assert_check(&db);
+    db.close().unwrap();
+    assert!(before == std::fs::read(&file).unwrap(), "a read-only open wrote to the page file");
+    let missing = dir.path().join("missing");
+    let err = Db::open(&missing, Options { read_only: true, ..tiny(16) }).unwrap_err();
+    assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
 }

@@ -102,6 +102,11 @@ impl BufferPool {
         self.next_page.load(Ordering::Acquire)
     }
 
+    /// Replaces the free list (after it was rebuilt by walking every tree).
+    pub fn set_free_pages(&self, free: Vec<PageId>) {
+        *self.free.lock().unwrap() = free;
+    }
+
     pub fn free_pages(&self) -> Vec<PageId> {
         self.free.lock().unwrap().clone()
     }
@@ -590,7 +595,7 @@ mod tests {
     use crate::test_util::TempDir;
 
     fn pool(dir: &TempDir, pool_pages: u64) -> BufferPool {
-        let file = PageFile::open(&dir.path().join("pages"), true, true, 1 << 20).unwrap();
+        let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
         BufferPool::new(file, pool_pages, 4096, 0, Vec::new()).unwrap()
     }
 

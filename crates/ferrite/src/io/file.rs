@@ -26,10 +26,17 @@ pub struct PageFile {
 }
 
 impl PageFile {
-    /// Opens (creating if `create`) the file at `path`.
-    pub fn open(path: &Path, create: bool, direct: bool, grow_chunk_bytes: u64) -> Result<Self> {
+    /// Opens (creating if `create`) the file at `path`, for reading and, if `writable`,
+    /// writing.
+    pub fn open(
+        path: &Path,
+        create: bool,
+        writable: bool,
+        direct: bool,
+        grow_chunk_bytes: u64,
+    ) -> Result<Self> {
         let mut options = OpenOptions::new();
-        options.read(true).write(true).create(create);
+        options.read(true).write(writable).create(create && writable);
         if direct {
             options.custom_flags(libc::O_DIRECT);
         }
@@ -164,7 +171,7 @@ mod tests {
     fn write_read_and_grow_in_chunks() {
         let dir = crate::test_util::TempDir::new("file");
         let path = dir.path().join("pages");
-        let file = PageFile::open(&path, true, true, 16 * PAGE_SIZE as u64).unwrap();
+        let file = PageFile::open(&path, true, true, true, 16 * PAGE_SIZE as u64).unwrap();
         assert_eq!(file.size_pages(), 0);
         let mut page = AlignedPage::zeroed();
         page.bytes_mut()[0] = 0xab;
@@ -182,7 +189,8 @@ mod tests {
     #[test]
     fn misaligned_buffers_are_refused() {
         let dir = crate::test_util::TempDir::new("file-misaligned");
-        let file = PageFile::open(&dir.path().join("pages"), true, true, PAGE_SIZE as u64).unwrap();
+        let file =
+            PageFile::open(&dir.path().join("pages"), true, true, true, PAGE_SIZE as u64).unwrap();
         let mut big = vec![0u8; 2 * PAGE_SIZE];
         let start = if big.as_ptr() as usize % PAGE_SIZE == 0 { 1 } else { 0 };
         let err = file.read_page(0, &mut big[start..start + PAGE_SIZE]).unwrap_err();
