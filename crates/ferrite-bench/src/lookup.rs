@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use ferrite::buffer::PoolStats;
 use ferrite::{Db, Options};
 
+use crate::cpu::CpuTime;
 use crate::datadir::{BenchDir, DirFate};
 use crate::error::BenchError;
 use crate::histogram::Histogram;
@@ -38,11 +39,10 @@ pub const DEFAULT_DIR: &str = "./ferrite-data/bench-lookup";
 /// Pool size when none is given.
 pub const DEFAULT_POOL_MIB: u64 = 64;
 /// Keys loaded when no count is given, meant to make the data about 10 times the default
-/// pool. An entry takes about 138 bytes in a leaf (8-byte key, 120-byte value, 10-byte slot);
-/// in leaves about 70 % full that is ~21 entries a page, so 3.2 M keys take ~150 k leaves,
-/// ~600-640 MiB. Measured: the key-order load leaves leaves about half full (splits are
-/// 50/50), ~14 entries a page, so the data is ~905 MiB, ~14 times the pool.
-pub const DEFAULT_KEYS: u64 = 3_200_000;
+/// pool. An entry takes 138 bytes in a leaf (8-byte key, 120-byte value, 10-byte slot), and
+/// the key-order load fills leaves (the rightmost leaf splits at its end), ~28 entries a
+/// page: measured, 4.6 M keys take 166,451 pages, 650 MiB, 10.2 times the 64 MiB pool.
+pub const DEFAULT_KEYS: u64 = 4_600_000;
 /// Measured seconds when none are given.
 pub const DEFAULT_SECONDS: f64 = 20.0;
 /// Longest warm-up; it is otherwise a quarter of the measured time.
@@ -136,6 +136,8 @@ pub struct LookupRun {
     pub latency_ns: Histogram,
     /// Device and cache counts while measuring, if the store keeps them.
     pub io: Option<IoCounters>,
+    /// Processor time the whole process used while measuring.
+    pub cpu: CpuTime,
 }
 
 impl LookupRun {
@@ -144,6 +146,15 @@ impl LookupRun {
             self.lookups as f64 / self.seconds
         } else {
             0.0
+        }
+    }
+
+    /// Processor time (user + system, all threads) per measured lookup, in microseconds.
+    pub fn cpu_us_per_lookup(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.cpu.total_s() * 1e6 / self.lookups as f64
         }
     }
 
@@ -271,6 +282,16 @@ impl LookupReport {
             ),
         );
         line("device reads", reads);
+        line(
+            "cpu",
+            format!(
+                "{:.2} us per lookup (user {:.1} s + system {:.1} s over {})",
+                run.cpu_us_per_lookup(),
+                run.cpu.user_s,
+                run.cpu.system_s,
+                report::duration(run.seconds)
+            ),
+        );
         line("verified", "every value read (warm-up included) was the expected one".to_owned());
         s
     }
@@ -292,6 +313,7 @@ impl LookupReport {
         if let Some(reads) = run.reads_per_lookup() {
             line = line.real("reads_per_lookup", reads, 3);
         }
+        line = line.real("cpu_us_per_lookup", run.cpu_us_per_lookup(), 2);
         line.real("p50_us", us(run.latency_ns.percentile(50.0)), 2)
             .real("p99_us", us(run.latency_ns.percentile(99.0)), 2)
             .real("max_us", us(run.latency_ns.max()), 1)
@@ -472,11 +494,13 @@ pub fn run_lookups(store: &dyn KvStore, params: &LookupParams) -> Result<LookupR
         wait(&phase, params.warmup);
         let warmup_seconds = warmup_start.elapsed().as_secs_f64();
         let io_before = store.io_counters();
+        let cpu_before = CpuTime::now();
         let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
         let start = Instant::now();
         wait(&phase, params.measure);
         phase.store(STOP, Ordering::Release);
         let seconds = start.elapsed().as_secs_f64();
+        let cpu = CpuTime::now().since(cpu_before);
         let io_after = store.io_counters();
         let mut latency_ns = Histogram::new();
         let mut lookups = 0;
@@ -493,7 +517,7 @@ pub fn run_lookups(store: &dyn KvStore, params: &LookupParams) -> Result<LookupR
             return Err(error);
         }
         let io = io_before.zip(io_after).map(|(before, after)| after.since(before));
-        Ok(LookupRun { lookups, seconds, warmup_seconds, latency_ns, io })
+        Ok(LookupRun { lookups, seconds, warmup_seconds, latency_ns, io, cpu })
     })
 }
 
@@ -643,7 +667,7 @@ mod tests {
             latency_ns.record(v);
         }
         LookupReport {
-            config: LookupConfig::default(),
+            config: LookupConfig { keys: 3_200_000, ..LookupConfig::default() },
             store: "ferrite",
             source,
             data_pages: 163_840,
@@ -654,6 +678,7 @@ mod tests {
                 warmup_seconds: 5.0,
                 latency_ns,
                 io: Some(IoCounters { reads: 3_000_000, writes: 0, evictions: 2_999_000 }),
+                cpu: CpuTime { user_s: 6.0, system_s: 2.0 },
             },
             dir: DirFate::Removed,
         }
@@ -673,6 +698,7 @@ mod tests {
             "data_mib=640.0",
             "data_pool_ratio=10.00",
             "reads_per_lookup=0.750",
+            "cpu_us_per_lookup=2.00",
             // 3000 ns lies in the bucket 2944..3072, whose middle is 3007.
             "p50_us=3.01",
             "p99_us=50.00",
@@ -729,9 +755,9 @@ mod tests {
     }
 
     #[test]
-    fn default_data_is_about_ten_times_the_default_pool_in_the_70_percent_model() {
+    fn default_data_is_about_ten_times_the_default_pool_with_full_leaves() {
         let entry_bytes = (KEY_LEN + VALUE_LEN + 10) as f64;
-        let data_bytes = DEFAULT_KEYS as f64 * entry_bytes / 0.7;
+        let data_bytes = DEFAULT_KEYS as f64 * entry_bytes / 0.97;
         let ratio = data_bytes / (DEFAULT_POOL_MIB << 20) as f64;
         assert!((8.0..12.0).contains(&ratio), "{ratio}");
     }

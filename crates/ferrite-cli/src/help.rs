@@ -309,11 +309,10 @@ pub fn bench_lookup() -> String {
 OPTIONS
     --db DIR         the data directory (default {dir});
                      it must hold no trees but the benchmark's (\"bench\", \"bench-meta\")
-    --keys N         keys to load (default {keys}, also 20k, 3.2M style); the default
-                     aims at data about 10x the default pool: an entry takes ~138 bytes
-                     (8-byte key, 120-byte value, 10-byte slot), so in leaves ~70% full
-                     3.2 M keys take ~640 MiB. The key-order load currently leaves leaves
-                     about half full: ~905 MiB, ~14x the pool (the summary shows the size)
+    --keys N         keys to load (default {keys}, also 20k, 4.6M style); the default
+                     makes the data about 10x the default pool: an entry takes 138 bytes
+                     (8-byte key, 120-byte value, 10-byte slot) and the key-order load
+                     fills leaves, so 4.6 M keys take ~650 MiB (the summary shows the size)
     --pool-mib M     buffer pool size in MiB (default {pool}, at least 1)
     --seconds S      measured time in seconds (default {seconds}; fractions allowed)
     --threads T      lookup threads (default 1)
