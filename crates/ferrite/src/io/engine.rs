@@ -1,0 +1,132 @@
+//! How I/O is issued: one small interface (queue requests, submit them as one batch, reap
+//! completions) over several submission engines, one file each (`psync.rs`, `uring.rs`,
+//! `aio.rs`, `mmap.rs`). Each worker owns its own engine instance with its own channel to
+//! every device: no I/O threads, no hand-off between threads.
+//!
+//! Requests name a device by its index in the device list the engine was opened with and an
+//! offset in bytes on that device (where bytes live, striping included, is `device.rs`'s
+//! business, not the engine's).
+
+#![allow(unsafe_code)] // requests carry raw buffer pointers; see `IoEngine::queue`
+
+use std::fmt;
+use std::io;
+
+/// Which way a request moves bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoKind {
+    Read,
+    Write,
+}
+
+/// One read or write of `len` bytes at `offset` of device `device`, to or from `buf`.
+///
+/// With direct I/O, `buf`, `offset` and `len` must be multiples of [`IO_ALIGN`]; engines refuse
+/// misaligned requests in `queue` with [`QueueError::Misaligned`].
+#[derive(Debug, Clone, Copy)]
+pub struct IoRequest {
+    pub kind: IoKind,
+    pub device: usize,
+    pub offset: u64,
+    pub buf: *mut u8,
+    pub len: usize,
+    /// Returned unchanged with the completion.
+    pub tag: u64,
+}
+
+// SAFETY: a request is plain data; the memory it points at is the submitter's business
+// (see `IoEngine::queue`).
+unsafe impl Send for IoRequest {}
+
+/// A finished request: its tag and the bytes moved, or the error. A read past the end of a
+/// device moves fewer bytes than asked (0 entirely past it); that is not an error.
+#[derive(Debug)]
+pub struct IoCompletion {
+    pub tag: u64,
+    pub result: io::Result<usize>,
+}
+
+/// Alignment of buffers, offsets and lengths for direct I/O, in bytes.
+pub const IO_ALIGN: usize = 4096;
+
+/// Why `queue` did not take a request.
+#[derive(Debug)]
+pub enum QueueError {
+    /// `in_flight() == depth()`: submit and reap first.
+    Full,
+    /// Buffer, offset or length not a multiple of [`IO_ALIGN`] (direct I/O only).
+    Misaligned,
+    /// No device with that index.
+    NoSuchDevice,
+}
+
+impl fmt::Display for QueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueError::Full => write!(f, "the I/O queue is full"),
+            QueueError::Misaligned => write!(
+                f,
+                "direct I/O needs buffers, offsets and lengths aligned to {IO_ALIGN} bytes"
+            ),
+            QueueError::NoSuchDevice => write!(f, "no device with that index"),
+        }
+    }
+}
+
+/// The engines Ferrite can issue I/O with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// `io_uring` (the default).
+    IoUring,
+    /// Linux AIO (`io_setup` / `io_submit` / `io_getevents`).
+    Aio,
+    /// Blocking `pread` / `pwrite`, one request at a time.
+    Psync,
+    /// Reads copied out of a shared memory mapping of the devices; writes with `pwrite`.
+    Mmap,
+}
+
+impl EngineKind {
+    pub const ALL: [EngineKind; 4] =
+        [EngineKind::IoUring, EngineKind::Aio, EngineKind::Psync, EngineKind::Mmap];
+
+    /// The name used on the command line and in results: `io_uring`, `aio`, `psync`, `mmap`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::IoUring => "io_uring",
+            EngineKind::Aio => "aio",
+            EngineKind::Psync => "psync",
+            EngineKind::Mmap => "mmap",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<EngineKind> {
+        EngineKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
+/// A submission engine: one per worker thread.
+pub trait IoEngine: Send {
+    fn kind(&self) -> EngineKind;
+
+    /// Most requests in flight (queued, submitted, not yet reaped) at once.
+    fn depth(&self) -> usize;
+
+    /// Requests queued or submitted and not yet reaped.
+    fn in_flight(&self) -> usize;
+
+    /// Queues `request` for the next [`IoEngine::submit`].
+    ///
+    /// # Safety
+    /// `request.buf` must be valid for `request.len` bytes (writable for reads) and must not
+    /// be touched by anyone else until the request's completion has been reaped.
+    unsafe fn queue(&mut self, request: IoRequest) -> Result<(), QueueError>;
+
+    /// Submits everything queued, as one batch where the engine allows (one system call for
+    /// io_uring and AIO). Returns how many requests it submitted.
+    fn submit(&mut self) -> io::Result<usize>;
+
+    /// Moves finished requests into `out` and returns how many. With `wait`, blocks until at
+    /// least one request finishes, unless none is in flight.
+    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> io::Result<usize>;
+}
