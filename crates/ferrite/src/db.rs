@@ -21,12 +21,14 @@ use crate::btree::node::MAX_KEY_LEN;
 use crate::btree::{run, BTree};
 use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
 use crate::error::{Error, PageId, Result};
-use crate::io::PageFile;
+use crate::io::{IoEngine, PageFile};
 use crate::options::Options;
+use crate::sched::{TaskHandle, WorkerStats, Workers};
 use crate::store::page::{read_u64, PAGE_SIZE};
 use crate::store::superblock::{Superblock, SUPERBLOCK_PAGES};
 use crate::store::value::MAX_VALUE_LEN;
 use crate::store::{freelist, page};
+use std::future::Future;
 
 /// The page file's name inside a data directory.
 pub const PAGE_FILE_NAME: &str = "pages.ferrite";
@@ -47,7 +49,9 @@ pub struct Db {
 #[derive(Debug)]
 struct Shared {
     dir: PathBuf,
-    pool: BufferPool,
+    pool: Arc<BufferPool>,
+    /// The task workers, if any were asked for; stopped at close.
+    workers: Mutex<Option<Workers>>,
     catalog: BTree,
     /// The last superblock written; the next write bumps its sequence.
     superblock: Mutex<Superblock>,
@@ -256,6 +260,23 @@ impl Db {
     /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
     /// does not exist or is empty.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let kind = options.engine;
+        let depth = options.io_depth;
+        let direct = options.direct_io;
+        Db::open_with_engines(dir, options, |_, pool| {
+            let _ = (kind, depth, direct, pool);
+            Err(Error::BadOptions { reason: "PLACEHOLDER until the engines merge".into() })
+        })
+    }
+
+    /// As [`Db::open`], with the workers' I/O engines made by `make_engine(worker, pool)`
+    /// (tests inject failing or simulated engines here).
+    #[doc(hidden)]
+    pub fn open_with_engines(
+        dir: impl AsRef<Path>,
+        options: Options,
+        make_engine: impl Fn(usize, &BufferPool) -> Result<Box<dyn IoEngine>>,
+    ) -> Result<Db> {
         options.validate()?;
         let dir = dir.as_ref();
         if dir.exists() && !dir.is_dir() {
@@ -328,11 +349,25 @@ impl Db {
             write_page_direct(&file, sb.page_id(), |page| sb.encode(page))?;
             file.sync()?;
         }
-        let pool =
-            BufferPool::new(file, options.pool_pages(), options.max_pages(), sb.page_count, free)?;
+        let pool = Arc::new(BufferPool::new(
+            file,
+            options.pool_pages(),
+            options.max_pages(),
+            sb.page_count,
+            free,
+        )?);
+        let workers = if options.workers > 0 {
+            let engines = (0..options.workers)
+                .map(|worker| make_engine(worker, &pool))
+                .collect::<Result<Vec<_>>>()?;
+            Some(Workers::start(&pool, engines)?)
+        } else {
+            None
+        };
         let shared = Shared {
             dir: dir.to_owned(),
             pool,
+            workers: Mutex::new(workers),
             catalog: BTree { root: sb.catalog_root, tree_id: CATALOG_TREE_ID },
             next_tree_id: AtomicU64::new(sb.next_tree_id),
             superblock: Mutex::new(sb),
@@ -494,7 +529,8 @@ impl Db {
         Ok(())
     }
 
-    /// Writes every page back and marks the directory cleanly closed.
+    /// Lets running tasks finish, writes every page back and marks the directory cleanly
+    /// closed. Dropping the `Db` does the same, reporting a failure on stderr.
     pub fn close(self) -> Result<()> {
         self.shared.close()
     }
@@ -503,6 +539,32 @@ impl Db {
     #[doc(hidden)]
     pub fn pool(&self) -> &BufferPool {
         &self.shared.pool
+    }
+
+    /// Runs `future` as a task on one of the workers (see `Options::workers`); the handle
+    /// is a future of its output, or blocks for it with `wait()`. Inside the task, the
+    /// `*_async` calls of `Tree` turn misses into queued reads instead of blocking.
+    pub fn spawn<F, T>(&self, future: F) -> Result<TaskHandle<T>>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.check_open()?;
+        match self.shared.workers.lock().unwrap().as_ref() {
+            Some(workers) => Ok(workers.spawn(future)),
+            None => Err(Error::NoWorkers),
+        }
+    }
+
+    /// How many workers run tasks.
+    pub fn worker_count(&self) -> usize {
+        self.shared.workers.lock().unwrap().as_ref().map_or(0, Workers::count)
+    }
+
+    /// Where each worker's time went so far, for benchmarks.
+    pub fn worker_stats(&self) -> Vec<Arc<WorkerStats>> {
+        let workers = self.shared.workers.lock().unwrap();
+        workers.as_ref().map(|w| w.stats().to_vec()).unwrap_or_default()
     }
 }
 
@@ -583,6 +645,12 @@ impl Shared {
     }
 
     fn close(&self) -> Result<()> {
+        // Tasks finish (their trees still usable) and their I/O completes before anything
+        // is written back.
+        let workers = self.workers.lock().unwrap().take();
+        if let Some(mut workers) = workers {
+            workers.shut_down();
+        }
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -619,10 +687,11 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl Drop for Db {
+    /// Dropping the `Db` closes it (tree handles still alive then fail with `Closed`).
     fn drop(&mut self) {
-        if let Err(e) = self.close() {
-            eprintln!("ferrite: closing {} failed: {e}", self.dir.display());
+        if let Err(e) = self.shared.close() {
+            eprintln!("ferrite: closing {} failed: {e}", self.shared.dir.display());
         }
     }
 }
@@ -702,6 +771,73 @@ impl Tree {
         let btree = self.btree;
         let mut change = Some(change);
         self.run(|pool, scratch| btree.update(pool, key, &mut change, scratch))
+    }
+
+    /// [`Tree::get`] as a future: on a worker, a miss queues a read and yields.
+    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_async(key, |value| value.to_vec()).await
+    }
+
+    /// [`Tree::get_with`] as a future.
+    pub async fn get_with_async<R>(
+        &self,
+        key: &[u8],
+        mut read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        check_key(key)?;
+        let btree = self.btree;
+        self.run_async(|pool, scratch| btree.get(pool, key, scratch, &mut read)).await
+    }
+
+    /// [`Tree::put`] as a future.
+    pub async fn put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.shared.check_writable()?;
+        check_key(key)?;
+        check_value(value)?;
+        let btree = self.btree;
+        self.run_async(|pool, scratch| btree.put(pool, key, value, scratch)).await
+    }
+
+    /// [`Tree::delete`] as a future.
+    pub async fn delete_async(&self, key: &[u8]) -> Result<bool> {
+        self.shared.check_writable()?;
+        check_key(key)?;
+        let btree = self.btree;
+        let (removed, merge) =
+            self.run_async(|pool, scratch| btree.delete(pool, key, scratch)).await?;
+        if let Some(leaf) = merge {
+            self.run_async(|pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
+        }
+        Ok(removed)
+    }
+
+    /// [`Tree::update`] as a future.
+    pub async fn update_async(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
+        self.shared.check_writable()?;
+        check_key(key)?;
+        let btree = self.btree;
+        let mut change = Some(change);
+        self.run_async(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await
+    }
+
+    async fn run_async<T>(
+        &self,
+        mut attempt: impl FnMut(&BufferPool, &mut crate::btree::Scratch) -> crate::buffer::Attempt<T>,
+    ) -> Result<T> {
+        self.shared.check_open()?;
+        let pool = &self.shared.pool;
+        let dropped = &self.dropped;
+        crate::sched::run_async(pool, |scratch| {
+            if dropped.load(Ordering::Acquire) {
+                return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
+            }
+            attempt(pool, scratch)
+        })
+        .await
+        .map_err(|e| match e {
+            Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
+            other => other,
+        })
     }
 
     /// The entries whose keys lie in `range`, in ascending key order.

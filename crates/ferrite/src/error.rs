@@ -44,11 +44,34 @@ pub enum Error {
     Closed,
     /// The database was opened with `Options::read_only`.
     ReadOnly,
+    /// `Db::spawn` on a database opened with `Options::workers == 0`.
+    NoWorkers,
 }
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io { context: context.into(), source }
+    }
+
+    /// A copy for another waiter on the same failed read (`io::Error` is not `Clone`: the
+    /// copy keeps its kind, OS error code and message).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { context, source } => {
+                let source = match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                };
+                Error::Io { context: context.clone(), source }
+            }
+            Error::Corrupt { page, file, reason } => {
+                Error::Corrupt { page: *page, file: file.clone(), reason: reason.clone() }
+            }
+            other => Error::Io {
+                context: "loading a page".into(),
+                source: io::Error::other(other.to_string()),
+            },
+        }
     }
 }
 
@@ -92,6 +115,9 @@ impl fmt::Display for Error {
             Error::BadOptions { reason } => write!(f, "bad options: {reason}"),
             Error::Closed => write!(f, "the database is closed"),
             Error::ReadOnly => write!(f, "the database was opened read-only"),
+            Error::NoWorkers => {
+                write!(f, "the database has no workers to run tasks (Options::workers is 0)")
+            }
         }
     }
 }

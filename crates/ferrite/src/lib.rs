@@ -22,6 +22,7 @@ mod db;
 pub mod error;
 pub mod io;
 mod options;
+pub mod sched;
 pub mod store;
 #[doc(hidden)]
 pub mod test_util;

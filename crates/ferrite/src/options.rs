@@ -1,6 +1,7 @@
 //! Everything `Db::open` can be told, with limits checked at open.
 
 use crate::error::{Error, Result};
+use crate::io::EngineKind;
 use crate::store::page::PAGE_SIZE;
 
 /// Smallest pool accepted: a few latched pages per thread must always fit.
@@ -26,6 +27,13 @@ pub struct Options {
     /// Change nothing on disk: writes fail with `Error::ReadOnly`, and neither open nor close
     /// writes the superblock (a directory not closed cleanly stays marked so).
     pub read_only: bool,
+    /// Worker threads that run tasks (`Db::spawn`, the `*_async` calls of `Tree`); each owns
+    /// an I/O engine. 0 starts none (the blocking API works without them).
+    pub workers: usize,
+    /// How the workers issue I/O.
+    pub engine: EngineKind,
+    /// I/O requests each worker keeps in flight at most.
+    pub io_depth: usize,
 }
 
 impl Default for Options {
@@ -38,6 +46,9 @@ impl Default for Options {
             create_if_missing: true,
             accept_unclean: false,
             read_only: false,
+            workers: 0,
+            engine: EngineKind::IoUring,
+            io_depth: 128,
         }
     }
 }
@@ -74,6 +85,12 @@ impl Options {
                 "grow_chunk_bytes {} must be between one page and 4 GiB",
                 self.grow_chunk_bytes
             ));
+        }
+        if self.workers > 1024 {
+            return bad(format!("workers {} is above the maximum of 1024", self.workers));
+        }
+        if self.io_depth == 0 || self.io_depth > 4096 {
+            return bad(format!("io_depth {} must be between 1 and 4096", self.io_depth));
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ mod state;
 mod vmem;
 
 pub use aligned::AlignedPage;
-pub use pool::{BufferPool, ExclusiveGuard, PoolStats, SharedGuard};
+pub use pool::{evict_batch_size, BufferPool, ExclusiveGuard, LoadStart, PoolStats, SharedGuard};
 pub use state::PageState;
 
 /// Why an operation could not finish now. The B+tree's operations return it and are re-run

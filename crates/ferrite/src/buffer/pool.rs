@@ -22,8 +22,14 @@ use crate::error::{Error, PageId, Result};
 use crate::io::PageFile;
 use crate::store::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
 
-/// Victims chosen per eviction round.
+/// Most victims chosen per eviction round.
 const EVICT_BATCH: usize = 64;
+
+/// Victims per eviction round for a pool of `pool_pages`: up to 64, but a small fraction of
+/// the pool, so that a round never throws out pages that were just read for a waiting user.
+pub fn evict_batch_size(pool_pages: u64) -> usize {
+    (pool_pages as usize / 16).clamp(1, EVICT_BATCH)
+}
 /// Spins on a latched page before an optimistic reader gives up and restarts.
 const SPIN_LIMIT: u32 = 64;
 
@@ -369,14 +375,17 @@ impl BufferPool {
     /// many pages it evicted.
     pub fn evict_batch(&self) -> Result<usize> {
         let mut victims = [0 as PageId; EVICT_BATCH];
+        let batch = evict_batch_size(self.pool_pages);
         let mut found = 0;
         let mut swept = 0;
-        let limit = 2 * self.resident.capacity();
-        while found < EVICT_BATCH && swept < limit {
+        // One pass of the hand at most: a page marked now is only evicted if it is still
+        // untouched when the hand comes round again (second chance).
+        let limit = self.resident.capacity();
+        while found < batch && swept < limit {
             self.resident.sweep(64, |page_id| {
                 let now = self.load_state(page_id);
                 match now.state() {
-                    MARKED if found < EVICT_BATCH => {
+                    MARKED if found < batch => {
                         victims[found] = page_id;
                         found += 1;
                     }
@@ -535,6 +544,169 @@ impl BufferPool {
                 state.state()
             );
         }
+    }
+}
+
+/// What [`BufferPool::begin_load`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadStart {
+    /// The page is in memory (or became so meanwhile): nothing to do.
+    Resident,
+    /// The page is latched: someone is loading, evicting or changing it. Try again later.
+    Busy,
+    /// No frame is free: evict first, then try again.
+    NoFrame,
+    /// The page is latched for this caller and has a frame: read it into
+    /// [`BufferPool::frame_ptr`], then call [`BufferPool::finish_load`].
+    Started,
+}
+
+/// The asynchronous paths the workers use: the same state machine as `load` and
+/// `evict_batch`, cut where the I/O happens so that the worker can queue it and go on.
+impl BufferPool {
+    /// Begins loading `page_id` without waiting for anything.
+    pub fn begin_load(&self, page_id: PageId) -> Result<LoadStart> {
+        self.check_id(page_id)?;
+        let now = self.load_state(page_id);
+        match now.state() {
+            EVICTED => {}
+            LOCKED => return Ok(LoadStart::Busy),
+            _ => return Ok(LoadStart::Resident),
+        }
+        if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+            return Ok(LoadStart::Busy);
+        }
+        if !self.try_take_frame() {
+            // Nothing changed: put the word back as it was.
+            self.state(page_id).store(now.0, Ordering::Release);
+            return Ok(LoadStart::NoFrame);
+        }
+        Ok(LoadStart::Started)
+    }
+
+    /// The memory of page `page_id`, for I/O by the holder of its exclusive latch.
+    pub fn frame_ptr(&self, page_id: PageId) -> *mut u8 {
+        self.page_ptr(page_id)
+    }
+
+    /// Ends a load begun by `begin_load`, given how the read went: verifies the page and
+    /// unlatches it, or gives its frame back and leaves it evicted.
+    pub fn finish_load(&self, page_id: PageId, read: std::io::Result<usize>) -> Result<()> {
+        let now = self.load_state(page_id);
+        debug_assert_eq!(now.state(), LOCKED);
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        let outcome = match read {
+            Ok(bytes) => {
+                let memory = self.page_mut(page_id);
+                if bytes < PAGE_SIZE {
+                    memory[bytes..].fill(0); // past the end of the file
+                }
+                page::verify(memory, page_id).map_err(|reason| Error::Corrupt {
+                    page: page_id,
+                    file: self.file.path().to_owned(),
+                    reason,
+                })
+            }
+            Err(e) => Err(Error::io(
+                format!("reading page {page_id} of {}", self.file.path().display()),
+                e,
+            )),
+        };
+        match outcome {
+            Ok(()) => {
+                self.resident.insert(page_id);
+                self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
+                self.resident_count.fetch_sub(1, Ordering::AcqRel);
+                self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                Err(e)
+            }
+        }
+    }
+
+    fn try_take_frame(&self) -> bool {
+        let mut count = self.resident_count.load(Ordering::Acquire);
+        while count < self.pool_pages {
+            match self.resident_count.compare_exchange_weak(
+                count,
+                count + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    /// Whether fewer than `headroom` frames are free.
+    pub fn frames_short(&self, headroom: u64) -> bool {
+        self.resident_count.load(Ordering::Acquire) + headroom >= self.pool_pages
+    }
+
+    /// Slots in the resident set, for callers that keep their own clock hand.
+    pub fn clock_slots(&self) -> u64 {
+        self.resident.capacity()
+    }
+
+    /// One sweep of a caller's clock hand over slots `start..start + count`: marks unmarked
+    /// pages and latches (exclusively) up to `max` pages that stayed marked, into `victims`.
+    /// Each victim then goes to `write_back_start` and `finish_evict` (or `abort_evict`).
+    pub fn pick_victims(&self, start: u64, count: u64, max: usize, victims: &mut Vec<PageId>) {
+        self.resident.sweep_slots(start, count, |page_id| {
+            if victims.len() >= max {
+                return;
+            }
+            let now = self.load_state(page_id);
+            match now.state() {
+                MARKED => {
+                    if self.cas_state(page_id, now, now.with_state(LOCKED)) {
+                        fence(Ordering::Release);
+                        victims.push(page_id);
+                    }
+                }
+                UNLOCKED => {
+                    self.cas_state(page_id, now, now.with_state(MARKED));
+                }
+                _ => {}
+            }
+        });
+    }
+
+    /// For a latched victim: if it must be written before its frame is reused, seals it and
+    /// returns its memory, to write; `None` if it is clean.
+    pub fn write_back_start(&self, page_id: PageId) -> Option<*const u8> {
+        let memory = self.page_mut(page_id);
+        if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
+            return None;
+        }
+        page::seal(memory);
+        Some(memory.as_ptr())
+    }
+
+    /// Counts a write-back that finished.
+    pub fn note_write(&self) {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Evicts a latched victim whose contents are on disk: gives its frame back.
+    pub fn finish_evict(&self, page_id: PageId) {
+        let now = self.load_state(page_id);
+        debug_assert_eq!(now.state(), LOCKED);
+        self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
+        self.resident.remove(page_id);
+        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+        self.resident_count.fetch_sub(1, Ordering::AcqRel);
+        self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives up evicting a latched victim (its write failed): it stays, dirty.
+    pub fn abort_evict(&self, page_id: PageId) {
+        self.unlock_exclusive(page_id, true);
     }
 }
 

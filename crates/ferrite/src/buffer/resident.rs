@@ -81,6 +81,17 @@ impl ResidentSet {
         }
     }
 
+    /// Calls `visit` with the ids in slots `start..start + count` (modulo the capacity): a
+    /// clock hand kept by the caller, for eviction partitioned among workers.
+    pub fn sweep_slots(&self, start: u64, count: u64, mut visit: impl FnMut(PageId)) {
+        for i in 0..count {
+            let current = self.slots[((start + i) & self.mask) as usize].load(Ordering::Acquire);
+            if current != EMPTY && current != TOMBSTONE {
+                visit(current);
+            }
+        }
+    }
+
     /// Every id in the set (for tests and invariant checks; not consistent under concurrency).
     pub fn ids(&self) -> Vec<PageId> {
         let mut ids = Vec::new();

@@ -66,6 +66,11 @@ impl PageFile {
         &self.path
     }
 
+    /// The descriptor, for the submission engines of the workers.
+    pub fn raw_fd(&self) -> std::os::unix::io::RawFd {
+        self.file.as_raw_fd()
+    }
+
     pub fn is_direct(&self) -> bool {
         self.direct
     }

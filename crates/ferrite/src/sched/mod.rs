@@ -1,0 +1,204 @@
+//! The task scheduler: worker threads (one per core by default), each running cooperative
+//! tasks in one loop with its own I/O engine (`worker.rs`), the tasks and their handles
+//! (`task.rs`), and the glue that runs the B+tree's restartable attempts as tasks: a miss
+//! becomes a read queued on the worker's engine while the task yields, instead of a thread
+//! blocked in `pread`.
+
+mod task;
+mod worker;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+
+pub use task::{yield_now, TaskHandle};
+pub use worker::WorkerStats;
+
+use crate::btree::{back_off, with_scratch, Scratch};
+use crate::buffer::{Attempt, BufferPool, Interrupt};
+use crate::error::{Error, PageId, Result};
+use crate::io::IoEngine;
+use worker::{with_io, Inbox, LoadStep, Worker};
+
+/// The running workers of one database.
+#[derive(Debug)]
+pub struct Workers {
+    inboxes: Vec<Arc<Inbox>>,
+    stats: Vec<Arc<WorkerStats>>,
+    threads: Vec<JoinHandle<()>>,
+    next: AtomicUsize,
+}
+
+impl Workers {
+    /// Starts `count` workers over `pool`, worker `i` issuing its I/O through `engines[i]`.
+    pub fn start(pool: &Arc<BufferPool>, engines: Vec<Box<dyn IoEngine>>) -> Result<Workers> {
+        let count = engines.len();
+        assert!(count > 0, "at least one worker");
+        let mut workers = Workers {
+            inboxes: Vec::with_capacity(count),
+            stats: Vec::with_capacity(count),
+            threads: Vec::with_capacity(count),
+            next: AtomicUsize::new(0),
+        };
+        for (index, engine) in engines.into_iter().enumerate() {
+            let inbox = Arc::new(Inbox::default());
+            let stats = Arc::new(WorkerStats::default());
+            let worker = Worker::new(index, count, Arc::clone(&inbox), Arc::clone(&stats));
+            let pool = Arc::clone(pool);
+            let thread = std::thread::Builder::new()
+                .name(format!("ferrite-worker-{index}"))
+                .spawn(move || worker.run(pool, engine))
+                .map_err(|e| Error::io("starting a worker thread", e))?;
+            workers.inboxes.push(inbox);
+            workers.stats.push(stats);
+            workers.threads.push(thread);
+        }
+        Ok(workers)
+    }
+
+    pub fn count(&self) -> usize {
+        self.inboxes.len()
+    }
+
+    /// Runs `future` on a worker (round robin); the handle yields its output.
+    pub fn spawn<F, T>(&self, future: F) -> TaskHandle<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let worker = self.next.fetch_add(1, Ordering::Relaxed) % self.inboxes.len();
+        self.spawn_on(worker, future)
+    }
+
+    /// Runs `future` on worker `worker`.
+    pub fn spawn_on<F, T>(&self, worker: usize, future: F) -> TaskHandle<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (boxed, handle) = task::task(future);
+        self.inboxes[worker % self.inboxes.len()].spawn(boxed);
+        handle
+    }
+
+    /// Where each worker's time went so far.
+    pub fn stats(&self) -> &[Arc<WorkerStats>] {
+        &self.stats
+    }
+
+    /// Lets every task finish, completes all I/O in flight, and joins the threads.
+    pub fn shut_down(&mut self) {
+        for inbox in &self.inboxes {
+            inbox.shut_down();
+        }
+        let me = std::thread::current().id();
+        for thread in self.threads.drain(..) {
+            if thread.thread().id() == me {
+                continue; // closed from inside a task: this worker exits when it is done
+            }
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() && !std::thread::panicking() {
+            self.shut_down();
+        }
+    }
+}
+
+/// Whether the calling code runs inside a worker task.
+pub fn on_worker() -> bool {
+    with_io(|_| ()).is_some()
+}
+
+/// Gets page `page_id` into the pool: on a worker, by queuing a read and yielding until it
+/// completes (concurrent misses of one page share that read); elsewhere, with a blocking read.
+pub async fn load_page(pool: &BufferPool, page_id: PageId) -> Result<()> {
+    loop {
+        let step = match with_io(|io| io.try_load(page_id)) {
+            None => return pool.load(page_id),
+            Some(step) => step?,
+        };
+        match step {
+            LoadStep::Done => return Ok(()),
+            LoadStep::Wait => return WaitLoad { page_id }.await,
+            LoadStep::Retry => yield_now().await,
+            LoadStep::Full => WaitSlot { registered: false }.await,
+        }
+    }
+}
+
+/// Waits until one of this worker's reads finishes (there is room for another).
+struct WaitSlot {
+    registered: bool,
+}
+
+impl Future for WaitSlot {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.registered {
+            return Poll::Ready(());
+        }
+        self.registered = true;
+        match with_io(|io| io.wait_for_slot(cx.waker())) {
+            Some(()) => Poll::Pending,
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+/// Waits for this worker's read of a page.
+struct WaitLoad {
+    page_id: PageId,
+}
+
+impl Future for WaitLoad {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        match with_io(|io| io.wait_load(self.page_id, cx.waker())) {
+            None => Poll::Ready(Ok(())), // the worker is gone: nothing to wait for
+            Some(None) => Poll::Pending,
+            Some(Some(result)) => Poll::Ready(result),
+        }
+    }
+}
+
+/// Runs `attempt` until it finishes, as a task: misses load pages without blocking the
+/// worker, restarts yield to the other tasks. Off a worker it behaves like `btree::run`.
+pub async fn run_async<T>(
+    pool: &BufferPool,
+    mut attempt: impl FnMut(&mut Scratch) -> Attempt<T>,
+) -> Result<T> {
+    let mut restarts = 0u32;
+    let mut failed_load: Option<PageId> = None;
+    loop {
+        match with_scratch(&mut attempt) {
+            Ok(value) => return Ok(value),
+            Err(Interrupt::Error(e)) => return Err(e),
+            Err(Interrupt::Miss(page_id)) => match load_page(pool, page_id).await {
+                Ok(()) => failed_load = None,
+                // As in `btree::run`: a page freed under us fails once; twice is real.
+                Err(e) if failed_load == Some(page_id) => return Err(e),
+                Err(_) => failed_load = Some(page_id),
+            },
+            Err(Interrupt::Restart) => {
+                restarts += 1;
+                if on_worker() {
+                    yield_now().await;
+                } else {
+                    back_off(restarts);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! A worker: one thread running Ferrite's own executor of cooperative tasks in one loop (seed
+//! 000, section 3): run ready tasks → evict if free frames are short → submit all queued I/O
+//! in one batch → reap completions → wake the tasks they belong to. A task that misses the
+//! pool queues a read on its worker's own engine and yields; eviction and the write-back of
+//! dirty victims run here too, on this worker's share of the clock (a slice of the resident
+//! set, so workers never sweep the same pages). There are no other threads.
+//!
+//! The worker waits in the kernel when it has nothing to run: in the engine's reap while its
+//! reads are in flight, on its inbox otherwise. It never spins on an empty queue.
+
+#![allow(unsafe_code)] // handing frames of latched pages to the I/O engine
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Instant;
+
+use super::task::BoxedTask;
+use crate::buffer::BufferPool;
+use crate::error::{Error, PageId};
+use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
+use crate::store::page::PAGE_SIZE;
+
+/// Tag bit of a write; reads have it clear. The rest of a tag is the page id.
+const TAG_WRITE: u64 = 1;
+
+/// What other threads hand a worker: new tasks, wake-ups, the order to stop.
+#[derive(Debug, Default)]
+pub struct Inbox {
+    state: Mutex<InboxState>,
+    wakeup: Condvar,
+}
+
+#[derive(Default)]
+struct InboxState {
+    spawned: Vec<BoxedTask>,
+    woken: Vec<usize>,
+    sleeping: bool,
+    shutdown: bool,
+}
+
+impl std::fmt::Debug for InboxState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxState")
+            .field("spawned", &self.spawned.len())
+            .field("woken", &self.woken.len())
+            .field("shutdown", &self.shutdown)
+            .finish()
+    }
+}
+
+impl Inbox {
+    pub fn spawn(&self, task: BoxedTask) {
+        let mut state = self.state.lock().unwrap();
+        state.spawned.push(task);
+        if state.sleeping {
+            self.wakeup.notify_one();
+        }
+    }
+
+    fn wake(&self, task: usize) {
+        let mut state = self.state.lock().unwrap();
+        state.woken.push(task);
+        if state.sleeping {
+            self.wakeup.notify_one();
+        }
+    }
+
+    pub fn shut_down(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.shutdown = true;
+        self.wakeup.notify_one();
+    }
+}
+
+struct TaskWaker {
+    task: usize,
+    inbox: Arc<Inbox>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.inbox.wake(self.task);
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.inbox.wake(self.task);
+    }
+}
+
+/// Where a worker's time goes, in nanoseconds, for `ferrite bench`.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Polling tasks: tree work, and the queuing of their reads.
+    pub task_ns: AtomicU64,
+    /// Sweeping the clock and evicting.
+    pub evict_ns: AtomicU64,
+    /// Handing queued I/O to the kernel.
+    pub submit_ns: AtomicU64,
+    /// Reaping completions and finishing loads and write-backs.
+    pub complete_ns: AtomicU64,
+    /// Waiting in the kernel with nothing to run.
+    pub idle_ns: AtomicU64,
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub write_errors: AtomicU64,
+}
+
+/// A worker's I/O state, reachable from the tasks it runs through a thread-local.
+pub(crate) struct WorkerIo {
+    pub pool: Arc<BufferPool>,
+    engine: Box<dyn IoEngine>,
+    /// Requests waiting for room in the engine's queue.
+    backlog: VecDeque<IoRequest>,
+    /// Reads this worker has in flight, with the tasks waiting for each.
+    loads: HashMap<PageId, Vec<Waker>>,
+    /// Loads that failed this round, with their error: every task that waited for one gets
+    /// a copy when it runs next, then the entry goes (a later miss reads again).
+    failed: HashMap<PageId, Error>,
+    /// A task found no free frame: evict on the next round even above the watermark.
+    evict_wanted: bool,
+    /// Most reads in flight (and frames held for them) at once.
+    load_limit: usize,
+    /// Tasks waiting for room under `load_limit`; each round wakes as many as there is room
+    /// for (a woken task that no longer needs a read leaves its room to the next round).
+    slot_waiters: VecDeque<Waker>,
+}
+
+/// What a task should do about a page it missed.
+pub(crate) enum LoadStep {
+    /// In memory now.
+    Done,
+    /// Being read by this worker: wait for it.
+    Wait,
+    /// Busy elsewhere, or no frame yet: yield and try again.
+    Retry,
+    /// This worker has as many reads in flight as it may: wait for one to finish.
+    Full,
+}
+
+impl WorkerIo {
+    pub(crate) fn try_load(&mut self, page_id: PageId) -> Result<LoadStep, Error> {
+        if self.loads.contains_key(&page_id) {
+            return Ok(LoadStep::Wait);
+        }
+        // A read holds a frame from the moment it starts: bounding the reads bounds the
+        // frames they take from the cache, so pages just read are not evicted before use.
+        if self.loads.len() >= self.load_limit {
+            return Ok(LoadStep::Full);
+        }
+        match self.pool.begin_load(page_id)? {
+            crate::buffer::LoadStart::Resident => Ok(LoadStep::Done),
+            crate::buffer::LoadStart::Busy => Ok(LoadStep::Retry),
+            crate::buffer::LoadStart::NoFrame => {
+                self.evict_wanted = true;
+                Ok(LoadStep::Retry)
+            }
+            crate::buffer::LoadStart::Started => {
+                let request = IoRequest {
+                    kind: IoKind::Read,
+                    device: 0,
+                    offset: page_id * PAGE_SIZE as u64,
+                    buf: self.pool.frame_ptr(page_id),
+                    len: PAGE_SIZE,
+                    tag: page_id << 1,
+                };
+                self.loads.insert(page_id, Vec::new());
+                self.backlog.push_back(request);
+                Ok(LoadStep::Wait)
+            }
+        }
+    }
+
+    /// Registers `waker` for the load of `page_id`; `None` once it has finished (with the
+    /// error, for the first task to ask, if it failed).
+    pub(crate) fn wait_load(
+        &mut self,
+        page_id: PageId,
+        waker: &Waker,
+    ) -> Option<Result<(), Error>> {
+        if let Some(error) = self.failed.get(&page_id) {
+            return Some(Err(error.duplicate()));
+        }
+        match self.loads.get_mut(&page_id) {
+            Some(wakers) => {
+                if !wakers.iter().any(|w| w.will_wake(waker)) {
+                    wakers.push(waker.clone());
+                }
+                None
+            }
+            None => Some(Ok(())),
+        }
+    }
+
+    /// Registers `waker` to run when a read finishes (after `LoadStep::Full`).
+    pub(crate) fn wait_for_slot(&mut self, waker: &Waker) {
+        self.slot_waiters.push_back(waker.clone());
+    }
+
+    /// Wakes as many tasks waiting for room as there is room.
+    fn hand_out_slots(&mut self) {
+        let room = self.load_limit.saturating_sub(self.loads.len());
+        for _ in 0..room {
+            match self.slot_waiters.pop_front() {
+                Some(waker) => waker.wake(),
+                None => break,
+            }
+        }
+    }
+
+    /// Moves the backlog into the engine's queue, as far as it has room.
+    fn fill_queue(&mut self) {
+        while let Some(request) = self.backlog.pop_front() {
+            // SAFETY: reads target the frame of a page this worker latched in `try_load`;
+            // writes come from the frame of a victim latched in `evict`. Nobody touches a
+            // latched page's frame until its completion is reaped in `complete`.
+            match unsafe { self.engine.queue(request) } {
+                Ok(()) => {}
+                Err(QueueError::Full) => {
+                    self.backlog.push_front(request);
+                    return;
+                }
+                Err(e) => panic!("the worker built a bad I/O request: {e}"),
+            }
+        }
+    }
+
+    fn complete(&mut self, completion: IoCompletion, stats: &WorkerStats) {
+        let page_id = completion.tag >> 1;
+        if completion.tag & TAG_WRITE == 0 {
+            stats.reads.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.pool.finish_load(page_id, completion.result) {
+                self.failed.insert(page_id, e);
+            }
+            for waker in self.loads.remove(&page_id).unwrap_or_default() {
+                waker.wake();
+            }
+        } else {
+            match completion.result {
+                Ok(bytes) if bytes == PAGE_SIZE => {
+                    stats.writes.fetch_add(1, Ordering::Relaxed);
+                    self.pool.note_write();
+                    self.pool.finish_evict(page_id);
+                }
+                _ => {
+                    // The page stays in memory, dirty; the durability work decides what a
+                    // failed write means for the database as a whole.
+                    stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                    self.pool.abort_evict(page_id);
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<WorkerIo>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` on the current worker's I/O state; `None` when not called from a worker task.
+pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
+    CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
+}
+
+/// A task slot: the future, and the waker that requeues it.
+struct Slot {
+    future: Option<BoxedTask>,
+    waker: Waker,
+    queued: bool,
+}
+
+/// Everything one worker thread owns.
+pub struct Worker {
+    index: usize,
+    count: usize,
+    inbox: Arc<Inbox>,
+    stats: Arc<WorkerStats>,
+    slots: Vec<Slot>,
+    free_slots: Vec<usize>,
+    ready: VecDeque<usize>,
+    live: usize,
+    clock_hand: u64,
+    /// A second hand over the whole clock, for when this worker's part has nothing to give.
+    steal_hand: u64,
+    evict_batch: usize,
+}
+
+impl Worker {
+    pub fn new(index: usize, count: usize, inbox: Arc<Inbox>, stats: Arc<WorkerStats>) -> Self {
+        Worker {
+            index,
+            count,
+            inbox,
+            stats,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            ready: VecDeque::new(),
+            live: 0,
+            clock_hand: 0,
+            steal_hand: 0,
+            evict_batch: 64, // set from the pool in `run`
+        }
+    }
+
+    /// Runs the loop until shut down and every task has finished.
+    pub fn run(mut self, pool: Arc<BufferPool>, engine: Box<dyn IoEngine>) {
+        // Reads in flight hold frames: leave most of this worker's share of the pool to the
+        // pages the tasks are using.
+        let share = pool.pool_pages() as usize / self.count;
+        let load_limit = engine.depth().min(share / 4).max(1);
+        self.evict_batch = crate::buffer::evict_batch_size(pool.pool_pages());
+        CURRENT.with(|cell| {
+            *cell.borrow_mut() = Some(WorkerIo {
+                load_limit,
+                slot_waiters: VecDeque::new(),
+                pool,
+                engine,
+                backlog: VecDeque::new(),
+                loads: HashMap::new(),
+                failed: HashMap::new(),
+                evict_wanted: false,
+            })
+        });
+        let mut completions = Vec::new();
+        let mut clock = Instant::now();
+        loop {
+            let shutdown = self.intake();
+            self.run_ready();
+            with_io(|io| io.failed.clear());
+            clock = self.charge(&self.stats.task_ns, clock);
+            self.evict();
+            clock = self.charge(&self.stats.evict_ns, clock);
+            let (in_flight, backlog) = with_io(|io| {
+                io.hand_out_slots();
+                io.fill_queue();
+                if let Err(e) = io.engine.submit() {
+                    panic!("submitting I/O failed: {e}");
+                }
+                (io.engine.in_flight(), io.backlog.len())
+            })
+            .expect("worker I/O state");
+            clock = self.charge(&self.stats.submit_ns, clock);
+            let idle = self.ready.is_empty() && !self.has_woken();
+            if in_flight > 0 {
+                let wait = idle;
+                with_io(|io| io.engine.reap(&mut completions, wait))
+                    .expect("worker I/O state")
+                    .unwrap_or_else(|e| panic!("reaping I/O failed: {e}"));
+                if wait {
+                    clock = self.charge(&self.stats.idle_ns, clock);
+                }
+                with_io(|io| {
+                    for completion in completions.drain(..) {
+                        io.complete(completion, &self.stats);
+                    }
+                });
+                clock = self.charge(&self.stats.complete_ns, clock);
+            } else if idle && backlog == 0 {
+                if shutdown && self.live == 0 {
+                    break;
+                }
+                self.sleep();
+                clock = self.charge(&self.stats.idle_ns, clock);
+            }
+        }
+        CURRENT.with(|cell| cell.borrow_mut().take());
+    }
+
+    fn charge(&self, counter: &AtomicU64, since: Instant) -> Instant {
+        let now = Instant::now();
+        counter.fetch_add((now - since).as_nanos() as u64, Ordering::Relaxed);
+        now
+    }
+
+    fn has_woken(&self) -> bool {
+        !self.inbox.state.lock().unwrap().woken.is_empty()
+    }
+
+    /// Takes new tasks and wake-ups from the inbox; returns whether shutdown was ordered.
+    fn intake(&mut self) -> bool {
+        let (spawned, woken, shutdown) = {
+            let mut state = self.inbox.state.lock().unwrap();
+            (std::mem::take(&mut state.spawned), std::mem::take(&mut state.woken), state.shutdown)
+        };
+        for future in spawned {
+            let id = match self.free_slots.pop() {
+                Some(id) => id,
+                None => {
+                    let id = self.slots.len();
+                    let waker = Waker::from(Arc::new(TaskWaker {
+                        task: id,
+                        inbox: Arc::clone(&self.inbox),
+                    }));
+                    self.slots.push(Slot { future: None, waker, queued: false });
+                    id
+                }
+            };
+            self.slots[id].future = Some(future);
+            self.slots[id].queued = true;
+            self.ready.push_back(id);
+            self.live += 1;
+        }
+        for id in woken {
+            if let Some(slot) = self.slots.get_mut(id) {
+                if slot.future.is_some() && !slot.queued {
+                    slot.queued = true;
+                    self.ready.push_back(id);
+                }
+            }
+        }
+        shutdown
+    }
+
+    /// Polls every task that was ready when the round began, once.
+    fn run_ready(&mut self) {
+        for _ in 0..self.ready.len() {
+            let Some(id) = self.ready.pop_front() else { break };
+            let slot = &mut self.slots[id];
+            slot.queued = false;
+            let Some(mut future) = slot.future.take() else { continue };
+            let waker = slot.waker.clone();
+            let mut cx = Context::from_waker(&waker);
+            match future.as_mut().poll(&mut cx) {
+                Poll::Ready(()) => {
+                    self.free_slots.push(id);
+                    self.live -= 1;
+                }
+                Poll::Pending => self.slots[id].future = Some(future),
+            }
+        }
+    }
+
+    /// Evicts a batch from this worker's part of the clock when free frames run short:
+    /// clean victims at once, dirty ones once their write-back (queued here) completes.
+    fn evict(&mut self) {
+        let (index, count, batch) = (self.index as u64, self.count as u64, self.evict_batch);
+        let mut hand = self.clock_hand;
+        let mut steal_hand = self.steal_hand;
+        with_io(|io| {
+            let headroom = (batch as u64).min(io.pool.pool_pages() / 4).max(1);
+            if !io.evict_wanted && !io.pool.frames_short(headroom) {
+                return;
+            }
+            io.evict_wanted = false;
+            let slots = io.pool.clock_slots();
+            let (low, high) = (slots * index / count, slots * (index + 1) / count);
+            let span = (high - low).max(1);
+            let mut victims = Vec::with_capacity(batch);
+            let mut swept = 0;
+            // One pass at most per round: a page marked now is only evicted if it is still
+            // untouched when this hand comes round again (second chance).
+            while victims.len() < batch && swept < span {
+                let step = 64.min(span - hand % span);
+                io.pool.pick_victims(low + hand % span, step, batch, &mut victims);
+                hand = (hand + step) % span;
+                swept += step;
+            }
+            if victims.is_empty() && count > 1 {
+                // Nothing to give in this worker's part (its pages may all sit in the parts
+                // of idle workers): move the second hand, over the whole clock, instead.
+                let mut swept = 0;
+                while victims.len() < batch && swept < slots {
+                    let step = 64.min(slots - steal_hand % slots);
+                    io.pool.pick_victims(steal_hand % slots, step, batch, &mut victims);
+                    steal_hand = (steal_hand + step) % slots;
+                    swept += step;
+                }
+            }
+            for page_id in victims {
+                match io.pool.write_back_start(page_id) {
+                    None => io.pool.finish_evict(page_id),
+                    Some(memory) => io.backlog.push_back(IoRequest {
+                        kind: IoKind::Write,
+                        device: 0,
+                        offset: page_id * PAGE_SIZE as u64,
+                        buf: memory as *mut u8,
+                        len: PAGE_SIZE,
+                        tag: (page_id << 1) | TAG_WRITE,
+                    }),
+                }
+            }
+        });
+        self.clock_hand = hand;
+        self.steal_hand = steal_hand;
+    }
+
+    /// Waits on the inbox until something arrives.
+    fn sleep(&self) {
+        let mut state = self.inbox.state.lock().unwrap();
+        state.sleeping = true;
+        while state.spawned.is_empty() && state.woken.is_empty() && !state.shutdown {
+            state = self.inbox.wakeup.wait(state).unwrap();
+        }
+        state.sleeping = false;
+    }
+}

@@ -1,0 +1,305 @@
+//! The task scheduler: thousands of tasks on a tiny pool checked against a model, the model
+//! sequences of `model.rs` run through the task API, shutdown with I/O in flight, and an I/O
+//! error that fails only the task that owns it. The workers here use a small engine that
+//! performs its requests synchronously at submit and can fail reads of a chosen page; the
+//! real engines have their own conformance suite.
+
+#![allow(unsafe_code)]
+
+mod common;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::mem::ManuallyDrop;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::{FromRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{assert_check, seeds, tiny, Rng, TempDir};
+use ferrite::buffer::BufferPool;
+use ferrite::io::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, IO_ALIGN};
+use ferrite::{Db, Error, Options};
+
+const NO_PAGE: u64 = u64::MAX;
+
+/// Performs requests one by one at `submit`; fails reads of page `fail_page` with EIO.
+struct TestEngine {
+    file: ManuallyDrop<File>,
+    depth: usize,
+    queued: Vec<IoRequest>,
+    done: VecDeque<IoCompletion>,
+    fail_page: Arc<AtomicU64>,
+}
+
+impl TestEngine {
+    fn new(fd: RawFd, depth: usize, fail_page: Arc<AtomicU64>) -> Self {
+        // SAFETY: the descriptor belongs to the page file, which outlives the workers; the
+        // ManuallyDrop keeps this borrowed File from closing it.
+        let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+        TestEngine { file, depth, queued: Vec::new(), done: VecDeque::new(), fail_page }
+    }
+}
+
+impl IoEngine for TestEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Psync
+    }
+    fn depth(&self) -> usize {
+        self.depth
+    }
+    fn in_flight(&self) -> usize {
+        self.queued.len() + self.done.len()
+    }
+    unsafe fn queue(&mut self, request: IoRequest) -> Result<(), QueueError> {
+        if self.in_flight() >= self.depth {
+            return Err(QueueError::Full);
+        }
+        if request.buf as usize % IO_ALIGN != 0 || request.offset % IO_ALIGN as u64 != 0 {
+            return Err(QueueError::Misaligned);
+        }
+        self.queued.push(request);
+        Ok(())
+    }
+    fn submit(&mut self) -> std::io::Result<usize> {
+        let count = self.queued.len();
+        for request in self.queued.drain(..) {
+            let page = request.offset / 4096;
+            let result = match request.kind {
+                IoKind::Read if page == self.fail_page.load(Ordering::Relaxed) => {
+                    Err(std::io::Error::from_raw_os_error(libc::EIO))
+                }
+                IoKind::Read => {
+                    // SAFETY: the worker keeps the frame latched until this completion is reaped.
+                    let buf = unsafe { std::slice::from_raw_parts_mut(request.buf, request.len) };
+                    self.file.read_at(buf, request.offset)
+                }
+                IoKind::Write => {
+                    // SAFETY: as above; the frame is only read.
+                    let buf = unsafe { std::slice::from_raw_parts(request.buf, request.len) };
+                    self.file.write_all_at(buf, request.offset).map(|()| request.len)
+                }
+            };
+            self.done.push_back(IoCompletion { tag: request.tag, result });
+        }
+        Ok(count)
+    }
+    fn reap(&mut self, out: &mut Vec<IoCompletion>, _wait: bool) -> std::io::Result<usize> {
+        let count = self.done.len();
+        out.extend(self.done.drain(..));
+        Ok(count)
+    }
+}
+
+fn open(dir: &TempDir, pool_pages: u64, workers: usize, fail_page: &Arc<AtomicU64>) -> Db {
+    let options = Options { workers, io_depth: 8, ..tiny(pool_pages) };
+    let fail_page = Arc::clone(fail_page);
+    Db::open_with_engines(dir.path(), options, move |_, pool: &BufferPool| {
+        Ok(Box::new(TestEngine::new(pool.file().raw_fd(), 8, Arc::clone(&fail_page)))
+            as Box<dyn IoEngine>)
+    })
+    .unwrap()
+}
+
+fn key(task: u64, i: u64) -> Vec<u8> {
+    format!("task{task:05}/{i:03}").into_bytes()
+}
+
+#[test]
+fn thousands_of_tasks_on_a_tiny_pool_match_the_model() {
+    let dir = TempDir::new("tasks");
+    let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
+    let db = open(&dir, 32, 2, &no_failures);
+    assert_eq!(db.worker_count(), 2);
+    let tree = db.tree("t").unwrap();
+    let handles: Vec<_> = (0..2000u64)
+        .map(|task| {
+            let tree = tree.clone();
+            db.spawn(async move {
+                let mut rng = Rng::new(task);
+                let mut model = BTreeMap::new();
+                for i in 0..6 {
+                    let len = rng.below(300) as usize;
+                    let value = rng.bytes(len);
+                    tree.put_async(&key(task, i), &value).await?;
+                    model.insert(key(task, i), value);
+                }
+                for i in 0..6 {
+                    assert_eq!(
+                        tree.get_async(&key(task, i)).await?,
+                        model.get(&key(task, i)).cloned()
+                    );
+                }
+                let gone = rng.below(6);
+                assert!(tree.delete_async(&key(task, gone)).await?);
+                model.remove(&key(task, gone));
+                tree.update_async(&key(task, (gone + 1) % 6), |v| {
+                    v.iter_mut().for_each(|b| *b ^= 0xff)
+                })
+                .await?;
+                if let Some(v) = model.get_mut(&key(task, (gone + 1) % 6)) {
+                    v.iter_mut().for_each(|b| *b ^= 0xff);
+                }
+                Ok::<_, Error>(model)
+            })
+            .unwrap()
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    for handle in handles {
+        model.extend(handle.wait().unwrap());
+    }
+    let stats = db.pool().stats();
+    assert!(stats.evictions > 0 && stats.reads > 0, "the pool must have been too small: {stats:?}");
+    let all: Vec<_> = tree.iter().collect::<Result<_, _>>().unwrap();
+    let want: Vec<_> = model.into_iter().collect();
+    assert!(all == want, "contents differ from the model");
+    let worker_reads: u64 = db.worker_stats().iter().map(|s| s.reads.load(Ordering::Relaxed)).sum();
+    assert!(worker_reads > 0, "misses were served by the workers' engines");
+    assert_check(&db);
+    db.close().unwrap();
+}
+
+#[test]
+fn model_sequences_run_through_tasks() {
+    for seed in seeds(3) {
+        let dir = TempDir::new("tasks-model");
+        let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
+        let db = open(&dir, 24, 1, &no_failures);
+        let tree = db.tree("t").unwrap();
+        let model = db
+            .spawn(async move {
+                let mut rng = Rng::new(seed);
+                let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+                for _ in 0..3000 {
+                    let key = rng.below(1500).to_be_bytes().to_vec();
+                    match rng.below(10) {
+                        0..=4 => {
+                            let len = rng.below(2000) as usize;
+                            let value = rng.bytes(len);
+                            tree.put_async(&key, &value).await.unwrap();
+                            model.insert(key, value);
+                        }
+                        5..=6 => {
+                            let removed = tree.delete_async(&key).await.unwrap();
+                            assert_eq!(removed, model.remove(&key).is_some(), "seed {seed}");
+                        }
+                        _ => assert_eq!(
+                            tree.get_async(&key).await.unwrap(),
+                            model.get(&key).cloned(),
+                            "seed {seed}"
+                        ),
+                    }
+                }
+                model
+            })
+            .unwrap()
+            .wait();
+        let tree = db.open_tree("t").unwrap();
+        let all: Vec<_> = tree.iter().collect::<Result<_, _>>().unwrap();
+        assert!(all == model.into_iter().collect::<Vec<_>>(), "seed {seed}: contents differ");
+        assert_check(&db);
+    }
+}
+
+#[test]
+fn shutdown_with_io_in_flight_loses_nothing() {
+    let dir = TempDir::new("tasks-shutdown");
+    let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
+    {
+        let db = open(&dir, 20, 2, &no_failures);
+        let tree = db.tree("t").unwrap();
+        for task in 0..500u64 {
+            let tree = tree.clone();
+            // Handles dropped at once: nobody waits for these tasks but close.
+            drop(db.spawn(async move {
+                for i in 0..8 {
+                    tree.put_async(&key(task, i), &[task as u8; 200]).await.unwrap();
+                }
+            }));
+        }
+        db.close().unwrap();
+    }
+    let db = open(&dir, 20, 1, &no_failures);
+    let tree = db.open_tree("t").unwrap();
+    for task in 0..500u64 {
+        for i in 0..8 {
+            assert_eq!(tree.get(&key(task, i)).unwrap(), Some(vec![task as u8; 200]), "{task}/{i}");
+        }
+    }
+    assert_check(&db);
+}
+
+#[test]
+fn an_io_error_fails_its_task_and_the_engine_goes_on() {
+    let dir = TempDir::new("tasks-eio");
+    let fail_page = Arc::new(AtomicU64::new(NO_PAGE));
+    {
+        let db = open(&dir, 16, 1, &fail_page);
+        let tree = db.tree("t").unwrap();
+        for i in 0..3000u64 {
+            tree.put(&i.to_be_bytes(), &[7u8; 100]).unwrap();
+        }
+        db.close().unwrap();
+    }
+    let db = open(&dir, 16, 2, &fail_page);
+    let tree = db.open_tree("t").unwrap();
+    let page_count = db.pool().stats().page_count;
+    fail_page.store(page_count / 2, Ordering::Relaxed);
+    let lookups = |tree: &ferrite::Tree| -> Vec<Result<Option<Vec<u8>>, Error>> {
+        let handles: Vec<_> = (0..3000u64)
+            .map(|i| {
+                let tree = tree.clone();
+                db.spawn(async move { tree.get_async(&i.to_be_bytes()).await }).unwrap()
+            })
+            .collect();
+        handles.into_iter().map(|h| h.wait()).collect()
+    };
+    let results = lookups(&tree);
+    let errors: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(!errors.is_empty(), "some key lives on the failing page");
+    for e in &errors {
+        let message = e.to_string();
+        assert!(
+            matches!(e, Error::Io { .. }) && message.contains(&format!("page {}", page_count / 2)),
+            "{message}"
+        );
+    }
+    let good = results.iter().filter(|r| matches!(r, Ok(Some(v)) if v == &vec![7u8; 100])).count();
+    assert_eq!(good + errors.len(), 3000, "every other lookup succeeded");
+    // The failure was the page's, not the engine's: once the device reads again, all work.
+    fail_page.store(NO_PAGE, Ordering::Relaxed);
+    assert!(lookups(&tree).iter().all(|r| matches!(r, Ok(Some(_)))));
+    assert_check(&db);
+}
+
+#[test]
+fn spawn_without_workers_is_an_error() {
+    let dir = TempDir::new("tasks-none");
+    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    assert!(matches!(db.spawn(async {}), Err(Error::NoWorkers)));
+    // The async calls also work off the workers, blocking on misses.
+    let tree = db.tree("t").unwrap();
+    let value = futures_lite_block_on(async {
+        tree.put_async(b"k", b"v").await.unwrap();
+        tree.get_async(b"k").await.unwrap()
+    });
+    assert_eq!(value.as_deref(), Some(&b"v"[..]));
+}
+
+/// Polls a future that never waits for anything outside the current thread.
+fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = Waker::from(Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+    }
+}
