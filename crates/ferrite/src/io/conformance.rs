@@ -380,6 +380,10 @@ fn reap_with_nothing_in_flight_returns_at_once_and_queued_requests_are_not_lost(
         assert_eq!((out.len(), out[0].tag), (1, 77), "{what}");
         assert_eq!(*out[0].result.as_ref().unwrap(), BLOCK, "{what}");
         assert_eq!(engine.in_flight(), 0);
+        // An empty request moves nothing and still completes once.
+        let empty = IoRequest { len: 0, tag: 78, ..read };
+        let results = run_all(engine.as_mut(), &[empty]);
+        assert_eq!(*results[&78].as_ref().unwrap(), 0, "{what}");
     });
 }
 

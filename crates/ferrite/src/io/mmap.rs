@@ -161,7 +161,10 @@ impl Mapping {
             let region = &self.regions[device];
             let base = region.base.load(Ordering::Acquire);
             let mapped = region.len.load(Ordering::Acquire) as u64;
-            if offset.checked_add(len as u64).is_some_and(|end| end <= mapped) {
+            // (An empty read, or an unmapped device, takes the system call path: a copy
+            // needs non-null pointers even for zero bytes.)
+            let inside = offset.checked_add(len as u64).is_some_and(|end| end <= mapped);
+            if inside && len > 0 && !base.is_null() {
                 // SAFETY: `offset..offset + len` lies inside the live mapping at `base` (it
                 // cannot be replaced while `use_count` counts us and `resizing` was clear
                 // after we were counted); `buf` is valid for `len` bytes (our contract); a
