@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod datadir;
 pub mod error;
 pub mod histogram;
+pub mod io;
 pub mod keys;
 pub mod lookup;
 pub mod progress;

@@ -64,6 +64,16 @@ pub struct LookupConfig {
     /// Keep the data directory for the next run to reuse.
     pub keep: bool,
     pub direct_io: bool,
+    /// Worker threads of the task API (default: one per core).
+    pub workers: usize,
+    /// Lookup tasks in flight per worker.
+    pub tasks: usize,
+    /// The submission engine the workers issue their I/O with.
+    pub engine: ferrite::io::EngineKind,
+    /// The devices the data is striped over; empty means the single page file in `dir`.
+    pub devices: Vec<PathBuf>,
+    /// Look up through the blocking API from `threads` threads instead of tasks on workers.
+    pub direct_api: bool,
 }
 
 impl Default for LookupConfig {
@@ -77,6 +87,11 @@ impl Default for LookupConfig {
             seed: DEFAULT_SEED,
             keep: false,
             direct_io: true,
+            workers: thread::available_parallelism().map_or(1, |n| n.get()),
+            tasks: 64,
+            engine: ferrite::io::EngineKind::IoUring,
+            devices: Vec::new(),
+            direct_api: false,
         }
     }
 }
@@ -100,6 +115,25 @@ impl LookupConfig {
         }
         if self.threads == 0 || self.threads > MAX_THREADS {
             return bad(format!("{} threads is out of range (1 to {MAX_THREADS})", self.threads));
+        }
+        if self.workers == 0 || self.workers > MAX_THREADS {
+            return bad(format!("{} workers is out of range (1 to {MAX_THREADS})", self.workers));
+        }
+        /// Most lookup tasks per worker.
+        const MAX_TASKS: usize = 1 << 16;
+        if self.tasks == 0 || self.tasks > MAX_TASKS {
+            return bad(format!(
+                "{} tasks per worker is out of range (1 to {MAX_TASKS})",
+                self.tasks
+            ));
+        }
+        for (i, device) in self.devices.iter().enumerate() {
+            if device.as_os_str().is_empty() {
+                return bad("a device path is empty".into());
+            }
+            if self.devices[..i].contains(device) {
+                return bad(format!("device {} is given twice", device.display()));
+            }
         }
         Ok(())
     }

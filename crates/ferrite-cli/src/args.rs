@@ -11,6 +11,8 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use ferrite::io::EngineKind;
+use ferrite_bench::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::lookup::{self, LookupConfig};
 
 use crate::encoding::decode_arg;
@@ -30,6 +32,7 @@ pub enum Command {
     Stats(StatsArgs),
     Check(DbArgs),
     BenchLookup(LookupConfig),
+    BenchIo(IoBenchConfig),
 }
 
 /// The options every data command takes.
@@ -145,6 +148,7 @@ const STATS: Cmd = Cmd { name: "stats", usage: help::STATS_USAGE };
 const CHECK: Cmd = Cmd { name: "check", usage: help::CHECK_USAGE };
 const BENCH: Cmd = Cmd { name: "bench", usage: help::BENCH_USAGE };
 const LOOKUP: Cmd = Cmd { name: "bench lookup", usage: help::LOOKUP_USAGE };
+const IO: Cmd = Cmd { name: "bench io", usage: help::IO_USAGE };
 
 /// An option: its name and, if it takes a value, the value's placeholder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +182,17 @@ const SECONDS: Opt = valued("--seconds", "S");
 const THREADS: Opt = valued("--threads", "T");
 const SEED: Opt = valued("--seed", "X");
 const KEEP: Opt = flag("--keep");
+const WORKERS: Opt = valued("--workers", "N");
+const TASKS: Opt = valued("--tasks", "N");
+const ENGINE: Opt = valued("--engine", "ENGINE");
+const DEVICES: Opt = valued("--devices", "PATH[,PATH...]");
+const DIRECT_API: Opt = flag("--direct-api");
+const FILE: Opt = valued("--file", "PATH");
+const PATTERN: Opt = valued("--pattern", "PATTERN");
+const BS: Opt = valued("--bs", "BYTES");
+const DEPTH: Opt = valued("--depth", "N");
+const SIZE_MIB: Opt = valued("--size-mib", "M");
+const DIRECT: Opt = flag("--direct");
 
 /// Largest pool accepted, in MiB (16 TiB).
 const MAX_POOL_MIB: u64 = 1 << 24;
@@ -403,6 +418,7 @@ fn parse_help(rest: &[OsString]) -> Result<Command> {
         ["check"] => help::check(),
         ["bench"] => help::bench(),
         ["bench", "lookup"] => help::bench_lookup(),
+        ["bench", "io"] => help::bench_io(),
         _ => return Err(TOP.error(format!("no help for {:?}", words.join(" ")))),
     };
     Ok(Command::Help(text))
@@ -498,7 +514,8 @@ fn parse_bench(args: &[OsString]) -> Result<Command> {
     match workload.to_str() {
         Some("-h" | "--help") => Ok(Command::Help(help::bench())),
         Some("lookup") => parse_bench_lookup(rest),
-        _ => Err(BENCH.error(format!("unknown workload {workload:?} (known: lookup)"))),
+        Some("io") => parse_bench_io(rest),
+        _ => Err(BENCH.error(format!("unknown workload {workload:?} (known: lookup, io)"))),
     }
 }
 
@@ -506,8 +523,14 @@ fn parse_bench_lookup(args: &[OsString]) -> Result<Command> {
     if wants_help(args) {
         return Ok(Command::Help(help::bench_lookup()));
     }
-    let p =
-        Parsed::new(LOOKUP, args, &[DB, POOL_MIB, NO_DIRECT, KEYS, SECONDS, THREADS, SEED, KEEP])?;
+    let p = Parsed::new(
+        LOOKUP,
+        args,
+        &[
+            DB, POOL_MIB, NO_DIRECT, KEYS, SECONDS, THREADS, SEED, KEEP, WORKERS, TASKS, ENGINE,
+            DEVICES, DIRECT_API,
+        ],
+    )?;
     p.positionals([])?;
     let db = p.db_or(Some(lookup::DEFAULT_DIR))?;
     let mut config = LookupConfig {
@@ -539,7 +562,126 @@ fn parse_bench_lookup(args: &[OsString]) -> Result<Command> {
         config.seed = parse_seed(text)
             .ok_or_else(|| LOOKUP.error(format!("--seed: {text:?} is not a 64-bit number")))?;
     }
+    if let Some(text) = p.text(WORKERS)? {
+        config.workers = p.number(WORKERS, text, 1, lookup::MAX_THREADS as u64)? as usize;
+    }
+    if let Some(text) = p.text(TASKS)? {
+        config.tasks = p.number(TASKS, text, 0, u32::MAX.into())? as usize;
+    }
+    if let Some(text) = p.text(ENGINE)? {
+        config.engine = EngineKind::from_name(text).ok_or_else(|| {
+            LOOKUP.error(format!("--engine: unknown engine {text:?} (io_uring, aio, psync, mmap)"))
+        })?;
+    }
+    if let Some(list) = p.value(DEVICES) {
+        config.devices = split_paths(LOOKUP, list)?;
+    }
+    config.direct_api = p.flag(DIRECT_API);
+    // The ranges that only the workload knows (tasks per worker, repeated devices).
+    config.validate().map_err(|e| LOOKUP.error(e.to_string()))?;
     Ok(Command::BenchLookup(config))
+}
+
+/// `--devices a,b,c`: the paths in order; none may be empty.
+fn split_paths(cmd: Cmd, list: &OsStr) -> Result<Vec<PathBuf>> {
+    let paths: Vec<PathBuf> = list
+        .as_bytes()
+        .split(|&b| b == b',')
+        .map(|part| PathBuf::from(OsStr::from_bytes(part)))
+        .collect();
+    if paths.iter().any(|p| p.as_os_str().is_empty()) {
+        return Err(cmd.error(format!("--devices: {list:?} has an empty path")));
+    }
+    Ok(paths)
+}
+
+/// Seconds: a positive number, fractions allowed.
+fn parse_seconds(cmd: Cmd, text: &str) -> Result<f64> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok(s),
+        _ => Err(cmd.error(format!("--seconds: {text:?} is not a positive number of seconds"))),
+    }
+}
+
+/// A byte count: digits, optionally followed by a binary unit (`k`/`KiB` = 1024, `m`/`MiB`
+/// = 1024^2, `g`/`GiB` = 1024^3), as fio reads its block sizes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '_').unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    parse_whole(digits, false)?.checked_mul(multiplier)
+}
+
+fn parse_bench_io(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::bench_io()));
+    }
+    let p = Parsed::new(
+        IO,
+        args,
+        &[FILE, ENGINE, PATTERN, BS, DEPTH, THREADS, SECONDS, SIZE_MIB, DIRECT, NO_DIRECT, KEEP],
+    )?;
+    p.positionals([])?;
+    if p.flag(DIRECT) && p.flag(NO_DIRECT) {
+        return Err(IO.error("--direct and --no-direct exclude each other"));
+    }
+    let mut config = IoBenchConfig {
+        direct: !p.flag(NO_DIRECT),
+        keep: p.flag(KEEP),
+        ..IoBenchConfig::default()
+    };
+    if let Some(file) = p.value(FILE) {
+        if file.is_empty() {
+            return Err(IO.error("--file must not be empty"));
+        }
+        config.file = PathBuf::from(file);
+    }
+    if let Some(text) = p.text(ENGINE)? {
+        config.engines = match text {
+            "all" => EngineKind::ALL.to_vec(),
+            name => vec![EngineKind::from_name(name).ok_or_else(|| {
+                IO.error(format!(
+                    "--engine: unknown engine {name:?} (io_uring, aio, psync, mmap or all)"
+                ))
+            })?],
+        };
+    }
+    if let Some(text) = p.text(PATTERN)? {
+        config.pattern = Pattern::from_name(text).ok_or_else(|| {
+            IO.error(format!(
+                "--pattern: unknown pattern {text:?} (randread, seqread, randwrite, seqwrite)"
+            ))
+        })?;
+    }
+    if let Some(text) = p.text(BS)? {
+        let bs = parse_bytes(text).ok_or_else(|| {
+            IO.error(format!("--bs: {text:?} is not a size in bytes (like 4096, 4k, 64KiB, 1m)"))
+        })?;
+        if bs % 4096 != 0 {
+            return Err(IO.error(format!("--bs: {bs} is not a multiple of 4096")));
+        }
+        config.bs = p.in_range(BS, bs, 4096, bench_io::MAX_BS as u64)? as usize;
+    }
+    if let Some(text) = p.text(DEPTH)? {
+        config.depth = p.number(DEPTH, text, 1, bench_io::MAX_DEPTH as u64)? as usize;
+    }
+    if let Some(text) = p.text(THREADS)? {
+        config.threads = p.number(THREADS, text, 1, bench_io::MAX_THREADS as u64)? as usize;
+    }
+    if let Some(text) = p.text(SECONDS)? {
+        config.seconds = parse_seconds(IO, text)?;
+    }
+    if let Some(text) = p.text(SIZE_MIB)? {
+        config.size_mib = p.number(SIZE_MIB, text, 1, bench_io::MAX_SIZE_MIB)?;
+    }
+    config.validate().map_err(|e| IO.error(e.to_string()))?;
+    Ok(Command::BenchIo(config))
 }
 
 /// A seed: decimal, or hexadecimal after `0x`.
@@ -837,8 +979,124 @@ mod tests {
         fails(&["bench", "lookup", "--tree", "t"], "unknown option \"--tree\"");
         fails(&["bench", "lookup", "now"], "unexpected argument");
         fails(&["bench"], "missing WORKLOAD");
-        let e = fails(&["bench", "ycsb"], "unknown workload \"ycsb\" (known: lookup)");
+        let e = fails(&["bench", "ycsb"], "unknown workload \"ycsb\" (known: lookup, io)");
         assert_eq!(e.command, "bench");
+    }
+
+    #[test]
+    fn bench_lookup_worker_and_device_options() {
+        let Command::BenchLookup(c) = parse_strs(&["bench", "lookup"]).unwrap() else { panic!() };
+        assert_eq!((c.workers, c.tasks), (LookupConfig::default().workers, 64));
+        assert!(c.workers >= 1);
+        assert_eq!(
+            (c.engine, c.devices.is_empty(), c.direct_api),
+            (EngineKind::IoUring, true, false)
+        );
+        let Command::BenchLookup(c) = parse_strs(&[
+            "bench",
+            "lookup",
+            "--workers",
+            "3",
+            "--tasks",
+            "128",
+            "--engine",
+            "aio",
+            "--devices",
+            "/dev/nvme0n1,/dev/nvme1n1,data/file",
+            "--direct-api",
+            "--threads",
+            "8",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!((c.workers, c.tasks, c.engine, c.threads), (3, 128, EngineKind::Aio, 8));
+        assert!(c.direct_api);
+        let devices: Vec<PathBuf> =
+            ["/dev/nvme0n1", "/dev/nvme1n1", "data/file"].iter().map(PathBuf::from).collect();
+        assert_eq!(c.devices, devices);
+        fails(&["bench", "lookup", "--workers", "0"], "--workers: 0 is out of range");
+        fails(&["bench", "lookup", "--tasks", "0"], "0 tasks per worker is out of range");
+        fails(&["bench", "lookup", "--tasks", "100000"], "out of range (1 to 65536)");
+        fails(&["bench", "lookup", "--engine", "all"], "unknown engine \"all\"");
+        fails(&["bench", "lookup", "--devices", "a,,b"], "has an empty path");
+        fails(&["bench", "lookup", "--devices", "a,b,a"], "device a is given twice");
+        fails(&["bench", "lookup", "--direct-api=1"], "--direct-api takes no value");
+    }
+
+    #[test]
+    fn bench_io_defaults_and_options() {
+        let Command::BenchIo(c) = parse_strs(&["bench", "io"]).unwrap() else { panic!() };
+        assert_eq!(c, IoBenchConfig::default());
+        assert_eq!(c.file, PathBuf::from("./ferrite-data/bench-io.dat"));
+        assert_eq!((c.engines.clone(), c.pattern), (vec![EngineKind::IoUring], Pattern::RandRead));
+        assert_eq!((c.bs, c.depth, c.threads, c.seconds, c.size_mib), (4096, 64, 1, 10.0, 1024));
+        assert!(c.direct && !c.keep && c.use_fio);
+        let Command::BenchIo(c) = parse_strs(&[
+            "bench",
+            "io",
+            "--file",
+            "/dev/vdb",
+            "--engine",
+            "all",
+            "--pattern",
+            "seqwrite",
+            "--bs",
+            "64KiB",
+            "--depth",
+            "128",
+            "--threads",
+            "2",
+            "--seconds",
+            "5",
+            "--size-mib",
+            "512",
+            "--no-direct",
+            "--keep",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.file, PathBuf::from("/dev/vdb"));
+        assert_eq!(c.engines, EngineKind::ALL.to_vec());
+        assert_eq!(c.engines[0], EngineKind::IoUring, "io_uring first");
+        assert_eq!(c.pattern, Pattern::SeqWrite);
+        assert_eq!((c.bs, c.depth, c.threads, c.seconds, c.size_mib), (65536, 128, 2, 5.0, 512));
+        assert!(!c.direct && c.keep);
+        for (bs, bytes) in
+            [("4096", 4096), ("4k", 4096), ("8K", 8192), ("1m", 1 << 20), ("2MiB", 2 << 20)]
+        {
+            let Command::BenchIo(c) = parse_strs(&["bench", "io", "--bs", bs]).unwrap() else {
+                panic!()
+            };
+            assert_eq!(c.bs, bytes, "{bs}");
+        }
+        let Command::BenchIo(c) =
+            parse_strs(&["bench", "io", "--direct", "--engine=mmap"]).unwrap()
+        else {
+            panic!()
+        };
+        assert!(c.direct);
+        assert_eq!(c.engines, vec![EngineKind::Mmap]);
+        fails(&["bench", "io", "--bs", "4000"], "--bs: 4000 is not a multiple of 4096");
+        fails(&["bench", "io", "--bs", "4q"], "is not a size in bytes");
+        fails(&["bench", "io", "--bs", "32m"], "--bs: 33554432 is out of range");
+        fails(&["bench", "io", "--engine", "spdk"], "unknown engine \"spdk\"");
+        fails(&["bench", "io", "--pattern", "rand"], "unknown pattern \"rand\"");
+        fails(&["bench", "io", "--depth", "0"], "--depth: 0 is out of range");
+        fails(&["bench", "io", "--threads", "1000"], "--threads: 1000 is out of range (1 to 256)");
+        fails(&["bench", "io", "--seconds", "-1"], "not a positive number of seconds");
+        fails(&["bench", "io", "--size-mib", "0"], "--size-mib: 0 is out of range");
+        fails(&["bench", "io", "--size-mib", "1", "--bs", "2m"], "does not fit in 1 MiB");
+        fails(&["bench", "io", "--direct", "--no-direct"], "exclude each other");
+        fails(&["bench", "io", "--file", ""], "--file must not be empty");
+        fails(&["bench", "io", "--db", "x"], "unknown option \"--db\"");
+        fails(&["bench", "io", "extra"], "unexpected argument");
+        assert_eq!(parse_bytes("1_024"), Some(1024));
+        assert_eq!(parse_bytes("1g"), Some(1 << 30));
+        assert_eq!(parse_bytes("k"), None);
+        assert_eq!(parse_bytes("1kb"), None);
+        assert_eq!(parse_bytes("99999999999999999999g"), None);
     }
 
     #[test]
@@ -869,6 +1127,8 @@ mod tests {
         assert_eq!(help_of(&["help", "bench"]), help::bench());
         assert_eq!(help_of(&["bench", "lookup", "--help"]), help::bench_lookup());
         assert_eq!(help_of(&["help", "bench", "lookup"]), help::bench_lookup());
+        assert_eq!(help_of(&["bench", "io", "--help"]), help::bench_io());
+        assert_eq!(help_of(&["help", "bench", "io"]), help::bench_io());
         // After `--`, "--help" is a key.
         let key = parse_strs(&["get", "--db", "d", "--tree", "t", "--", "--help"]).unwrap();
         assert!(matches!(key, Command::Get(KeyArgs { ref key, .. }) if key == b"--help"));

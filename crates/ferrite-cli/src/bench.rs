@@ -4,8 +4,9 @@
 
 use std::io::Write;
 
+use ferrite_bench::io::{self as bench_io, IoBenchConfig};
 use ferrite_bench::lookup::{self, LookupConfig};
-use ferrite_bench::report::{duration, thousands};
+use ferrite_bench::report::{bytes, duration, thousands};
 use ferrite_bench::Progress;
 
 use crate::common::{CliError, Outcome};
@@ -24,6 +25,30 @@ pub fn lookup(config: &LookupConfig, out: &mut dyn Write) -> Result<Outcome, Cli
     );
     let mut progress = Progress::stderr("loading", "keys", config.keys);
     let report = lookup::run(config, &mut progress)?;
+    write!(out, "{}", report.summary())?;
+    writeln!(out, "{}", report.result_line())?;
+    out.flush()?;
+    Ok(Outcome::Done)
+}
+
+/// `ferrite bench io`: the table and the result line on `out`; the fill's progress and a
+/// line per engine on stderr.
+pub fn io(config: &IoBenchConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let engines: Vec<&str> = config.engines.iter().map(|k| k.name()).collect();
+    eprintln!(
+        "bench io: {} of {} blocks on {} ({} MiB), {}, {} thread{}, {} per engine after {} of \
+         warm-up",
+        config.pattern.name(),
+        bytes(config.bs as u64),
+        config.file.display(),
+        config.size_mib,
+        engines.join(", "),
+        config.threads,
+        if config.threads == 1 { "" } else { "s" },
+        duration(config.seconds),
+        duration(config.warmup_seconds())
+    );
+    let report = bench_io::run(config, &mut |line| eprintln!("{line}"), true)?;
     write!(out, "{}", report.summary())?;
     writeln!(out, "{}", report.result_line())?;
     out.flush()?;

@@ -1,6 +1,7 @@
 //! The help texts: `ferrite --help`, `ferrite COMMAND --help` (or `ferrite help COMMAND`),
 //! and the one-line usages that argument errors repeat.
 
+use ferrite_bench::io as bench_io;
 use ferrite_bench::lookup;
 
 /// Default pool of the data commands, in MiB.
@@ -18,9 +19,13 @@ pub const TREES_USAGE: &str =
     "ferrite trees --db DIR [--create NAME | --drop NAME] [--pool-mib M] [--no-direct]";
 pub const STATS_USAGE: &str = "ferrite stats --db DIR [--quick] [--pool-mib M] [--no-direct]";
 pub const CHECK_USAGE: &str = "ferrite check --db DIR [--pool-mib M] [--no-direct]";
-pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup)";
+pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup, io)";
 pub const LOOKUP_USAGE: &str = "ferrite bench lookup [--db DIR] [--keys N] [--pool-mib M] \
-     [--seconds S] [--threads T] [--seed X] [--keep] [--no-direct]";
+     [--seconds S] [--workers N] [--tasks N] [--engine ENGINE] [--devices PATH[,PATH...]] \
+     [--direct-api] [--threads T] [--seed X] [--keep] [--no-direct]";
+pub const IO_USAGE: &str = "ferrite bench io [--file PATH] [--engine ENGINE|all] \
+     [--pattern PATTERN] [--bs BYTES] [--depth N] [--threads N] [--seconds S] [--size-mib M] \
+     [--direct | --no-direct] [--keep]";
 pub const TOP_USAGE: &str = "ferrite COMMAND --db DIR [OPTIONS] [ARGUMENTS]";
 
 const COMMON: &str = "\
@@ -115,7 +120,7 @@ COMMANDS
     trees    list, create or drop trees
     stats    print file, pool and per-tree numbers
     check    verify every page and tree; report every fault
-    bench    run a benchmark workload (ferrite bench lookup)
+    bench    run a benchmark workload (ferrite bench lookup, ferrite bench io)
     help     print the help of a command: ferrite help COMMAND
 
     Run `ferrite COMMAND --help` for a command's arguments and options.",
@@ -291,6 +296,8 @@ pub fn bench() -> String {
 WORKLOADS
     lookup     uniform random point lookups over a data set ~10x the pool, every value
                verified (ferrite bench lookup --help)
+    io         the raw device ceiling: reads or writes through each I/O engine, and fio
+               with the same parameters when it is installed (ferrite bench io --help)
 
     Every workload prints a human-readable summary and ends with one line
     `result name=value ...` of plain numbers, for scripts."],
@@ -315,7 +322,17 @@ OPTIONS
                      fills leaves, so 4.6 M keys take ~650 MiB (the summary shows the size)
     --pool-mib M     buffer pool size in MiB (default {pool}, at least 1)
     --seconds S      measured time in seconds (default {seconds}; fractions allowed)
-    --threads T      lookup threads (default 1)
+    --workers N      worker threads running lookup tasks (default: the number of cores,
+                     {workers} here)
+    --tasks N        lookup tasks in flight per worker (default {tasks})
+    --engine ENGINE  how the workers issue I/O: io_uring, aio, psync or mmap (default
+                     io_uring; see ferrite bench io --help)
+    --devices PATH[,PATH...]
+                     the devices (files or block devices) the data is striped over, in
+                     order (default: the single page file in --db)
+    --direct-api     look up through the blocking API from --threads threads instead of
+                     tasks on workers
+    --threads T      lookup threads of the blocking API (default 1)
     --seed X         seed of the key draws (default {seed}; decimal or 0x hex)
     --keep           keep the data directory; a later run with the same --db and --keys
                      reuses the data instead of loading it again (tree \"bench-meta\"
@@ -328,6 +345,8 @@ OPTIONS
                 pool = lookup::DEFAULT_POOL_MIB,
                 seconds = lookup::DEFAULT_SECONDS,
                 seed = lookup::DEFAULT_SEED,
+                workers = lookup::LookupConfig::default().workers,
+                tasks = lookup::LookupConfig::default().tasks,
             ),
             "\
 OUTPUT
@@ -342,6 +361,75 @@ OUTPUT
 
     (on one line). A wrong or missing value ends the run with exit status 2 and no
     result line.",
+        ],
+    )
+}
+
+pub fn bench_io() -> String {
+    page(
+        "Measure the raw device: keep requests in flight through one of Ferrite's I/O engines\n\
+         (each thread its own engine instance) and count what completes; then run fio with the\n\
+         same parameters on the same file when fio is on PATH. The ceiling every other\n\
+         benchmark is compared with.",
+        IO_USAGE,
+        &[
+            &format!(
+                "\
+OPTIONS
+    --file PATH      the data file (default {file}); created and
+                     filled with data up to --size-mib if missing or smaller, removed at
+                     the end unless --keep. A block device is accepted for read patterns
+                     (only read). An existing file that is not a bench io data file is
+                     only ever read: never extended, written or removed.
+    --engine ENGINE  io_uring, aio, psync, mmap, or all (default io_uring); with all,
+                     every engine is measured in turn and the result line is io_uring's
+    --pattern P      randread, seqread, randwrite or seqwrite (default randread)
+    --bs BYTES       bytes per request, a multiple of 4096 (default {bs}; 4k, 64KiB,
+                     1m style allowed)
+    --depth N        requests in flight per thread (default {depth}); psync and mmap
+                     perform each request inside submit and run at depth 1, as fio does
+    --threads N      threads, each with its own engine (default 1)
+    --seconds S      measured time per engine (default {seconds}), after a warm-up of
+                     min(1, S/5) seconds; fractions allowed
+    --size-mib M     the part of the file the requests cover, from its start, in MiB
+                     (default {size})
+    --direct         O_DIRECT (the default)
+    --no-direct      buffered I/O through the page cache (the cache is dropped before
+                     each engine)
+    --keep           keep the data file for the next run
+    -h, --help       print this help",
+                file = bench_io::DEFAULT_FILE,
+                bs = bench_io::DEFAULT_BS,
+                depth = bench_io::DEFAULT_DEPTH,
+                seconds = bench_io::DEFAULT_SECONDS,
+                size = bench_io::DEFAULT_SIZE_MIB,
+            ),
+            "\
+MEASUREMENT
+    Each thread queues requests until its engine is full, submits them in one batch,
+    reaps with wait, and queues again: random patterns draw block-aligned offsets
+    uniformly, sequential ones walk the file from its start and wrap. Latency runs from
+    the submit that sent a request to the reap that returned it. CPU per I/O is the
+    process's processor time (user + system) while measuring over the I/Os completed.
+    mmap reads come from the page cache whatever --direct says (mappings ignore
+    O_DIRECT).
+
+    With fio on PATH, fio runs the same job after each engine: --ioengine=io_uring,
+    libaio, psync or mmap, --direct, --rw, --bs, --iodepth, --numjobs, --size,
+    --time_based --runtime with the same warm-up as --ramp_time, --thread
+    --group_reporting --norandommap, --output-format=json; the table shows its IOPS
+    and ours over fio's.",
+            "\
+OUTPUT
+    A table with one row per engine: IOPS, MiB/s, latency p50/p99/p99.9, CPU per I/O,
+    fio's IOPS and the ratio. The last line is:
+
+    result iops=N engine=E depth=N threads=N pattern=P bs=N mib_per_s=R p50_us=L
+           p99_us=L p999_us=L cpu_us_per_io=R seconds=S direct=0|1
+           [fio_iops=N ratio=R]
+
+    (on one line; fio_iops and ratio only when fio ran). With --engine all it is
+    io_uring's.",
         ],
     )
 }
@@ -380,6 +468,7 @@ mod tests {
             (check(), CHECK_USAGE),
             (bench(), BENCH_USAGE),
             (bench_lookup(), LOOKUP_USAGE),
+            (bench_io(), IO_USAGE),
         ] {
             let words: Vec<&str> = text.split_whitespace().collect();
             let usage_words: Vec<&str> = usage.split_whitespace().collect();

@@ -63,5 +63,6 @@ fn run(command: Command) -> Result<Outcome, CliError> {
         Command::Stats(a) => admin::stats(&a, &mut out),
         Command::Check(a) => admin::check(&a, &mut out),
         Command::BenchLookup(config) => bench::lookup(&config, &mut out),
+        Command::BenchIo(config) => bench::io(&config, &mut out),
     }
 }

@@ -289,6 +289,8 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["scan", "--db", "x", "--tree", "t", "--limit", "many"],
         vec!["bench"],
         vec!["bench", "lookup", "--keys", "0"],
+        vec!["bench", "io", "--bs", "100"],
+        vec!["bench", "io", "--pattern", "backwards"],
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
@@ -308,6 +310,7 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["check", "--help"],
         vec!["bench", "--help"],
         vec!["bench", "lookup", "--help"],
+        vec!["bench", "io", "--help"],
     ] {
         let out = ok(&args);
         assert!(out.contains("USAGE"), "{out}");
@@ -402,4 +405,126 @@ fn bench_lookup_leaves_other_data_alone() {
     assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
     assert!(text(&o.stderr).contains("not the benchmark's"), "{}", describe(&args, &o));
     assert_eq!(ok(&["get", "--db", &db, "--tree", "users", "alice"]), "1\n");
+}
+
+/// The fields of the result line that must end `out`.
+fn result_fields(out: &str) -> Vec<(String, String)> {
+    let last = out.lines().last().unwrap_or("");
+    assert!(out.ends_with('\n') && last.starts_with("result iops="), "{out}");
+    last.strip_prefix("result ")
+        .unwrap()
+        .split(' ')
+        .map(|f| {
+            let (name, value) = f.split_once('=').unwrap();
+            (name.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn bench_io_measures_every_engine_and_ends_with_io_urings_result() {
+    let tmp = TempDir::new("bench-io");
+    let file = tmp.0.join("made/io.dat");
+    let file = file.to_str().unwrap();
+    let args = [
+        "bench",
+        "io",
+        "--file",
+        file,
+        "--engine",
+        "all",
+        "--seconds",
+        "0.3",
+        "--size-mib",
+        "8",
+        "--depth",
+        "16",
+    ];
+    // No fio here, whatever the machine has installed.
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_ferrite")).args(args).env("PATH", "").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let fields = result_fields(&out);
+    assert_eq!(field(&fields, "engine"), "io_uring");
+    assert_eq!(field(&fields, "depth"), "16");
+    assert_eq!(field(&fields, "pattern"), "randread");
+    assert!(field(&fields, "iops").parse::<f64>().unwrap() > 0.0, "{out}");
+    assert_eq!(field(&fields, "fio_iops"), "");
+    for engine in ["io_uring", "aio", "psync", "mmap"] {
+        assert!(out.lines().any(|l| l.trim_start().starts_with(engine)), "{engine}: {out}");
+    }
+    assert!(out.contains("not found on PATH"), "{out}");
+    assert!(!tmp.0.join("made").exists(), "the file and the directory it made are removed");
+}
+
+#[test]
+fn bench_io_runs_fio_with_the_same_job_when_it_is_on_path() {
+    let tmp = TempDir::new("bench-io-fio");
+    // A stand-in for fio: records its arguments and prints a report of 1000 IOPS.
+    let bin = tmp.0.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let args_file = tmp.0.join("fio-args");
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> '{}'\necho 'fio: a notice before the report'\n\
+         echo '{{\"jobs\": [{{\"error\": 0, \"read\": {{\"iops\": 0, \"bw_bytes\": 0}}, \
+         \"write\": {{\"iops\": 1000.0, \"bw_bytes\": 4096000, \"lat_ns\": {{\"percentile\": \
+         {{\"50.000000\": 2000, \"99.000000\": 9000}}}}}}}}]}}'\n",
+        args_file.display()
+    );
+    let fio = bin.join("fio");
+    fs::write(&fio, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fio, fs::Permissions::from_mode(0o755)).unwrap();
+    let file = tmp.0.join("io.dat");
+    let file = file.to_str().unwrap();
+    let args = [
+        "bench",
+        "io",
+        "--file",
+        file,
+        "--engine",
+        "aio",
+        "--pattern",
+        "randwrite",
+        "--bs",
+        "8k",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.3",
+        "--size-mib",
+        "4",
+        "--keep",
+    ];
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_ferrite")).args(args).env("PATH", &bin).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let fields = result_fields(&out);
+    assert_eq!(field(&fields, "engine"), "aio");
+    assert_eq!(field(&fields, "fio_iops"), "1000");
+    let iops: f64 = field(&fields, "iops").parse().unwrap();
+    let ratio: f64 = field(&fields, "ratio").parse().unwrap();
+    assert!((ratio - iops / 1000.0).abs() < 0.01 * ratio.max(1.0), "{out}");
+    let recorded = fs::read_to_string(&args_file).unwrap();
+    for expected in [
+        format!("--filename={file}"),
+        "--ioengine=libaio".into(),
+        "--direct=1".into(),
+        "--rw=randwrite".into(),
+        "--bs=8192".into(),
+        "--iodepth=64".into(),
+        "--numjobs=2".into(),
+        "--size=4194304".into(),
+        "--time_based".into(),
+        "--runtime=300ms".into(),
+        "--output-format=json".into(),
+    ] {
+        assert!(recorded.split_whitespace().any(|a| a == expected), "{expected}: {recorded}");
+    }
+    // Kept, and still recognisably the benchmark's file.
+    let mut head = [0u8; 32];
+    fs::File::open(file).unwrap().read_exact(&mut head).unwrap();
+    assert!(head.starts_with(b"ferrite bench io data file"), "{head:?}");
 }

@@ -1,9 +1,26 @@
 //! How bytes reach the device. `file` is the page file opened for direct I/O, read and
 //! written with blocking system calls; `engine` is the interface of the submission engines
 //! (io_uring, AIO, psync, mmap) the workers use, one file each.
+//! `device` is where bytes live (one device or a RAID0 stripe, grown in preallocated steps);
+//! `open` makes an engine of a given kind on a device list; `docs/io.md` tells the whole story.
 
+pub mod aio;
+pub mod buf;
+#[cfg(test)]
+mod conformance;
+pub mod device;
 pub mod engine;
 pub mod file;
+pub mod mmap;
+pub mod open;
+pub mod psync;
+mod request;
+pub mod uring;
 
+pub use buf::AlignedBuf;
+pub use device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES, DEFAULT_GROW_BYTES};
 pub use engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, IO_ALIGN};
 pub use file::PageFile;
+pub use mmap::Mapping;
+pub use open::open_engine;
+pub use request::MAX_IO_DEPTH;

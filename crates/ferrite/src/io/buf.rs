@@ -1,0 +1,93 @@
+//! A heap buffer aligned for direct I/O: the memory that requests point at in tests, in
+//! `ferrite bench io`, and wherever whole-buffer ownership is simpler than the pool's frames.
+
+#![allow(unsafe_code)]
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+
+use super::engine::IO_ALIGN;
+
+/// `len` bytes, zeroed, starting at a multiple of [`IO_ALIGN`].
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer owns its memory exclusively, like a `Box<[u8]>`.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only reads (`as_slice`); writing needs `&mut self`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (at least one byte is allocated).
+    pub fn zeroed(len: usize) -> Self {
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size (`layout` rounds 0 up to one block).
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(ptr) else { alloc::handle_alloc_error(layout) };
+        AlignedBuf { ptr, len }
+    }
+
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(len.max(IO_ALIGN), IO_ALIGN).expect("buffer size overflows")
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The start of the buffer, for a request. Use `as_mut_ptr` for reads into it.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points at `len` initialised (zeroed or written) bytes that we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf").field("len", &self.len).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_zeroed_and_writable() {
+        for len in [0, 1, 4096, 3 * 4096 + 5] {
+            let mut buf = AlignedBuf::zeroed(len);
+            assert_eq!(buf.as_ptr() as usize % IO_ALIGN, 0);
+            assert_eq!(buf.len(), len);
+            assert!(buf.as_slice().iter().all(|&b| b == 0));
+            buf.as_mut_slice().fill(7);
+            assert!(buf.as_slice().iter().all(|&b| b == 7));
+        }
+    }
+}
