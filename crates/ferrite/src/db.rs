@@ -260,12 +260,9 @@ impl Db {
     /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
     /// does not exist or is empty.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let kind = options.engine;
-        let depth = options.io_depth;
-        let direct = options.direct_io;
+        let (kind, depth) = (options.engine, options.io_depth);
         Db::open_with_engines(dir, options, |_, pool| {
-            let _ = (kind, depth, direct, pool);
-            Err(Error::BadOptions { reason: "PLACEHOLDER until the engines merge".into() })
+            crate::io::open_engine(kind, pool.file().devices(), depth)
         })
     }
 
@@ -315,7 +312,13 @@ impl Db {
             options.direct_io,
             options.grow_chunk_bytes,
         )?;
-        if !exists || (writable && file.size_pages() == 0) {
+        // Format only a file that holds nothing at all: a file of someone else's is refused
+        // below (no valid superblock), never overwritten.
+        let empty = std::fs::metadata(&page_path)
+            .map_err(|e| Error::io(format!("reading the size of {}", page_path.display()), e))?
+            .len()
+            == 0;
+        if !exists || (writable && empty) {
             format(&file)?;
         }
         let mut sb = read_superblock(&file, dir)?;

@@ -95,7 +95,7 @@ fn open(dir: &TempDir, pool_pages: u64, workers: usize, fail_page: &Arc<AtomicU6
     let options = Options { workers, io_depth: 8, ..tiny(pool_pages) };
     let fail_page = Arc::clone(fail_page);
     Db::open_with_engines(dir.path(), options, move |_, pool: &BufferPool| {
-        Ok(Box::new(TestEngine::new(pool.file().raw_fd(), 8, Arc::clone(&fail_page)))
+        Ok(Box::new(TestEngine::new(pool.file().devices().raw_fds()[0], 8, Arc::clone(&fail_page)))
             as Box<dyn IoEngine>)
     })
     .unwrap()

@@ -465,6 +465,12 @@ impl BufferPool {
                     self.next_page.fetch_sub(1, Ordering::AcqRel);
                     return Err(Error::DatabaseFull { max_pages: self.max_pages });
                 }
+                // The workers write pages back through their own engines: the devices must
+                // hold the page before its first write-back.
+                if let Err(e) = self.file.ensure_page(id) {
+                    self.free.lock().unwrap().push(id);
+                    return Err(e);
+                }
                 id
             }
         };
@@ -663,11 +669,9 @@ impl BufferPool {
             }
             let now = self.load_state(page_id);
             match now.state() {
-                MARKED => {
-                    if self.cas_state(page_id, now, now.with_state(LOCKED)) {
-                        fence(Ordering::Release);
-                        victims.push(page_id);
-                    }
+                MARKED if self.cas_state(page_id, now, now.with_state(LOCKED)) => {
+                    fence(Ordering::Release);
+                    victims.push(page_id);
                 }
                 UNLOCKED => {
                     self.cas_state(page_id, now, now.with_state(MARKED));

@@ -1,33 +1,27 @@
-//! The page file: opened with `O_DIRECT` (unless told otherwise), grown in large preallocated
-//! chunks (seed 001), read and written a page at a time through page-aligned buffers.
+//! The page file: pages laid over the devices (`device.rs`: one file, or several striped
+//! RAID0 by Ferrite), opened with `O_DIRECT` unless told otherwise, grown in large
+//! preallocated chunks (seed 001), read and written a page at a time through page-aligned
+//! buffers by blocking system calls. The workers reach the same devices through their own
+//! engines (`open_engine` on [`PageFile::devices`]).
 
-#![allow(unsafe_code)]
-
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
+use super::device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES};
 use crate::error::{Error, PageId, Result};
 use crate::store::page::PAGE_SIZE;
 
-/// A file of `PAGE_SIZE` pages.
+/// Pages `0..` over one or more devices.
 #[derive(Debug)]
 pub struct PageFile {
-    file: File,
+    devices: Devices,
+    /// The first device's path, to name in messages.
     path: PathBuf,
-    direct: bool,
-    /// Pages the file holds (allocated on disk), a multiple of the growth chunk.
-    size_pages: AtomicU64,
-    grow_chunk_pages: u64,
-    grow_lock: Mutex<()>,
 }
 
 impl PageFile {
-    /// Opens (creating if `create`) the file at `path`, for reading and, if `writable`,
-    /// writing.
+    /// Opens (creating if `create`) the single file at `path`, for reading and, if
+    /// `writable`, writing.
     pub fn open(
         path: &Path,
         create: bool,
@@ -35,87 +29,70 @@ impl PageFile {
         direct: bool,
         grow_chunk_bytes: u64,
     ) -> Result<Self> {
-        let mut options = OpenOptions::new();
-        options.read(true).write(writable).create(create && writable);
-        if direct {
-            options.custom_flags(libc::O_DIRECT);
-        }
-        let file = options.open(path).map_err(|e| {
-            let hint = if e.raw_os_error() == Some(libc::EINVAL) && direct {
-                " (the file system refuses O_DIRECT; set Options::direct_io = false)"
-            } else {
-                ""
-            };
-            Error::io(format!("opening {}{hint}", path.display()), e)
-        })?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(format!("reading the size of {}", path.display()), e))?
-            .len();
-        Ok(PageFile {
-            file,
-            path: path.to_owned(),
+        PageFile::open_striped(
+            &[path.to_owned()],
+            create,
+            writable,
             direct,
-            size_pages: AtomicU64::new(len / PAGE_SIZE as u64),
-            grow_chunk_pages: (grow_chunk_bytes / PAGE_SIZE as u64).max(1),
-            grow_lock: Mutex::new(()),
-        })
+            grow_chunk_bytes,
+            DEFAULT_CHUNK_BYTES,
+        )
+    }
+
+    /// Opens the devices at `paths`, striped in that order by chunks of `chunk_bytes`.
+    pub fn open_striped(
+        paths: &[PathBuf],
+        create: bool,
+        writable: bool,
+        direct: bool,
+        grow_chunk_bytes: u64,
+        chunk_bytes: u64,
+    ) -> Result<Self> {
+        let grow = grow_chunk_bytes.div_ceil(chunk_bytes).max(1) * chunk_bytes;
+        let options = DeviceOptions {
+            direct,
+            writable,
+            create: create && writable,
+            chunk_bytes,
+            grow_bytes: grow,
+        };
+        let devices = Devices::open(paths, &options)?;
+        Ok(PageFile { devices, path: paths[0].clone() })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The descriptor, for the submission engines of the workers.
-    pub fn raw_fd(&self) -> std::os::unix::io::RawFd {
-        self.file.as_raw_fd()
+    /// The devices, for the workers' engines.
+    pub fn devices(&self) -> &Devices {
+        &self.devices
     }
 
     pub fn is_direct(&self) -> bool {
-        self.direct
+        self.devices.is_direct()
     }
 
-    /// Pages the file holds on disk.
+    /// Pages the devices hold from page 0 without a gap.
     pub fn size_pages(&self) -> u64 {
-        self.size_pages.load(Ordering::Acquire)
+        self.devices.capacity_bytes() / PAGE_SIZE as u64
     }
 
-    /// Makes sure the file holds page `page_id`, growing it by whole chunks with
-    /// `fallocate` so that the file system's metadata changes are few and batched.
+    /// Where page `page_id` lives: (device index, byte offset on that device).
+    pub fn locate(&self, page_id: PageId) -> (usize, u64) {
+        self.devices.locate(page_id * PAGE_SIZE as u64)
+    }
+
+    /// Makes sure the devices hold page `page_id`, growing them by whole chunks.
     pub fn ensure_page(&self, page_id: PageId) -> Result<()> {
         if page_id < self.size_pages() {
             return Ok(());
         }
-        let _guard = self.grow_lock.lock().unwrap();
-        let size = self.size_pages();
-        if page_id < size {
-            return Ok(());
-        }
-        let chunk = self.grow_chunk_pages;
-        let new_size = (page_id / chunk + 1) * chunk;
-        let offset = (size * PAGE_SIZE as u64) as libc::off_t;
-        let len = ((new_size - size) * PAGE_SIZE as u64) as libc::off_t;
-        // SAFETY: fallocate only reads its integer arguments; the descriptor is open.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, offset, len) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
-                self.file
-                    .set_len(new_size * PAGE_SIZE as u64)
-                    .map_err(|e| Error::io(format!("growing {}", self.path.display()), e))?;
-            } else {
-                return Err(Error::io(
-                    format!("growing {} to {} pages", self.path.display(), new_size),
-                    err,
-                ));
-            }
-        }
-        self.size_pages.store(new_size, Ordering::Release);
-        Ok(())
+        self.devices.ensure_capacity((page_id + 1) * PAGE_SIZE as u64)
     }
 
     fn check_buffer(&self, buf: &[u8]) -> Result<()> {
-        if buf.len() != PAGE_SIZE || (self.direct && buf.as_ptr() as usize % PAGE_SIZE != 0) {
+        if buf.len() != PAGE_SIZE || (self.is_direct() && buf.as_ptr() as usize % PAGE_SIZE != 0) {
             return Err(Error::io(
                 format!("accessing {}", self.path.display()),
                 std::io::Error::new(
@@ -128,13 +105,14 @@ impl PageFile {
     }
 
     /// Reads page `page_id` into `buf` (one page, page-aligned). A page past the end of the
-    /// file reads as zeros (its checksum then fails).
+    /// devices reads as zeros (its checksum then fails).
     pub fn read_page(&self, page_id: PageId, buf: &mut [u8]) -> Result<()> {
         self.check_buffer(buf)?;
-        let offset = page_id * PAGE_SIZE as u64;
+        let (device, offset) = self.locate(page_id);
+        let file = &self.devices.files()[device];
         let mut done = 0;
         while done < PAGE_SIZE {
-            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+            match file.read_at(&mut buf[done..], offset + done as u64) {
                 Ok(0) => {
                     buf[done..].fill(0);
                     break;
@@ -143,7 +121,7 @@ impl PageFile {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     return Err(Error::io(
-                        format!("reading page {page_id} of {}", self.path.display()),
+                        format!("reading page {page_id} of {}", self.devices.describe()),
                         e,
                     ))
                 }
@@ -156,14 +134,15 @@ impl PageFile {
     pub fn write_page(&self, page_id: PageId, buf: &[u8]) -> Result<()> {
         self.check_buffer(buf)?;
         self.ensure_page(page_id)?;
-        self.file
-            .write_all_at(buf, page_id * PAGE_SIZE as u64)
-            .map_err(|e| Error::io(format!("writing page {page_id} of {}", self.path.display()), e))
+        let (device, offset) = self.locate(page_id);
+        self.devices.files()[device].write_all_at(buf, offset).map_err(|e| {
+            Error::io(format!("writing page {page_id} of {}", self.devices.describe()), e)
+        })
     }
 
     /// Makes every completed write durable.
     pub fn sync(&self) -> Result<()> {
-        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+        self.devices.sync()
     }
 }
 

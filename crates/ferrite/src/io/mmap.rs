@@ -431,7 +431,11 @@ mod tests {
                     scope.spawn(move || {
                         let mut paths = [0u64; 2];
                         let mut i = t;
-                        while !stop.load(Ordering::Relaxed) || paths[0] + paths[1] < 1000 {
+                        // Once the remapping stops, reads must come from the mapping again.
+                        while !stop.load(Ordering::Relaxed)
+                            || paths[0] + paths[1] < 1000
+                            || paths[0] == 0
+                        {
                             let block = i * 7 % blocks;
                             let (bytes, path) = read(mapping, block * 4096, 4096);
                             let expected: Vec<u8> =

@@ -156,10 +156,11 @@ impl WorkerIo {
                 Ok(LoadStep::Retry)
             }
             crate::buffer::LoadStart::Started => {
+                let (device, offset) = self.pool.file().locate(page_id);
                 let request = IoRequest {
                     kind: IoKind::Read,
-                    device: 0,
-                    offset: page_id * PAGE_SIZE as u64,
+                    device,
+                    offset,
                     buf: self.pool.frame_ptr(page_id),
                     len: PAGE_SIZE,
                     tag: page_id << 1,
@@ -471,8 +472,8 @@ impl Worker {
                     None => io.pool.finish_evict(page_id),
                     Some(memory) => io.backlog.push_back(IoRequest {
                         kind: IoKind::Write,
-                        device: 0,
-                        offset: page_id * PAGE_SIZE as u64,
+                        device: io.pool.file().locate(page_id).0,
+                        offset: io.pool.file().locate(page_id).1,
                         buf: memory as *mut u8,
                         len: PAGE_SIZE,
                         tag: (page_id << 1) | TAG_WRITE,
