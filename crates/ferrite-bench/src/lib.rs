@@ -11,6 +11,7 @@ pub mod histogram;
 pub mod io;
 pub mod keys;
 pub mod lookup;
+pub mod lookup_tasks;
 pub mod progress;
 pub mod report;
 pub mod rng;

@@ -303,3 +303,44 @@ fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
         }
     }
 }
+
+#[test]
+fn tasks_run_over_every_real_engine() {
+    for engine in EngineKind::ALL {
+        let dir = TempDir::new("tasks-engines");
+        {
+            let db = Db::open(dir.path(), tiny(24)).unwrap();
+            let tree = db.tree("t").unwrap();
+            for i in 0..4000u64 {
+                tree.put(&i.to_be_bytes(), &i.to_le_bytes().repeat(12)).unwrap();
+            }
+            db.close().unwrap();
+        }
+        let options = Options { workers: 2, engine, io_depth: 16, ..tiny(24) };
+        let db = Db::open(dir.path(), options).unwrap();
+        let tree = db.open_tree("t").unwrap();
+        let handles: Vec<_> = (0..8u64)
+            .map(|task| {
+                let tree = tree.clone();
+                db.spawn(async move {
+                    let mut rng = Rng::new(task);
+                    for _ in 0..500 {
+                        let i = rng.below(4000);
+                        let value = tree.get_async(&i.to_be_bytes()).await.unwrap();
+                        assert_eq!(value, Some(i.to_le_bytes().repeat(12)), "{engine:?} key {i}");
+                    }
+                    for i in (task * 500..task * 500 + 100).map(|i| i + 10_000) {
+                        tree.put_async(&i.to_be_bytes(), b"new").await.unwrap();
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.wait());
+        let reads: u64 = db.worker_stats().iter().map(|s| s.reads.load(Ordering::Relaxed)).sum();
+        assert!(reads > 0, "{engine:?}: the workers read through the engine");
+        assert_eq!(tree.iter().count(), 4000 + 800, "{engine:?}");
+        assert_check(&db);
+        db.close().unwrap();
+    }
+}
