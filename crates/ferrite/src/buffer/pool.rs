@@ -397,25 +397,32 @@ impl BufferPool {
             });
             swept += 64;
         }
-        let mut evicted = 0;
+        let mut latched = Vec::with_capacity(found);
+        let mut failure = None;
         for &page_id in &victims[..found] {
             let now = self.load_state(page_id);
             if now.state() != MARKED || !self.cas_state(page_id, now, now.with_state(LOCKED)) {
                 continue;
             }
             fence(Ordering::Release);
-            if let Err(e) = self.write_back(page_id) {
-                self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
-                return Err(e);
+            if failure.is_none() {
+                match self.write_back(page_id) {
+                    Ok(()) => {
+                        latched.push(page_id);
+                        continue;
+                    }
+                    Err(e) => failure = Some(e),
+                }
             }
-            self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
-            self.resident.remove(page_id);
-            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
-            self.resident_count.fetch_sub(1, Ordering::AcqRel);
-            evicted += 1;
+            // After a failed write, the rest of the batch stays in memory.
+            self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
         }
-        self.counters.evictions.fetch_add(evicted as u64, Ordering::Relaxed);
-        Ok(evicted)
+        // `finish_evict_many` counts the evictions.
+        self.finish_evict_many(&latched);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(latched.len())
     }
 
     /// Writes a latched page if it is dirty. On failure the page stays dirty.
@@ -695,6 +702,21 @@ impl BufferPool {
     /// Counts a write-back that finished.
     pub fn note_write(&self) {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Evicts latched victims whose contents are on disk, giving their memory back in one
+    /// batch (see `VirtualRegion::discard_many`).
+    pub fn finish_evict_many(&self, page_ids: &[PageId]) {
+        let offsets: Vec<usize> = page_ids.iter().map(|&id| id as usize * PAGE_SIZE).collect();
+        self.pages.discard_many(&offsets, PAGE_SIZE);
+        for &page_id in page_ids {
+            let now = self.load_state(page_id);
+            debug_assert_eq!(now.state(), LOCKED);
+            self.resident.remove(page_id);
+            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+        }
+        self.resident_count.fetch_sub(page_ids.len() as u64, Ordering::AcqRel);
+        self.counters.evictions.fetch_add(page_ids.len() as u64, Ordering::Relaxed);
     }
 
     /// Evicts a latched victim whose contents are on disk: gives its frame back.

@@ -121,6 +121,8 @@ pub(crate) struct WorkerIo {
     evict_wanted: bool,
     /// Most reads in flight (and frames held for them) at once.
     load_limit: usize,
+    /// Victims whose write-back finished in this round, evicted together after it.
+    written: Vec<PageId>,
     /// Tasks waiting for room under `load_limit`; each round wakes as many as there is room
     /// for (a woken task that no longer needs a read leaves its room to the next round).
     slot_waiters: VecDeque<Waker>,
@@ -241,7 +243,7 @@ impl WorkerIo {
                 Ok(bytes) if bytes == PAGE_SIZE => {
                     stats.writes.fetch_add(1, Ordering::Relaxed);
                     self.pool.note_write();
-                    self.pool.finish_evict(page_id);
+                    self.written.push(page_id);
                 }
                 _ => {
                     // The page stays in memory, dirty; the durability work decides what a
@@ -313,6 +315,7 @@ impl Worker {
         CURRENT.with(|cell| {
             *cell.borrow_mut() = Some(WorkerIo {
                 load_limit,
+                written: Vec::new(),
                 slot_waiters: VecDeque::new(),
                 pool,
                 engine,
@@ -353,6 +356,10 @@ impl Worker {
                 with_io(|io| {
                     for completion in completions.drain(..) {
                         io.complete(completion, &self.stats);
+                    }
+                    if !io.written.is_empty() {
+                        io.pool.finish_evict_many(&io.written);
+                        io.written.clear();
                     }
                 });
                 clock = self.charge(&self.stats.complete_ns, clock);
@@ -467,9 +474,10 @@ impl Worker {
                     swept += step;
                 }
             }
+            let mut clean = Vec::with_capacity(victims.len());
             for page_id in victims {
                 match io.pool.write_back_start(page_id) {
-                    None => io.pool.finish_evict(page_id),
+                    None => clean.push(page_id),
                     Some(memory) => io.backlog.push_back(IoRequest {
                         kind: IoKind::Write,
                         device: io.pool.file().locate(page_id).0,
@@ -480,6 +488,7 @@ impl Worker {
                     }),
                 }
             }
+            io.pool.finish_evict_many(&clean);
         });
         self.clock_hand = hand;
         self.steal_hand = steal_hand;
