@@ -312,15 +312,18 @@ impl LookupReport {
                 if c.direct_io { "O_DIRECT" } else { "buffered I/O (--no-direct)" }
             ),
         );
+        let who = if self.tasks.is_some() {
+            format!("{} workers x {} tasks", c.workers, c.tasks)
+        } else {
+            format!("{} thread{}", c.threads, if c.threads == 1 { "" } else { "s" })
+        };
         line(
             "lookups",
             format!(
-                "{} in {} after a {} warm-up, {} thread{}, seed {}: {} lookups/s",
+                "{} in {} after a {} warm-up, {who}, seed {}: {} lookups/s",
                 report::thousands(run.lookups),
                 report::duration(run.seconds),
                 report::duration(run.warmup_seconds),
-                c.threads,
-                if c.threads == 1 { "" } else { "s" },
                 c.seed,
                 report::thousands(run.lookups_per_s().round() as u64)
             ),

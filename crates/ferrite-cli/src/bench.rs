@@ -13,13 +13,20 @@ use crate::common::{CliError, Outcome};
 
 /// `ferrite bench lookup`: the summary and the result line on `out`, progress on stderr.
 pub fn lookup(config: &LookupConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let who = if config.direct_api {
+        format!(
+            "{} thread{} (blocking API)",
+            config.threads,
+            if config.threads == 1 { "" } else { "s" }
+        )
+    } else {
+        format!("{} workers x {} tasks ({})", config.workers, config.tasks, config.engine.name())
+    };
     eprintln!(
-        "bench lookup: {} keys in {}, pool {} MiB, {} thread{}, {} measured after {} of warm-up",
+        "bench lookup: {} keys in {}, pool {} MiB, {who}, {} measured after {} of warm-up",
         thousands(config.keys),
         config.dir.display(),
         config.pool_mib,
-        config.threads,
-        if config.threads == 1 { "" } else { "s" },
         duration(config.seconds),
         duration(config.warmup_seconds())
     );

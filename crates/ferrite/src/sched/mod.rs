@@ -21,7 +21,7 @@ use crate::btree::{back_off, with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId, Result};
 use crate::io::IoEngine;
-use worker::{with_io, Inbox, LoadStep, Worker};
+use worker::{spend_budget, with_io, Inbox, LoadStep, Worker};
 
 /// The running workers of one database.
 #[derive(Debug)]
@@ -183,7 +183,12 @@ pub async fn run_async<T>(
     let mut failed_load: Option<PageId> = None;
     loop {
         match with_scratch(&mut attempt) {
-            Ok(value) => return Ok(value),
+            Ok(value) => {
+                if on_worker() && spend_budget() {
+                    yield_now().await;
+                }
+                return Ok(value);
+            }
             Err(Interrupt::Error(e)) => return Err(e),
             Err(Interrupt::Miss(page_id)) => match load_page(pool, page_id).await {
                 Ok(()) => failed_load = None,

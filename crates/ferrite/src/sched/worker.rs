@@ -260,6 +260,29 @@ thread_local! {
     static CURRENT: std::cell::RefCell<Option<WorkerIo>> = const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// Operations a task may still finish before it yields to the others (see `spend_budget`).
+    static BUDGET: std::cell::Cell<u32> = const { std::cell::Cell::new(OPS_PER_TURN) };
+}
+
+/// Operations that finish without waiting before their task gives the worker back: a task
+/// whose pages are all in memory would otherwise never yield, and starve the tasks behind it.
+const OPS_PER_TURN: u32 = 32;
+
+/// Counts one finished operation; true when the task should yield now.
+pub(crate) fn spend_budget() -> bool {
+    BUDGET.with(|budget| {
+        let left = budget.get().saturating_sub(1);
+        if left == 0 {
+            budget.set(OPS_PER_TURN);
+            true
+        } else {
+            budget.set(left);
+            false
+        }
+    })
+}
+
 /// Runs `f` on the current worker's I/O state; `None` when not called from a worker task.
 pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
     CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
