@@ -36,6 +36,7 @@ use ferrite::io::{
 use crate::cpu::CpuTime;
 use crate::error::BenchError;
 use crate::histogram::Histogram;
+use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::report::{self, ResultLine};
 use crate::rng::Rng;
 use datafile::{DataFile, FileFate, Origin};
@@ -559,32 +560,6 @@ pub fn device_read_ceiling(path: &Path, direct: bool, seconds: f64) -> Result<f6
         measure: Duration::from_secs_f64(seconds),
     };
     Ok(measure(&devices, &plan)?.iops())
-}
-
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
-
-/// Sets the phase to `STOP` when dropped: a thread that ends for any reason (an error, a
-/// panic) stops the others and the controller.
-struct StopOnDrop<'a>(&'a AtomicU8);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(STOP, Ordering::Release);
-    }
-}
-
-/// Sleeps for `duration`, or less if the phase becomes `STOP`.
-fn wait(phase: &AtomicU8, duration: Duration) {
-    let deadline = Instant::now() + duration;
-    while phase.load(Ordering::Acquire) != STOP {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        thread::sleep(left.min(Duration::from_millis(20)));
-    }
 }
 
 /// Runs `plan` on `devices` and returns the measurement (without fio's).

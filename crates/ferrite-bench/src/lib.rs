@@ -12,6 +12,7 @@ pub mod io;
 pub mod keys;
 pub mod lookup;
 pub mod lookup_tasks;
+pub mod phase;
 pub mod progress;
 pub mod report;
 pub mod rng;

@@ -22,6 +22,7 @@ use crate::error::BenchError;
 use crate::histogram::Histogram;
 use crate::keys::{check_value, key, value, KEY_LEN, VALUE_LEN};
 use crate::lookup_tasks::TimeShares;
+use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::rng::Rng;
@@ -586,20 +587,6 @@ pub struct LookupParams {
     pub measure: Duration,
 }
 
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
-
-/// Sets the phase to `STOP` when dropped: a worker that ends for any reason, a panic
-/// included, stops the others and wakes the controller.
-struct StopOnDrop<'a>(&'a AtomicU8);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(STOP, Ordering::Release);
-    }
-}
-
 /// Runs uniform random lookups of keys `0..keys` from `threads` threads: `warmup`, then
 /// `measure` counted. Stops at the first wrong or missing value or store error and returns
 /// it. A panicking worker's panic is passed on.
@@ -643,18 +630,6 @@ pub fn run_lookups(store: &dyn KvStore, params: &LookupParams) -> Result<LookupR
         let io = io_before.zip(io_after).map(|(before, after)| after.since(before));
         Ok(LookupRun { lookups, seconds, warmup_seconds, latency_ns, io, cpu })
     })
-}
-
-/// Sleeps for `duration`, or less if the phase becomes `STOP`.
-fn wait(phase: &AtomicU8, duration: Duration) {
-    let deadline = Instant::now() + duration;
-    while phase.load(Ordering::Acquire) != STOP {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        thread::sleep(left.min(Duration::from_millis(20)));
-    }
 }
 
 /// One worker: looks keys up until told to stop; returns the lookups it made while

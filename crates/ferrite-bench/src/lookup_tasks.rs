@@ -5,7 +5,6 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use ferrite::sched::WorkerStats;
@@ -16,12 +15,9 @@ use crate::error::BenchError;
 use crate::histogram::Histogram;
 use crate::keys::{check_value, key};
 use crate::lookup::LookupRun;
+use crate::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::rng::Rng;
 use crate::store::IoCounters;
-
-const WARMUP: u8 = 0;
-const MEASURE: u8 = 1;
-const STOP: u8 = 2;
 
 /// Shares of the workers' time, in percent of their total.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -156,18 +152,6 @@ pub fn run_task_lookups(
 fn pool_io(db: &Db) -> IoCounters {
     let stats = db.pool().stats();
     IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions }
-}
-
-/// Sleeps for `duration`, or less if the phase becomes `STOP` (a failed task).
-fn wait(phase: &AtomicU8, duration: Duration) {
-    let deadline = Instant::now() + duration;
-    while phase.load(Ordering::Relaxed) != STOP {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        thread::sleep(left.min(Duration::from_millis(50)));
-    }
 }
 
 #[cfg(test)]
