@@ -32,6 +32,9 @@ use std::future::Future;
 
 /// The page file's name inside a data directory.
 pub const PAGE_FILE_NAME: &str = "pages.ferrite";
+/// In a data directory whose pages live on other devices: their list, one per line (the
+/// superblock on the first device is the authority; this file tells a reader where to look).
+pub const DEVICES_FILE_NAME: &str = "DEVICES";
 /// The lock file's name inside a data directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
 /// Longest tree name, in bytes.
@@ -188,7 +191,7 @@ fn read_page_direct(file: &PageFile, page_id: PageId) -> Result<AlignedPage> {
 }
 
 /// Writes an empty database: both superblock copies and an empty catalog root.
-fn format(file: &PageFile) -> Result<()> {
+fn format(file: &PageFile, options: &Options) -> Result<()> {
     write_page_direct(file, CATALOG_ROOT, |page| {
         BTree::init_root(page, CATALOG_ROOT, CATALOG_TREE_ID);
         page::seal(page);
@@ -202,6 +205,12 @@ fn format(file: &PageFile) -> Result<()> {
             free_list_len: 0,
             next_tree_id: CATALOG_TREE_ID + 1,
             clean: true,
+            stripe_chunk_bytes: if options.devices.is_empty() {
+                0
+            } else {
+                options.stripe_chunk_bytes
+            },
+            devices: options.device_names(),
         };
         write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
     }
@@ -215,7 +224,7 @@ fn read_superblock(file: &PageFile, dir: &Path) -> Result<Superblock> {
     for page_id in SUPERBLOCK_PAGES {
         let buf = read_page_direct(file, page_id)?;
         match Superblock::decode(buf.bytes(), page_id) {
-            Ok(sb) if best.map_or(true, |b| sb.sequence > b.sequence) => best = Some(sb),
+            Ok(sb) if best.as_ref().map_or(true, |b| sb.sequence > b.sequence) => best = Some(sb),
             Ok(_) => {}
             Err(reason) => reasons.push(format!("copy {page_id}: {reason}")),
         }
@@ -286,9 +295,22 @@ impl Db {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
-        let page_path = dir.join(PAGE_FILE_NAME);
-        let exists = page_path.exists();
-        if !exists {
+        let striped = !options.devices.is_empty();
+        let page_path = if striped { options.devices[0].clone() } else { dir.join(PAGE_FILE_NAME) };
+        let exists = page_path.exists()
+            && (!striped || std::fs::metadata(&page_path).is_ok_and(|m| m.len() > 0));
+        let devices_file = dir.join(DEVICES_FILE_NAME);
+        if !striped && devices_file.exists() {
+            let listed = std::fs::read_to_string(&devices_file).unwrap_or_default();
+            return Err(Error::BadOptions {
+                reason: format!(
+                    "{} keeps its pages on [{}]: open it with those devices",
+                    dir.display(),
+                    listed.lines().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        if !exists && !striped {
             let others = std::fs::read_dir(dir)
                 .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
                 .filter_map(|entry| entry.ok())
@@ -305,13 +327,24 @@ impl Db {
         }
         let lock_file = lock_directory(dir)?;
         let writable = !options.read_only;
-        let file = PageFile::open(
-            &page_path,
-            !exists,
-            writable,
-            options.direct_io,
-            options.grow_chunk_bytes,
-        )?;
+        let file = if striped {
+            PageFile::open_striped(
+                &options.devices,
+                options.create_if_missing,
+                writable,
+                options.direct_io,
+                options.grow_chunk_bytes,
+                options.stripe_chunk_bytes,
+            )?
+        } else {
+            PageFile::open(
+                &page_path,
+                !exists,
+                writable,
+                options.direct_io,
+                options.grow_chunk_bytes,
+            )?
+        };
         // Format only a file that holds nothing at all: a file of someone else's is refused
         // below (no valid superblock), never overwritten.
         let empty = std::fs::metadata(&page_path)
@@ -319,9 +352,35 @@ impl Db {
             .len()
             == 0;
         if !exists || (writable && empty) {
-            format(&file)?;
+            format(&file, &options)?;
+            if striped {
+                let listed: String =
+                    options.device_names().iter().map(|d| format!("{d}\n")).collect();
+                std::fs::write(&devices_file, listed)
+                    .map_err(|e| Error::io(format!("writing {}", devices_file.display()), e))?;
+            }
         }
         let mut sb = read_superblock(&file, dir)?;
+        let recorded_chunk = if sb.devices.is_empty() { 0 } else { sb.stripe_chunk_bytes };
+        let given_chunk = if striped { options.stripe_chunk_bytes } else { 0 };
+        if sb.devices != options.device_names() || recorded_chunk != given_chunk {
+            let show = |d: &[String]| {
+                if d.is_empty() {
+                    format!("its own {PAGE_FILE_NAME}")
+                } else {
+                    format!("[{}]", d.join(", "))
+                }
+            };
+            return Err(Error::BadOptions {
+                reason: format!(
+                    "{} keeps its pages on {} (stripe chunk {recorded_chunk} bytes); it was \
+                     opened with devices {} (stripe chunk {given_chunk} bytes)",
+                    dir.display(),
+                    show(&sb.devices),
+                    show(&options.device_names())
+                ),
+            });
+        }
         if !sb.clean && !options.accept_unclean {
             return Err(Error::NotCleanlyClosed { path: dir.to_owned() });
         }
@@ -682,7 +741,7 @@ impl Shared {
         sb.free_list_len = listed.len() as u64;
         sb.next_tree_id = self.next_tree_id.load(Ordering::Acquire);
         sb.clean = true;
-        let sb = *sb;
+        let sb = sb.clone();
         write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
         file.sync()?;
         self.lock_file.lock().unwrap().take();

@@ -34,6 +34,12 @@ pub struct Options {
     pub engine: EngineKind,
     /// I/O requests each worker keeps in flight at most.
     pub io_depth: usize,
+    /// Files or block devices to stripe the pages over (RAID0 by Ferrite), in order; empty:
+    /// the single `pages.ferrite` of the data directory. A data directory remembers its list
+    /// and must be reopened with the same one.
+    pub devices: Vec<std::path::PathBuf>,
+    /// Bytes per stripe chunk across `devices` (a multiple of 4 KiB).
+    pub stripe_chunk_bytes: u64,
 }
 
 impl Default for Options {
@@ -49,6 +55,8 @@ impl Default for Options {
             workers: 0,
             engine: EngineKind::IoUring,
             io_depth: 128,
+            devices: Vec::new(),
+            stripe_chunk_bytes: crate::io::DEFAULT_CHUNK_BYTES,
         }
     }
 }
@@ -62,6 +70,11 @@ impl Options {
     /// Page ids the page table addresses.
     pub fn max_pages(&self) -> u64 {
         self.max_size_bytes / PAGE_SIZE as u64
+    }
+
+    /// The device list as the superblock records it.
+    pub(crate) fn device_names(&self) -> Vec<String> {
+        self.devices.iter().map(|p| p.display().to_string()).collect()
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -88,6 +101,19 @@ impl Options {
         }
         if self.workers > 1024 {
             return bad(format!("workers {} is above the maximum of 1024", self.workers));
+        }
+        if self.stripe_chunk_bytes == 0 || self.stripe_chunk_bytes % PAGE_SIZE as u64 != 0 {
+            return bad(format!(
+                "stripe_chunk_bytes {} must be a positive multiple of {PAGE_SIZE}",
+                self.stripe_chunk_bytes
+            ));
+        }
+        let listed = self.device_names();
+        if crate::store::superblock::device_list_bytes(&listed)
+            > crate::store::superblock::MAX_DEVICE_LIST_BYTES
+            || listed.len() > u16::MAX as usize
+        {
+            return bad("the device paths are too long to record in the superblock".into());
         }
         if self.io_depth == 0 || self.io_depth > 4096 {
             return bad(format!("io_depth {} must be between 1 and 4096", self.io_depth));

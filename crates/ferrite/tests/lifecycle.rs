@@ -303,3 +303,62 @@ fn read_only_changes_nothing_on_disk() {
     let err = Db::open(&missing, Options { read_only: true, ..tiny(16) }).unwrap_err();
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
 }
+
+#[test]
+fn pages_striped_over_three_devices_and_the_list_is_enforced() {
+    let dir = TempDir::new("stripe");
+    let devices: Vec<_> = (0..3).map(|i| dir.path().join(format!("dev{i}"))).collect();
+    let striped = |devices: &[std::path::PathBuf]| Options {
+        devices: devices.to_vec(),
+        stripe_chunk_bytes: 16 * 1024,
+        ..tiny(16)
+    };
+    let data = dir.path().join("data");
+    {
+        let db = Db::open(&data, striped(&devices)).unwrap();
+        let tree = db.tree("t").unwrap();
+        for i in 0..5000 {
+            tree.put(&key(i), &value(i)).unwrap();
+        }
+        db.close().unwrap();
+    }
+    for device in &devices {
+        let len = std::fs::metadata(device).unwrap().len();
+        assert!(len > 0, "every device holds pages: {} is empty", device.display());
+    }
+    assert!(!data.join(PAGE_FILE_NAME).exists(), "no page file in the directory itself");
+    // The same list again: everything is there, also through workers on every device.
+    let options = Options { workers: 2, ..striped(&devices) };
+    let db = Db::open(&data, options).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    let handles: Vec<_> = (0..5000u64)
+        .step_by(50)
+        .map(|i| {
+            let tree = tree.clone();
+            db.spawn(async move { tree.get_async(&key(i)).await.unwrap() }).unwrap()
+        })
+        .collect();
+    for (n, handle) in handles.into_iter().enumerate() {
+        assert_eq!(handle.wait(), Some(value(n as u64 * 50)));
+    }
+    assert_check(&db);
+    db.close().unwrap();
+    // Another order, another list, another chunk, or none: refused, naming the list.
+    let mut reordered = devices.clone();
+    reordered.swap(1, 2);
+    for wrong in [
+        striped(&reordered),
+        striped(&devices[..2]),
+        Options { stripe_chunk_bytes: 64 * 1024, ..striped(&devices) },
+    ] {
+        let err = Db::open(&data, wrong).unwrap_err();
+        assert!(matches!(err, Error::BadOptions { .. }), "{err}");
+        assert!(err.to_string().contains("dev0"), "{err}");
+    }
+    let err = Db::open(&data, tiny(16)).unwrap_err();
+    assert!(
+        err.to_string().contains("keeps its pages on") && err.to_string().contains("dev2"),
+        "{err}"
+    );
+    assert!(!data.join(PAGE_FILE_NAME).exists(), "no empty database was made beside the stripe");
+}

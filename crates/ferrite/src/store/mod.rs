@@ -65,6 +65,8 @@ mod tests {
             free_list_len: 2,
             next_tree_id: 4,
             clean: true,
+            stripe_chunk_bytes: 0,
+            devices: Vec::new(),
         }
         .encode(&mut page);
         valid.push(page.clone());

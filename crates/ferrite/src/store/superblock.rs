@@ -17,8 +17,12 @@
 //! | 80     | 1    | 1 = closed cleanly: every page was written back and the free      |
 //! |        |      | list is exact; 0 while open                                       |
 //! | 81     | 7    | reserved, 0                                                       |
+//! | 88     | 8    | stripe chunk in bytes (0 with a single device)                    |
+//! | 96     | 2    | number of devices n (0 = the single `pages.ferrite` of the directory) |
+//! | 98     | ...  | n device paths, each a u16 length and that many bytes (UTF-8)     |
 //!
-//! The rest of the page is zero.
+//! The rest of the page is zero. A data directory must be reopened on the devices it was
+//! created on, in the same order: the list here is compared at open.
 
 use crate::error::PageId;
 use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
@@ -28,8 +32,11 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Page ids of the two superblock copies.
 pub const SUPERBLOCK_PAGES: [PageId; 2] = [0, 1];
 
+/// Bytes the device list may take.
+pub const MAX_DEVICE_LIST_BYTES: usize = PAGE_SIZE - 98;
+
 /// The decoded superblock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
     pub sequence: u64,
     pub page_count: u64,
@@ -38,6 +45,16 @@ pub struct Superblock {
     pub free_list_len: u64,
     pub next_tree_id: u64,
     pub clean: bool,
+    /// Stripe chunk in bytes; 0 with a single device.
+    pub stripe_chunk_bytes: u64,
+    /// The devices the pages are striped over, in order; empty for the directory's own
+    /// `pages.ferrite`.
+    pub devices: Vec<String>,
+}
+
+/// Bytes `devices` take in the superblock.
+pub fn device_list_bytes(devices: &[String]) -> usize {
+    devices.iter().map(|d| 2 + d.len()).sum()
 }
 
 impl Superblock {
@@ -60,6 +77,15 @@ impl Superblock {
         write_u64(out, 64, self.free_list_len);
         write_u64(out, 72, self.next_tree_id);
         out[80] = self.clean as u8;
+        write_u64(out, 88, self.stripe_chunk_bytes);
+        assert!(device_list_bytes(&self.devices) <= MAX_DEVICE_LIST_BYTES);
+        crate::store::page::write_u16(out, 96, self.devices.len() as u16);
+        let mut at = 98;
+        for device in &self.devices {
+            crate::store::page::write_u16(out, at, device.len() as u16);
+            out[at + 2..at + 2 + device.len()].copy_from_slice(device.as_bytes());
+            at += 2 + device.len();
+        }
         page::seal(out);
     }
 
@@ -88,6 +114,8 @@ impl Superblock {
             free_list_len: read_u64(bytes, 64),
             next_tree_id: read_u64(bytes, 72),
             clean: bytes[80] == 1,
+            stripe_chunk_bytes: read_u64(bytes, 88),
+            devices: decode_devices(bytes)?,
         };
         if sb.page_id() != page_id {
             return Err(format!("sequence {} belongs in the other copy", sb.sequence));
@@ -97,6 +125,23 @@ impl Superblock {
         }
         Ok(sb)
     }
+}
+
+fn decode_devices(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let count = crate::store::page::read_u16(bytes, 96) as usize;
+    let mut devices = Vec::with_capacity(count);
+    let mut at = 98;
+    for i in 0..count {
+        if at + 2 > PAGE_SIZE {
+            return Err(format!("device list runs off the page at device {i}"));
+        }
+        let len = crate::store::page::read_u16(bytes, at) as usize;
+        let path = bytes.get(at + 2..at + 2 + len).ok_or("device list runs off the page")?;
+        let path = std::str::from_utf8(path).map_err(|_| format!("device {i} is not UTF-8"))?;
+        devices.push(path.to_owned());
+        at += 2 + len;
+    }
+    Ok(devices)
 }
 
 #[cfg(test)]
@@ -113,6 +158,8 @@ mod tests {
             free_list_len: 7,
             next_tree_id: 3,
             clean: true,
+            stripe_chunk_bytes: 65536,
+            devices: vec!["/dev/nvme0n1".into(), "/mnt/b/pages".into()],
         };
         let mut buf = vec![0u8; PAGE_SIZE];
         sb.encode(&mut buf);
