@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use crate::error::BenchError;
 
 /// The files a Ferrite data directory holds (the engine's lock file name is private).
-const FERRITE_FILES: [&str; 2] = [ferrite::PAGE_FILE_NAME, ferrite::LOCK_FILE_NAME];
+const FERRITE_FILES: [&str; 3] =
+    [ferrite::PAGE_FILE_NAME, ferrite::LOCK_FILE_NAME, ferrite::DEVICES_FILE_NAME];
 
 /// What became of the data directory at the end of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -137,13 +137,6 @@ impl LookupConfig {
                 return bad(format!("device {} is given twice", device.display()));
             }
         }
-        if !self.devices.is_empty() {
-            // The devices module stripes already; the data directory does not record a
-            // device list yet (next step of the I/O work), so refuse rather than ignore it.
-            return bad(
-                "--devices is not supported yet: the data lives in the page file of --db".into()
-            );
-        }
         Ok(())
     }
 
@@ -155,6 +148,7 @@ impl LookupConfig {
             workers: if self.direct_api { 0 } else { self.workers },
             engine: self.engine,
             io_depth: self.tasks.clamp(1, 4096),
+            devices: self.devices.clone(),
             ..Options::default()
         }
     }
@@ -438,6 +432,9 @@ impl LookupReport {
 pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupReport, BenchError> {
     config.validate()?;
     let dir = BenchDir::claim(&config.dir)?;
+    // Device files this run creates are removed with the directory (never existing ones).
+    let new_devices: Vec<PathBuf> =
+        config.devices.iter().filter(|d| !d.exists()).cloned().collect();
     let mut owned = dir.is_fresh();
     let outcome = match Db::open(&config.dir, config.options()) {
         Ok(db) => {
@@ -454,6 +451,9 @@ pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupRepor
     let fate = if config.keep {
         DirFate::Kept
     } else if owned {
+        for device in &new_devices {
+            let _ = std::fs::remove_file(device);
+        }
         dir.remove()
     } else {
         DirFate::Left("it held data before the run".to_owned())
@@ -500,7 +500,11 @@ fn measure(
         return Ok((source, run, db.pool().stats(), None));
     }
     db.pool().flush_all()?;
-    let page_file = config.dir.join(ferrite::PAGE_FILE_NAME);
+    // With several devices the ceiling is the first device's (they are alike here).
+    let page_file = match config.devices.first() {
+        Some(first) => first.clone(),
+        None => config.dir.join(ferrite::PAGE_FILE_NAME),
+    };
     let device_iops = crate::io::device_read_ceiling(&page_file, config.direct_io, 3.0)?;
     let tree = db.open_tree(BENCH_TREE)?;
     let (run, shares) = crate::lookup_tasks::run_task_lookups(

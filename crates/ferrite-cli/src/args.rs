@@ -1001,6 +1001,8 @@ mod tests {
             "128",
             "--engine",
             "aio",
+            "--devices",
+            "/dev/nvme0n1,/dev/nvme1n1,data/file",
             "--direct-api",
             "--threads",
             "8",
@@ -1010,9 +1012,9 @@ mod tests {
         };
         assert_eq!((c.workers, c.tasks, c.engine, c.threads), (3, 128, EngineKind::Aio, 8));
         assert!(c.direct_api);
-        assert!(c.devices.is_empty());
-        // Parsed, then refused until the data directory records its device list.
-        fails(&["bench", "lookup", "--devices", "/dev/nvme0n1,data/file"], "not supported yet");
+        let devices: Vec<PathBuf> =
+            ["/dev/nvme0n1", "/dev/nvme1n1", "data/file"].iter().map(PathBuf::from).collect();
+        assert_eq!(c.devices, devices);
         fails(&["bench", "lookup", "--workers", "0"], "--workers: 0 is out of range");
         fails(&["bench", "lookup", "--tasks", "0"], "0 tasks per worker is out of range");
         fails(&["bench", "lookup", "--tasks", "100000"], "out of range (1 to 65536)");
