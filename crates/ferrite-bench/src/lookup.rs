@@ -207,6 +207,8 @@ impl LookupRun {
 /// What a run through the task API measures beyond the blocking one.
 #[derive(Debug, Clone, Copy)]
 pub struct TaskFigures {
+    /// The engine the workers opened (the database says which).
+    pub engine: &'static str,
     pub device_iops: f64,
     pub shares: TimeShares,
 }
@@ -338,12 +340,7 @@ impl LookupReport {
         if let Some(t) = &self.tasks {
             line(
                 "mode",
-                format!(
-                    "tasks: {} workers x {} tasks, engine {}",
-                    c.workers,
-                    c.tasks,
-                    c.engine.name()
-                ),
+                format!("tasks: {} workers x {} tasks, engine {}", c.workers, c.tasks, t.engine),
             );
             line(
                 "device",
@@ -406,7 +403,7 @@ impl LookupReport {
                 .word("mode", "tasks")
                 .int("workers", c.workers as u64)
                 .int("tasks", c.tasks as u64)
-                .word("engine", c.engine.name())
+                .word("engine", t.engine)
                 .real("tree_pct", t.shares.tree_pct, 1)
                 .real("evict_pct", t.shares.evict_pct, 1)
                 .real("submit_pct", t.shares.submit_pct, 1)
@@ -516,7 +513,8 @@ fn measure(
         params.warmup,
         params.measure,
     )?;
-    Ok((source, run, db.pool().stats(), Some(TaskFigures { device_iops, shares })))
+    let engine = db.engine().map_or("none", |kind| kind.name());
+    Ok((source, run, db.pool().stats(), Some(TaskFigures { engine, device_iops, shares })))
 }
 
 fn meta_value(keys: u64) -> String {
@@ -784,6 +782,7 @@ mod tests {
                 cpu: CpuTime { user_s: 6.0, system_s: 2.0 },
             },
             tasks: Some(TaskFigures {
+                engine: "io_uring",
                 device_iops: 250_000.0,
                 shares: TimeShares {
                     tree_pct: 40.0,

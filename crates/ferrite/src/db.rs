@@ -55,6 +55,8 @@ struct Shared {
     pool: Arc<BufferPool>,
     /// The task workers, if any were asked for; stopped at close.
     workers: Mutex<Option<Workers>>,
+    /// The engine the workers use.
+    engine: Mutex<Option<crate::io::EngineKind>>,
     catalog: BTree,
     /// The last superblock written; the next write bumps its sequence.
     superblock: Mutex<Superblock>,
@@ -269,9 +271,13 @@ impl Db {
     /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
     /// does not exist or is empty.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let (kind, depth) = (options.engine, options.io_depth);
+        let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
         Db::open_with_engines(dir, options, |_, pool| {
-            crate::io::open_engine(kind, pool.file().devices(), depth)
+            let devices = pool.file().devices();
+            match (crate::io::open_engine(kind, devices, depth), fallback) {
+                (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
+                (result, _) => result,
+            }
         })
     }
 
@@ -426,10 +432,12 @@ impl Db {
         } else {
             None
         };
+        let engine = workers.as_ref().map(Workers::engine);
         let shared = Shared {
             dir: dir.to_owned(),
             pool,
             workers: Mutex::new(workers),
+            engine: Mutex::new(engine),
             catalog: BTree { root: sb.catalog_root, tree_id: CATALOG_TREE_ID },
             next_tree_id: AtomicU64::new(sb.next_tree_id),
             superblock: Mutex::new(sb),
@@ -616,6 +624,11 @@ impl Db {
             Some(workers) => Ok(workers.spawn(future)),
             None => Err(Error::NoWorkers),
         }
+    }
+
+    /// The engine the workers issue their I/O with (after any fallback), if there are workers.
+    pub fn engine(&self) -> Option<crate::io::EngineKind> {
+        *self.shared.engine.lock().unwrap()
     }
 
     /// How many workers run tasks.

@@ -32,6 +32,9 @@ pub struct Options {
     pub workers: usize,
     /// How the workers issue I/O.
     pub engine: EngineKind,
+    /// If `engine` cannot be opened (a kernel that refuses io_uring, say), use this one
+    /// instead; `None` (the default) makes that an error: never a silent fallback.
+    pub engine_fallback: Option<EngineKind>,
     /// I/O requests each worker keeps in flight at most.
     pub io_depth: usize,
     /// Files or block devices to stripe the pages over (RAID0 by Ferrite), in order; empty:
@@ -54,6 +57,7 @@ impl Default for Options {
             read_only: false,
             workers: 0,
             engine: EngineKind::IoUring,
+            engine_fallback: None,
             io_depth: 128,
             devices: Vec::new(),
             stripe_chunk_bytes: crate::io::DEFAULT_CHUNK_BYTES,

@@ -30,6 +30,7 @@ pub struct Workers {
     stats: Vec<Arc<WorkerStats>>,
     threads: Vec<JoinHandle<()>>,
     next: AtomicUsize,
+    engine: crate::io::EngineKind,
 }
 
 impl Workers {
@@ -37,11 +38,13 @@ impl Workers {
     pub fn start(pool: &Arc<BufferPool>, engines: Vec<Box<dyn IoEngine>>) -> Result<Workers> {
         let count = engines.len();
         assert!(count > 0, "at least one worker");
+        let engine = engines[0].kind();
         let mut workers = Workers {
             inboxes: Vec::with_capacity(count),
             stats: Vec::with_capacity(count),
             threads: Vec::with_capacity(count),
             next: AtomicUsize::new(0),
+            engine,
         };
         for (index, engine) in engines.into_iter().enumerate() {
             let inbox = Arc::new(Inbox::default());
@@ -61,6 +64,11 @@ impl Workers {
 
     pub fn count(&self) -> usize {
         self.inboxes.len()
+    }
+
+    /// The engine the workers issue their I/O with.
+    pub fn engine(&self) -> crate::io::EngineKind {
+        self.engine
     }
 
     /// Runs `future` on a worker (round robin); the handle yields its output.
