@@ -668,7 +668,7 @@ impl BufferPool {
 
     /// One sweep of a caller's clock hand over slots `start..start + count`: marks unmarked
     /// pages and latches (exclusively) up to `max` pages that stayed marked, into `victims`.
-    /// Each victim then goes to `write_back_start` and `finish_evict` (or `abort_evict`).
+    /// Each victim then goes to `write_back_start` and `finish_evict_many` (or `abort_evict`).
     pub fn pick_victims(&self, start: u64, count: u64, max: usize, victims: &mut Vec<PageId>) {
         self.resident.sweep_slots(start, count, |page_id| {
             if victims.len() >= max {
@@ -717,17 +717,6 @@ impl BufferPool {
         }
         self.resident_count.fetch_sub(page_ids.len() as u64, Ordering::AcqRel);
         self.counters.evictions.fetch_add(page_ids.len() as u64, Ordering::Relaxed);
-    }
-
-    /// Evicts a latched victim whose contents are on disk: gives its frame back.
-    pub fn finish_evict(&self, page_id: PageId) {
-        let now = self.load_state(page_id);
-        debug_assert_eq!(now.state(), LOCKED);
-        self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
-        self.resident.remove(page_id);
-        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
-        self.resident_count.fetch_sub(1, Ordering::AcqRel);
-        self.counters.evictions.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Gives up evicting a latched victim (its write failed): it stays, dirty.
