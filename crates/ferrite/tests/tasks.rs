@@ -1,93 +1,61 @@
 //! The task scheduler: thousands of tasks on a tiny pool checked against a model, the model
 //! sequences of `model.rs` run through the task API, shutdown with I/O in flight, and an I/O
-//! error that fails only the task that owns it. The workers here use a small engine that
-//! performs its requests synchronously at submit and can fail reads of a chosen page; the
-//! real engines have their own conformance suite.
+//! error that fails only the task that owns it. The workers here use the real psync engine
+//! behind a wrapper that can fail reads of a chosen page; every real engine also runs tasks
+//! in `tasks_run_over_every_real_engine`, and has its own conformance suite.
 
-#![allow(unsafe_code)]
+#![allow(unsafe_code)] // implementing the unsafe `IoEngine::queue` of a wrapper
 
 mod common;
 
-use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
-use std::mem::ManuallyDrop;
-use std::os::unix::fs::FileExt;
-use std::os::unix::io::{FromRawFd, RawFd};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{assert_check, seeds, tiny, Rng, TempDir};
 use ferrite::buffer::BufferPool;
-use ferrite::io::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, IO_ALIGN};
+use ferrite::io::{open_engine, EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use ferrite::{Db, Error, Options};
 
 const NO_PAGE: u64 = u64::MAX;
 
-/// Performs requests one by one at `submit`; fails reads of page `fail_page` with EIO.
-struct TestEngine {
-    file: ManuallyDrop<File>,
-    depth: usize,
-    queued: Vec<IoRequest>,
-    done: VecDeque<IoCompletion>,
+/// A real engine that fails reads of page `fail_page` with EIO instead of issuing them.
+struct FailingEngine {
+    inner: Box<dyn IoEngine>,
+    failed: Vec<IoCompletion>,
     fail_page: Arc<AtomicU64>,
 }
 
-impl TestEngine {
-    fn new(fd: RawFd, depth: usize, fail_page: Arc<AtomicU64>) -> Self {
-        // SAFETY: the descriptor belongs to the page file, which outlives the workers; the
-        // ManuallyDrop keeps this borrowed File from closing it.
-        let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-        TestEngine { file, depth, queued: Vec::new(), done: VecDeque::new(), fail_page }
-    }
-}
-
-impl IoEngine for TestEngine {
+impl IoEngine for FailingEngine {
     fn kind(&self) -> EngineKind {
-        EngineKind::Psync
+        self.inner.kind()
     }
     fn depth(&self) -> usize {
-        self.depth
+        self.inner.depth()
     }
     fn in_flight(&self) -> usize {
-        self.queued.len() + self.done.len()
+        self.inner.in_flight() + self.failed.len()
     }
     unsafe fn queue(&mut self, request: IoRequest) -> Result<(), QueueError> {
-        if self.in_flight() >= self.depth {
-            return Err(QueueError::Full);
+        let page = request.offset / 4096;
+        if request.kind == IoKind::Read && page == self.fail_page.load(Ordering::Relaxed) {
+            if self.in_flight() >= self.depth() {
+                return Err(QueueError::Full);
+            }
+            let result = Err(std::io::Error::from_raw_os_error(libc::EIO));
+            self.failed.push(IoCompletion { tag: request.tag, result });
+            return Ok(());
         }
-        if request.buf as usize % IO_ALIGN != 0 || request.offset % IO_ALIGN as u64 != 0 {
-            return Err(QueueError::Misaligned);
-        }
-        self.queued.push(request);
-        Ok(())
+        // SAFETY: the caller's guarantee for `request` is passed on unchanged.
+        unsafe { self.inner.queue(request) }
     }
     fn submit(&mut self) -> std::io::Result<usize> {
-        let count = self.queued.len();
-        for request in self.queued.drain(..) {
-            let page = request.offset / 4096;
-            let result = match request.kind {
-                IoKind::Read if page == self.fail_page.load(Ordering::Relaxed) => {
-                    Err(std::io::Error::from_raw_os_error(libc::EIO))
-                }
-                IoKind::Read => {
-                    // SAFETY: the worker keeps the frame latched until this completion is reaped.
-                    let buf = unsafe { std::slice::from_raw_parts_mut(request.buf, request.len) };
-                    self.file.read_at(buf, request.offset)
-                }
-                IoKind::Write => {
-                    // SAFETY: as above; the frame is only read.
-                    let buf = unsafe { std::slice::from_raw_parts(request.buf, request.len) };
-                    self.file.write_all_at(buf, request.offset).map(|()| request.len)
-                }
-            };
-            self.done.push_back(IoCompletion { tag: request.tag, result });
-        }
-        Ok(count)
+        self.inner.submit()
     }
-    fn reap(&mut self, out: &mut Vec<IoCompletion>, _wait: bool) -> std::io::Result<usize> {
-        let count = self.done.len();
-        out.extend(self.done.drain(..));
-        Ok(count)
+    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> std::io::Result<usize> {
+        let failed = self.failed.len();
+        out.append(&mut self.failed);
+        Ok(failed + self.inner.reap(out, wait && failed == 0)?)
     }
 }
 
@@ -95,8 +63,9 @@ fn open(dir: &TempDir, pool_pages: u64, workers: usize, fail_page: &Arc<AtomicU6
     let options = Options { workers, io_depth: 8, ..tiny(pool_pages) };
     let fail_page = Arc::clone(fail_page);
     Db::open_with_engines(dir.path(), options, move |_, pool: &BufferPool| {
-        Ok(Box::new(TestEngine::new(pool.file().devices().raw_fds()[0], 8, Arc::clone(&fail_page)))
-            as Box<dyn IoEngine>)
+        let inner = open_engine(EngineKind::Psync, pool.file().devices(), 8)?;
+        let fail_page = Arc::clone(&fail_page);
+        Ok(Box::new(FailingEngine { inner, failed: Vec::new(), fail_page }) as Box<dyn IoEngine>)
     })
     .unwrap()
 }
