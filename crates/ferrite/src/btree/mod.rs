@@ -4,6 +4,7 @@
 pub mod check;
 pub mod iter;
 pub mod node;
+pub mod probe;
 pub mod scratch;
 pub mod tree;
 

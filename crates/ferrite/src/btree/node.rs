@@ -76,33 +76,33 @@ const _: () = assert!(HEADER_SIZE + 3 * MAX_KEY_LEN + 8 + SLOT_SIZE <= PAGE_SIZE
 // Every offset and length inside a page, heap start = PAGE_SIZE included, fits a u16 field.
 const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
 
-const OFFSET_TREE_ID: usize = 16;
-const OFFSET_UPPER_CHILD: usize = 24;
-const OFFSET_COUNT: usize = 32;
+pub(super) const OFFSET_TREE_ID: usize = 16;
+pub(super) const OFFSET_UPPER_CHILD: usize = 24;
+pub(super) const OFFSET_COUNT: usize = 32;
 const OFFSET_HEAP_START: usize = 34;
 const OFFSET_DEAD_BYTES: usize = 36;
-const OFFSET_PREFIX_LEN: usize = 38;
-const OFFSET_LOWER_OFFSET: usize = 40;
-const OFFSET_LOWER_LEN: usize = 42;
+pub(super) const OFFSET_PREFIX_LEN: usize = 38;
+pub(super) const OFFSET_LOWER_OFFSET: usize = 40;
+pub(super) const OFFSET_LOWER_LEN: usize = 42;
 const OFFSET_UPPER_OFFSET: usize = 44;
 const OFFSET_UPPER_LEN: usize = 46;
-const OFFSET_LEVEL: usize = 48;
+pub(super) const OFFSET_LEVEL: usize = 48;
 const OFFSET_RESERVED: usize = 50;
-const OFFSET_HINTS: usize = 52;
+pub(super) const OFFSET_HINTS: usize = 52;
 const _: () = assert!(OFFSET_HINTS + HINT_COUNT * 4 == HEADER_SIZE);
 
 // Fields inside a slot.
-const SLOT_HEAD: usize = 0;
-const SLOT_OFFSET: usize = 4;
-const SLOT_SUFFIX_LEN: usize = 6;
-const SLOT_PAYLOAD_LEN: usize = 8;
+pub(super) const SLOT_HEAD: usize = 0;
+pub(super) const SLOT_OFFSET: usize = 4;
+pub(super) const SLOT_SUFFIX_LEN: usize = 6;
+pub(super) const SLOT_PAYLOAD_LEN: usize = 8;
 const _: () = assert!(SLOT_PAYLOAD_LEN + 2 == SLOT_SIZE);
 
-const PAYLOAD_LEN_MASK: u16 = !PAYLOAD_OUT_OF_LINE;
+pub(super) const PAYLOAD_LEN_MASK: u16 = !PAYLOAD_OUT_OF_LINE;
 /// Bytes of a child or Value page id stored as a payload.
 const PAGE_ID_SIZE: usize = 8;
 /// Below this many slots the hints narrow the search too little to pay for reading them.
-const HINT_MIN_COUNT: usize = 2 * HINT_COUNT + 1;
+pub(super) const HINT_MIN_COUNT: usize = 2 * HINT_COUNT + 1;
 
 /// A leaf entry's value as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,17 +157,17 @@ pub fn fence_prefix_len(lower: &[u8], upper: &[u8]) -> usize {
 }
 
 /// The slot of `slot`'s first byte in the page.
-fn slot_position(slot: usize) -> usize {
+pub(super) fn slot_position(slot: usize) -> usize {
     HEADER_SIZE + slot * SLOT_SIZE
 }
 
 /// The slot sampled by hint `hint` in a node of `count` slots.
-fn hint_slot(count: usize, hint: usize) -> usize {
+pub(super) fn hint_slot(count: usize, hint: usize) -> usize {
     count * (hint + 1) / (HINT_COUNT + 1)
 }
 
 /// A page id stored as a payload; 0 when the bytes are not 8 long (garbage).
-fn decode_page_id(bytes: &[u8]) -> PageId {
+pub(super) fn decode_page_id(bytes: &[u8]) -> PageId {
     bytes.try_into().map(u64::from_le_bytes).unwrap_or(0)
 }
 

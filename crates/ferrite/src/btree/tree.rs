@@ -17,6 +17,7 @@
 //! a single child absorbs it.
 
 use crate::btree::node::{self, Node, NodeMut, Payload, MAX_INLINE_ENTRY};
+use crate::btree::probe::Probe;
 use crate::btree::scratch::Scratch;
 use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId};
@@ -171,7 +172,44 @@ impl BTree {
         }
     }
 
-    /// Calls `read` with the value of `key`, if present.
+    /// Begins reading `page_id` in place, checking it is a node of this tree. `parent` is
+    /// validated first when the page cannot be read or is not what it should be, so that a
+    /// stale pointer turns into a restart, not a load of a page no longer in the tree.
+    fn probe_node<'p>(
+        &self,
+        pool: &'p BufferPool,
+        page_id: PageId,
+        parent: Option<(PageId, u64, u16)>,
+    ) -> Attempt<(u64, Probe<'p>)> {
+        let begun = pool.read_begin(page_id);
+        if let Some((parent_id, parent_version, _)) = parent {
+            if !pool.validate(parent_id, parent_version) {
+                return Err(Interrupt::Restart);
+            }
+        }
+        let (version, view) = begun?;
+        let probe = Probe::new(view);
+        let level_ok = parent.map_or(true, |(_, _, level)| probe.level() + 1 == level);
+        if !probe.is_node() || probe.tree_id() != self.tree_id || !level_ok {
+            // Only a consistent header is evidence.
+            if !pool.validate(page_id, version) {
+                return Err(Interrupt::Restart);
+            }
+            if parent.is_none() {
+                return Err(tree_gone());
+            }
+            let reason = if level_ok {
+                format!("not a node of tree {}", self.tree_id)
+            } else {
+                format!("level does not follow parent {}", parent.unwrap().0)
+            };
+            return Err(corrupt(pool, page_id, reason));
+        }
+        Ok((version, probe))
+    }
+
+    /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
+    /// rather than copying them: this is the point-lookup path.
     pub fn get<R>(
         &self,
         pool: &BufferPool,
@@ -179,33 +217,41 @@ impl BTree {
         scratch: &mut Scratch,
         read: &mut impl FnMut(&[u8]) -> R,
     ) -> Attempt<Option<R>> {
-        let found = self.descend(pool, Seek::Key(key), None, scratch)?;
-        let (leaf_page, other) = {
-            let (a, b) = scratch.pages.split_at_mut(1);
-            if found.copy == 0 {
-                (&a[0], &mut b[0])
-            } else {
-                (&b[0], &mut a[0])
-            }
-        };
-        let leaf = Node::new(leaf_page.bytes());
-        let (slot, exact) = leaf.lower_bound(key);
+        let mut page_id = self.root;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        while !probe.is_leaf() {
+            let child = probe.child(probe.lower_bound(key).0);
+            let parent = Some((page_id, version, probe.level()));
+            (version, probe) = self.probe_node(pool, child, parent)?;
+            page_id = child;
+        }
+        let (slot, exact) = probe.lower_bound(key);
         if !exact {
-            return Ok(None);
+            return if pool.validate(page_id, version) {
+                Ok(None)
+            } else {
+                Err(Interrupt::Restart)
+            };
         }
-        match leaf.value(slot) {
-            Payload::Inline(bytes) => Ok(Some(read(bytes))),
-            Payload::OutOfLine(value_page) => {
-                let copied = pool.read_copy(value_page, other);
-                if !pool.validate(found.page_id, found.version) {
-                    return Err(Interrupt::Restart);
-                }
-                copied?;
-                let bytes = value::decode(other.bytes(), self.tree_id)
-                    .map_err(|reason| corrupt(pool, value_page, reason))?;
-                Ok(Some(read(bytes)))
-            }
+        let (value_buf, other) = scratch.pages.split_at_mut(1);
+        let value_buf: &mut [u8; PAGE_SIZE] =
+            value_buf[0].bytes_mut().try_into().expect("a scratch page is a page");
+        let (len, out_of_line) = probe.payload_into(slot, &mut *value_buf);
+        if !pool.validate(page_id, version) {
+            return Err(Interrupt::Restart);
         }
+        if !out_of_line {
+            return Ok(Some(read(&value_buf[..len])));
+        }
+        let value_page = node::decode_page_id(&value_buf[..len]);
+        let copied = pool.read_copy(value_page, &mut other[0]);
+        if !pool.validate(page_id, version) {
+            return Err(Interrupt::Restart);
+        }
+        copied?;
+        let bytes = value::decode(other[0].bytes(), self.tree_id)
+            .map_err(|reason| corrupt(pool, value_page, reason))?;
+        Ok(Some(read(bytes)))
     }
 
     /// Inserts `key` or overwrites its value.

@@ -9,7 +9,9 @@ mod state;
 mod vmem;
 
 pub use aligned::AlignedPage;
-pub use pool::{evict_batch_size, BufferPool, ExclusiveGuard, LoadStart, PoolStats, SharedGuard};
+pub use pool::{
+    evict_batch_size, BufferPool, ExclusiveGuard, FrameView, LoadStart, PoolStats, SharedGuard,
+};
 pub use state::PageState;
 
 /// Why an operation could not finish now. The B+tree's operations return it and are re-run

@@ -1,8 +1,16 @@
-//! The buffer pool (vmcache, Leis et al. SIGMOD 2023): every page id owns a fixed slot in
-//! one large virtual mapping, so translating a page id to its memory is an addition, never a
-//! hash lookup. A page-state word per page id (`state.rs`) latches it and versions it. At most
-//! `pool_pages` slots hold physical memory at a time; whoever runs short evicts a batch with
-//! the clock, writing dirty victims first, and gives their memory back with `madvise`.
+//! The buffer pool: a fixed array of `pool_pages` frames, and a translation table indexed by
+//! page id (after vmcache, Leis et al. SIGMOD 2023, whose page-state array it keeps), so that
+//! translating a page id to its memory is one array access, never a hash lookup. Each entry
+//! holds the page-state word (`state.rs`), which latches and versions the page, and the frame
+//! the page occupies while it is in memory. Whoever runs short of free frames evicts a batch
+//! with the clock, writing dirty victims first, and puts their frames back on the free list.
+//!
+//! Why frames and not vmcache's one mapping per page id with `madvise(MADV_DONTNEED)` on
+//! eviction: without the exmap kernel module, every eviction then costs an unmap and a TLB
+//! shootdown, and every read into a page's address a page fault that allocates and zeroes
+//! memory before the device can write it. Measured on the out-of-memory lookup benchmark,
+//! that was about 30 % of all CPU (docs/benchmarks.md). Frames stay mapped: a read lands in
+//! memory that is already there, and eviction is a few stores.
 //!
 //! Racy reads: optimistic readers copy a page with a plain memory copy and then check that its
 //! version did not move (the seqlock pattern); they never hold a Rust reference into a page
@@ -52,15 +60,25 @@ struct Counters {
     evictions: AtomicU64,
 }
 
+/// One entry of the translation table: the page-state word and, while the page is in
+/// memory, its frame. Both in one cache line, so a hit costs one miss at most.
+#[repr(C, align(16))]
+struct Slot {
+    state: AtomicU64,
+    frame: AtomicU64,
+}
+
 /// The pool of frames and the page allocator over one page file.
 #[derive(Debug)]
 pub struct BufferPool {
-    pages: VirtualRegion,
-    states: VirtualRegion,
+    frames: VirtualRegion,
+    slots: VirtualRegion,
     max_pages: u64,
     pool_pages: u64,
     resident: ResidentSet,
+    /// Frames in use (`pool_pages` minus the free list's length), readable without the lock.
     resident_count: AtomicU64,
+    free_frames: Mutex<Vec<u32>>,
     file: PageFile,
     /// Page ids below this have been handed out at least once.
     next_page: AtomicU64,
@@ -79,15 +97,29 @@ impl BufferPool {
         free: Vec<PageId>,
     ) -> Result<Self> {
         assert!(page_count <= max_pages);
-        let pages = VirtualRegion::new(max_pages as usize * PAGE_SIZE, "page table")?;
-        let states = VirtualRegion::new(max_pages as usize * 8, "page states")?;
+        if pool_pages == 0 || pool_pages > u32::MAX as u64 {
+            return Err(Error::BadOptions {
+                reason: format!(
+                    "a pool of {pool_pages} pages: it needs between 1 and {} frames",
+                    u32::MAX
+                ),
+            });
+        }
+        let frames = VirtualRegion::new(pool_pages as usize * PAGE_SIZE, "buffer pool frames")?;
+        let slots = VirtualRegion::new(
+            max_pages as usize * std::mem::size_of::<Slot>(),
+            "page translation table",
+        )?;
+        // Lowest frames first, so that a small working set touches little memory.
+        let free_frames = (0..pool_pages as u32).rev().collect();
         Ok(BufferPool {
-            pages,
-            states,
+            frames,
+            slots,
             max_pages,
             pool_pages,
             resident: ResidentSet::new(pool_pages + 64),
             resident_count: AtomicU64::new(0),
+            free_frames: Mutex::new(free_frames),
             file,
             next_page: AtomicU64::new(page_count),
             free: Mutex::new(free),
@@ -140,11 +172,41 @@ impl BufferPool {
         Ok(())
     }
 
-    fn state(&self, page_id: PageId) -> &AtomicU64 {
+    fn slot(&self, page_id: PageId) -> &Slot {
         assert!(page_id < self.max_pages);
-        // SAFETY: the states region holds `max_pages` zero-initialised u64s, suitably aligned
-        // (mmap returns page-aligned memory), and is only ever accessed atomically.
-        unsafe { &*(self.states.base() as *const AtomicU64).add(page_id as usize) }
+        // SAFETY: the slots region holds `max_pages` zero-initialised `Slot`s (two u64s each;
+        // all-zero is a valid `Slot`: evicted, frame 0), suitably aligned (mmap returns
+        // page-aligned memory), and is only ever accessed atomically.
+        unsafe { &*(self.slots.base() as *const Slot).add(page_id as usize) }
+    }
+
+    fn state(&self, page_id: PageId) -> &AtomicU64 {
+        &self.slot(page_id).state
+    }
+
+    /// Gives latched page `page_id` the frame `frame`.
+    fn set_frame(&self, page_id: PageId, frame: u32) {
+        self.slot(page_id).frame.store(frame as u64, Ordering::Relaxed);
+    }
+
+    fn frame_of(&self, page_id: PageId) -> u32 {
+        self.slot(page_id).frame.load(Ordering::Relaxed) as u32
+    }
+
+    /// Takes a free frame, if any.
+    fn take_frame(&self) -> Option<u32> {
+        let mut free = self.free_frames.lock().unwrap();
+        let frame = free.pop()?;
+        self.resident_count.store(self.pool_pages - free.len() as u64, Ordering::Release);
+        Some(frame)
+    }
+
+    /// Puts frames no page occupies any more back on the free list.
+    fn give_frames(&self, frames: impl IntoIterator<Item = u32>) {
+        let mut free = self.free_frames.lock().unwrap();
+        free.extend(frames);
+        debug_assert!(free.len() as u64 <= self.pool_pages);
+        self.resident_count.store(self.pool_pages - free.len() as u64, Ordering::Release);
     }
 
     fn load_state(&self, page_id: PageId) -> PageState {
@@ -157,10 +219,13 @@ impl BufferPool {
             .is_ok()
     }
 
+    /// The memory of the frame page `page_id` occupies (or last occupied: optimistic readers
+    /// may see a stale frame, and then fail their version check).
     fn page_ptr(&self, page_id: PageId) -> *mut u8 {
-        assert!(page_id < self.max_pages);
-        // SAFETY: in bounds of the page region, checked above.
-        unsafe { self.pages.base().add(page_id as usize * PAGE_SIZE) }
+        let frame = self.frame_of(page_id) as u64;
+        assert!(frame < self.pool_pages);
+        // SAFETY: in bounds of the frames region, checked above.
+        unsafe { self.frames.base().add(frame as usize * PAGE_SIZE) }
     }
 
     /// The page's memory. Only for holders of its exclusive or shared latch.
@@ -220,9 +285,45 @@ impl BufferPool {
         }
     }
 
+    /// Begins an optimistic read of page `page_id` in place: its version, and a view to copy
+    /// a few bytes at a time from its frame. Whatever the view yields is only trustworthy
+    /// once [`BufferPool::validate`] confirms the version. `Miss` if the page is not in
+    /// memory, `Restart` if it stays latched.
+    pub fn read_begin(&self, page_id: PageId) -> Attempt<(u64, FrameView<'_>)> {
+        if page_id >= self.page_count() {
+            self.check_id(page_id)?;
+        }
+        let mut spins = 0;
+        loop {
+            let before = self.load_state(page_id);
+            match before.state() {
+                EVICTED => return Err(Interrupt::Miss(page_id)),
+                MARKED => {
+                    self.cas_state(page_id, before, before.with_state(UNLOCKED));
+                    continue;
+                }
+                LOCKED => {
+                    spins += 1;
+                    if spins > SPIN_LIMIT {
+                        return Err(Interrupt::Restart);
+                    }
+                    std::hint::spin_loop();
+                    continue;
+                }
+                _ => {}
+            }
+            // The frame is read after the state (acquire): for this version it is the page's.
+            let view = FrameView { ptr: self.page_ptr(page_id), _pool: std::marker::PhantomData };
+            return Ok((before.version(), view));
+        }
+    }
+
     /// Whether page `page_id` is still at `version` (nobody changed it since a copy).
     pub fn validate(&self, page_id: PageId, version: u64) -> bool {
-        let now = self.load_state(page_id);
+        // Reads of the page's bytes before this point must not move past the version check
+        // (the seqlock reader's fence; free on x86).
+        fence(Ordering::Acquire);
+        let now = PageState(self.state(page_id).load(Ordering::Relaxed));
         now.version() == version && now.readable()
     }
 
@@ -318,15 +419,18 @@ impl BufferPool {
         if now.state() != EVICTED || !self.cas_state(page_id, now, now.with_state(LOCKED)) {
             return Ok(());
         }
-        if let Err(e) = self.reserve_frame() {
-            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
-            return Err(e);
-        }
+        let frame = match self.reserve_frame() {
+            Ok(frame) => frame,
+            Err(e) => {
+                self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                return Err(e);
+            }
+        };
+        self.set_frame(page_id, frame);
         let result = self.read_from_disk(page_id);
         if let Err(e) = result {
-            self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
-            self.resident_count.fetch_sub(1, Ordering::AcqRel);
             self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+            self.give_frames([frame]);
             return Err(e);
         }
         self.resident.insert(page_id);
@@ -345,20 +449,12 @@ impl BufferPool {
         })
     }
 
-    /// Takes one frame from the budget, evicting when none is left.
-    fn reserve_frame(&self) -> Result<()> {
+    /// Takes a free frame, evicting when none is left.
+    fn reserve_frame(&self) -> Result<u32> {
         let mut idle_rounds = 0;
         loop {
-            let count = self.resident_count.load(Ordering::Acquire);
-            if count < self.pool_pages {
-                if self
-                    .resident_count
-                    .compare_exchange(count, count + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return Ok(());
-                }
-                continue;
+            if let Some(frame) = self.take_frame() {
+                return Ok(frame);
             }
             if self.evict_batch()? == 0 {
                 idle_rounds += 1;
@@ -488,13 +584,19 @@ impl BufferPool {
                     if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
                         continue;
                     }
-                    if let Err(e) = self.reserve_frame() {
-                        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
-                        self.free.lock().unwrap().push(page_id);
-                        return Err(e);
-                    }
-                    self.resident.insert(page_id);
+                    let frame = match self.reserve_frame() {
+                        Ok(frame) => frame,
+                        Err(e) => {
+                            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                            self.free.lock().unwrap().push(page_id);
+                            return Err(e);
+                        }
+                    };
+                    self.set_frame(page_id, frame);
                     fence(Ordering::Release);
+                    // The frame still holds whatever page used it last.
+                    self.page_mut(page_id).fill(0);
+                    self.resident.insert(page_id);
                     return Ok(ExclusiveGuard { pool: self, page_id, dirty: true });
                 }
                 UNLOCKED | MARKED => {
@@ -548,7 +650,18 @@ impl BufferPool {
         let count = self.resident_count.load(Ordering::Acquire);
         assert_eq!(ids.len() as u64, count, "resident set and resident count disagree");
         assert!(count <= self.pool_pages, "more pages resident than the pool holds");
+        let mut owner = vec![None; self.pool_pages as usize];
+        for &frame in self.free_frames.lock().unwrap().iter() {
+            assert!(
+                owner[frame as usize].replace(PageId::MAX).is_none(),
+                "frame {frame} twice free"
+            );
+        }
         for &id in &ids {
+            let frame = self.frame_of(id) as usize;
+            if let Some(other) = owner[frame].replace(id) {
+                panic!("frame {frame} held by page {id} and by {other} (MAX: the free list)");
+            }
             let state = self.load_state(id);
             assert!(state.is_resident(), "page {id} in the resident set but evicted");
             assert!(
@@ -589,11 +702,12 @@ impl BufferPool {
         if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
             return Ok(LoadStart::Busy);
         }
-        if !self.try_take_frame() {
+        let Some(frame) = self.take_frame() else {
             // Nothing changed: put the word back as it was.
             self.state(page_id).store(now.0, Ordering::Release);
             return Ok(LoadStart::NoFrame);
-        }
+        };
+        self.set_frame(page_id, frame);
         Ok(LoadStart::Started)
     }
 
@@ -632,28 +746,12 @@ impl BufferPool {
                 Ok(())
             }
             Err(e) => {
-                self.pages.discard(page_id as usize * PAGE_SIZE, PAGE_SIZE);
-                self.resident_count.fetch_sub(1, Ordering::AcqRel);
+                let frame = self.frame_of(page_id);
                 self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                self.give_frames([frame]);
                 Err(e)
             }
         }
-    }
-
-    fn try_take_frame(&self) -> bool {
-        let mut count = self.resident_count.load(Ordering::Acquire);
-        while count < self.pool_pages {
-            match self.resident_count.compare_exchange_weak(
-                count,
-                count + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(now) => count = now,
-            }
-        }
-        false
     }
 
     /// Whether fewer than `headroom` frames are free.
@@ -704,24 +802,72 @@ impl BufferPool {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Evicts latched victims whose contents are on disk, giving their memory back in one
-    /// batch (see `VirtualRegion::discard_many`).
+    /// Evicts latched victims whose contents are on disk, putting their frames back on the
+    /// free list in one batch.
     pub fn finish_evict_many(&self, page_ids: &[PageId]) {
-        let offsets: Vec<usize> = page_ids.iter().map(|&id| id as usize * PAGE_SIZE).collect();
-        self.pages.discard_many(&offsets, PAGE_SIZE);
-        for &page_id in page_ids {
-            let now = self.load_state(page_id);
-            debug_assert_eq!(now.state(), LOCKED);
-            self.resident.remove(page_id);
-            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+        if page_ids.is_empty() {
+            return;
         }
-        self.resident_count.fetch_sub(page_ids.len() as u64, Ordering::AcqRel);
+        let mut frames = [0u32; EVICT_BATCH];
+        for chunk in page_ids.chunks(EVICT_BATCH) {
+            for (frame, &page_id) in frames.iter_mut().zip(chunk) {
+                let now = self.load_state(page_id);
+                debug_assert_eq!(now.state(), LOCKED);
+                *frame = self.frame_of(page_id);
+                self.resident.remove(page_id);
+                // From here on optimistic readers of the page fail their version check, so
+                // its frame may go to another page.
+                self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+            }
+            self.give_frames(frames[..chunk.len()].iter().copied());
+        }
         self.counters.evictions.fetch_add(page_ids.len() as u64, Ordering::Relaxed);
     }
 
     /// Gives up evicting a latched victim (its write failed): it stays, dirty.
     pub fn abort_evict(&self, page_id: PageId) {
         self.unlock_exclusive(page_id, true);
+    }
+}
+
+/// A page in memory, read in place by an optimistic reader a few bytes at a time (see
+/// [`BufferPool::read_begin`]): the bytes may be torn by a concurrent writer, or belong to
+/// another page if this one was evicted meanwhile, until the version is validated. The frame
+/// itself stays mapped for the pool's lifetime, so every copy is from valid memory.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameView<'a> {
+    ptr: *const u8,
+    _pool: std::marker::PhantomData<&'a BufferPool>,
+}
+
+impl FrameView<'_> {
+    /// Copies the page's bytes `offset..offset + out.len()` into `out`, clamped to the page;
+    /// returns how many bytes it copied.
+    #[inline]
+    pub fn copy(&self, offset: usize, out: &mut [u8]) -> usize {
+        let len = out.len().min(PAGE_SIZE.saturating_sub(offset));
+        // SAFETY: `offset..offset + len` lies inside the frame (clamped above), the frame
+        // stays mapped while the pool lives (the view borrows it), and `out` is ours. A
+        // concurrent writer may change the bytes while they are copied (the seqlock
+        // pattern): the reader discards them unless the version check passes.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr(), len) };
+        len
+    }
+
+    /// The little-endian u16 at `offset` (0 past the page's end).
+    #[inline]
+    pub fn u16_at(&self, offset: usize) -> u16 {
+        let mut bytes = [0u8; 2];
+        self.copy(offset, &mut bytes);
+        u16::from_le_bytes(bytes)
+    }
+
+    /// The little-endian u64 at `offset` (bytes past the page's end read as 0).
+    #[inline]
+    pub fn u64_at(&self, offset: usize) -> u64 {
+        let mut bytes = [0u8; 8];
+        self.copy(offset, &mut bytes);
+        u64::from_le_bytes(bytes)
     }
 }
 
