@@ -209,7 +209,12 @@ impl LookupRun {
 pub struct TaskFigures {
     /// The engine the workers opened (the database says which).
     pub engine: &'static str,
+    /// The device's random-read ceiling: the mean of `device_before` and `device_after`.
     pub device_iops: f64,
+    /// The ceiling measured just before the lookups, and just after (the device is shared
+    /// and its speed drifts; the mean of both brackets the lookups).
+    pub device_before: f64,
+    pub device_after: f64,
     pub shares: TimeShares,
 }
 
@@ -345,8 +350,10 @@ impl LookupReport {
             line(
                 "device",
                 format!(
-                    "{} random 4 KiB reads/s (io_uring, QD 128, measured in this run): lookups at {:.2}x",
+                    "{} random 4 KiB reads/s (io_uring, QD 128; mean of {} before and {} after the lookups): lookups at {:.2}x",
                     report::thousands(t.device_iops.round() as u64),
+                    report::thousands(t.device_before.round() as u64),
+                    report::thousands(t.device_after.round() as u64),
                     run.lookups_per_s() / t.device_iops.max(1.0)
                 ),
             );
@@ -400,6 +407,8 @@ impl LookupReport {
             line = line
                 .real("device_iops", t.device_iops, 0)
                 .real("ratio", ratio, 3)
+                .real("device_iops_before", t.device_before, 0)
+                .real("device_iops_after", t.device_after, 0)
                 .word("mode", "tasks")
                 .int("workers", c.workers as u64)
                 .int("tasks", c.tasks as u64)
@@ -502,7 +511,10 @@ fn measure(
         Some(first) => first.clone(),
         None => config.dir.join(ferrite::PAGE_FILE_NAME),
     };
-    let device_iops = crate::io::device_read_ceiling(&page_file, config.direct_io, 3.0)?;
+    // 3 s each side for real runs; short (test) runs get a proportionally short ceiling.
+    let ceiling_seconds = (config.seconds / 4.0).clamp(0.2, 3.0);
+    let device_before =
+        crate::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
     let tree = db.open_tree(BENCH_TREE)?;
     let (run, shares) = crate::lookup_tasks::run_task_lookups(
         db,
@@ -513,8 +525,13 @@ fn measure(
         params.warmup,
         params.measure,
     )?;
+    let stats = db.pool().stats();
+    let device_after =
+        crate::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
     let engine = db.engine().map_or("none", |kind| kind.name());
-    Ok((source, run, db.pool().stats(), Some(TaskFigures { engine, device_iops, shares })))
+    let device_iops = (device_before + device_after) / 2.0;
+    let figures = TaskFigures { engine, device_iops, device_before, device_after, shares };
+    Ok((source, run, stats, Some(figures)))
 }
 
 fn meta_value(keys: u64) -> String {
@@ -784,6 +801,8 @@ mod tests {
             tasks: Some(TaskFigures {
                 engine: "io_uring",
                 device_iops: 250_000.0,
+                device_before: 240_000.0,
+                device_after: 260_000.0,
                 shares: TimeShares {
                     tree_pct: 40.0,
                     evict_pct: 10.0,

@@ -353,14 +353,23 @@ OUTPUT
     Load progress on stderr (a bar redrawn in place on a terminal, a line every 10%
     otherwise). On stdout a summary: load time and rate, data size on disk (pages x
     4 KiB) and its ratio to the pool, lookups per second, latency percentiles from a
-    log-bucket histogram (within 1/16), device reads per lookup. The last line is:
+    log-bucket histogram (within 1/16), device reads per lookup, CPU (user + system)
+    per lookup. With tasks (the default) also the device's random-read ceiling (4 KiB
+    random reads on the page file through io_uring at queue depth 128, just before and
+    just after the lookups, 3 s each or S/4 for runs under 12 s) and the mean of both,
+    the ratio of lookups/s to that mean, and the share of worker time spent in tree
+    work (running tasks), eviction, I/O submission, completion handling and idle.
+    The last line is:
 
     result lookups_per_s=N keys=N pool_mib=M threads=T seconds=S lookups=N data_mib=D
-           data_pool_ratio=R reads_per_lookup=R p50_us=L p99_us=L max_us=L load_s=S
-           reused=0|1 seed=X direct_io=0|1 store=ferrite
+           data_pool_ratio=R reads_per_lookup=R [device_iops=N ratio=X
+           device_iops_before=N device_iops_after=N mode=tasks workers=N tasks=N
+           engine=E tree_pct=P evict_pct=P submit_pct=P complete_pct=P idle_pct=P]
+           cpu_us_per_lookup=X p50_us=L p99_us=L max_us=L load_s=S reused=0|1 seed=X
+           direct_io=0|1 store=ferrite
 
-    (on one line). A wrong or missing value ends the run with exit status 2 and no
-    result line.",
+    (on one line; the bracketed fields with tasks only, mode=direct otherwise). A wrong
+    or missing value ends the run with exit status 2 and no result line.",
         ],
     )
 }

@@ -813,7 +813,8 @@ impl Tree {
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
         check_key(key)?;
         let btree = self.btree;
-        self.run(|pool, scratch| btree.get(pool, key, scratch, &mut read))
+        let mut resume = crate::btree::tree::Resume::default();
+        self.run(|pool, scratch| btree.get_resuming(pool, key, scratch, &mut read, &mut resume))
     }
 
     /// Inserts `key` with `value`, or overwrites its value.
@@ -861,7 +862,11 @@ impl Tree {
     ) -> Result<Option<R>> {
         check_key(key)?;
         let btree = self.btree;
-        self.run_async(|pool, scratch| btree.get(pool, key, scratch, &mut read)).await
+        let mut resume = crate::btree::tree::Resume::default();
+        self.run_async(|pool, scratch| {
+            btree.get_resuming(pool, key, scratch, &mut read, &mut resume)
+        })
+        .await
     }
 
     /// [`Tree::put`] as a future.

@@ -43,6 +43,13 @@ pub struct Descent {
     pub parent: Option<(PageId, u64, usize)>,
 }
 
+/// Where a lookup that missed a page goes on: the page, and its parent (page, version,
+/// level) as the lookup saw it. See [`BTree::get_resuming`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Resume {
+    at: Option<(PageId, (PageId, u64, u16))>,
+}
+
 /// One B+tree, known by its root page, which never changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BTree {
@@ -217,12 +224,43 @@ impl BTree {
         scratch: &mut Scratch,
         read: &mut impl FnMut(&[u8]) -> R,
     ) -> Attempt<Option<R>> {
+        self.get_resuming(pool, key, scratch, read, &mut Resume::default())
+    }
+
+    /// [`BTree::get`] for a driver that runs the attempts of one lookup with the same
+    /// `resume`: when an attempt stops at a page that is not in memory, the next one starts
+    /// at that page (if its parent did not change meanwhile) instead of at the root.
+    pub fn get_resuming<R>(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        scratch: &mut Scratch,
+        read: &mut impl FnMut(&[u8]) -> R,
+        resume: &mut Resume,
+    ) -> Attempt<Option<R>> {
         let mut page_id = self.root;
-        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        let resumed = resume.at.take().and_then(|(child, parent)| {
+            // `probe_node` validates the parent: the child is still where the key goes.
+            self.probe_node(pool, child, Some(parent)).ok().map(|found| (child, found))
+        });
+        let (mut version, mut probe) = match resumed {
+            Some((child, found)) => {
+                page_id = child;
+                found
+            }
+            None => self.probe_node(pool, page_id, None)?,
+        };
         while !probe.is_leaf() {
             let child = probe.child(probe.lower_bound(key).0);
-            let parent = Some((page_id, version, probe.level()));
-            (version, probe) = self.probe_node(pool, child, parent)?;
+            let parent = (page_id, version, probe.level());
+            (version, probe) = match self.probe_node(pool, child, Some(parent)) {
+                Ok(found) => found,
+                Err(Interrupt::Miss(missing)) if missing == child => {
+                    resume.at = Some((child, parent));
+                    return Err(Interrupt::Miss(missing));
+                }
+                Err(e) => return Err(e),
+            };
             page_id = child;
         }
         let (slot, exact) = probe.lower_bound(key);

@@ -18,12 +18,14 @@
 
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::task::Waker;
 
 use super::aligned::AlignedPage;
 use super::resident::ResidentSet;
-use super::state::{PageState, EVICTED, LOCKED, MARKED, SHARED_MAX, SHARED_MIN, UNLOCKED};
+use super::state::{PageState, EVICTED, LOADING, LOCKED, MARKED, SHARED_MAX, SHARED_MIN, UNLOCKED};
 use super::vmem::VirtualRegion;
 use super::{Attempt, Interrupt};
 use crate::error::{Error, PageId, Result};
@@ -84,6 +86,42 @@ pub struct BufferPool {
     next_page: AtomicU64,
     free: Mutex<Vec<PageId>>,
     counters: Counters,
+    load_waiters: LoadWaiters,
+}
+
+/// Tasks waiting for a page that someone else (another worker, or a blocking thread) is
+/// reading: woken when that read ends, however it ends. Sharded by page id; a load that
+/// nobody waits for pays one atomic load.
+#[derive(Debug, Default)]
+struct LoadWaiters {
+    shards: [Mutex<HashMap<PageId, Vec<Waker>>>; 16],
+    count: AtomicUsize,
+}
+
+impl LoadWaiters {
+    fn shard(&self, page_id: PageId) -> &Mutex<HashMap<PageId, Vec<Waker>>> {
+        &self.shards[(page_id % self.shards.len() as u64) as usize]
+    }
+
+    fn add(&self, page_id: PageId, waker: &Waker) {
+        let mut shard = self.shard(page_id).lock().unwrap();
+        shard.entry(page_id).or_default().push(waker.clone());
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Wakes everyone waiting for `page_id`; the caller changed its state first.
+    fn wake(&self, page_id: PageId) {
+        // SeqCst pairs with `add` + the re-check in `wait_for_load`: either the waiter sees
+        // the new state, or this sees the waiter.
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let wakers = self.shard(page_id).lock().unwrap().remove(&page_id);
+        if let Some(wakers) = wakers {
+            self.count.fetch_sub(wakers.len(), Ordering::SeqCst);
+            wakers.into_iter().for_each(Waker::wake);
+        }
+    }
 }
 
 impl BufferPool {
@@ -124,6 +162,7 @@ impl BufferPool {
             next_page: AtomicU64::new(page_count),
             free: Mutex::new(free),
             counters: Counters::default(),
+            load_waiters: LoadWaiters::default(),
         })
     }
 
@@ -247,7 +286,8 @@ impl BufferPool {
         loop {
             let before = self.load_state(page_id);
             match before.state() {
-                EVICTED => return Err(Interrupt::Miss(page_id)),
+                // Being read: the driver waits for that read instead of spinning here.
+                EVICTED | LOADING => return Err(Interrupt::Miss(page_id)),
                 MARKED => {
                     // Touched again: second chance.
                     self.cas_state(page_id, before, before.with_state(UNLOCKED));
@@ -297,7 +337,8 @@ impl BufferPool {
         loop {
             let before = self.load_state(page_id);
             match before.state() {
-                EVICTED => return Err(Interrupt::Miss(page_id)),
+                // Being read: the driver waits for that read instead of spinning here.
+                EVICTED | LOADING => return Err(Interrupt::Miss(page_id)),
                 MARKED => {
                     self.cas_state(page_id, before, before.with_state(UNLOCKED));
                     continue;
@@ -350,7 +391,7 @@ impl BufferPool {
         loop {
             let now = self.load_state(page_id);
             match now.state() {
-                EVICTED => return Err(Interrupt::Miss(page_id)),
+                EVICTED | LOADING => return Err(Interrupt::Miss(page_id)),
                 UNLOCKED | MARKED => {
                     if self.cas_state(page_id, now, now.with_state(LOCKED)) {
                         fence(Ordering::Release);
@@ -375,7 +416,7 @@ impl BufferPool {
         loop {
             let now = self.load_state(page_id);
             let next = match now.state() {
-                EVICTED => return Err(Interrupt::Miss(page_id)),
+                EVICTED | LOADING => return Err(Interrupt::Miss(page_id)),
                 UNLOCKED | MARKED => SHARED_MIN,
                 s if (SHARED_MIN..SHARED_MAX).contains(&s) => s + 1,
                 _ => 0,
@@ -411,12 +452,16 @@ impl BufferPool {
         self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
     }
 
-    /// Reads page `page_id` from disk into the pool, blocking, unless it is there already or
-    /// another thread is loading it (the caller then retries and finds it).
+    /// Reads page `page_id` from disk into the pool, blocking, unless it is there already;
+    /// if another thread is reading it, waits for that read to end.
     pub fn load(&self, page_id: PageId) -> Result<()> {
         self.check_id(page_id)?;
-        let now = self.load_state(page_id);
-        if now.state() != EVICTED || !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+        let mut now = self.load_state(page_id);
+        while now.state() == LOADING {
+            std::thread::yield_now();
+            now = self.load_state(page_id);
+        }
+        if now.state() != EVICTED || !self.cas_state(page_id, now, now.with_state(LOADING)) {
             return Ok(());
         }
         let frame = match self.reserve_frame() {
@@ -431,10 +476,12 @@ impl BufferPool {
         if let Err(e) = result {
             self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
             self.give_frames([frame]);
+            self.load_waiters.wake(page_id);
             return Err(e);
         }
         self.resident.insert(page_id);
         self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
+        self.load_waiters.wake(page_id);
         Ok(())
     }
 
@@ -682,6 +729,8 @@ pub enum LoadStart {
     Busy,
     /// No frame is free: evict first, then try again.
     NoFrame,
+    /// Someone else is reading the page: wait with [`BufferPool::wait_for_load`].
+    Loading,
     /// The page is latched for this caller and has a frame: read it into
     /// [`BufferPool::frame_ptr`], then call [`BufferPool::finish_load`].
     Started,
@@ -696,10 +745,11 @@ impl BufferPool {
         let now = self.load_state(page_id);
         match now.state() {
             EVICTED => {}
+            LOADING => return Ok(LoadStart::Loading),
             LOCKED => return Ok(LoadStart::Busy),
             _ => return Ok(LoadStart::Resident),
         }
-        if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+        if !self.cas_state(page_id, now, now.with_state(LOADING)) {
             return Ok(LoadStart::Busy);
         }
         let Some(frame) = self.take_frame() else {
@@ -720,7 +770,7 @@ impl BufferPool {
     /// unlatches it, or gives its frame back and leaves it evicted.
     pub fn finish_load(&self, page_id: PageId, read: std::io::Result<usize>) -> Result<()> {
         let now = self.load_state(page_id);
-        debug_assert_eq!(now.state(), LOCKED);
+        debug_assert_eq!(now.state(), LOADING);
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         let outcome = match read {
             Ok(bytes) => {
@@ -739,7 +789,7 @@ impl BufferPool {
                 e,
             )),
         };
-        match outcome {
+        let result = match outcome {
             Ok(()) => {
                 self.resident.insert(page_id);
                 self.state(page_id).store(now.bumped(UNLOCKED).0, Ordering::Release);
@@ -751,7 +801,20 @@ impl BufferPool {
                 self.give_frames([frame]);
                 Err(e)
             }
-        }
+        };
+        self.load_waiters.wake(page_id);
+        result
+    }
+
+    /// Registers `waker` to be woken when the read of `page_id` under way ends (see
+    /// [`LoadStart::Loading`]). Returns false, registering nothing that matters, when that
+    /// read has ended already: the caller goes on at once.
+    pub fn wait_for_load(&self, page_id: PageId, waker: &Waker) -> bool {
+        self.load_waiters.add(page_id, waker);
+        fence(Ordering::SeqCst);
+        // Re-checked after registering: a read that ended before this saw our waker or
+        // left a state we see now. A stale registration only costs a spurious wake-up.
+        self.load_state(page_id).state() == LOADING
     }
 
     /// Whether fewer than `headroom` frames are free.
@@ -1010,6 +1073,60 @@ mod tests {
             init_header(g.page_mut(), PageKind::Leaf, gid);
         }
         assert!(pool.stats().writes <= 40, "the free page was not written");
+        pool.check_invariants();
+    }
+
+    /// Regression: readers of a page another thread is reading used to spin on its latch
+    /// for the whole read (a third of the CPU with 2 workers x 128 tasks). Now they see a
+    /// miss, and tasks wait for that read to end and are woken by it.
+    #[test]
+    fn readers_of_a_page_being_loaded_wait_for_the_load() {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Arc;
+        use std::task::Wake;
+
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let dir = TempDir::new("pool-loading");
+        let pool = pool(&dir, 16);
+        let ids: Vec<PageId> = (0..40)
+            .map(|n| {
+                let mut guard = pool.allocate().unwrap();
+                let id = guard.page_id();
+                init_header(guard.page_mut(), PageKind::Leaf, id);
+                write_u64(guard.page_mut(), 100, n);
+                id
+            })
+            .collect();
+        pool.flush_all().unwrap();
+        let id = *ids.iter().find(|&&id| !pool.load_state(id).is_resident()).unwrap();
+        while pool.begin_load(id).unwrap() == LoadStart::NoFrame {
+            pool.evict_batch().unwrap();
+        }
+        let mut copy = AlignedPage::zeroed();
+        assert!(matches!(pool.read_copy(id, &mut copy), Err(Interrupt::Miss(m)) if m == id));
+        assert!(matches!(pool.read_begin(id), Err(Interrupt::Miss(m)) if m == id));
+        assert_eq!(pool.begin_load(id).unwrap(), LoadStart::Loading);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        assert!(pool.wait_for_load(id, &waker), "the read is still under way");
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        // The read "completes": the frame gets the page's bytes, then the load ends.
+        let mut image = AlignedPage::zeroed();
+        pool.file().read_page(id, image.bytes_mut()).unwrap();
+        // SAFETY: the page is latched for this load; the frame is ours until finish_load.
+        unsafe {
+            std::ptr::copy_nonoverlapping(image.bytes().as_ptr(), pool.frame_ptr(id), PAGE_SIZE)
+        };
+        pool.finish_load(id, Ok(PAGE_SIZE)).unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the waiter was woken");
+        assert!(!pool.wait_for_load(id, &waker), "no read under way any more");
+        let n = ids.iter().position(|&x| x == id).unwrap() as u64;
+        assert_eq!(read_u64(read(&pool, id).bytes(), 100), n);
         pool.check_invariants();
     }
 

@@ -6,12 +6,16 @@
 //! | `EVICTED`   | 0         | not in memory (the initial state: the array is zeroed)|
 //! | `UNLOCKED`  | 1         | in memory, no latch; optimistic readers welcome       |
 //! | shared      | 2..=250   | in memory, `state - 1` shared latches held            |
+//! | `LOADING`   | 253       | being read from disk by whoever moved it from EVICTED;|
+//! |             |           | readers treat it as a miss and wait for that read     |
 //! | `MARKED`    | 254       | in memory, unlatched, chosen by the clock; any access |
 //! |             |           | clears the mark (second chance)                       |
 //! | `LOCKED`    | 255       | exclusively latched (writer, loader or evictor)       |
 //!
 //! Transitions (all by compare-and-swap, in `pool.rs`):
-//! - `EVICTED -> LOCKED`: `load` / `allocate` (the page is read or formatted, then unlocked);
+//! - `EVICTED -> LOADING -> UNLOCKED` (version + 1): `load` / `begin_load` + `finish_load`,
+//!   or `-> EVICTED` (version + 1) when the read fails;
+//! - `EVICTED -> LOCKED`: `allocate` (the page is formatted, then unlocked);
 //! - `UNLOCKED|MARKED -> LOCKED`: `lock_exclusive`; `LOCKED -> UNLOCKED` with version + 1 on release;
 //! - `UNLOCKED|MARKED|shared -> shared + 1` and back: `lock_shared` / release;
 //! - `UNLOCKED -> MARKED`: the clock in `evict_batch`; `MARKED -> UNLOCKED`: any reader;
@@ -25,6 +29,7 @@ pub const EVICTED: u8 = 0;
 pub const UNLOCKED: u8 = 1;
 pub const SHARED_MIN: u8 = 2;
 pub const SHARED_MAX: u8 = 250;
+pub const LOADING: u8 = 253;
 pub const MARKED: u8 = 254;
 pub const LOCKED: u8 = 255;
 

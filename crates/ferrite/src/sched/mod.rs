@@ -139,6 +139,7 @@ pub async fn load_page(pool: &BufferPool, page_id: PageId) -> Result<()> {
             LoadStep::Done => return Ok(()),
             LoadStep::Wait => return WaitLoad { page_id }.await,
             LoadStep::Retry => yield_now().await,
+            LoadStep::Elsewhere => WaitForeignLoad { pool, page_id, registered: false }.await,
             LoadStep::Full => WaitSlot { registered: false }.await,
         }
     }
@@ -160,6 +161,29 @@ impl Future for WaitSlot {
         match with_io(|io| io.wait_for_slot(cx.waker())) {
             Some(()) => Poll::Pending,
             None => Poll::Ready(()),
+        }
+    }
+}
+
+/// Waits for a read of a page that another worker (or a blocking thread) is doing.
+struct WaitForeignLoad<'a> {
+    pool: &'a BufferPool,
+    page_id: PageId,
+    registered: bool,
+}
+
+impl Future for WaitForeignLoad<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.registered {
+            return Poll::Ready(());
+        }
+        self.registered = true;
+        if self.pool.wait_for_load(self.page_id, cx.waker()) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
         }
     }
 }

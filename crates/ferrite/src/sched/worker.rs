@@ -134,9 +134,12 @@ pub(crate) enum LoadStep {
     Done,
     /// Being read by this worker: wait for it.
     Wait,
-    /// Busy elsewhere, or no frame yet: yield and try again.
+    /// Latched elsewhere: yield and try again.
     Retry,
-    /// This worker has as many reads in flight as it may: wait for one to finish.
+    /// Being read by someone else (another worker): wait for that read.
+    Elsewhere,
+    /// This worker has as many reads in flight as it may, or no frame is free: wait for
+    /// the next round's room.
     Full,
 }
 
@@ -153,9 +156,12 @@ impl WorkerIo {
         match self.pool.begin_load(page_id)? {
             crate::buffer::LoadStart::Resident => Ok(LoadStep::Done),
             crate::buffer::LoadStart::Busy => Ok(LoadStep::Retry),
+            crate::buffer::LoadStart::Loading => Ok(LoadStep::Elsewhere),
             crate::buffer::LoadStart::NoFrame => {
+                // Wait for the next round's eviction instead of spinning on the frame count:
+                // the round hands out room to waiting tasks after it has evicted.
                 self.evict_wanted = true;
-                Ok(LoadStep::Retry)
+                Ok(LoadStep::Full)
             }
             crate::buffer::LoadStart::Started => {
                 let (device, offset) = self.pool.file().locate(page_id);
