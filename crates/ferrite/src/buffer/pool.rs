@@ -174,6 +174,12 @@ impl BufferPool {
         self.pool_pages
     }
 
+    /// The frames' memory: every page read or written by the pool lies inside it, and it
+    /// stays mapped for the pool's lifetime (for `IoEngine::register_memory`).
+    pub fn frames_region(&self) -> (*mut u8, usize) {
+        (self.frames.base(), self.pool_pages as usize * PAGE_SIZE)
+    }
+
     /// Page ids handed out so far: the file's logical size in pages.
     pub fn page_count(&self) -> u64 {
         self.next_page.load(Ordering::Acquire)

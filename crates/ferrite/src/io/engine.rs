@@ -129,4 +129,18 @@ pub trait IoEngine: Send {
     /// Moves finished requests into `out` and returns how many. With `wait`, blocks until at
     /// least one request finishes, unless none is in flight.
     fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> io::Result<usize>;
+
+    /// Tells the engine that most requests will use buffers inside `base..base + len` (the
+    /// buffer pool's frames), so that it can prepare that memory once instead of per request
+    /// (io_uring registers it as fixed buffers: the kernel then neither walks the page table
+    /// nor pins pages per request). Returns whether the engine did anything; requests work
+    /// the same either way, inside the region or not. The default does nothing.
+    ///
+    /// # Safety
+    /// The region must stay mapped, and must not be unmapped or remapped, for as long as
+    /// the engine lives.
+    unsafe fn register_memory(&mut self, base: *mut u8, len: usize) -> bool {
+        let _ = (base, len);
+        false
+    }
 }

@@ -1,7 +1,8 @@
 //! The io_uring engine (the default): one ring per engine instance with `depth` submission
-//! entries, the devices registered as fixed files, every queued request an SQE at once, one
-//! `io_uring_enter` per `submit`, and `reap(wait)` blocking in `io_uring_enter` for one
-//! completion (`submit_and_wait(1)`). No polling of any kind: no IOPOLL, no SQPOLL.
+//! entries, the devices registered as fixed files, the buffer pool's frames registered as
+//! fixed buffers when the caller offers them (`register_memory`), every queued request an SQE
+//! at once, one `io_uring_enter` per `submit`, and `reap(wait)` blocking in `io_uring_enter`
+//! for one completion (`submit_and_wait(1)`). No polling of any kind: no IOPOLL, no SQPOLL.
 //!
 //! Each request holds a slot (`request.rs`) whose index is the SQE's user data. The
 //! completion queue has twice the submission queue's entries and at most `depth <= SQ size`
@@ -33,6 +34,8 @@ use crate::error::{Error, Result};
 const MAX_STALLS: u32 = 1_000;
 /// Pause after a round in which the kernel took nothing and nothing had completed.
 const STALL_PAUSE: Duration = Duration::from_micros(100);
+/// Largest fixed buffer the kernel registers in one piece.
+const MAX_FIXED_BUFFER: usize = 1 << 30;
 
 /// An io_uring and the requests it carries.
 pub struct UringEngine {
@@ -40,6 +43,8 @@ pub struct UringEngine {
     files: Arc<[File]>,
     /// Whether the devices are registered (requests then name them by index).
     fixed: bool,
+    /// Registered buffers, as address ranges; the index is the kernel's buffer index.
+    buffers: Vec<(usize, usize)>,
     direct: bool,
     depth: usize,
     slots: Slots,
@@ -104,6 +109,7 @@ impl UringEngine {
             ring,
             files,
             fixed,
+            buffers: Vec::new(),
             direct,
             depth,
             slots: Slots::new(depth),
@@ -117,13 +123,56 @@ impl UringEngine {
         self.fixed
     }
 
+    /// How many fixed buffers are registered.
+    pub fn fixed_buffers(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// The registered buffer holding all of `buf..buf + len`, if any.
+    fn fixed_buffer(&self, buf: *mut u8, len: usize) -> Option<u16> {
+        let (start, end) = (buf as usize, buf as usize + len);
+        let index = self.buffers.iter().position(|&(low, high)| low <= start && end <= high)?;
+        u16::try_from(index).ok()
+    }
+
     /// The SQE for the next transfer of slot `index`.
     fn entry(&mut self, index: u64) -> squeue::Entry {
         let slot = self.slots.get_mut(index);
         let piece = slot.piece();
         let device = slot.request.device;
+        let kind = slot.request.kind;
         let len = u32::try_from(piece.len).expect("pieces fit in 32 bits");
-        let entry = match (slot.request.kind, self.fixed) {
+        if let Some(buf_index) = self.fixed_buffer(piece.buf, piece.len) {
+            let entry = match (kind, self.fixed) {
+                (IoKind::Read, true) => {
+                    opcode::ReadFixed::new(types::Fixed(device as u32), piece.buf, len, buf_index)
+                        .offset(piece.offset)
+                        .build()
+                }
+                (IoKind::Read, false) => {
+                    let fd = types::Fd(self.files[device].as_raw_fd());
+                    opcode::ReadFixed::new(fd, piece.buf, len, buf_index)
+                        .offset(piece.offset)
+                        .build()
+                }
+                (IoKind::Write, true) => opcode::WriteFixed::new(
+                    types::Fixed(device as u32),
+                    piece.buf.cast_const(),
+                    len,
+                    buf_index,
+                )
+                .offset(piece.offset)
+                .build(),
+                (IoKind::Write, false) => {
+                    let fd = types::Fd(self.files[device].as_raw_fd());
+                    opcode::WriteFixed::new(fd, piece.buf.cast_const(), len, buf_index)
+                        .offset(piece.offset)
+                        .build()
+                }
+            };
+            return entry.user_data(index);
+        }
+        let entry = match (kind, self.fixed) {
             (IoKind::Read, true) => opcode::Read::new(types::Fixed(device as u32), piece.buf, len)
                 .offset(piece.offset)
                 .build(),
@@ -247,6 +296,28 @@ impl IoEngine for UringEngine {
         Ok(submitted)
     }
 
+    unsafe fn register_memory(&mut self, base: *mut u8, len: usize) -> bool {
+        if !self.buffers.is_empty() || len == 0 {
+            return false;
+        }
+        let iovecs: Vec<libc::iovec> = (0..len)
+            .step_by(MAX_FIXED_BUFFER)
+            .map(|offset| libc::iovec {
+                iov_base: base.wrapping_add(offset).cast(),
+                iov_len: (len - offset).min(MAX_FIXED_BUFFER),
+            })
+            .collect();
+        // SAFETY: the caller keeps the region mapped for the engine's lifetime; the kernel
+        // pins its pages until the ring is closed. Refusals (the locked-memory limit, most
+        // often) leave the engine as it was: requests then pass their buffers per call.
+        if unsafe { self.ring.submitter().register_buffers(&iovecs) }.is_err() {
+            return false;
+        }
+        self.buffers =
+            iovecs.iter().map(|v| (v.iov_base as usize, v.iov_base as usize + v.iov_len)).collect();
+        true
+    }
+
     fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> io::Result<usize> {
         let start = out.len();
         let mut flushed = false;
@@ -329,5 +400,70 @@ mod tests {
         }
         assert!(out.iter().all(|c| *c.result.as_ref().unwrap() == 4096));
         assert!(buf.as_slice().iter().all(|&b| b == 9));
+    }
+
+    #[test]
+    fn registered_memory_is_used_as_fixed_buffers_inside_and_plain_buffers_outside() {
+        let dir = TempDir::new("uring-buffers");
+        let path = dir.path().join("d");
+        let content: Vec<u8> = (0..4 * 4096).map(|i| (i / 4096 + 1) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let options = DeviceOptions { writable: true, ..DeviceOptions::default() };
+        let devices = Devices::open(&[path], &options).unwrap();
+        let mut engine = UringEngine::new(Arc::clone(devices.files()), true, 8).unwrap();
+        let mut region = AlignedBuf::zeroed(2 * 4096);
+        let mut outside = AlignedBuf::zeroed(4096);
+        // SAFETY: `region` outlives the engine (dropped after it, below).
+        let registered = unsafe { engine.register_memory(region.as_mut_ptr(), 2 * 4096) };
+        if !registered {
+            // A locked-memory limit can refuse it; the engine must then work as before.
+            eprintln!("fixed buffers refused here; checking plain reads only");
+        }
+        assert_eq!(engine.fixed_buffers(), usize::from(registered));
+        let reads = [(region.as_mut_ptr(), 0u64), (region.as_mut_ptr().wrapping_add(4096), 4096)];
+        for (tag, (buf, offset)) in
+            reads.into_iter().chain([(outside.as_mut_ptr(), 8192)]).enumerate()
+        {
+            let request = IoRequest {
+                kind: IoKind::Read,
+                device: 0,
+                offset,
+                buf,
+                len: 4096,
+                tag: tag as u64,
+            };
+            // SAFETY: the buffers outlive every request (all reaped below).
+            unsafe { engine.queue(request) }.unwrap();
+        }
+        engine.submit().unwrap();
+        let mut out = Vec::new();
+        while out.len() < 3 {
+            engine.reap(&mut out, true).unwrap();
+        }
+        assert!(out.iter().all(|c| *c.result.as_ref().unwrap() == 4096));
+        assert!(region.as_slice()[..4096].iter().all(|&b| b == 1));
+        assert!(region.as_slice()[4096..].iter().all(|&b| b == 2));
+        assert!(outside.as_slice().iter().all(|&b| b == 3));
+        // A write from registered memory.
+        region.as_mut_slice()[..4096].fill(7);
+        let write = IoRequest {
+            kind: IoKind::Write,
+            device: 0,
+            offset: 12288,
+            buf: region.as_mut_ptr(),
+            len: 4096,
+            tag: 9,
+        };
+        // SAFETY: as above.
+        unsafe { engine.queue(write) }.unwrap();
+        engine.submit().unwrap();
+        out.clear();
+        while out.is_empty() {
+            engine.reap(&mut out, true).unwrap();
+        }
+        assert_eq!(*out[0].result.as_ref().unwrap(), 4096);
+        drop(engine);
+        let on_disk = std::fs::read(dir.path().join("d")).unwrap();
+        assert!(on_disk[12288..].iter().all(|&b| b == 7));
     }
 }

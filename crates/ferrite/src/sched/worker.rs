@@ -104,12 +104,15 @@ pub struct WorkerStats {
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub write_errors: AtomicU64,
+    /// Whether the engine took the pool's frames as registered (fixed) buffers.
+    pub fixed_buffers: std::sync::atomic::AtomicBool,
 }
 
 /// A worker's I/O state, reachable from the tasks it runs through a thread-local.
 pub(crate) struct WorkerIo {
-    pub pool: Arc<BufferPool>,
+    /// Declared before `pool`, so dropped first: it may have the pool's frames registered.
     engine: Box<dyn IoEngine>,
+    pub pool: Arc<BufferPool>,
     /// Requests waiting for room in the engine's queue.
     backlog: VecDeque<IoRequest>,
     /// Reads this worker has in flight, with the tasks waiting for each.
@@ -335,7 +338,12 @@ impl Worker {
     }
 
     /// Runs the loop until shut down and every task has finished.
-    pub fn run(mut self, pool: Arc<BufferPool>, engine: Box<dyn IoEngine>) {
+    pub fn run(mut self, pool: Arc<BufferPool>, mut engine: Box<dyn IoEngine>) {
+        let (frames, frames_len) = pool.frames_region();
+        // SAFETY: the frames stay mapped while the pool lives, and this worker holds the
+        // pool until after its engine is dropped (`WorkerIo` drops `engine` first).
+        let registered = unsafe { engine.register_memory(frames, frames_len) };
+        self.stats.fixed_buffers.store(registered, Ordering::Relaxed);
         // Reads in flight hold frames: leave most of this worker's share of the pool to the
         // pages the tasks are using.
         let share = pool.pool_pages() as usize / self.count;
