@@ -20,6 +20,7 @@ pub mod btree;
 pub mod buffer;
 mod db;
 pub mod error;
+mod id_hash;
 pub mod io;
 mod options;
 pub mod sched;

@@ -18,7 +18,6 @@
 
 #![allow(unsafe_code)]
 
-use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::Waker;
@@ -29,6 +28,7 @@ use super::state::{PageState, EVICTED, LOADING, LOCKED, MARKED, SHARED_MAX, SHAR
 use super::vmem::VirtualRegion;
 use super::{Attempt, Interrupt};
 use crate::error::{Error, PageId, Result};
+use crate::id_hash::PageMap;
 use crate::io::PageFile;
 use crate::store::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
 
@@ -94,12 +94,12 @@ pub struct BufferPool {
 /// nobody waits for pays one atomic load.
 #[derive(Debug, Default)]
 struct LoadWaiters {
-    shards: [Mutex<HashMap<PageId, Vec<Waker>>>; 16],
+    shards: [Mutex<PageMap<Vec<Waker>>>; 16],
     count: AtomicUsize,
 }
 
 impl LoadWaiters {
-    fn shard(&self, page_id: PageId) -> &Mutex<HashMap<PageId, Vec<Waker>>> {
+    fn shard(&self, page_id: PageId) -> &Mutex<PageMap<Vec<Waker>>> {
         &self.shards[(page_id % self.shards.len() as u64) as usize]
     }
 

@@ -10,7 +10,7 @@
 
 #![allow(unsafe_code)] // handing frames of latched pages to the I/O engine
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -19,6 +19,7 @@ use std::time::Instant;
 use super::task::BoxedTask;
 use crate::buffer::BufferPool;
 use crate::error::{Error, PageId};
+use crate::id_hash::PageMap;
 use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use crate::store::page::PAGE_SIZE;
 
@@ -116,10 +117,10 @@ pub(crate) struct WorkerIo {
     /// Requests waiting for room in the engine's queue.
     backlog: VecDeque<IoRequest>,
     /// Reads this worker has in flight, with the tasks waiting for each.
-    loads: HashMap<PageId, Vec<Waker>>,
+    loads: PageMap<Vec<Waker>>,
     /// Loads that failed this round, with their error: every task that waited for one gets
     /// a copy when it runs next, then the entry goes (a later miss reads again).
-    failed: HashMap<PageId, Error>,
+    failed: PageMap<Error>,
     /// A task found no free frame: evict on the next round even above the watermark.
     evict_wanted: bool,
     /// Most reads in flight (and frames held for them) at once.
@@ -357,8 +358,8 @@ impl Worker {
                 pool,
                 engine,
                 backlog: VecDeque::new(),
-                loads: HashMap::new(),
-                failed: HashMap::new(),
+                loads: PageMap::default(),
+                failed: PageMap::default(),
                 evict_wanted: false,
             })
         });
