@@ -97,6 +97,8 @@ pub fn options(db: &DbArgs, access: Access, accept_unclean: bool) -> Options {
         create_if_missing: access == Access::Create,
         accept_unclean,
         read_only: access == Access::ReadOnly,
+        // One-shot commands use the blocking API on this thread: no workers to start.
+        workers: 0,
         ..Options::default()
     }
 }

@@ -28,7 +28,9 @@ pub struct Options {
     /// writes the superblock (a directory not closed cleanly stays marked so).
     pub read_only: bool,
     /// Worker threads that run tasks (`Db::spawn`, the `*_async` calls of `Tree`); each owns
-    /// an I/O engine. 0 starts none (the blocking API works without them).
+    /// an I/O engine. The default is one per core (`std::thread::available_parallelism`).
+    /// 0 starts none: the blocking API works without them, and a short-lived process that
+    /// only uses it (a command-line tool) saves their start-up.
     pub workers: usize,
     /// How the workers issue I/O.
     pub engine: EngineKind,
@@ -55,7 +57,7 @@ impl Default for Options {
             create_if_missing: true,
             accept_unclean: false,
             read_only: false,
-            workers: 0,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             engine: EngineKind::IoUring,
             engine_fallback: None,
             io_depth: 128,

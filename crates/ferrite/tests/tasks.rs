@@ -243,9 +243,20 @@ fn an_io_error_fails_its_task_and_the_engine_goes_on() {
 }
 
 #[test]
+fn the_default_is_one_worker_per_core() {
+    let dir = TempDir::new("tasks-default");
+    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(db.worker_count(), cores);
+    assert_eq!(db.engine(), Some(EngineKind::IoUring));
+    assert_eq!(db.spawn(async { 6 * 7 }).unwrap().wait(), 42);
+    db.close().unwrap();
+}
+
+#[test]
 fn spawn_without_workers_is_an_error() {
     let dir = TempDir::new("tasks-none");
-    let db = Db::open(dir.path(), tiny(16)).unwrap();
+    let db = Db::open(dir.path(), Options { workers: 0, ..tiny(16) }).unwrap();
     assert!(matches!(db.spawn(async {}), Err(Error::NoWorkers)));
     // The async calls also work off the workers, blocking on misses.
     let tree = db.tree("t").unwrap();
