@@ -17,6 +17,8 @@ pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod store;
+pub mod ycsb;
+pub mod zipf;
 
 pub use error::BenchError;
 pub use histogram::Histogram;
