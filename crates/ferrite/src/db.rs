@@ -920,6 +920,38 @@ impl Tree {
         })
     }
 
+    /// Visits up to `limit` entries with keys `>= start`, in ascending order, as a task: each
+    /// leaf is read like a miss of `get_async` (a queued read on a worker, the task yielding).
+    /// Values stored out of line (over ~1.5 KiB beside their key) are read blocking. Returns
+    /// how many entries it visited.
+    pub async fn scan_async(
+        &self,
+        start: &[u8],
+        limit: usize,
+        mut visit: impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        check_key(start)?;
+        let mut cursor =
+            Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false);
+        let pool = &self.shared.pool;
+        let mut visited = 0;
+        while visited < limit {
+            self.shared.check_open()?;
+            if self.dropped.load(Ordering::Acquire) {
+                return Err(Error::TreeNotFound { name: self.name.to_string() });
+            }
+            cursor.fill_async(pool).await?;
+            if cursor.is_done() {
+                break;
+            }
+            if let Some((key, value)) = cursor.next_in_leaf(pool)? {
+                visit(&key, &value);
+                visited += 1;
+            }
+        }
+        Ok(visited)
+    }
+
     /// The entries whose keys lie in `range`, in ascending key order.
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Iter {
         self.scan(range, false)

@@ -325,3 +325,42 @@ fn tasks_run_over_every_real_engine() {
         db.close().unwrap();
     }
 }
+
+#[test]
+fn scans_as_tasks_match_the_blocking_range_on_a_tiny_pool() {
+    let dir = TempDir::new("tasks-scan");
+    let fail = Arc::new(AtomicU64::new(NO_PAGE));
+    let db = open(&dir, 16, 2, &fail);
+    let tree = db.tree("t").unwrap();
+    let mut rng = Rng::new(0x5CA7);
+    for i in 0..3000u64 {
+        let len = (rng.below(60) + 1) as usize;
+        tree.put(&(i * 7).to_be_bytes(), &vec![i as u8; len]).unwrap();
+    }
+    let mut handles = Vec::new();
+    for task in 0..64u64 {
+        let tree = tree.clone();
+        let start = (task * 311 % 21_000).to_be_bytes();
+        let limit = (task % 9 * 40 + 1) as usize;
+        handles.push((
+            start,
+            limit,
+            db.spawn(async move {
+                let mut seen = Vec::new();
+                let n = tree
+                    .scan_async(&start, limit, |k, v| seen.push((k.to_vec(), v.to_vec())))
+                    .await
+                    .unwrap();
+                assert_eq!(n, seen.len());
+                seen
+            })
+            .unwrap(),
+        ));
+    }
+    for (start, limit, handle) in handles {
+        let expected: Vec<_> =
+            tree.range(&start[..]..).take(limit).map(|entry| entry.unwrap()).collect();
+        assert_eq!(handle.wait(), expected, "scan from {start:?}, {limit} entries");
+    }
+    assert_check(&db);
+}

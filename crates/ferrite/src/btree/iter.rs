@@ -49,23 +49,53 @@ impl Cursor {
         }
     }
 
+    /// What the next leaf's descent seeks, and the key it is bound by (owned, so that the
+    /// attempt can run while the cursor is borrowed for the copy).
+    fn seek(&self) -> (bool, Vec<u8>) {
+        match &self.resume {
+            Bound::Included(k) | Bound::Excluded(k) => (false, k.clone()),
+            Bound::Unbounded => (self.reverse, Vec::new()),
+        }
+    }
+
     fn load_leaf(&mut self, pool: &BufferPool) -> Result<()> {
-        let seek_key: &[u8] = match &self.resume {
-            Bound::Included(k) | Bound::Excluded(k) => k,
-            Bound::Unbounded => &[],
-        };
-        let seek = if self.reverse && matches!(self.resume, Bound::Unbounded) {
-            Seek::Last
-        } else {
-            Seek::Key(seek_key)
-        };
-        let tree = self.tree;
-        let leaf = &mut self.leaf;
+        let (last, key) = self.seek();
+        let seek = if last { Seek::Last } else { Seek::Key(&key) };
+        let (tree, leaf) = (self.tree, &mut self.leaf);
         let (leaf_id, version) = run(pool, |scratch: &mut Scratch| {
             let found = tree.descend(pool, seek, None, scratch)?;
             leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
             Ok((found.page_id, found.version))
         })?;
+        self.after_load(leaf_id, version);
+        Ok(())
+    }
+
+    /// Loads the leaf to resume at, if none is loaded, through the task scheduler: on a
+    /// worker a miss is a queued read and the task yields (see `sched::run_async`).
+    pub async fn fill_async(&mut self, pool: &BufferPool) -> Result<()> {
+        if self.loaded || self.done {
+            return Ok(());
+        }
+        let (last, key) = self.seek();
+        let seek = if last { Seek::Last } else { Seek::Key(&key) };
+        let (tree, leaf) = (self.tree, &mut self.leaf);
+        let (leaf_id, version) = crate::sched::run_async(pool, |scratch: &mut Scratch| {
+            let found = tree.descend(pool, seek, None, scratch)?;
+            leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
+            Ok((found.page_id, found.version))
+        })
+        .await?;
+        self.after_load(leaf_id, version);
+        Ok(())
+    }
+
+    /// Whether the scan has ended.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn after_load(&mut self, leaf_id: PageId, version: u64) {
         self.leaf_id = leaf_id;
         self.leaf_version = version;
         let node = Node::new(self.leaf.bytes());
@@ -84,7 +114,6 @@ impl Cursor {
             (Bound::Excluded(k), true) => node.lower_bound(k).0,
         };
         self.loaded = true;
-        Ok(())
     }
 
     fn beyond_end(&self, key: &[u8]) -> bool {
@@ -106,42 +135,53 @@ impl Cursor {
             if !self.loaded {
                 self.load_leaf(pool)?;
             }
-            let node = Node::new(self.leaf.bytes());
-            let slot = if self.reverse {
-                self.pos.checked_sub(1)
-            } else {
-                (self.pos < node.count()).then_some(self.pos)
-            };
-            let Some(slot) = slot else {
-                self.leave_leaf();
-                continue;
-            };
-            let mut key = Vec::new();
-            node.key_into(slot, &mut key);
-            if self.beyond_end(&key) {
-                self.done = true;
-                return Ok(None);
+            if let Some(entry) = self.next_in_leaf(pool)? {
+                return Ok(Some(entry));
             }
-            let value = match node.value(slot) {
-                Payload::Inline(bytes) => bytes.to_vec(),
-                Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
-                    Some(bytes) => bytes,
-                    None => {
-                        // The leaf changed under us: resume at this key.
-                        self.resume = Bound::Included(key);
-                        self.loaded = false;
-                        continue;
-                    }
-                },
-            };
-            if self.reverse {
-                self.pos -= 1;
-            } else {
-                self.pos += 1;
-            }
-            self.resume = Bound::Excluded(key.clone());
-            return Ok(Some((key, value)));
         }
+    }
+
+    /// The next entry of the loaded leaf (which must be loaded, see `fill_async`); `None`
+    /// when the scan ended or the leaf is used up (the next call then needs a leaf again).
+    pub fn next_in_leaf(&mut self, pool: &BufferPool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if self.done || !self.loaded {
+            return Ok(None);
+        }
+        let node = Node::new(self.leaf.bytes());
+        let slot = if self.reverse {
+            self.pos.checked_sub(1)
+        } else {
+            (self.pos < node.count()).then_some(self.pos)
+        };
+        let Some(slot) = slot else {
+            self.leave_leaf();
+            return Ok(None);
+        };
+        let mut key = Vec::new();
+        node.key_into(slot, &mut key);
+        if self.beyond_end(&key) {
+            self.done = true;
+            return Ok(None);
+        }
+        let value = match node.value(slot) {
+            Payload::Inline(bytes) => bytes.to_vec(),
+            Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
+                Some(bytes) => bytes,
+                None => {
+                    // The leaf changed under us: resume at this key.
+                    self.resume = Bound::Included(key);
+                    self.loaded = false;
+                    return Ok(None);
+                }
+            },
+        };
+        if self.reverse {
+            self.pos -= 1;
+        } else {
+            self.pos += 1;
+        }
+        self.resume = Bound::Excluded(key.clone());
+        Ok(Some((key, value)))
     }
 
     /// Moves past the current leaf, by its fence.
