@@ -4,8 +4,11 @@
 //! Each workload is a module (`lookup`); the stores it runs against sit behind `KvStore`
 //! (`store`). The `ferrite` command only parses arguments and prints what comes back.
 
+pub mod compare;
+pub mod conformance;
 pub mod cpu;
 pub mod datadir;
+pub mod diskstats;
 pub mod error;
 pub mod histogram;
 pub mod io;
@@ -17,6 +20,8 @@ pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod store;
+pub mod workload;
+pub mod workload_tasks;
 pub mod ycsb;
 pub mod zipf;
 

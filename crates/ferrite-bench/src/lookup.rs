@@ -76,6 +76,8 @@ pub struct LookupConfig {
     pub devices: Vec<PathBuf>,
     /// Look up through the blocking API from `threads` threads instead of tasks on workers.
     pub direct_api: bool,
+    /// Append the result, as one JSON object, to this file.
+    pub json: Option<PathBuf>,
 }
 
 impl Default for LookupConfig {
@@ -94,6 +96,7 @@ impl Default for LookupConfig {
             engine: ferrite::io::EngineKind::IoUring,
             devices: Vec::new(),
             direct_api: false,
+            json: None,
         }
     }
 }
@@ -430,6 +433,9 @@ impl LookupReport {
             .int("seed", c.seed)
             .flag("direct_io", c.direct_io)
             .word("store", self.store)
+            // The comparison workloads' names for the same figures.
+            .word("workload", "lookup")
+            .real("ops_per_s", run.lookups_per_s(), 0)
     }
 }
 
@@ -465,7 +471,7 @@ pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupRepor
         DirFate::Left("it held data before the run".to_owned())
     };
     let (source, run, pool, tasks) = outcome?;
-    Ok(LookupReport {
+    let report = LookupReport {
         config: config.clone(),
         store: "ferrite",
         source,
@@ -474,7 +480,11 @@ pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupRepor
         run,
         tasks,
         dir: fate,
-    })
+    };
+    if let Some(path) = &config.json {
+        crate::workload::append_json(path, &report.result_line().to_json())?;
+    }
+    Ok(report)
 }
 
 type Measured = (DataSource, LookupRun, PoolStats, Option<TaskFigures>);

@@ -88,6 +88,44 @@ impl ResultLine {
     }
 }
 
+impl ResultLine {
+    /// The fields as the members of a JSON object (without the braces): numbers as
+    /// numbers, words as strings.
+    pub fn json_members(&self) -> String {
+        let mut out = String::new();
+        for (i, (name, value)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            if is_json_number(value) {
+                out.push_str(&format!("\"{name}\":{value}"));
+            } else {
+                // Values hold no quotes, backslashes or control characters (`valid_value`).
+                out.push_str(&format!("\"{name}\":\"{value}\""));
+            }
+        }
+        out
+    }
+
+    /// The fields as one JSON object.
+    pub fn to_json(&self) -> String {
+        format!("{{{}}}", self.json_members())
+    }
+}
+
+/// Whether `text` is a number as JSON writes them (no leading zeros, no bare dot).
+fn is_json_number(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = match digits.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (digits, None),
+    };
+    !int.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && (int == "0" || !int.starts_with('0'))
+        && frac.map_or(true, |f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+}
+
 impl fmt::Display for ResultLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "result")?;
@@ -254,5 +292,24 @@ mod tests {
         assert_eq!(latency(3_140), "3.1 us");
         assert_eq!(latency(48_200), "48 us");
         assert_eq!(latency(1_200_000), "1.20 ms");
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_become_json_objects() {
+        let line = ResultLine::new()
+            .word("store", "ferrite")
+            .real("ops_per_s", 1234.5, 1)
+            .int("n", 0)
+            .word("config", "0012ab")
+            .word("hash", "007");
+        assert_eq!(
+            line.to_json(),
+            r#"{"store":"ferrite","ops_per_s":1234.5,"n":0,"config":"0012ab","hash":"007"}"#
+        );
     }
 }

@@ -42,6 +42,24 @@ pub trait KvStore: Sync {
     /// was found (`out` is then unspecified when it was not).
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError>;
 
+    /// Visits up to `limit` entries with keys `>= start` in key order; returns how many.
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StoreError>;
+
+    /// Writes several entries, as one batch where the store has them (loads use it).
+    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+        entries.iter().try_for_each(|(key, value)| self.put(key, value))
+    }
+
+    /// Every option the store was opened with, for the report.
+    fn describe(&self) -> String {
+        String::new()
+    }
+
     /// Writes everything buffered back to the device, so that measuring starts from a
     /// clean cache rather than paying for the load's writes.
     fn flush(&self) -> Result<(), StoreError> {
@@ -82,6 +100,28 @@ impl KvStore for FerriteTree<'_> {
             out.extend_from_slice(value);
         })?;
         Ok(found.is_some())
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StoreError> {
+        let mut visited = 0;
+        for entry in self.tree.range(start..).take(limit) {
+            let (key, value) = entry?;
+            visit(&key, &value);
+            visited += 1;
+        }
+        Ok(visited)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "ferrite: buffer pool {} pages of 4 KiB, O_DIRECT, B+tree of 4 KiB nodes, no log",
+            self.pool.pool_pages()
+        )
     }
 
     fn flush(&self) -> Result<(), StoreError> {
@@ -129,6 +169,20 @@ pub(crate) mod mem {
         fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
             self.map.write().unwrap().insert(key.to_vec(), value.to_vec());
             Ok(())
+        }
+        fn scan(
+            &self,
+            start: &[u8],
+            limit: usize,
+            visit: &mut dyn FnMut(&[u8], &[u8]),
+        ) -> Result<usize, StoreError> {
+            let map = self.map.read().unwrap();
+            let mut n = 0;
+            for (key, value) in map.range(start.to_vec()..).take(limit) {
+                visit(key, value);
+                n += 1;
+            }
+            Ok(n)
         }
         fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
             self.gets.fetch_add(1, Ordering::Relaxed);

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use ferrite::io::EngineKind;
 use ferrite_bench::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::lookup::{self, LookupConfig};
+use ferrite_bench::workload::{RunConfig, StoreKind};
+use ferrite_bench::ycsb::{Distribution, Workload};
 
 use crate::encoding::decode_arg;
 use crate::help;
@@ -33,6 +35,21 @@ pub enum Command {
     Check(DbArgs),
     BenchLookup(LookupConfig),
     BenchIo(IoBenchConfig),
+    /// A comparison workload (`lookup --store PEER`, `fill`, `ycsb-a` .. `ycsb-f`).
+    BenchWorkload(RunConfig),
+    /// `bench compare SUITE`.
+    BenchCompare(CompareArgs),
+}
+
+/// `ferrite bench compare SUITE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareArgs {
+    pub suite: String,
+    /// Where the markdown table, the JSON lines and the charts go.
+    pub out: PathBuf,
+    /// The template every run starts from (data directory root, sizes, seconds, ...).
+    pub base: RunConfig,
+    pub stores: Vec<StoreKind>,
 }
 
 /// The options every data command takes.
@@ -149,6 +166,8 @@ const CHECK: Cmd = Cmd { name: "check", usage: help::CHECK_USAGE };
 const BENCH: Cmd = Cmd { name: "bench", usage: help::BENCH_USAGE };
 const LOOKUP: Cmd = Cmd { name: "bench lookup", usage: help::LOOKUP_USAGE };
 const IO: Cmd = Cmd { name: "bench io", usage: help::IO_USAGE };
+const WORKLOAD: Cmd = Cmd { name: "bench WORKLOAD", usage: help::WORKLOAD_USAGE };
+const COMPARE: Cmd = Cmd { name: "bench compare", usage: help::COMPARE_USAGE };
 
 /// An option: its name and, if it takes a value, the value's placeholder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +212,16 @@ const BS: Opt = valued("--bs", "BYTES");
 const DEPTH: Opt = valued("--depth", "N");
 const SIZE_MIB: Opt = valued("--size-mib", "M");
 const DIRECT: Opt = flag("--direct");
+const STORE: Opt = valued("--store", "STORE");
+const STORES: Opt = valued("--stores", "STORE[,STORE...]");
+const RECORDS: Opt = valued("--records", "N");
+const CACHE_MIB: Opt = valued("--cache-mib", "M");
+const DISTRIBUTION: Opt = valued("--distribution", "DIST");
+const RATE: Opt = valued("--rate", "OPS");
+const JSON: Opt = valued("--json", "FILE");
+const NO_CEILING: Opt = flag("--no-ceiling");
+const ORDER: Opt = valued("--order", "ORDER");
+const OUT: Opt = valued("--out", "DIR");
 
 /// Largest pool accepted, in MiB (16 TiB).
 const MAX_POOL_MIB: u64 = 1 << 24;
@@ -419,6 +448,8 @@ fn parse_help(rest: &[OsString]) -> Result<Command> {
         ["bench"] => help::bench(),
         ["bench", "lookup"] => help::bench_lookup(),
         ["bench", "io"] => help::bench_io(),
+        ["bench", "compare"] => help::bench_compare(),
+        ["bench", _] => help::bench_workload(),
         _ => return Err(TOP.error(format!("no help for {:?}", words.join(" ")))),
     };
     Ok(Command::Help(text))
@@ -513,9 +544,18 @@ fn parse_bench(args: &[OsString]) -> Result<Command> {
     let rest = &args[1..];
     match workload.to_str() {
         Some("-h" | "--help") => Ok(Command::Help(help::bench())),
+        Some("lookup") if has_peer_store(rest) => parse_bench_workload("lookup", rest),
         Some("lookup") => parse_bench_lookup(rest),
         Some("io") => parse_bench_io(rest),
-        _ => Err(BENCH.error(format!("unknown workload {workload:?} (known: lookup, io)"))),
+        Some("compare") => parse_bench_compare(rest),
+        Some(name @ ("fill" | "fill-seq" | "fill-random")) => parse_bench_workload(name, rest),
+        Some(name) if name.starts_with("ycsb-") && Workload::from_name(name).is_some() => {
+            parse_bench_workload(name, rest)
+        }
+        _ => Err(BENCH.error(format!(
+            "unknown workload {workload:?} (known: lookup, fill, fill-seq, fill-random, \
+             ycsb-a .. ycsb-f, compare, io)"
+        ))),
     }
 }
 
@@ -528,9 +568,17 @@ fn parse_bench_lookup(args: &[OsString]) -> Result<Command> {
         args,
         &[
             DB, POOL_MIB, NO_DIRECT, KEYS, SECONDS, THREADS, SEED, KEEP, WORKERS, TASKS, ENGINE,
-            DEVICES, DIRECT_API,
+            DEVICES, DIRECT_API, STORE, JSON,
         ],
     )?;
+    // Another store runs the comparison workload instead (see `has_peer_store`).
+    if let Some(store) = p.text(STORE)? {
+        if store != "ferrite" {
+            return Err(LOOKUP.error(format!(
+                "--store: unknown store {store:?} (ferrite, rocksdb, wiredtiger, lmdb)"
+            )));
+        }
+    }
     p.positionals([])?;
     let db = p.db_or(Some(lookup::DEFAULT_DIR))?;
     let mut config = LookupConfig {
@@ -577,9 +625,171 @@ fn parse_bench_lookup(args: &[OsString]) -> Result<Command> {
         config.devices = split_paths(LOOKUP, list)?;
     }
     config.direct_api = p.flag(DIRECT_API);
+    config.json = p.value(JSON).map(PathBuf::from);
     // The ranges that only the workload knows (tasks per worker, repeated devices).
     config.validate().map_err(|e| LOOKUP.error(e.to_string()))?;
     Ok(Command::BenchLookup(config))
+}
+
+/// Whether `bench lookup` is asked to run on another store than Ferrite (then it is the
+/// comparison workload; on Ferrite it stays the lookup benchmark of its own options).
+fn has_peer_store(args: &[OsString]) -> bool {
+    args.windows(2).any(|w| w[0] == "--store" && w[1] != "ferrite")
+        || args.iter().any(|a| {
+            a.to_str().is_some_and(|a| a.starts_with("--store=") && a != "--store=ferrite")
+        })
+}
+
+/// The options every comparison workload takes.
+const WORKLOAD_OPTS: [Opt; 19] = [
+    STORE,
+    DB,
+    RECORDS,
+    KEYS,
+    CACHE_MIB,
+    POOL_MIB,
+    SECONDS,
+    THREADS,
+    WORKERS,
+    TASKS,
+    DIRECT_API,
+    DISTRIBUTION,
+    RATE,
+    SEED,
+    KEEP,
+    NO_DIRECT,
+    NO_CEILING,
+    JSON,
+    ORDER,
+];
+
+fn parse_bench_workload(name: &str, args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::bench_workload()));
+    }
+    let p = Parsed::new(WORKLOAD, args, &WORKLOAD_OPTS)?;
+    p.positionals([])?;
+    let workload = match (name, p.text(ORDER)?) {
+        ("fill", None | Some("random")) => Workload::FillRandom,
+        ("fill", Some("seq" | "sequential")) => Workload::FillSequential,
+        ("fill", Some(other)) => {
+            return Err(WORKLOAD.error(format!("--order: {other:?} is not seq or random")))
+        }
+        (_, Some(_)) => return Err(WORKLOAD.error("--order is for `fill` only")),
+        (name, None) => Workload::from_name(name)
+            .ok_or_else(|| WORKLOAD.error(format!("unknown workload {name:?}")))?,
+    };
+    let store = match p.text(STORE)? {
+        None => StoreKind::Ferrite,
+        Some(text) => StoreKind::from_name(text).ok_or_else(|| {
+            WORKLOAD.error(format!(
+                "--store: unknown store {text:?} (ferrite, rocksdb, wiredtiger, lmdb)"
+            ))
+        })?,
+    };
+    let config = workload_options(WORKLOAD, &p, RunConfig::new(workload, store))?;
+    Ok(Command::BenchWorkload(config))
+}
+
+/// Applies the options shared by the workloads and `compare` to `config`.
+fn workload_options(cmd: Cmd, p: &Parsed<'_>, mut config: RunConfig) -> Result<RunConfig> {
+    if let Some(dir) = p.value(DB) {
+        config.dir = PathBuf::from(dir);
+    }
+    let records = match (p.text(RECORDS)?, p.text(KEYS)?) {
+        (Some(_), Some(_)) => return Err(cmd.error("--records and --keys are the same option")),
+        (Some(text), None) | (None, Some(text)) => Some(text),
+        (None, None) => None,
+    };
+    if let Some(text) = records {
+        let n = parse_whole(text, true).ok_or_else(|| {
+            cmd.error(format!("--records: {text:?} is not a whole number (like 20000, 20k, 3.2M)"))
+        })?;
+        config.records = p.in_range(RECORDS, n, 1, u64::MAX / 4)?;
+    }
+    let cache = match (p.text(CACHE_MIB)?, p.text(POOL_MIB)?) {
+        (Some(_), Some(_)) => {
+            return Err(cmd.error("--cache-mib and --pool-mib are the same option"))
+        }
+        (Some(text), None) | (None, Some(text)) => Some(text),
+        (None, None) => None,
+    };
+    if let Some(text) = cache {
+        config.cache_mib = p.number(CACHE_MIB, text, 1, MAX_POOL_MIB)?;
+    }
+    if let Some(text) = p.text(SECONDS)? {
+        config.seconds = parse_seconds(cmd, text)?;
+    }
+    if let Some(text) = p.text(THREADS)? {
+        config.threads = p.number(THREADS, text, 1, 4096)? as usize;
+    }
+    if let Some(text) = p.text(WORKERS)? {
+        config.workers = p.number(WORKERS, text, 1, 1024)? as usize;
+    }
+    if let Some(text) = p.text(TASKS)? {
+        config.tasks = p.number(TASKS, text, 1, 1 << 16)? as usize;
+    }
+    config.direct_api = p.flag(DIRECT_API);
+    if config.direct_api && config.store != StoreKind::Ferrite {
+        return Err(cmd.error("--direct-api is for --store ferrite (the peers always use threads)"));
+    }
+    if let Some(text) = p.text(DISTRIBUTION)? {
+        config.distribution = Distribution::from_name(text).ok_or_else(|| {
+            cmd.error(format!("--distribution: {text:?} is not uniform or zipfian"))
+        })?;
+    }
+    if let Some(text) = p.text(RATE)? {
+        let rate = parse_whole(text, true).filter(|&r| r > 0).ok_or_else(|| {
+            cmd.error(format!(
+                "--rate: {text:?} is not a positive whole number of operations per second"
+            ))
+        })?;
+        config.rate = Some(rate as f64);
+    }
+    if let Some(text) = p.text(SEED)? {
+        config.seed = parse_seed(text)
+            .ok_or_else(|| cmd.error(format!("--seed: {text:?} is not a 64-bit number")))?;
+    }
+    config.keep = p.flag(KEEP);
+    config.direct_io = !p.flag(NO_DIRECT);
+    config.ceiling = !p.flag(NO_CEILING);
+    if let Some(path) = p.value(JSON) {
+        config.json = Some(PathBuf::from(path));
+    }
+    Ok(config)
+}
+
+fn parse_bench_compare(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::bench_compare()));
+    }
+    let mut opts = WORKLOAD_OPTS.to_vec();
+    opts.retain(|o| *o != STORE && *o != ORDER && *o != JSON);
+    opts.extend([STORES, OUT]);
+    let p = Parsed::new(COMPARE, args, &opts)?;
+    let [suite] = p.positionals(["SUITE"])?;
+    let suite = suite.to_str().unwrap_or("").to_owned();
+    if ferrite_bench::compare::suite(&suite).is_none() {
+        return Err(COMPARE.error(format!(
+            "unknown suite {suite:?} (known: {})",
+            ferrite_bench::compare::SUITES.join(", ")
+        )));
+    }
+    let mut base = RunConfig::new(Workload::Lookup, StoreKind::Ferrite);
+    base.dir = PathBuf::from("ferrite-data/compare");
+    let base = workload_options(COMPARE, &p, base)?;
+    let stores = match p.text(STORES)? {
+        None => StoreKind::ALL.into_iter().filter(|s| s.built_in()).collect(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                StoreKind::from_name(name)
+                    .ok_or_else(|| COMPARE.error(format!("--stores: unknown store {name:?}")))
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let out = p.value(OUT).map_or_else(|| PathBuf::from("bench-results"), PathBuf::from);
+    Ok(Command::BenchCompare(CompareArgs { suite, out, base, stores }))
 }
 
 /// `--devices a,b,c`: the paths in order; none may be empty.
@@ -979,7 +1189,7 @@ mod tests {
         fails(&["bench", "lookup", "--tree", "t"], "unknown option \"--tree\"");
         fails(&["bench", "lookup", "now"], "unexpected argument");
         fails(&["bench"], "missing WORKLOAD");
-        let e = fails(&["bench", "ycsb"], "unknown workload \"ycsb\" (known: lookup, io)");
+        let e = fails(&["bench", "ycsb"], "unknown workload \"ycsb\" (known: lookup, fill, fill-seq, fill-random, ycsb-a .. ycsb-f, compare, io)");
         assert_eq!(e.command, "bench");
     }
 
@@ -1162,5 +1372,67 @@ mod tests {
         assert_eq!(parse_whole("18446744073709551616", false), None);
         assert_eq!(parse_seed("0xff"), Some(255));
         assert_eq!(parse_seed("42"), Some(42));
+    }
+
+    #[test]
+    fn comparison_workloads_parse_and_refuse_bad_values() {
+        let Command::BenchWorkload(c) = parse_strs(&[
+            "bench",
+            "ycsb-a",
+            "--store",
+            "rocksdb",
+            "--records",
+            "1M",
+            "--threads",
+            "64",
+            "--rate",
+            "50k",
+            "--json",
+            "runs.jsonl",
+            "--cache-mib",
+            "128",
+            "--distribution",
+            "uniform",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.workload, Workload::Ycsb('a'));
+        assert_eq!(c.store, StoreKind::RocksDb);
+        assert_eq!((c.records, c.threads, c.cache_mib), (1_000_000, 64, 128));
+        assert_eq!(c.rate, Some(50_000.0));
+        assert_eq!(c.distribution, Distribution::Uniform);
+        assert_eq!(c.json.as_deref(), Some(std::path::Path::new("runs.jsonl")));
+        let Command::BenchWorkload(c) = parse_strs(&["bench", "fill", "--order", "seq"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((c.workload, c.store), (Workload::FillSequential, StoreKind::Ferrite));
+        // `lookup` on a peer is the comparison workload; on Ferrite, the lookup benchmark.
+        assert!(matches!(
+            parse_strs(&["bench", "lookup", "--store", "lmdb"]).unwrap(),
+            Command::BenchWorkload(RunConfig { store: StoreKind::Lmdb, .. })
+        ));
+        assert!(matches!(
+            parse_strs(&["bench", "lookup", "--store", "ferrite", "--json", "x"]).unwrap(),
+            Command::BenchLookup(LookupConfig { json: Some(_), .. })
+        ));
+        fails(&["bench", "ycsb-a", "--store", "mysql"], "--store: unknown store \"mysql\"");
+        fails(&["bench", "ycsb-a", "--rate", "0"], "--rate: \"0\" is not a positive");
+        fails(&["bench", "ycsb-a", "--order", "seq"], "--order is for `fill` only");
+        fails(&["bench", "fill", "--order", "up"], "--order: \"up\" is not seq or random");
+        fails(&["bench", "ycsb-b", "--distribution", "x"], "is not uniform or zipfian");
+        fails(&["bench", "ycsb-c", "--store", "lmdb", "--direct-api"], "--direct-api is for");
+        fails(&["bench", "ycsb-c", "--records", "1k", "--keys", "2k"], "the same option");
+        let Command::BenchCompare(c) =
+            parse_strs(&["bench", "compare", "quick", "--stores", "ferrite", "--records", "20k"])
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((c.suite.as_str(), c.stores.as_slice()), ("quick", &[StoreKind::Ferrite][..]));
+        assert_eq!(c.base.records, 20_000);
+        fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
+        fails(&["bench", "compare", "quick", "--stores", "x"], "--stores: unknown store");
     }
 }

@@ -4,10 +4,14 @@
 
 use std::io::Write;
 
+use ferrite_bench::compare;
 use ferrite_bench::io::{self as bench_io, IoBenchConfig};
 use ferrite_bench::lookup::{self, LookupConfig};
 use ferrite_bench::report::{bytes, duration, thousands};
+use ferrite_bench::workload::{self, RunConfig};
 use ferrite_bench::Progress;
+
+use crate::args::CompareArgs;
 
 use crate::common::{CliError, Outcome};
 
@@ -60,4 +64,64 @@ pub fn io(config: &IoBenchConfig, out: &mut dyn Write) -> Result<Outcome, CliErr
     writeln!(out, "{}", report.result_line())?;
     out.flush()?;
     Ok(Outcome::Done)
+}
+
+/// `ferrite bench WORKLOAD --store S`: the comparison workloads.
+pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    eprintln!(
+        "bench {}: {} on {} keys in {}, cache {} MiB, {}, {} measured{}",
+        config.workload,
+        config.store.name(),
+        thousands(config.records),
+        config.data_dir().display(),
+        config.cache_mib,
+        config.concurrency(),
+        duration(config.seconds),
+        match config.rate {
+            Some(rate) => format!(", open loop at {} ops/s", thousands(rate as u64)),
+            None => String::new(),
+        }
+    );
+    let report = workload::run(config, &workload::open_store, true)?;
+    write!(out, "{}", report.summary())?;
+    writeln!(out, "{}", report.result_line())?;
+    out.flush()?;
+    Ok(Outcome::Done)
+}
+
+/// `ferrite bench compare SUITE`: every step of the suite on every store, then the tables.
+pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let steps = compare::suite(&args.suite).expect("suite checked by the parser");
+    let names: Vec<&str> = args.stores.iter().map(|s| s.name()).collect();
+    eprintln!(
+        "bench compare {}: {} steps on {} ({} keys, cache {} MiB, {} per run), results in {}",
+        args.suite,
+        steps.len(),
+        names.join(", "),
+        thousands(args.base.records),
+        args.base.cache_mib,
+        duration(args.base.seconds),
+        args.out.display()
+    );
+    let output =
+        compare::run(&args.suite, &steps, &args.stores, &args.base, &args.out, &mut |line| {
+            eprintln!("{line}")
+        })?;
+    let table = std::fs::read_to_string(&output.markdown).unwrap_or_default();
+    write!(out, "{table}")?;
+    writeln!(out, "tables: {}", output.markdown.display())?;
+    writeln!(out, "runs: {}", output.json.display())?;
+    for chart in &output.charts {
+        writeln!(out, "chart: {}", chart.display())?;
+    }
+    writeln!(
+        out,
+        "result suite={} stores={} runs={} failed={}",
+        args.suite,
+        names.join(","),
+        steps.len() * args.stores.len(),
+        output.failures.len()
+    )?;
+    out.flush()?;
+    Ok(if output.failures.is_empty() { Outcome::Done } else { Outcome::Faults })
 }

@@ -19,10 +19,19 @@ pub const TREES_USAGE: &str =
     "ferrite trees --db DIR [--create NAME | --drop NAME] [--pool-mib M] [--no-direct]";
 pub const STATS_USAGE: &str = "ferrite stats --db DIR [--quick] [--pool-mib M] [--no-direct]";
 pub const CHECK_USAGE: &str = "ferrite check --db DIR [--pool-mib M] [--no-direct]";
-pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup, io)";
+pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup, fill, \
+     fill-seq, fill-random, ycsb-a .. ycsb-f, compare, io)";
+pub const WORKLOAD_USAGE: &str = "ferrite bench WORKLOAD [--store STORE] [--db DIR] \
+     [--records N] [--cache-mib M] [--seconds S] [--threads T] [--workers N] [--tasks N] \
+     [--direct-api] [--distribution uniform|zipfian] [--rate OPS] [--order seq|random] \
+     [--seed X] [--keep] [--no-direct] [--no-ceiling] [--json FILE]";
+pub const COMPARE_USAGE: &str = "ferrite bench compare SUITE [--stores STORE[,STORE...]] \
+     [--out DIR] [--db DIR] [--records N] [--cache-mib M] [--seconds S] [--threads T] \
+     [--workers N] [--tasks N] [--rate OPS] [--seed X] [--no-direct] [--no-ceiling]";
 pub const LOOKUP_USAGE: &str = "ferrite bench lookup [--db DIR] [--keys N] [--pool-mib M] \
      [--seconds S] [--workers N] [--tasks N] [--engine ENGINE] [--devices PATH[,PATH...]] \
-     [--direct-api] [--threads T] [--seed X] [--keep] [--no-direct]";
+     [--direct-api] [--threads T] [--seed X] [--keep] [--no-direct] [--store ferrite] \
+     [--json FILE]";
 pub const IO_USAGE: &str = "ferrite bench io [--file PATH] [--engine ENGINE|all] \
      [--pattern PATTERN] [--bs BYTES] [--depth N] [--threads N] [--seconds S] [--size-mib M] \
      [--direct | --no-direct] [--keep]";
@@ -295,7 +304,14 @@ pub fn bench() -> String {
         &["\
 WORKLOADS
     lookup     uniform random point lookups over a data set ~10x the pool, every value
-               verified (ferrite bench lookup --help)
+               verified (ferrite bench lookup --help); with --store PEER, the comparison
+               workload of the same name (ferrite bench ycsb-a --help)
+    fill       inserts into an empty store, in random (default) or key order (--order)
+    ycsb-a .. ycsb-f
+               the YCSB workloads on Ferrite or a peer: --store ferrite|rocksdb|
+               wiredtiger|lmdb (ferrite bench ycsb-a --help)
+    compare    a named suite of workloads on every store built in, written as markdown
+               tables, JSON lines and charts (ferrite bench compare --help)
     io         the raw device ceiling: reads or writes through each I/O engine, and fio
                with the same parameters when it is installed (ferrite bench io --help)
 
@@ -339,6 +355,9 @@ OPTIONS
                      records what was loaded). Without --keep the directory (and the
                      parents the run created) is removed at the end.
     --no-direct      buffered I/O instead of O_DIRECT
+    --store STORE    ferrite (this benchmark); another store runs the comparison workload
+                     `lookup` on it (ferrite bench ycsb-a --help)
+    --json FILE      append the result as one JSON object to FILE
     -h, --help       print this help",
                 dir = lookup::DEFAULT_DIR,
                 keys = lookup::DEFAULT_KEYS,
@@ -366,10 +385,98 @@ OUTPUT
            device_iops_before=N device_iops_after=N mode=tasks workers=N tasks=N
            engine=E tree_pct=P evict_pct=P submit_pct=P complete_pct=P idle_pct=P]
            cpu_us_per_lookup=X p50_us=L p99_us=L max_us=L load_s=S reused=0|1 seed=X
-           direct_io=0|1 store=ferrite
+           direct_io=0|1 store=ferrite workload=lookup ops_per_s=N
 
     (on one line; the bracketed fields with tasks only, mode=direct otherwise). A wrong
     or missing value ends the run with exit status 2 and no result line.",
+        ],
+    )
+}
+
+pub fn bench_workload() -> String {
+    page(
+        "Run one comparison workload on one store: load the data set (or reuse one kept by an\n\
+         earlier run), measure the device's random-read ceiling, then run the operations for\n\
+         S seconds after a warm-up of min(5, S/4) s, every value read checked.",
+        WORKLOAD_USAGE,
+        &[
+            "\
+WORKLOADS
+    lookup         point reads of loaded keys (uniform unless --distribution)
+    fill           inserts of --records new keys into an empty store (fill-seq: key order,
+                   fill-random: random order; `fill --order seq|random` says the same)
+    ycsb-a         50 % reads, 50 % updates          ycsb-b   95 % reads, 5 % updates
+    ycsb-c         100 % reads                       ycsb-d   95 % reads of the latest
+                                                              keys, 5 % inserts
+    ycsb-e         95 % scans of 1-100 entries, 5 % inserts
+    ycsb-f         50 % reads, 50 % read-modify-writes
+    YCSB keys are zipfian (theta 0.99, scrambled) unless --distribution uniform.
+
+OPTIONS
+    --store STORE    ferrite (default), rocksdb, wiredtiger or lmdb; the peers need a build
+                     with --features peers and their Debian -dev packages
+    --db DIR         the store's data directory (default ferrite-data/bench-STORE); fills
+                     use DIR-fill, emptied first
+    --records N      keys loaded (fills: keys inserted), default 4.6M (~10x the default
+                     cache); --keys N is the same
+    --cache-mib M    cache of every store, MiB (default 64): Ferrite's pool, RocksDB's block
+                     cache, WiredTiger's cache; LMDB has none (it uses the page cache)
+    --seconds S      measured time (default 20)
+    --threads T      threads of the peers (and of Ferrite with --direct-api); default: cores
+    --workers N      Ferrite's workers (default: cores)
+    --tasks N        Ferrite's tasks per worker (default 64)
+    --direct-api     Ferrite through its blocking API on --threads threads
+    --distribution D uniform or zipfian
+    --rate OPS       open loop: offer OPS operations/s in all (Poisson arrivals); latency
+                     counts from each operation's scheduled arrival. Default: closed loop
+    --seed X         seed of the operation streams (default 1)
+    --keep           keep the loaded data for the next run with the same --records
+    --no-direct      buffered I/O instead of O_DIRECT
+    --no-ceiling     skip the device ceiling (it writes a 1 GiB file beside DIR once)
+    --json FILE      append one JSON object per run to FILE (with a hash of the
+                     configuration: runs with the same `config` measured the same thing)",
+            "\
+OUTPUT
+    Load progress on stderr; on stdout a summary (throughput, operation counts, latency
+    percentiles from an HdrHistogram, CPU per operation, device reads and writes per
+    operation from /proc/diskstats, bytes on disk, the device ceiling), then one line:
+
+    result store=S workload=W ops_per_s=N seconds=S ops=N p50_us=L p99_us=L p999_us=L
+           max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
+           [dev_reads_per_op=X dev_writes_per_op=X] bytes_on_disk=N records=N [load_s=S]
+           reused=0|1 [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
+           distribution=D loop=closed|open [target_ops_per_s=N] cache_mib=M seed=X
+           config=HASH",
+        ],
+    )
+}
+
+pub fn bench_compare() -> String {
+    page(
+        "Run a suite of workloads on every store built in (or --stores) and write the tables\n\
+         that go into docs/benchmarks.md: workloads as rows, stores as columns, the best of\n\
+         each row in bold, with the machine and the commit named.",
+        COMPARE_USAGE,
+        &[
+            "\
+SUITES
+    quick          lookup, ycsb-a, ycsb-c, ycsb-e, fill-random
+    ycsb           ycsb-a .. ycsb-f (zipfian)
+    lookup-sweep   lookups with 1..256 peer threads and Ferrite at 1x64, 2x64, 2x128 tasks
+    all            all of the above, YCSB also uniform, and fill-seq
+
+OPTIONS
+    --stores LIST    the stores to run (default: every store built in)
+    --out DIR        where SUITE.md, SUITE.jsonl and the charts go (default bench-results)
+    --db DIR         root of the stores' data directories (default ferrite-data/compare);
+                     each store's data set is loaded once and kept for the suite's runs
+    The other options are those of the workloads (ferrite bench ycsb-a --help) and apply
+    to every run.",
+            "\
+OUTPUT
+    A line per run on stderr; the tables on stdout, then
+    result suite=NAME stores=LIST runs=N failed=N
+    Exit status 1 when a run failed (the tables show what did run).",
         ],
     )
 }

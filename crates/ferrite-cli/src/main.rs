@@ -64,5 +64,7 @@ fn run(command: Command) -> Result<Outcome, CliError> {
         Command::Check(a) => admin::check(&a, &mut out),
         Command::BenchLookup(config) => bench::lookup(&config, &mut out),
         Command::BenchIo(config) => bench::io(&config, &mut out),
+        Command::BenchWorkload(config) => bench::workload(&config, &mut out),
+        Command::BenchCompare(args) => bench::compare(&args, &mut out),
     }
 }

@@ -1,0 +1,338 @@
+//! `ferrite bench compare SUITE`: runs a named suite of workloads on every store built in and
+//! writes what `docs/benchmarks.md` shows: markdown tables with workloads as rows and stores
+//! as columns (the best of each row in bold, Ferrite's losses kept as they are), the JSON
+//! lines of every run, and charts, with the hardware and the commit named.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::error::BenchError;
+use crate::report;
+use crate::workload::{self, RunConfig, RunReport, StoreKind};
+use crate::ycsb::{Distribution, Workload};
+
+/// One run of a suite: a workload on a store at one concurrency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub workload: Workload,
+    pub distribution: Option<Distribution>,
+    /// Peers' threads (also Ferrite's with `--direct-api`).
+    pub threads: Option<usize>,
+    /// Ferrite: workers x tasks.
+    pub tasks: Option<(usize, usize)>,
+    /// Open loop at this rate.
+    pub rate: Option<f64>,
+}
+
+impl Step {
+    fn plain(workload: Workload) -> Step {
+        Step { workload, distribution: None, threads: None, tasks: None, rate: None }
+    }
+}
+
+/// The suites, by name.
+pub const SUITES: [&str; 4] = ["quick", "ycsb", "lookup-sweep", "all"];
+
+/// The steps of suite `name`, or `None` if there is no such suite.
+pub fn suite(name: &str) -> Option<Vec<Step>> {
+    let ycsb: Vec<Step> = ('a'..='f').map(|l| Step::plain(Workload::Ycsb(l))).collect();
+    let sweep: Vec<Step> = [1usize, 2, 4, 8, 16, 32, 64, 128, 256]
+        .into_iter()
+        .map(|t| Step { threads: Some(t), ..Step::plain(Workload::Lookup) })
+        .chain(
+            [(1, 64), (2, 64), (2, 128)]
+                .into_iter()
+                .map(|wt| Step { tasks: Some(wt), ..Step::plain(Workload::Lookup) }),
+        )
+        .collect();
+    Some(match name {
+        "quick" => vec![
+            Step::plain(Workload::Lookup),
+            Step::plain(Workload::Ycsb('a')),
+            Step::plain(Workload::Ycsb('c')),
+            Step::plain(Workload::Ycsb('e')),
+            Step::plain(Workload::FillRandom),
+        ],
+        "ycsb" => ycsb,
+        "lookup-sweep" => sweep,
+        "all" => {
+            let mut all = vec![Step::plain(Workload::Lookup)];
+            all.extend(ycsb);
+            all.extend(('a'..='f').map(|l| Step {
+                distribution: Some(Distribution::Uniform),
+                ..Step::plain(Workload::Ycsb(l))
+            }));
+            all.push(Step::plain(Workload::FillSequential));
+            all.push(Step::plain(Workload::FillRandom));
+            all.extend(sweep);
+            all
+        }
+        _ => return None,
+    })
+}
+
+/// The configuration of `step` on `store`, from the suite's template. Steps that set a
+/// concurrency apply only to the stores it means (threads: peers; tasks: Ferrite).
+pub fn config_for(base: &RunConfig, step: &Step, store: StoreKind) -> Option<RunConfig> {
+    let mut config = base.clone();
+    config.workload = step.workload;
+    config.store = store;
+    config.distribution = step.distribution.unwrap_or(match step.workload {
+        Workload::Ycsb(_) => Distribution::Zipfian,
+        _ => Distribution::Uniform,
+    });
+    config.rate = step.rate.or(base.rate);
+    let root = base.dir.clone();
+    config.dir = root.join(format!("bench-{}", store.name()));
+    match (store, step.threads, step.tasks) {
+        (StoreKind::Ferrite, Some(_), _) if !base.direct_api => return None,
+        (StoreKind::Ferrite, _, Some((w, t))) => {
+            config.workers = w;
+            config.tasks = t;
+        }
+        (_, _, Some(_)) => return None,
+        (_, Some(t), _) => config.threads = t,
+        _ => {}
+    }
+    // Every run but the last of a data set keeps it for the next.
+    config.keep = true;
+    config.json = None;
+    Some(config)
+}
+
+/// The row label of a step.
+fn row_label(step: &Step, config: &RunConfig) -> String {
+    let mut label = step.workload.name();
+    if let Some(d) = step.distribution {
+        let _ = write!(label, " ({})", d.name());
+    } else if matches!(step.workload, Workload::Ycsb(l) if l != 'd') {
+        label.push_str(" (zipfian)");
+    }
+    if let Some(t) = step.threads {
+        let _ = write!(label, ", {t} threads");
+    }
+    if let Some((w, t)) = step.tasks {
+        let _ = write!(label, ", {w}x{t} tasks");
+    }
+    if step.threads.is_none() && step.tasks.is_none() {
+        let _ = write!(
+            label,
+            " [peers {} threads, ferrite {}x{}]",
+            config.threads, config.workers, config.tasks
+        );
+    }
+    label
+}
+
+/// What a suite produced.
+#[derive(Debug)]
+pub struct CompareOutput {
+    pub markdown: PathBuf,
+    pub json: PathBuf,
+    pub charts: Vec<PathBuf>,
+    pub failures: Vec<String>,
+}
+
+/// Runs `steps` on `stores` and writes the tables, JSON lines and charts into `out`.
+/// `say` receives one line per finished run (for progress on the terminal).
+pub fn run(
+    suite_name: &str,
+    steps: &[Step],
+    stores: &[StoreKind],
+    base: &RunConfig,
+    out: &Path,
+    say: &mut dyn FnMut(&str),
+) -> Result<CompareOutput, BenchError> {
+    std::fs::create_dir_all(out).map_err(|e| BenchError::Io {
+        context: format!("creating {}", out.display()),
+        source: e,
+    })?;
+    let json = out.join(format!("{suite_name}.jsonl"));
+    let mut rows: Vec<(String, Vec<Option<RunReport>>)> = Vec::new();
+    let mut failures = Vec::new();
+    let total = steps.len() * stores.len();
+    let mut done = 0;
+    for step in steps {
+        let mut cells = Vec::new();
+        let mut label = None;
+        for &store in stores {
+            done += 1;
+            let Some(config) = config_for(base, step, store) else {
+                cells.push(None);
+                continue;
+            };
+            label.get_or_insert_with(|| row_label(step, &config));
+            let config = RunConfig { json: Some(json.clone()), ..config };
+            match workload::run(&config, &workload::open_store, true) {
+                Ok(report) => {
+                    say(&format!(
+                        "[{done}/{total}] {} {}: {} ops/s, p99 {}, {:.2} us CPU/op",
+                        step.workload,
+                        store.name(),
+                        report::thousands(report.ops_per_s().round() as u64),
+                        report::latency(report.latency_ns.value_at_quantile(0.99)),
+                        report.cpu.total_s() * 1e6 / report.counts.total().max(1) as f64
+                    ));
+                    cells.push(Some(report));
+                }
+                Err(e) => {
+                    let line = format!("{} on {}: {e}", step.workload, store.name());
+                    say(&format!("[{done}/{total}] FAILED {line}"));
+                    failures.push(line);
+                    cells.push(None);
+                }
+            }
+        }
+        rows.push((label.unwrap_or_else(|| step.workload.name()), cells));
+    }
+    let markdown = out.join(format!("{suite_name}.md"));
+    let text = tables(suite_name, stores, &rows, &failures);
+    std::fs::write(&markdown, text).map_err(|e| BenchError::Io {
+        context: format!("writing {}", markdown.display()),
+        source: e,
+    })?;
+    Ok(CompareOutput { markdown, json, charts: Vec::new(), failures })
+}
+
+/// The machine and the commit, for the tables' heading.
+pub fn provenance() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb >> 20);
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    format!("{cpu}, {cores} cores, {mem_gib} GiB RAM; commit {commit}")
+}
+
+/// A table's metric: title, whether higher is better, the value of a run, its display.
+type Metric = (&'static str, bool, fn(&RunReport) -> f64, fn(f64) -> String);
+
+/// Markdown tables: operations/s, CPU per operation, p99 latency; workloads as rows, stores
+/// as columns, the best of each row in bold.
+fn tables(
+    suite_name: &str,
+    stores: &[StoreKind],
+    rows: &[(String, Vec<Option<RunReport>>)],
+    failures: &[String],
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "### `ferrite bench compare {suite_name}`\n");
+    let _ = writeln!(s, "{}\n", provenance());
+    if let Some(first) = rows.iter().flat_map(|(_, c)| c.iter().flatten()).next() {
+        let c = &first.config;
+        let _ = writeln!(
+            s,
+            "{} keys of 8 bytes with 120-byte values, cache {} MiB for every store, {} s measured \
+             per run{}.\n",
+            report::thousands(c.records),
+            c.cache_mib,
+            c.seconds,
+            if c.direct_io { ", O_DIRECT where the store has it" } else { "" }
+        );
+    }
+    let metrics: [Metric; 3] = [
+        (
+            "operations/s (higher is better)",
+            true,
+            |r| r.ops_per_s(),
+            |v| report::thousands(v.round() as u64),
+        ),
+        (
+            "CPU µs per operation, user + system (lower is better)",
+            false,
+            |r| r.cpu.total_s() * 1e6 / r.counts.total().max(1) as f64,
+            |v| format!("{v:.2}"),
+        ),
+        (
+            "p99 latency (lower is better)",
+            false,
+            |r| r.latency_ns.value_at_quantile(0.99) as f64,
+            |v| report::latency(v as u64),
+        ),
+    ];
+    for (title, higher_better, value, show) in metrics {
+        let _ = writeln!(s, "**{title}**\n");
+        let _ = write!(s, "| workload |");
+        for store in stores {
+            let _ = write!(s, " {} |", store.name());
+        }
+        let _ = write!(s, "\n|---|");
+        for _ in stores {
+            let _ = write!(s, "---:|");
+        }
+        s.push('\n');
+        for (label, cells) in rows {
+            let values: Vec<Option<f64>> = cells.iter().map(|c| c.as_ref().map(value)).collect();
+            let best = values.iter().flatten().copied().fold(None, |best: Option<f64>, v| {
+                Some(match best {
+                    None => v,
+                    Some(b) if (higher_better && v > b) || (!higher_better && v < b) => v,
+                    Some(b) => b,
+                })
+            });
+            let _ = write!(s, "| {label} |");
+            for v in &values {
+                match v {
+                    Some(v) if Some(*v) == best && values.iter().flatten().count() > 1 => {
+                        let _ = write!(s, " **{}** |", show(*v));
+                    }
+                    Some(v) => {
+                        let _ = write!(s, " {} |", show(*v));
+                    }
+                    None => s.push_str(" – |"),
+                }
+            }
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(s, "Failed runs:\n");
+        for f in failures {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_suite_is_known_and_concurrency_steps_go_to_their_stores() {
+        for name in SUITES {
+            assert!(!suite(name).unwrap().is_empty(), "{name}");
+        }
+        assert!(suite("nope").is_none());
+        let base = RunConfig::new(Workload::Lookup, StoreKind::Ferrite);
+        let threads = Step { threads: Some(8), ..Step::plain(Workload::Lookup) };
+        assert!(config_for(&base, &threads, StoreKind::Ferrite).is_none());
+        assert_eq!(config_for(&base, &threads, StoreKind::RocksDb).unwrap().threads, 8);
+        let tasks = Step { tasks: Some((1, 32)), ..Step::plain(Workload::Lookup) };
+        assert!(config_for(&base, &tasks, StoreKind::Lmdb).is_none());
+        let c = config_for(&base, &tasks, StoreKind::Ferrite).unwrap();
+        assert_eq!((c.workers, c.tasks), (1, 32));
+        assert!(c.dir.ends_with("bench-ferrite"));
+    }
+}

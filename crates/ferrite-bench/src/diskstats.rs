@@ -1,0 +1,114 @@
+//! Device counters from `/proc/diskstats` for the block device that holds a path, so that a
+//! run can report device reads and writes per operation whatever the store (peers do not
+//! count their I/O the way Ferrite's pool does, and the page cache hides some of it).
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// Cumulative counters of one block device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskCounters {
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub written_bytes: u64,
+}
+
+impl DiskCounters {
+    pub fn since(self, earlier: DiskCounters) -> DiskCounters {
+        DiskCounters {
+            reads: self.reads.saturating_sub(earlier.reads),
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            writes: self.writes.saturating_sub(earlier.writes),
+            written_bytes: self.written_bytes.saturating_sub(earlier.written_bytes),
+        }
+    }
+}
+
+/// The device holding `path`, named as in `/proc/diskstats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disk {
+    pub name: String,
+    major: u64,
+    minor: u64,
+}
+
+impl Disk {
+    /// The block device of the file system holding `path`, if `/proc/diskstats` lists it.
+    pub fn of(path: &Path) -> Option<Disk> {
+        let dev = fs::metadata(path).ok()?.dev();
+        let (major, minor) = (libc_major(dev), libc_minor(dev));
+        let text = fs::read_to_string("/proc/diskstats").ok()?;
+        text.lines().find_map(|line| {
+            let (m, n, name, _) = parse_line(line)?;
+            (m == major && n == minor).then(|| Disk { name: name.to_owned(), major, minor })
+        })
+    }
+
+    /// Its counters now.
+    pub fn counters(&self) -> Option<DiskCounters> {
+        let text = fs::read_to_string("/proc/diskstats").ok()?;
+        text.lines().find_map(|line| {
+            let (m, n, _, counters) = parse_line(line)?;
+            (m == self.major && n == self.minor).then_some(counters)
+        })
+    }
+}
+
+fn libc_major(dev: u64) -> u64 {
+    ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)
+}
+
+fn libc_minor(dev: u64) -> u64 {
+    ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff)
+}
+
+/// `major minor name reads merged sectors ms writes merged sectors ms ...`
+fn parse_line(line: &str) -> Option<(u64, u64, &str, DiskCounters)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() < 10 {
+        return None;
+    }
+    let n = |i: usize| fields[i].parse::<u64>().ok();
+    let counters = DiskCounters {
+        reads: n(3)?,
+        read_bytes: n(5)? * 512,
+        writes: n(7)?,
+        written_bytes: n(9)? * 512,
+    };
+    Some((n(0)?, n(1)?, fields[2], counters))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_diskstats_line() {
+        let line = " 253       0 vda 1234 5 8000 100 77 3 1600 50 0 120 150 0 0 0 0";
+        let (major, minor, name, c) = parse_line(line).unwrap();
+        assert_eq!((major, minor, name), (253, 0, "vda"));
+        assert_eq!(
+            c,
+            DiskCounters {
+                reads: 1234,
+                read_bytes: 8000 * 512,
+                writes: 77,
+                written_bytes: 1600 * 512
+            }
+        );
+        assert!(parse_line("garbage").is_none());
+    }
+
+    #[test]
+    fn finds_the_device_of_the_temporary_directory_when_there_is_one() {
+        // Containers may hide the device (overlay file systems): then there is none, and
+        // reports say so instead of printing zeros.
+        if let Some(disk) = Disk::of(&std::env::temp_dir()) {
+            let before = disk.counters().unwrap();
+            let after = disk.counters().unwrap();
+            assert!(after.reads >= before.reads, "{}", disk.name);
+        }
+    }
+}

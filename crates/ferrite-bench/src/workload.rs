@@ -1,0 +1,929 @@
+//! The comparison workloads (`ferrite bench lookup|fill-seq|fill-random|ycsb-a..f --store S`):
+//! one runner for every store. It loads the data set (or reuses one kept by an earlier run),
+//! measures the device's random-read ceiling, runs the operation streams of `ycsb.rs` closed
+//! loop (as fast as they go) or open loop (a target rate of Poisson arrivals, latency counted
+//! from each operation's scheduled arrival, so that queueing counts), and reports operations
+//! per second, HdrHistogram latency percentiles, CPU per operation, device reads and writes
+//! per operation (from `/proc/diskstats`), bytes on disk and load time.
+//!
+//! Peers run on `threads` OS threads through their blocking APIs. Ferrite runs as
+//! `workers × tasks` tasks on its own workers (its task API); `--direct-api` runs it on
+//! threads through the blocking API instead, like a peer.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram as Hdr;
+
+use crate::cpu::CpuTime;
+use crate::diskstats::{Disk, DiskCounters};
+use crate::error::BenchError;
+use crate::keys::KEY_LEN;
+use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
+use crate::progress::Progress;
+use crate::report::{self, ResultLine};
+use crate::rng::Rng;
+use crate::store::KvStore;
+use crate::ycsb::{
+    check_versioned, versioned_value, Distribution, KeySpace, Op, OpStream, Workload,
+};
+
+/// The stores a comparison can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    Ferrite,
+    RocksDb,
+    WiredTiger,
+    Lmdb,
+}
+
+impl StoreKind {
+    pub const ALL: [StoreKind; 4] =
+        [StoreKind::Ferrite, StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Ferrite => "ferrite",
+            StoreKind::RocksDb => "rocksdb",
+            StoreKind::WiredTiger => "wiredtiger",
+            StoreKind::Lmdb => "lmdb",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<StoreKind> {
+        StoreKind::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Whether this build can run the store (the peers need the `peers` feature).
+    pub fn built_in(self) -> bool {
+        self == StoreKind::Ferrite || cfg!(feature = "peers")
+    }
+}
+
+/// Everything a run is told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub workload: Workload,
+    pub store: StoreKind,
+    /// The store's data directory; fills use `<dir>-fill`, emptied before each fill.
+    pub dir: PathBuf,
+    /// Keys loaded before the run (for fills: keys the fill inserts at most).
+    pub records: u64,
+    /// Cache (Ferrite's pool, RocksDB's block cache, WiredTiger's cache), MiB.
+    pub cache_mib: u64,
+    pub seconds: f64,
+    /// Threads of the peers (and of Ferrite with `direct_api`).
+    pub threads: usize,
+    pub workers: usize,
+    pub tasks: usize,
+    pub direct_api: bool,
+    pub distribution: Distribution,
+    /// Open loop: total operations per second to offer; `None`: closed loop.
+    pub rate: Option<f64>,
+    pub seed: u64,
+    pub keep: bool,
+    pub direct_io: bool,
+    /// Measure the device's random-read ceiling before the run.
+    pub ceiling: bool,
+    /// Append one JSON object per run to this file.
+    pub json: Option<PathBuf>,
+}
+
+/// The default number of keys: about 10x the default cache of 64 MiB for 8-byte keys and
+/// 120-byte values.
+pub const DEFAULT_RECORDS: u64 = 4_600_000;
+pub const DEFAULT_CACHE_MIB: u64 = 64;
+
+impl RunConfig {
+    pub fn new(workload: Workload, store: StoreKind) -> Self {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        RunConfig {
+            workload,
+            store,
+            dir: PathBuf::from(format!("ferrite-data/bench-{}", store.name())),
+            records: DEFAULT_RECORDS,
+            cache_mib: DEFAULT_CACHE_MIB,
+            seconds: 20.0,
+            threads: cores,
+            workers: cores,
+            tasks: 64,
+            direct_api: false,
+            distribution: if matches!(workload, Workload::Ycsb(_)) {
+                Distribution::Zipfian
+            } else {
+                Distribution::Uniform
+            },
+            rate: None,
+            seed: 1,
+            keep: false,
+            direct_io: true,
+            ceiling: true,
+            json: None,
+        }
+    }
+
+    pub fn warmup(&self) -> Duration {
+        if self.workload.needs_data() {
+            Duration::from_secs_f64((self.seconds / 4.0).min(5.0))
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Whether Ferrite runs as tasks on its workers.
+    pub fn tasks_mode(&self) -> bool {
+        self.store == StoreKind::Ferrite && !self.direct_api
+    }
+
+    /// How the operations are issued, in words and for the result line.
+    pub fn concurrency(&self) -> String {
+        if self.tasks_mode() {
+            format!("{} workers x {} tasks", self.workers, self.tasks)
+        } else {
+            format!("{} threads", self.threads)
+        }
+    }
+
+    /// The directory the run's data lives in.
+    pub fn data_dir(&self) -> PathBuf {
+        if self.workload.needs_data() {
+            self.dir.clone()
+        } else {
+            let mut name = self.dir.as_os_str().to_owned();
+            name.push("-fill");
+            PathBuf::from(name)
+        }
+    }
+
+    /// Everything that decides what a run measures, as one canonical string.
+    pub fn canonical(&self) -> String {
+        format!(
+            "workload={} store={} records={} cache_mib={} seconds={} concurrency={} \
+             distribution={} rate={} seed={} direct_io={} direct_api={}",
+            self.workload,
+            self.store.name(),
+            self.records,
+            self.cache_mib,
+            self.seconds,
+            self.concurrency().replace(' ', ""),
+            self.distribution.name(),
+            self.rate.map_or("closed".to_owned(), |r| format!("{r}")),
+            self.seed,
+            self.direct_io,
+            self.direct_api,
+        )
+    }
+
+    /// A short hash of `canonical()`: runs with the same hash measured the same thing.
+    pub fn hash(&self) -> String {
+        // FNV-1a, 64 bits.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in self.canonical().bytes() {
+            h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        format!("{h:016x}")
+    }
+}
+
+/// Counts of each kind of operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    pub reads: u64,
+    pub updates: u64,
+    pub inserts: u64,
+    pub scans: u64,
+    pub rmws: u64,
+    /// Reads of keys whose insert had not completed yet (not errors).
+    pub not_found: u64,
+    /// Entries visited by scans.
+    pub scanned: u64,
+}
+
+impl OpCounts {
+    pub fn total(&self) -> u64 {
+        self.reads + self.updates + self.inserts + self.scans + self.rmws
+    }
+    pub fn add_from(&mut self, o: &OpCounts) {
+        self.add(o);
+    }
+    fn add(&mut self, o: &OpCounts) {
+        self.reads += o.reads;
+        self.updates += o.updates;
+        self.inserts += o.inserts;
+        self.scans += o.scans;
+        self.rmws += o.rmws;
+        self.not_found += o.not_found;
+        self.scanned += o.scanned;
+    }
+}
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct RunReport {
+    pub config: RunConfig,
+    pub store_description: String,
+    pub counts: OpCounts,
+    pub seconds: f64,
+    pub latency_ns: Hdr<u64>,
+    pub cpu: CpuTime,
+    pub disk: Option<(String, DiskCounters)>,
+    pub bytes_on_disk: u64,
+    /// Seconds the load took, or `None` when the data was reused.
+    pub load_seconds: Option<f64>,
+    pub device_iops: Option<f64>,
+}
+
+impl RunReport {
+    pub fn ops_per_s(&self) -> f64 {
+        self.counts.total() as f64 / self.seconds.max(1e-9)
+    }
+
+    fn per_op(&self, x: f64) -> f64 {
+        x / self.counts.total().max(1) as f64
+    }
+
+    fn percentile_us(&self, q: f64) -> f64 {
+        self.latency_ns.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    /// The `result ...` line: `store=`, `workload=` and `ops_per_s=` first.
+    pub fn result_line(&self) -> ResultLine {
+        let c = &self.config;
+        let mut line = ResultLine::new()
+            .word("store", c.store.name())
+            .word("workload", &c.workload.name())
+            .real("ops_per_s", self.ops_per_s(), 0)
+            .real("seconds", self.seconds, 2)
+            .int("ops", self.counts.total())
+            .real("p50_us", self.percentile_us(0.50), 1)
+            .real("p99_us", self.percentile_us(0.99), 1)
+            .real("p999_us", self.percentile_us(0.999), 1)
+            .real("max_us", self.latency_ns.max() as f64 / 1000.0, 1)
+            .real("cpu_us_per_op", self.per_op(self.cpu.total_s() * 1e6), 2)
+            .real("user_us_per_op", self.per_op(self.cpu.user_s * 1e6), 2)
+            .real("sys_us_per_op", self.per_op(self.cpu.system_s * 1e6), 2);
+        if let Some((_, d)) = &self.disk {
+            line = line.real("dev_reads_per_op", self.per_op(d.reads as f64), 3).real(
+                "dev_writes_per_op",
+                self.per_op(d.writes as f64),
+                3,
+            );
+        }
+        line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
+        if let Some(load) = self.load_seconds {
+            line = line.real("load_s", load, 2);
+        }
+        if c.workload.needs_data() {
+            line = line.flag("reused", self.load_seconds.is_none());
+        }
+        if let Some(iops) = self.device_iops {
+            line = line.real("device_iops", iops, 0);
+        }
+        line = line
+            .word("mode", if c.tasks_mode() { "tasks" } else { "threads" })
+            .int("threads", if c.tasks_mode() { 0 } else { c.threads as u64 })
+            .int("workers", if c.tasks_mode() { c.workers as u64 } else { 0 })
+            .int("tasks", if c.tasks_mode() { c.tasks as u64 } else { 0 })
+            .word("distribution", c.distribution.name())
+            .word("loop", if c.rate.is_some() { "open" } else { "closed" });
+        if let Some(rate) = c.rate {
+            line = line.real("target_ops_per_s", rate, 0);
+        }
+        line.int("cache_mib", c.cache_mib).int("seed", c.seed).word("config", &c.hash())
+    }
+
+    /// One JSON object (one line): the result line's fields plus the configuration.
+    pub fn json(&self) -> String {
+        let mut out = String::from("{");
+        out.push_str(&self.result_line().json_members());
+        let _ = write!(
+            out,
+            ",\"canonical\":\"{}\",\"store_config\":\"{}\",\"counts\":{{\"reads\":{},\"updates\":{},\
+             \"inserts\":{},\"scans\":{},\"rmws\":{},\"not_found\":{},\"scanned\":{}}}",
+            json_escape(&self.config.canonical()),
+            json_escape(&self.store_description),
+            self.counts.reads,
+            self.counts.updates,
+            self.counts.inserts,
+            self.counts.scans,
+            self.counts.rmws,
+            self.counts.not_found,
+            self.counts.scanned
+        );
+        if let Some((name, _)) = &self.disk {
+            let _ = write!(out, ",\"device\":\"{}\"", json_escape(name));
+        }
+        out.push('}');
+        out
+    }
+
+    /// The summary a person reads.
+    pub fn summary(&self) -> String {
+        let c = &self.config;
+        let mut s = String::new();
+        let mut line = |name: &str, text: String| {
+            let _ = writeln!(s, "  {name:<13} {text}");
+        };
+        line("bench", format!("{} on {} ({})", c.workload, c.store.name(), c.concurrency()));
+        line("store", self.store_description.clone());
+        line(
+            "data",
+            match self.load_seconds {
+                Some(load) => format!(
+                    "{} keys loaded in {}",
+                    report::thousands(c.records),
+                    report::duration(load)
+                ),
+                None => {
+                    format!("{} keys, reused from an earlier run", report::thousands(c.records))
+                }
+            },
+        );
+        line("on disk", report::bytes(self.bytes_on_disk));
+        line(
+            "throughput",
+            format!(
+                "{} ops/s ({} ops in {:.1} s, {}{})",
+                report::thousands(self.ops_per_s().round() as u64),
+                report::thousands(self.counts.total()),
+                self.seconds,
+                c.distribution.name(),
+                c.rate.map_or(", closed loop".to_owned(), |r| format!(
+                    ", open loop at {} ops/s offered",
+                    report::thousands(r as u64)
+                ))
+            ),
+        );
+        let k = &self.counts;
+        line(
+            "operations",
+            format!(
+                "reads {}, updates {}, inserts {}, scans {} ({} entries), read-modify-writes {}, not found {}",
+                k.reads, k.updates, k.inserts, k.scans, k.scanned, k.rmws, k.not_found
+            ),
+        );
+        line(
+            "latency",
+            format!(
+                "p50 {}, p99 {}, p99.9 {}, max {}",
+                report::latency(self.latency_ns.value_at_quantile(0.5)),
+                report::latency(self.latency_ns.value_at_quantile(0.99)),
+                report::latency(self.latency_ns.value_at_quantile(0.999)),
+                report::latency(self.latency_ns.max())
+            ),
+        );
+        line(
+            "cpu",
+            format!(
+                "{:.2} us per op (user {:.2} + system {:.2})",
+                self.per_op(self.cpu.total_s() * 1e6),
+                self.per_op(self.cpu.user_s * 1e6),
+                self.per_op(self.cpu.system_s * 1e6)
+            ),
+        );
+        match &self.disk {
+            Some((name, d)) => line(
+                "device",
+                format!(
+                    "{}: {:.3} reads and {:.3} writes per op ({} read, {} written)",
+                    name,
+                    self.per_op(d.reads as f64),
+                    self.per_op(d.writes as f64),
+                    report::bytes(d.read_bytes),
+                    report::bytes(d.written_bytes)
+                ),
+            ),
+            None => line("device", "no /proc/diskstats entry for the data's file system".into()),
+        }
+        if let Some(iops) = self.device_iops {
+            line(
+                "ceiling",
+                format!(
+                    "{} random 4 KiB reads/s (io_uring, QD 128, this run): ops at {:.2}x",
+                    report::thousands(iops.round() as u64),
+                    self.ops_per_s() / iops.max(1.0)
+                ),
+            );
+        }
+        s
+    }
+}
+
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The key of entry `i` (the lookup benchmark's keys: 8-byte big-endian).
+pub(crate) fn key(i: u64) -> [u8; KEY_LEN] {
+    i.to_be_bytes()
+}
+
+/// Loads keys `0..records` in key order, `BATCH` per batch, with a progress bar.
+pub fn load(store: &dyn KvStore, records: u64, progress: &mut Progress) -> Result<(), BenchError> {
+    const BATCH: u64 = 1000;
+    let mut keys = Vec::with_capacity(BATCH as usize);
+    let mut values = Vec::with_capacity(BATCH as usize);
+    let mut done = 0;
+    while done < records {
+        let end = (done + BATCH).min(records);
+        keys.clear();
+        values.clear();
+        for i in done..end {
+            keys.push(key(i));
+            values.push(versioned_value(i, 0));
+        }
+        let entries: Vec<(&[u8], &[u8])> =
+            keys.iter().zip(&values).map(|(k, v)| (&k[..], &v[..])).collect();
+        store.put_batch(&entries).map_err(BenchError::Store)?;
+        done = end;
+        progress.set(done);
+    }
+    progress.finish();
+    store.flush().map_err(BenchError::Store)
+}
+
+/// What one thread or task hands back.
+struct Part {
+    counts: OpCounts,
+    latency_ns: Hdr<u64>,
+}
+
+fn new_hdr() -> Hdr<u64> {
+    // 1 ns to 1 hour at 3 significant digits.
+    Hdr::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// The arrival schedule of one open-loop stream: Poisson arrivals at `rate` per second.
+pub(crate) struct Arrivals {
+    pub(crate) next: Instant,
+    mean_gap_s: f64,
+    rng: Rng,
+}
+
+impl Arrivals {
+    pub(crate) fn new(rate: f64, start: Instant, rng: Rng) -> Self {
+        let mut a = Arrivals { next: start, mean_gap_s: 1.0 / rate.max(1e-9), rng };
+        a.advance();
+        a
+    }
+    pub(crate) fn advance(&mut self) {
+        let unit = ((self.rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        let gap = -unit.ln() * self.mean_gap_s;
+        self.next += Duration::from_secs_f64(gap);
+    }
+}
+
+/// Runs one operation on a blocking store, checking what it reads.
+pub(crate) fn run_op(
+    store: &dyn KvStore,
+    op: Op,
+    stream: &mut OpStream,
+    keys: &KeySpace,
+    buf: &mut Vec<u8>,
+    counts: &mut OpCounts,
+) -> Result<(), BenchError> {
+    let store_err = BenchError::Store;
+    match op {
+        Op::Read(i) => {
+            counts.reads += 1;
+            if store.get_into(&key(i), buf).map_err(store_err)? {
+                check_versioned(i, buf).map_err(verify)?;
+            } else if i < keys.loaded() {
+                return Err(verify(format!("key {i} is missing")));
+            } else {
+                counts.not_found += 1;
+            }
+        }
+        Op::Update(i) => {
+            counts.updates += 1;
+            let version = stream.version();
+            store.put(&key(i), &versioned_value(i, version)).map_err(store_err)?;
+        }
+        Op::Insert(i) => {
+            counts.inserts += 1;
+            store.put(&key(i), &versioned_value(i, 0)).map_err(store_err)?;
+            keys.insert_done();
+        }
+        Op::Scan(i, len) => {
+            counts.scans += 1;
+            let mut bad = None;
+            let visited = store
+                .scan(&key(i), len as usize, &mut |k, v| {
+                    if bad.is_none() {
+                        bad = check_scanned(k, v).err();
+                    }
+                })
+                .map_err(store_err)?;
+            counts.scanned += visited as u64;
+            if let Some(reason) = bad {
+                return Err(verify(reason));
+            }
+        }
+        Op::ReadModifyWrite(i) => {
+            counts.rmws += 1;
+            let version = if store.get_into(&key(i), buf).map_err(store_err)? {
+                check_versioned(i, buf).map_err(verify)?
+            } else if i < keys.loaded() {
+                return Err(verify(format!("key {i} is missing")));
+            } else {
+                counts.not_found += 1;
+                0
+            };
+            store.put(&key(i), &versioned_value(i, version.wrapping_add(1))).map_err(store_err)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn check_scanned(k: &[u8], v: &[u8]) -> Result<(), String> {
+    let i =
+        u64::from_be_bytes(k.try_into().map_err(|_| format!("a scan met a foreign key {k:?}"))?);
+    check_versioned(i, v).map(|_| ())
+}
+
+pub(crate) fn verify(reason: String) -> BenchError {
+    BenchError::Store(format!("verification failed: {reason}").into())
+}
+
+/// One thread of the thread driver.
+fn thread_part(
+    store: &dyn KvStore,
+    config: &RunConfig,
+    template: &OpStream,
+    index: u64,
+    keys: &KeySpace,
+    phase: &AtomicU8,
+    failure: &Mutex<Option<BenchError>>,
+) -> Part {
+    let _stop = StopOnDrop(phase);
+    let mut stream = template.fork(config.seed, index);
+    let mut counts = OpCounts::default();
+    let mut latency_ns = new_hdr();
+    let mut buf = Vec::with_capacity(256);
+    let per_thread_rate = config.rate.map(|r| r / config.threads as f64);
+    let mut arrivals = per_thread_rate
+        .map(|rate| Arrivals::new(rate, Instant::now(), Rng::stream(config.seed ^ 0xA771, index)));
+    let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
+    loop {
+        let current = phase.load(Ordering::Relaxed);
+        if current == STOP {
+            break;
+        }
+        let scheduled = match &mut arrivals {
+            Some(a) => {
+                let due = a.next;
+                let now = Instant::now();
+                if due > now {
+                    thread::sleep(due - now);
+                }
+                a.advance();
+                due
+            }
+            None => Instant::now(),
+        };
+        let op = stream.next(keys);
+        if let Op::Insert(i) = op {
+            if i >= keys.loaded().saturating_add(fill_limit) {
+                // A fill inserted every key it may: done.
+                phase.store(STOP, Ordering::Relaxed);
+                break;
+            }
+        }
+        let mut op_counts = OpCounts::default();
+        if let Err(e) = run_op(store, op, &mut stream, keys, &mut buf, &mut op_counts) {
+            failure.lock().unwrap().get_or_insert(e);
+            phase.store(STOP, Ordering::Relaxed);
+            break;
+        }
+        if current == MEASURE {
+            let nanos = u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let _ = latency_ns.record(nanos.max(1));
+            counts.add(&op_counts);
+        }
+    }
+    Part { counts, latency_ns }
+}
+
+/// Runs the measured part on threads: warm-up, then `seconds` measured (fills: until every
+/// key is in or the time is up).
+fn run_threads(
+    store: &dyn KvStore,
+    config: &RunConfig,
+    keys: &KeySpace,
+    disk: Option<&Disk>,
+) -> Result<Measured, BenchError> {
+    let template =
+        OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
+    let phase = AtomicU8::new(WARMUP);
+    let failure = Mutex::new(None);
+    thread::scope(|scope| {
+        let parts: Vec<_> = (0..config.threads)
+            .map(|t| {
+                let (phase, failure, template) = (&phase, &failure, &template);
+                scope.spawn(move || {
+                    thread_part(store, config, template, t as u64 + 1, keys, phase, failure)
+                })
+            })
+            .collect();
+        let measured = measure_phases(config, &phase, disk);
+        let mut counts = OpCounts::default();
+        let mut latency_ns = new_hdr();
+        for part in parts {
+            match part.join() {
+                Ok(part) => {
+                    counts.add(&part.counts);
+                    latency_ns.add(&part.latency_ns).expect("same histogram bounds");
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        if let Some(error) = failure.lock().unwrap().take() {
+            return Err(error);
+        }
+        Ok(Measured { counts, latency_ns, ..measured })
+    })
+}
+
+/// The timed part of a run, without the operations' own figures.
+struct Measured {
+    counts: OpCounts,
+    latency_ns: Hdr<u64>,
+    seconds: f64,
+    cpu: CpuTime,
+    disk: Option<DiskCounters>,
+}
+
+/// Warm-up, then the measured window (ended early when the workers stop: a fill done).
+fn measure_phases(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>) -> Measured {
+    wait(phase, config.warmup());
+    let disk_before = disk.and_then(Disk::counters);
+    let cpu_before = CpuTime::now();
+    let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
+    let start = Instant::now();
+    wait(phase, Duration::from_secs_f64(config.seconds));
+    phase.store(STOP, Ordering::Release);
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(cpu_before);
+    let disk = disk_before.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
+    Measured { counts: OpCounts::default(), latency_ns: new_hdr(), seconds, cpu, disk }
+}
+
+/// Bytes the files under `dir` take on disk (allocated blocks).
+pub fn bytes_on_disk(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(m) if m.is_dir() => bytes_on_disk(&entry.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The record a finished load leaves beside the data, so a later run with `--keep` can
+/// reuse it. Written only after the load is complete and flushed.
+const META_FILE: &str = "ferrite-bench-meta";
+
+fn meta_text(config: &RunConfig) -> String {
+    format!("format=versioned-1 store={} records={}\n", config.store.name(), config.records)
+}
+
+fn reusable(dir: &Path, config: &RunConfig) -> bool {
+    std::fs::read_to_string(dir.join(META_FILE)).is_ok_and(|text| text == meta_text(config))
+}
+
+/// Runs one workload on one store and returns its report (also appended to `--json`).
+pub fn run(
+    config: &RunConfig,
+    open_store: &dyn Fn(&RunConfig, &Path) -> Result<OpenStore, BenchError>,
+    progress_label: bool,
+) -> Result<RunReport, BenchError> {
+    if !config.store.built_in() {
+        return Err(BenchError::Config(format!(
+            "--store {} needs a build with the peers: cargo build --release -p ferrite-cli \
+             --features peers (and the Debian packages librocksdb-dev libwiredtiger-dev \
+             liblmdb-dev)",
+            config.store.name()
+        )));
+    }
+    if config.records == 0 {
+        return Err(BenchError::Config("--records must be at least 1".into()));
+    }
+    let dir = config.data_dir();
+    let needs_data = config.workload.needs_data();
+    let fresh = !needs_data || !reusable(&dir, config);
+    if fresh && dir.exists() {
+        remove_bench_dir(&dir)?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Io {
+        context: format!("creating {}", dir.display()),
+        source: e,
+    })?;
+    let store = open_store(config, &dir)?;
+    let mut load_seconds = None;
+    if needs_data && fresh {
+        let _ = std::fs::remove_file(dir.join(META_FILE));
+        let mut progress = if progress_label {
+            Progress::stderr(&format!("loading {}", config.store.name()), "keys", config.records)
+        } else {
+            Progress::hidden(config.records)
+        };
+        let start = Instant::now();
+        load(store.kv(), config.records, &mut progress)?;
+        load_seconds = Some(start.elapsed().as_secs_f64());
+        std::fs::write(dir.join(META_FILE), meta_text(config)).map_err(|e| BenchError::Io {
+            context: "writing the data set's record".into(),
+            source: e,
+        })?;
+    }
+    let device_iops = if config.ceiling { Some(ceiling(&dir, config.direct_io)?) } else { None };
+    let disk = Disk::of(&dir);
+    let keys = Arc::new(KeySpace::new(if needs_data { config.records } else { 0 }));
+    let measured = store.run(config, &keys, disk.as_ref())?;
+    let store_description = store.kv().describe();
+    drop(store);
+    let report = RunReport {
+        config: config.clone(),
+        store_description,
+        counts: measured.counts,
+        seconds: measured.seconds,
+        latency_ns: measured.latency_ns,
+        cpu: measured.cpu,
+        disk: disk.map(|d| d.name.clone()).zip(measured.disk),
+        bytes_on_disk: bytes_on_disk(&dir),
+        load_seconds,
+        device_iops,
+    };
+    if let Some(path) = &config.json {
+        append_json(path, &report.json())?;
+    }
+    if !config.keep || !needs_data {
+        remove_bench_dir(&dir)?;
+    }
+    Ok(report)
+}
+
+/// Opens the store `config` names in `dir`: Ferrite (with its task driver unless
+/// `--direct-api`), or a peer (with the `peers` feature).
+pub fn open_store(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchError> {
+    match config.store {
+        StoreKind::Ferrite => crate::workload_tasks::open_ferrite(config, dir),
+        #[cfg(feature = "peers")]
+        peer => crate::peers::open(peer, config, dir),
+        #[cfg(not(feature = "peers"))]
+        peer => Err(BenchError::Config(format!("{} is not built in", peer.name()))),
+    }
+}
+
+/// Appends one line to a JSON-lines file.
+pub fn append_json(path: &Path, line: &str) -> Result<(), BenchError> {
+    use std::io::Write;
+    let io = |e| BenchError::Io { context: format!("appending to {}", path.display()), source: e };
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+    writeln!(file, "{line}").map_err(io)
+}
+
+/// Removes a benchmark directory, refusing one that does not look like the benchmark's (it
+/// must hold the meta record, be empty, or hold only a store's files after a failed load).
+fn remove_bench_dir(dir: &Path) -> Result<(), BenchError> {
+    let io = |e| BenchError::Io { context: format!("removing {}", dir.display()), source: e };
+    let looks_ours = dir.join(META_FILE).exists()
+        || std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(true)
+        || dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bench-"))
+        || dir.to_string_lossy().ends_with("-fill");
+    if !looks_ours {
+        return Err(BenchError::Config(format!(
+            "{} exists and was not made by ferrite bench; point --db at a directory of its own",
+            dir.display()
+        )));
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// The device's random-read ceiling, measured on a 1 GiB file written once beside the data
+/// (`<dir>/../ferrite-ceiling.dat`, kept for later runs): random 4 KiB reads, io_uring, QD 128.
+fn ceiling(dir: &Path, direct: bool) -> Result<f64, BenchError> {
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let path = parent.join("ferrite-ceiling.dat");
+    const SIZE: u64 = 1 << 30;
+    let complete = std::fs::metadata(&path).is_ok_and(|m| m.len() == SIZE);
+    if !complete {
+        write_ceiling_file(&path, SIZE)?;
+    }
+    crate::io::device_read_ceiling(&path, direct, 3.0)
+}
+
+/// Writes `size` bytes of non-zero data (reads of never-written blocks would not reach the
+/// device).
+fn write_ceiling_file(path: &Path, size: u64) -> Result<(), BenchError> {
+    use std::io::Write;
+    let io = |e| BenchError::Io { context: format!("writing {}", path.display()), source: e };
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    let mut rng = Rng::new(0xCE11);
+    let mut chunk = vec![0u8; 1 << 20];
+    for _ in 0..size / chunk.len() as u64 {
+        for word in chunk.chunks_exact_mut(8) {
+            word.copy_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        file.write_all(&chunk).map_err(io)?;
+    }
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// A store opened for a run, with the driver that runs it.
+pub struct OpenStore {
+    kv: Box<dyn KvStore + Send + Sync>,
+    /// Ferrite's task driver, when the run uses tasks.
+    tasks: Option<Box<dyn TaskDriver>>,
+}
+
+impl std::fmt::Debug for OpenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStore").field("store", &self.kv.name()).finish_non_exhaustive()
+    }
+}
+
+impl OpenStore {
+    pub fn threads(kv: Box<dyn KvStore + Send + Sync>) -> Self {
+        OpenStore { kv, tasks: None }
+    }
+    pub fn with_tasks(kv: Box<dyn KvStore + Send + Sync>, tasks: Box<dyn TaskDriver>) -> Self {
+        OpenStore { kv, tasks: Some(tasks) }
+    }
+    pub fn kv(&self) -> &dyn KvStore {
+        &*self.kv
+    }
+    fn run(
+        &self,
+        config: &RunConfig,
+        keys: &Arc<KeySpace>,
+        disk: Option<&Disk>,
+    ) -> Result<Measured, BenchError> {
+        match &self.tasks {
+            Some(driver) if config.tasks_mode() => {
+                let phase = Arc::new(AtomicU8::new(WARMUP));
+                let running = driver.start(config, Arc::clone(keys), Arc::clone(&phase))?;
+                let measured = measure_phases(config, &phase, disk);
+                let (counts, latency_ns) = running.finish()?;
+                Ok(Measured { counts, latency_ns, ..measured })
+            }
+            _ => run_threads(&*self.kv, config, keys, disk),
+        }
+    }
+}
+
+/// Runs a workload as tasks (Ferrite's workers); see `workload_tasks.rs`.
+pub trait TaskDriver: Send + Sync {
+    /// Spawns the tasks; they run until `phase` says stop.
+    fn start(
+        &self,
+        config: &RunConfig,
+        keys: Arc<KeySpace>,
+        phase: Arc<AtomicU8>,
+    ) -> Result<Box<dyn RunningTasks>, BenchError>;
+}
+
+/// Tasks under way.
+pub trait RunningTasks {
+    /// Waits for every task and merges what they counted.
+    fn finish(self: Box<Self>) -> Result<(OpCounts, Hdr<u64>), BenchError>;
+}
+
+pub(crate) fn merge_parts(
+    parts: impl IntoIterator<Item = (OpCounts, Hdr<u64>)>,
+) -> (OpCounts, Hdr<u64>) {
+    let mut counts = OpCounts::default();
+    let mut latency_ns = new_hdr();
+    for (c, h) in parts {
+        counts.add(&c);
+        latency_ns.add(&h).expect("same histogram bounds");
+    }
+    (counts, latency_ns)
+}
+
+pub(crate) fn histogram() -> Hdr<u64> {
+    new_hdr()
+}
