@@ -4,6 +4,7 @@
 //! Each workload is a module (`lookup`); the stores it runs against sit behind `KvStore`
 //! (`store`). The `ferrite` command only parses arguments and prints what comes back.
 
+pub mod chart;
 pub mod cpu;
 pub mod datadir;
 pub mod error;
