@@ -8,29 +8,29 @@
 //!
 //! Layout of a chart (y grows downwards; the default size is 960x540):
 //!
-//! | where                          | what                                                   |
-//! |--------------------------------|--------------------------------------------------------|
-//! | baseline 32, centred           | title, font scale 2                                    |
-//! | baselines 56, 74, ...          | legend: square and name per series, centred, wrapped   |
-//! | 28 px under the last legend row| top of the plot; the gap holds labels of the tallest bars|
-//! | left of the plot               | y label (vertical), tick labels, 4-px tick marks       |
-//! | plot                           | grid line per tick, one cluster of bars per group      |
-//! | 40 px under the plot           | group labels                                           |
+//! | where                        | what                                                   |
+//! |------------------------------|--------------------------------------------------------|
+//! | baseline 32, centred         | title, font scale 2                                    |
+//! | baselines 56, 74, ...        | legend: a square and a name per series, rows centred   |
+//! | 28 px under the last legend  | top of the plot; the gap holds the tallest bar's label |
+//! | left of the plot             | y label (vertical), tick labels, 4-px tick marks       |
+//! | plot                         | grid line per tick, one cluster of bars per group      |
+//! | 18 px under the plot         | group labels (the plot ends 40 px above the bottom)    |
 //!
 //! Each group gets an equal share of the plot width; its bars fill the middle 80 % of it, one
 //! slot per series with a gap of a tenth of the slot between bars.
 //!
 //! PNG written (integers big-endian unless noted):
 //!
-//! | bytes          | meaning                                                               |
-//! |----------------|-----------------------------------------------------------------------|
-//! | 8              | signature `89 50 4E 47 0D 0A 1A 0A`                                   |
-//! | chunk          | data length u32, type (4 ASCII bytes), data, CRC-32 of type and data  |
-//! | `IHDR` (13)    | width u32, height u32, bit depth 8, colour type 2 (RGB), compression 0, filter 0, interlace 0 |
-//! | `IDAT`         | zlib stream: `78 01`, stored deflate blocks, Adler-32 of the raw image|
-//! | stored block   | 1 byte (bit 0: last block, bits 1-2: type 00), LEN u16 LE, NLEN = !LEN u16 LE, LEN bytes (at most 65535) |
-//! | raw image      | per row: filter byte 0, then width x (R, G, B)                        |
-//! | `IEND` (0)     | end                                                                   |
+//! | bytes        | meaning                                                                 |
+//! |--------------|-------------------------------------------------------------------------|
+//! | 8            | signature `89 50 4E 47 0D 0A 1A 0A`                                     |
+//! | chunk        | data length u32, type (4 ASCII bytes), data, CRC-32 of type and data    |
+//! | `IHDR` (13)  | width u32, height u32, depth 8, colour type 2 (RGB), 0, 0, no interlace |
+//! | `IDAT`       | zlib: `78 01`, stored deflate blocks, Adler-32 of the raw image         |
+//! | stored block | bit 0 last, bits 1-2 type 00; LEN, !LEN (u16 LE); LEN <= 65535 bytes    |
+//! | raw image    | per row: filter byte 0, then width x (R, G, B)                          |
+//! | `IEND` (0)   | end                                                                     |
 
 mod font;
 
@@ -550,50 +550,63 @@ impl Frame {
         }
     }
 
-    /// Bars with their value labels where they fit, and "n/a" where a value is missing.
+    /// Bars with their value labels, and a mark where a value is missing.
     fn bars(&self, chart: &BarChart, shapes: &mut Vec<Shape>) {
+        let labelled = self.value_labels_fit(chart);
         let mut labels = Vec::new();
         for group in 0..self.groups {
             for series in 0..self.series {
-                let (slot_x0, slot_x1) = self.slot(group, series);
-                let slot_width = slot_x1 - slot_x0;
                 let Some(value) = chart.value(group, series) else {
-                    let centre = (slot_x0 + slot_x1) / 2;
-                    let mark = "n/a";
-                    if text_width_px(mark, TextSize::Label) <= slot_width {
-                        let text = Text::label(
-                            centre,
-                            self.base_y() - VALUE_LABEL_GAP_PX,
-                            mark,
-                            Anchor::Middle,
-                        );
-                        labels.push(Shape::Text(Text { fill: MISSING_COLOUR, ..text }));
-                    } else {
-                        let y = self.base_y() - 2;
-                        labels.push(line(slot_x0, y, slot_x1 - 1, y, MISSING_COLOUR));
-                    }
+                    labels.push(self.missing_mark(group, series));
                     continue;
                 };
                 let rect = self.bar(group, series, value);
                 if rect.height > 0 {
                     shapes.push(Shape::Rect { rect, fill: series_colour(series) });
                 }
-                let text = format_compact(value);
-                if text_width_px(&text, TextSize::Label) > slot_width {
-                    continue;
-                }
-                let below = value < 0.0;
-                let y = if below {
+                // Above a bar, or below one that points down, if that is inside the plot.
+                let y = if value < 0.0 {
                     rect.y + rect.height + VALUE_LABEL_GAP_PX + font::GLYPH_ASCENT as i32
                 } else {
                     rect.y - VALUE_LABEL_GAP_PX
                 };
-                if !below || y < self.bottom {
+                if labelled && (value >= 0.0 || y < self.bottom) {
+                    let text = format_compact(value);
                     labels.push(Shape::Text(Text::label(rect.centre_x(), y, text, Anchor::Middle)));
                 }
             }
         }
         shapes.append(&mut labels);
+    }
+
+    /// Whether every bar's value label fits the width of its slot. Bars are labelled all or
+    /// none, so that a crowded chart does not show a few labels at random.
+    fn value_labels_fit(&self, chart: &BarChart) -> bool {
+        (0..self.groups).all(|group| {
+            (0..self.series).all(|series| {
+                let (x0, x1) = self.slot(group, series);
+                chart.value(group, series).map_or(true, |value| {
+                    text_width_px(&format_compact(value), TextSize::Label) <= x1 - x0
+                })
+            })
+        })
+    }
+
+    /// "n/a" in grey at the foot of the slot, or a grey dash where that does not fit.
+    fn missing_mark(&self, group: usize, series: usize) -> Shape {
+        let (x0, x1) = self.slot(group, series);
+        let mark = "n/a";
+        if text_width_px(mark, TextSize::Label) <= x1 - x0 {
+            let text = Text::label(
+                (x0 + x1) / 2,
+                self.base_y() - VALUE_LABEL_GAP_PX,
+                mark,
+                Anchor::Middle,
+            );
+            Shape::Text(Text { fill: MISSING_COLOUR, ..text })
+        } else {
+            line(x0, self.base_y() - 2, x1 - 1, self.base_y() - 2, MISSING_COLOUR)
+        }
     }
 
     /// Axis lines, ticks with their labels, the y label, the group labels.
@@ -692,9 +705,10 @@ fn svg_document(shapes: &[Shape], frame: &Frame, title: &str) -> String {
     let (width, height) = (frame.width, frame.height);
     let mut svg = String::with_capacity(256 + shapes.len() * 96);
     // Writing into a String cannot fail, here and below.
+    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}""#);
     let _ = writeln!(
         svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
+        r#" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
     );
     let _ = writeln!(svg, "<title>{}</title>", escape_xml(title));
     for shape in shapes {
@@ -727,7 +741,8 @@ fn svg_document(shapes: &[Shape], frame: &Frame, title: &str) -> String {
                 let stroke = hex(*stroke);
                 let _ = writeln!(
                     svg,
-                    r#"<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" stroke="{stroke}" stroke-width="1"/>"#
+                    r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="1"/>"#,
+                    x0, y0, x1, y1, stroke
                 );
             }
             Shape::Text(text) => svg_text(&mut svg, text),
@@ -752,8 +767,14 @@ fn svg_text(svg: &mut String, text: &Text) {
         if *vertical { format!(r#" transform="rotate(-90 {x} {y})""#) } else { String::new() };
     let _ = writeln!(
         svg,
-        r#"<text x="{x}" y="{y}" font-size="{font_size}"{weight} text-anchor="{anchor}" fill="{}"{rotate}>{}</text>"#,
+        r#"<text x="{}" y="{}" font-size="{}"{} text-anchor="{}" fill="{}"{}>{}</text>"#,
+        x,
+        y,
+        font_size,
+        weight,
+        anchor,
         hex(*fill),
+        rotate,
         escape_xml(&text.text)
     );
 }
@@ -1199,6 +1220,20 @@ mod tests {
         for label in ["10k", "100k", "1M", "10M"] {
             assert!(svg.contains(&format!(">{label}</text>")), "{label}");
         }
+    }
+
+    #[test]
+    fn crowded_charts_label_no_bar() {
+        let chart = BarChart {
+            groups: (0..12).map(|g| format!("w{g}")).collect(),
+            series: (0..8).map(|s| format!("e{s}")).collect(),
+            values: vec![vec![Some(12_345.0); 8]; 12],
+            ..BarChart::default()
+        };
+        assert!(!chart.to_svg().contains(">12.3k</text>"));
+        let roomy =
+            BarChart { groups: vec!["w".into()], values: vec![vec![Some(12_345.0); 8]], ..chart };
+        assert_eq!(roomy.to_svg().matches(">12.3k</text>").count(), 8);
     }
 
     #[test]
