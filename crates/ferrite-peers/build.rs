@@ -3,18 +3,18 @@
 //! header-constant checks in `csrc/`, and links the system RocksDB, WiredTiger and LMDB.
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
-    // Cargo sets CARGO_FEATURE_LINK for the build script when the feature is on; `cc` is only a
-    // build-dependency then, so the compiling half is behind the matching cfg.
-    if std::env::var_os("CARGO_FEATURE_LINK").is_none() {
-        return;
-    }
+    // Cargo sets CARGO_FEATURE_LINK for the build script when the feature is on, and compiles
+    // the script with the same cfg; `cc` is a build-dependency only then. Without the feature
+    // this prints nothing: no library to link, no C to compile.
     #[cfg(feature = "link")]
-    link();
+    if std::env::var_os("CARGO_FEATURE_LINK").is_some() {
+        link();
+    }
 }
 
 #[cfg(feature = "link")]
 fn link() {
+    println!("cargo:rerun-if-changed=build.rs");
     for file in ["csrc/wt_shim.c", "csrc/header_checks.c"] {
         println!("cargo:rerun-if-changed={file}");
     }

@@ -68,6 +68,11 @@ fwt_handle_error(WT_EVENT_HANDLER *handler, WT_SESSION *session, int error, cons
 	(void)handler;
 	(void)session;
 	(void)error;
+	/* Drop the "[seconds:micros][pid:thread], " prefix: noise in an error value. */
+	while (message[0] == '[' && strchr(message, ']') != NULL)
+		message = strchr(message, ']') + 1;
+	if (message[0] == ',' && message[1] == ' ')
+		message += 2;
 	if (!fwt_in_call) {
 		fprintf(stderr, "wiredtiger: %s\n", message);
 		return 0;

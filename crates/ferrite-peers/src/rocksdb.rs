@@ -56,7 +56,7 @@ impl RocksDb {
             .map_err(|_| invalid(format!("cache_bytes {} is too large", config.cache_bytes)))?;
         let path = dir::prepare(NAME, dir)?;
 
-        // SAFETY (whole block): each create function returns a fresh object we own (checked
+        // SAFETY: (the whole block) each create function returns a fresh object we own (checked
         // non-null by `Owned::new`); setters only take those live objects. The filter policy's
         // ownership passes to the table options (`set_filter_policy` wraps it in a
         // `shared_ptr`), so it is not kept; the table options are copied into the options'

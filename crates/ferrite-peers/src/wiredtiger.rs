@@ -45,7 +45,7 @@ unsafe impl Sync for WiredTiger {}
 
 impl WiredTiger {
     /// Opens (creating if missing) the database in `dir` with the connection config
-    /// `create,use_environment=false,cache_size=<cache_bytes>,session_max=1024,
+    /// `create,config_base=false,use_environment=false,cache_size=<cache_bytes>,session_max=1024,
     /// log=(enabled=<log>),transaction_sync=(enabled=<sync>,method=fsync)`, plus
     /// `direct_io=[data]` when `direct_io` (data files only; the log stays buffered), and the
     /// table `table:ferrite` created with [`TABLE_CONFIG`]: `key_format=u,value_format=u,
@@ -56,7 +56,9 @@ impl WiredTiger {
     /// transactions, `put_batch` is one explicit transaction. With `sync` every commit fsyncs
     /// the log (`transaction_sync`), so `sync` needs `log`. Without the log, writes are durable
     /// at [`flush`](Self::flush) (a checkpoint) or close (which checkpoints).
-    /// `use_environment=false`: `WIREDTIGER_CONFIG` in the environment cannot change the run.
+    /// `use_environment=false`: `WIREDTIGER_CONFIG` in the environment cannot change the run;
+    /// `config_base=false`: no `WiredTiger.basecfg` is written or read, every open passes the
+    /// whole config (3.2.1 also rejects its own basecfg when it holds `use_environment`).
     pub fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
         if config.sync && !config.log {
             return Err(PeerError::Invalid {
@@ -67,7 +69,7 @@ impl WiredTiger {
         let path = dir::prepare(NAME, dir)?;
         let direct_io = if config.direct_io { ",direct_io=[data]" } else { "" };
         let conn_config = format!(
-            "create,use_environment=false,cache_size={},session_max={SESSION_MAX},\
+            "create,config_base=false,use_environment=false,cache_size={},session_max={SESSION_MAX},\
              log=(enabled={}),transaction_sync=(enabled={},method=fsync){direct_io}",
             config.cache_bytes, config.log, config.sync,
         );
