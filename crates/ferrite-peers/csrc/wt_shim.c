@@ -24,9 +24,12 @@
 
 _Static_assert(WIREDTIGER_VERSION_MAJOR == 3, "written against WiredTiger 3.x");
 
-/* A write that meets another transaction's uncommitted update gets WT_ROLLBACK; auto-commit
- * puts and batches are retried this many times (yielding in between) before giving up. */
+/* A write that meets another transaction's uncommitted update gets WT_ROLLBACK; an auto-commit
+ * put or remove is retried this many times (yielding in between) before giving up. */
 #define FWT_ROLLBACK_RETRIES 10000
+/* A batch is retried fewer times: its rollback can also mean that the transaction's updates do
+ * not fit in the cache, which retrying does not cure. */
+#define FWT_BATCH_ROLLBACK_RETRIES 100
 
 /* One (key, value) of a batch; the Rust side has the same #[repr(C)] struct. */
 typedef struct {
@@ -297,7 +300,7 @@ fwt_put_batch(WT_SESSION *session, WT_CURSOR *cursor, const fwt_entry *entries, 
 			ret = session->commit_transaction(session, NULL); /* rolls back on failure */
 		else
 			(void)session->rollback_transaction(session, NULL);
-		if (ret != WT_ROLLBACK || attempt == FWT_ROLLBACK_RETRIES)
+		if (ret != WT_ROLLBACK || attempt == FWT_BATCH_ROLLBACK_RETRIES)
 			break;
 		fwt_message[0] = '\0'; /* a conflict we retry is not the caller's error */
 		sched_yield();

@@ -3,9 +3,13 @@
 //! behind one small API, the same for the three: `open`, `get`, `put`, `put_batch`, `delete`,
 //! `scan`, `flush`, `describe_config`. Each handle is `Send + Sync` and serves many threads.
 //!
+//! Keys are 1 to 511 bytes on all three (LMDB's default key limit; WiredTiger refuses empty
+//! keys); values may be empty. `scan` from an empty start visits from the first key.
+//!
 //! The engines are behind the `link` feature, off by default: without it this crate is only
 //! [`PeerConfig`] and [`PeerError`], compiles no C and links nothing, so the workspace builds
-//! and tests on a machine without the libraries.
+//! and tests on a machine without the libraries. To use them: `apt-get install librocksdb-dev
+//! libwiredtiger-dev liblmdb-dev`, then `cargo test -p ferrite-peers --features link`.
 //!
 //! ```no_run
 //! # #[cfg(feature = "link")] {

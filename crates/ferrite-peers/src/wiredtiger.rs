@@ -48,7 +48,7 @@ impl WiredTiger {
     /// `create,config_base=false,use_environment=false,cache_size=<cache_bytes>,session_max=1024,
     /// log=(enabled=<log>),transaction_sync=(enabled=<sync>,method=fsync)`, plus
     /// `direct_io=[data]` when `direct_io` (data files only; the log stays buffered), and the
-    /// table `table:ferrite` created with [`TABLE_CONFIG`]: `key_format=u,value_format=u,
+    /// table `table:ferrite` created with `key_format=u,value_format=u,
     /// allocation_size=4KB,leaf_page_max=4KB,internal_page_max=4KB,memory_page_max=5MB,
     /// block_compressor=none`.
     ///
