@@ -1,0 +1,32 @@
+//! Without the `link` feature: nothing (no C compiled, nothing linked), so the workspace builds
+//! on a machine without the peers' libraries. With it: compiles the WiredTiger shim and the
+//! header-constant checks in `csrc/`, and links the system RocksDB, WiredTiger and LMDB.
+
+fn main() {
+    // Cargo sets CARGO_FEATURE_LINK for the build script when the feature is on, and compiles
+    // the script with the same cfg; `cc` is a build-dependency only then. Without the feature
+    // this prints nothing: no library to link, no C to compile.
+    #[cfg(feature = "link")]
+    if std::env::var_os("CARGO_FEATURE_LINK").is_some() {
+        link();
+    }
+}
+
+#[cfg(feature = "link")]
+fn link() {
+    println!("cargo:rerun-if-changed=build.rs");
+    for file in ["csrc/wt_shim.c", "csrc/header_checks.c"] {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    cc::Build::new()
+        .file("csrc/wt_shim.c")
+        .file("csrc/header_checks.c")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .compile("ferrite_peers_shim");
+    // After the shim's static library, so its references to WiredTiger resolve.
+    for lib in ["rocksdb", "wiredtiger", "lmdb"] {
+        println!("cargo:rustc-link-lib={lib}");
+    }
+}

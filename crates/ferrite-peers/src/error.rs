@@ -1,0 +1,60 @@
+//! Errors from the peer engines: which engine, which call, and what the engine said.
+
+use std::fmt;
+use std::io;
+
+/// Everything that can go wrong in a call into a peer engine.
+#[derive(Debug)]
+pub enum PeerError {
+    /// A call into the engine's library failed.
+    Engine {
+        /// "rocksdb", "wiredtiger" or "lmdb".
+        engine: &'static str,
+        /// The library function that failed, e.g. `rocksdb_open`.
+        call: &'static str,
+        /// The engine's return code where it has one (WiredTiger, LMDB).
+        code: Option<i32>,
+        /// The engine's own message.
+        message: String,
+    },
+    /// A file system call made on the engine's behalf (creating its directory) failed.
+    Io { engine: &'static str, context: String, source: io::Error },
+    /// The request cannot be passed to the engine (a path with a NUL byte, options that
+    /// contradict each other).
+    Invalid { engine: &'static str, reason: String },
+}
+
+impl PeerError {
+    /// The engine the error came from.
+    pub fn engine(&self) -> &'static str {
+        match self {
+            PeerError::Engine { engine, .. }
+            | PeerError::Io { engine, .. }
+            | PeerError::Invalid { engine, .. } => engine,
+        }
+    }
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerError::Engine { engine, call, code: Some(code), message } => {
+                write!(f, "{engine}: {call} failed ({code}): {message}")
+            }
+            PeerError::Engine { engine, call, code: None, message } => {
+                write!(f, "{engine}: {call} failed: {message}")
+            }
+            PeerError::Io { engine, context, source } => write!(f, "{engine}: {context}: {source}"),
+            PeerError::Invalid { engine, reason } => write!(f, "{engine}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for PeerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PeerError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

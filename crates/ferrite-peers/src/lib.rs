@@ -1,0 +1,48 @@
+//! The peers `ferrite bench` compares Ferrite with: RocksDB, WiredTiger and LMDB, linked from
+//! the system's libraries (Debian: librocksdb-dev, libwiredtiger-dev, liblmdb-dev) and wrapped
+//! behind one small API, the same for the three: `open`, `get`, `put`, `put_batch`, `delete`,
+//! `scan`, `flush`, `describe_config`. Each handle is `Send + Sync` and serves many threads.
+//!
+//! Keys are 1 to 511 bytes on all three (LMDB's default key limit; WiredTiger refuses empty
+//! keys); values may be empty. `scan` from an empty start visits from the first key.
+//!
+//! The engines are behind the `link` feature, off by default: without it this crate is only
+//! [`PeerConfig`] and [`PeerError`], compiles no C and links nothing, so the workspace builds
+//! and tests on a machine without the libraries. To use them: `apt-get install librocksdb-dev
+//! libwiredtiger-dev liblmdb-dev`, then `cargo test -p ferrite-peers --features link`.
+//!
+//! ```no_run
+//! # #[cfg(feature = "link")] {
+//! use ferrite_peers::{PeerConfig, RocksDb};
+//!
+//! let db = RocksDb::open("peer-data".as_ref(), &PeerConfig::default())?;
+//! db.put(b"order-1", b"two apples")?;
+//! let mut value = Vec::new();
+//! assert!(db.get(b"order-1", &mut value)?);
+//! # }
+//! # Ok::<(), ferrite_peers::PeerError>(())
+//! ```
+
+mod config;
+mod error;
+
+#[cfg(feature = "link")]
+mod dir;
+#[cfg(feature = "link")]
+mod lmdb;
+#[cfg(feature = "link")]
+mod rocksdb;
+#[cfg(feature = "link")]
+mod sys;
+#[cfg(feature = "link")]
+mod wiredtiger;
+
+pub use config::PeerConfig;
+pub use error::PeerError;
+
+#[cfg(feature = "link")]
+pub use lmdb::Lmdb;
+#[cfg(feature = "link")]
+pub use rocksdb::RocksDb;
+#[cfg(feature = "link")]
+pub use wiredtiger::WiredTiger;

@@ -1,0 +1,354 @@
+//! RocksDB (the system's librocksdb, 7.8 on Debian 12) through its C API.
+
+// Every method is a call into librocksdb through `crate::sys::rocksdb`.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, CStr};
+use std::path::Path;
+use std::ptr::{self, NonNull};
+
+use crate::sys::bytes;
+use crate::sys::rocksdb::*;
+use crate::{dir, PeerConfig, PeerError};
+
+const NAME: &str = "rocksdb";
+const BLOCK_SIZE_BYTES: usize = 4096;
+const BLOOM_BITS_PER_KEY: f64 = 10.0;
+const WRITE_BUFFER_BYTES: usize = 64 << 20;
+const MAX_BACKGROUND_JOBS: i32 = 2;
+
+/// A RocksDB database: one column family, the options of [`RocksDb::open`].
+#[derive(Debug)]
+pub struct RocksDb {
+    db: NonNull<rocksdb_t>,
+    // Kept until after `rocksdb_close` (dropped after `Drop::drop` runs): the database holds
+    // `shared_ptr`s to the cache and table factory, but keeping the handles costs nothing and
+    // keeps the teardown order obvious.
+    _options: Owned<rocksdb_options_t>,
+    _cache: Owned<rocksdb_cache_t>,
+    read: Owned<rocksdb_readoptions_t>,
+    write: Owned<rocksdb_writeoptions_t>,
+    description: String,
+}
+
+// SAFETY: a RocksDB `DB` is safe to use from many threads at once (RocksDB's documented
+// contract for `DB` methods); the read/write option objects are only read after `open`, and the
+// cache is internally synchronised. Nothing here is tied to the thread that opened it.
+unsafe impl Send for RocksDb {}
+// SAFETY: as for `Send`: every method takes `&self` and only calls thread-safe `DB` methods.
+unsafe impl Sync for RocksDb {}
+
+impl RocksDb {
+    /// Opens (creating if missing) the database in `dir` with:
+    /// - block-based table, `block_size` 4096, an LRU block cache of `cache_bytes`;
+    /// - full-key bloom filter, 10 bits per key (`rocksdb_filterpolicy_create_bloom_full`);
+    /// - `cache_index_and_filter_blocks` on: index and filter blocks compete for the same cache;
+    /// - `use_direct_reads` and `use_direct_io_for_flush_and_compaction` = `direct_io`;
+    /// - `create_if_missing`, `write_buffer_size` 64 MiB, `max_background_jobs` 2, no compression;
+    /// - write options: `disableWAL` = !`log`, `sync` = `sync` (RocksDB rejects sync without
+    ///   the WAL, so that combination is refused here). Without the WAL, writes reach disk at
+    ///   [`flush`](Self::flush), memtable switches, or close.
+    pub fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
+        if config.sync && !config.log {
+            return Err(invalid("sync needs the write-ahead log (log = true)"));
+        }
+        let cache_bytes = usize::try_from(config.cache_bytes)
+            .map_err(|_| invalid(format!("cache_bytes {} is too large", config.cache_bytes)))?;
+        let path = dir::prepare(NAME, dir)?;
+
+        // SAFETY: (the whole block) each create function returns a fresh object we own (checked
+        // non-null by `Owned::new`); setters only take those live objects. The filter policy's
+        // ownership passes to the table options (`set_filter_policy` wraps it in a
+        // `shared_ptr`), so it is not kept; the table options are copied into the options'
+        // table factory, so they can be destroyed at the end of this block.
+        let (options, cache) = unsafe {
+            let options = Owned::new(rocksdb_options_create(), rocksdb_options_destroy)?;
+            let table = Owned::new(
+                rocksdb_block_based_options_create(),
+                rocksdb_block_based_options_destroy,
+            )?;
+            let cache = Owned::new(rocksdb_cache_create_lru(cache_bytes), rocksdb_cache_destroy)?;
+            rocksdb_block_based_options_set_block_size(table.ptr(), BLOCK_SIZE_BYTES);
+            rocksdb_block_based_options_set_block_cache(table.ptr(), cache.ptr());
+            let filter = rocksdb_filterpolicy_create_bloom_full(BLOOM_BITS_PER_KEY);
+            if filter.is_null() {
+                return Err(null_from("rocksdb_filterpolicy_create_bloom_full"));
+            }
+            rocksdb_block_based_options_set_filter_policy(table.ptr(), filter);
+            rocksdb_block_based_options_set_cache_index_and_filter_blocks(table.ptr(), 1);
+            rocksdb_options_set_block_based_table_factory(options.ptr(), table.ptr());
+
+            rocksdb_options_set_create_if_missing(options.ptr(), 1);
+            rocksdb_options_set_use_direct_reads(options.ptr(), config.direct_io.into());
+            rocksdb_options_set_use_direct_io_for_flush_and_compaction(
+                options.ptr(),
+                config.direct_io.into(),
+            );
+            rocksdb_options_set_write_buffer_size(options.ptr(), WRITE_BUFFER_BYTES);
+            rocksdb_options_set_max_background_jobs(options.ptr(), MAX_BACKGROUND_JOBS);
+            rocksdb_options_set_compression(options.ptr(), ROCKSDB_NO_COMPRESSION);
+            (options, cache)
+        };
+        // SAFETY: fresh objects from their create functions; the setters take live objects.
+        let (read, write) = unsafe {
+            let read = Owned::new(rocksdb_readoptions_create(), rocksdb_readoptions_destroy)?;
+            let write = Owned::new(rocksdb_writeoptions_create(), rocksdb_writeoptions_destroy)?;
+            rocksdb_writeoptions_disable_WAL(write.ptr(), (!config.log).into());
+            rocksdb_writeoptions_set_sync(write.ptr(), config.sync.into());
+            (read, write)
+        };
+
+        let mut err = ptr::null_mut();
+        // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
+        let db = unsafe { rocksdb_open(options.ptr(), path.as_ptr(), &mut err) };
+        check("rocksdb_open", err)?;
+        let db = NonNull::new(db).ok_or_else(|| null_from("rocksdb_open"))?;
+
+        let description = format!(
+            "rocksdb: block-based table, block_size={BLOCK_SIZE_BYTES}, \
+             block_cache=LRU {cache_bytes} B, bloom filter {BLOOM_BITS_PER_KEY} bits/key (full), \
+             cache_index_and_filter_blocks=true, use_direct_reads={direct}, \
+             use_direct_io_for_flush_and_compaction={direct}, create_if_missing=true, \
+             write_buffer_size={WRITE_BUFFER_BYTES}, max_background_jobs={MAX_BACKGROUND_JOBS}, \
+             compression=none, disableWAL={no_wal}, sync={sync}",
+            direct = config.direct_io,
+            no_wal = !config.log,
+            sync = config.sync,
+        );
+        Ok(RocksDb { db, _options: options, _cache: cache, read, write, description })
+    }
+
+    /// "rocksdb".
+    pub fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Copies the value of `key` into `out` (replacing its content); false if there is none.
+    pub fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError> {
+        let Some(slice) = self.get_pinned(key)? else { return Ok(false) };
+        out.clear();
+        out.extend_from_slice(slice.value());
+        Ok(true)
+    }
+
+    /// Inserts or overwrites `key`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
+        let mut err = ptr::null_mut();
+        // SAFETY: the database and write options are live; the slices outlive the call, which
+        // copies them; `err` is a null pointer to fill in.
+        unsafe {
+            rocksdb_put(
+                self.db.as_ptr(),
+                self.write.ptr(),
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+                &mut err,
+            );
+        }
+        check("rocksdb_put", err)
+    }
+
+    /// Inserts or overwrites every entry in one atomic `WriteBatch`.
+    pub fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError> {
+        // SAFETY: a fresh batch, owned and destroyed by `Owned`.
+        let batch = unsafe { Owned::new(rocksdb_writebatch_create(), rocksdb_writebatch_destroy)? };
+        for (key, value) in entries {
+            // SAFETY: the batch is live; it copies the key and value.
+            unsafe {
+                rocksdb_writebatch_put(
+                    batch.ptr(),
+                    key.as_ptr().cast(),
+                    key.len(),
+                    value.as_ptr().cast(),
+                    value.len(),
+                );
+            }
+        }
+        let mut err = ptr::null_mut();
+        // SAFETY: database, write options and batch are live; `err` is a null pointer.
+        unsafe { rocksdb_write(self.db.as_ptr(), self.write.ptr(), batch.ptr(), &mut err) };
+        check("rocksdb_write", err)
+    }
+
+    /// Deletes `key`; true if it was there. RocksDB's delete does not say, so this reads the
+    /// key first: the answer can be stale if another thread writes the same key meanwhile.
+    pub fn delete(&self, key: &[u8]) -> Result<bool, PeerError> {
+        let existed = self.get_pinned(key)?.is_some();
+        let mut err = ptr::null_mut();
+        // SAFETY: database and write options are live; the key outlives the call.
+        unsafe {
+            rocksdb_delete(
+                self.db.as_ptr(),
+                self.write.ptr(),
+                key.as_ptr().cast(),
+                key.len(),
+                &mut err,
+            );
+        }
+        check("rocksdb_delete", err)?;
+        Ok(existed)
+    }
+
+    /// Visits up to `limit` entries with key >= `start`, in key order; returns how many.
+    pub fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, PeerError> {
+        // SAFETY: database and read options are live; the iterator is destroyed by `Owned`
+        // (also if `visit` panics) before `self` can be dropped.
+        let iter = unsafe {
+            Owned::new(
+                rocksdb_create_iterator(self.db.as_ptr(), self.read.ptr()),
+                rocksdb_iter_destroy,
+            )?
+        };
+        // SAFETY: live iterator; `seek` copies the key.
+        unsafe { rocksdb_iter_seek(iter.ptr(), start.as_ptr().cast(), start.len()) };
+        let mut visited = 0;
+        // SAFETY: live iterator.
+        while visited < limit && unsafe { rocksdb_iter_valid(iter.ptr()) } != 0 {
+            let (mut key_len, mut value_len) = (0, 0);
+            // SAFETY: the iterator is valid (checked above), so key and value point at
+            // `key_len` / `value_len` bytes that stay put until the iterator moves, which is
+            // after `visit` returns.
+            unsafe {
+                let key = rocksdb_iter_key(iter.ptr(), &mut key_len);
+                let value = rocksdb_iter_value(iter.ptr(), &mut value_len);
+                visit(bytes(key, key_len), bytes(value, value_len));
+                rocksdb_iter_next(iter.ptr());
+            }
+            visited += 1;
+        }
+        let mut err = ptr::null_mut();
+        // SAFETY: live iterator; `err` is a null pointer to fill in.
+        unsafe { rocksdb_iter_get_error(iter.ptr(), &mut err) };
+        check("rocksdb_iter_next", err)?;
+        Ok(visited)
+    }
+
+    /// Flushes the memtable to an SST file and waits for it: everything written is on disk,
+    /// with or without the WAL.
+    pub fn flush(&self) -> Result<(), PeerError> {
+        // SAFETY: fresh flush options, owned by `Owned`.
+        let options =
+            unsafe { Owned::new(rocksdb_flushoptions_create(), rocksdb_flushoptions_destroy)? };
+        let mut err = ptr::null_mut();
+        // SAFETY: database and flush options are live; `err` is a null pointer.
+        unsafe {
+            rocksdb_flushoptions_set_wait(options.ptr(), 1);
+            rocksdb_flush(self.db.as_ptr(), options.ptr(), &mut err);
+        }
+        check("rocksdb_flush", err)
+    }
+
+    /// Every option `open` set, on one line.
+    pub fn describe_config(&self) -> String {
+        self.description.clone()
+    }
+
+    /// The value of `key`, pinned in RocksDB's memory (no copy) until the slice is dropped.
+    fn get_pinned(&self, key: &[u8]) -> Result<Option<PinnedSlice>, PeerError> {
+        let mut err = ptr::null_mut();
+        // SAFETY: database and read options are live; the key outlives the call.
+        let slice = unsafe {
+            rocksdb_get_pinned(
+                self.db.as_ptr(),
+                self.read.ptr(),
+                key.as_ptr().cast(),
+                key.len(),
+                &mut err,
+            )
+        };
+        check("rocksdb_get_pinned", err)?;
+        Ok(NonNull::new(slice).map(PinnedSlice))
+    }
+}
+
+impl Drop for RocksDb {
+    fn drop(&mut self) {
+        // SAFETY: `db` came from `rocksdb_open` and is closed once, here; no iterator or pinned
+        // slice outlives the `&self` borrow that made it. Without the WAL, RocksDB flushes the
+        // memtables on close (`avoid_flush_during_shutdown` is off).
+        unsafe { rocksdb_close(self.db.as_ptr()) };
+    }
+}
+
+/// A value pinned by `rocksdb_get_pinned`, released on drop.
+struct PinnedSlice(NonNull<rocksdb_pinnableslice_t>);
+
+impl PinnedSlice {
+    fn value(&self) -> &[u8] {
+        let mut len = 0;
+        // SAFETY: the slice is live until `self` drops, and its bytes with it.
+        unsafe { bytes(rocksdb_pinnableslice_value(self.0.as_ptr(), &mut len), len) }
+    }
+}
+
+impl Drop for PinnedSlice {
+    fn drop(&mut self) {
+        // SAFETY: from `rocksdb_get_pinned`, destroyed once.
+        unsafe { rocksdb_pinnableslice_destroy(self.0.as_ptr()) };
+    }
+}
+
+/// A RocksDB object owned by Rust: destroyed with its destroy function on drop.
+struct Owned<T> {
+    ptr: NonNull<T>,
+    destroy: unsafe extern "C" fn(*mut T),
+}
+
+impl<T> Owned<T> {
+    /// Takes ownership of `ptr`, fresh from a create function; a null is reported as an error.
+    ///
+    /// # Safety
+    /// `ptr` is null or owned by nobody else, and `destroy` is its destroy function.
+    unsafe fn new(ptr: *mut T, destroy: unsafe extern "C" fn(*mut T)) -> Result<Self, PeerError> {
+        let ptr = NonNull::new(ptr).ok_or_else(|| null_from("a rocksdb_*_create function"))?;
+        Ok(Owned { ptr, destroy })
+    }
+
+    fn ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        // SAFETY: we own the object (see `new`) and destroy it once.
+        unsafe { (self.destroy)(self.ptr.as_ptr()) };
+    }
+}
+
+impl<T> std::fmt::Debug for Owned<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:p}", self.ptr)
+    }
+}
+
+/// Turns RocksDB's `errptr` into a result, freeing the message.
+fn check(call: &'static str, err: *mut c_char) -> Result<(), PeerError> {
+    if err.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-null `errptr` holds a NUL-terminated message `malloc`ed by RocksDB; it is
+    // copied, then freed once with `rocksdb_free`.
+    let message = unsafe {
+        let message = CStr::from_ptr(err).to_string_lossy().into_owned();
+        rocksdb_free(err.cast());
+        message
+    };
+    Err(PeerError::Engine { engine: NAME, call, code: None, message })
+}
+
+fn null_from(call: &'static str) -> PeerError {
+    let message = "returned a null pointer without an error message".to_string();
+    PeerError::Engine { engine: NAME, call, code: None, message }
+}
+
+fn invalid(reason: impl Into<String>) -> PeerError {
+    PeerError::Invalid { engine: NAME, reason: reason.into() }
+}

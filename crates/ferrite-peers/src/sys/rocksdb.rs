@@ -1,0 +1,182 @@
+//! The part of RocksDB's C API (`rocksdb/c.h`, RocksDB 7.8) that `crate::rocksdb` uses.
+//!
+//! Errors come back through `errptr`: it must point at a null pointer before the call; after a
+//! failed call it holds a `malloc`ed message, to be freed with `rocksdb_free`.
+
+// Declaring foreign functions is unsafe code; calling them is confined to `crate::rocksdb`.
+#![allow(unsafe_code)]
+// The C names, kept as spelled in the header so they can be grepped for.
+#![allow(non_camel_case_types, non_snake_case)]
+
+use libc::{c_char, c_int, c_uchar, c_void, size_t};
+
+/// Declares opaque C types: only ever behind raw pointers.
+macro_rules! opaque {
+    ($($name:ident),* $(,)?) => {$(
+        #[repr(C)]
+        pub(crate) struct $name {
+            _private: [u8; 0],
+        }
+    )*};
+}
+
+opaque!(
+    rocksdb_t,
+    rocksdb_options_t,
+    rocksdb_block_based_table_options_t,
+    rocksdb_cache_t,
+    rocksdb_filterpolicy_t,
+    rocksdb_readoptions_t,
+    rocksdb_writeoptions_t,
+    rocksdb_writebatch_t,
+    rocksdb_iterator_t,
+    rocksdb_flushoptions_t,
+    rocksdb_pinnableslice_t,
+);
+
+/// `rocksdb_no_compression` of the compression enum.
+pub(crate) const ROCKSDB_NO_COMPRESSION: c_int = 0;
+
+// Linked by build.rs (`cargo:rustc-link-lib=rocksdb`).
+extern "C" {
+    pub(crate) fn rocksdb_options_create() -> *mut rocksdb_options_t;
+    pub(crate) fn rocksdb_options_destroy(options: *mut rocksdb_options_t);
+    pub(crate) fn rocksdb_options_set_create_if_missing(
+        options: *mut rocksdb_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_options_set_write_buffer_size(options: *mut rocksdb_options_t, v: size_t);
+    pub(crate) fn rocksdb_options_set_max_background_jobs(
+        options: *mut rocksdb_options_t,
+        v: c_int,
+    );
+    pub(crate) fn rocksdb_options_set_compression(options: *mut rocksdb_options_t, v: c_int);
+    pub(crate) fn rocksdb_options_set_use_direct_reads(options: *mut rocksdb_options_t, v: c_uchar);
+    pub(crate) fn rocksdb_options_set_use_direct_io_for_flush_and_compaction(
+        options: *mut rocksdb_options_t,
+        v: c_uchar,
+    );
+    /// Copies the table options into a new table factory (they can be destroyed after).
+    pub(crate) fn rocksdb_options_set_block_based_table_factory(
+        options: *mut rocksdb_options_t,
+        table_options: *mut rocksdb_block_based_table_options_t,
+    );
+
+    pub(crate) fn rocksdb_block_based_options_create() -> *mut rocksdb_block_based_table_options_t;
+    pub(crate) fn rocksdb_block_based_options_destroy(
+        options: *mut rocksdb_block_based_table_options_t,
+    );
+    pub(crate) fn rocksdb_block_based_options_set_block_size(
+        options: *mut rocksdb_block_based_table_options_t,
+        block_size: size_t,
+    );
+    /// Takes ownership of `policy` (it must not be destroyed by the caller).
+    pub(crate) fn rocksdb_block_based_options_set_filter_policy(
+        options: *mut rocksdb_block_based_table_options_t,
+        policy: *mut rocksdb_filterpolicy_t,
+    );
+    /// Shares `cache` (a `shared_ptr` copy): the caller still destroys its handle.
+    pub(crate) fn rocksdb_block_based_options_set_block_cache(
+        options: *mut rocksdb_block_based_table_options_t,
+        cache: *mut rocksdb_cache_t,
+    );
+    pub(crate) fn rocksdb_block_based_options_set_cache_index_and_filter_blocks(
+        options: *mut rocksdb_block_based_table_options_t,
+        v: c_uchar,
+    );
+
+    pub(crate) fn rocksdb_cache_create_lru(capacity: size_t) -> *mut rocksdb_cache_t;
+    pub(crate) fn rocksdb_cache_destroy(cache: *mut rocksdb_cache_t);
+    pub(crate) fn rocksdb_filterpolicy_create_bloom_full(
+        bits_per_key: f64,
+    ) -> *mut rocksdb_filterpolicy_t;
+
+    pub(crate) fn rocksdb_readoptions_create() -> *mut rocksdb_readoptions_t;
+    pub(crate) fn rocksdb_readoptions_destroy(options: *mut rocksdb_readoptions_t);
+    pub(crate) fn rocksdb_writeoptions_create() -> *mut rocksdb_writeoptions_t;
+    pub(crate) fn rocksdb_writeoptions_destroy(options: *mut rocksdb_writeoptions_t);
+    pub(crate) fn rocksdb_writeoptions_set_sync(options: *mut rocksdb_writeoptions_t, v: c_uchar);
+    pub(crate) fn rocksdb_writeoptions_disable_WAL(
+        options: *mut rocksdb_writeoptions_t,
+        disable: c_int,
+    );
+    pub(crate) fn rocksdb_flushoptions_create() -> *mut rocksdb_flushoptions_t;
+    pub(crate) fn rocksdb_flushoptions_destroy(options: *mut rocksdb_flushoptions_t);
+    pub(crate) fn rocksdb_flushoptions_set_wait(options: *mut rocksdb_flushoptions_t, v: c_uchar);
+
+    pub(crate) fn rocksdb_open(
+        options: *const rocksdb_options_t,
+        name: *const c_char,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_t;
+    pub(crate) fn rocksdb_close(db: *mut rocksdb_t);
+    pub(crate) fn rocksdb_put(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_writeoptions_t,
+        key: *const c_char,
+        key_len: size_t,
+        value: *const c_char,
+        value_len: size_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_delete(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_writeoptions_t,
+        key: *const c_char,
+        key_len: size_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_write(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_writeoptions_t,
+        batch: *mut rocksdb_writebatch_t,
+        errptr: *mut *mut c_char,
+    );
+    /// Null (and no error) when the key is missing.
+    pub(crate) fn rocksdb_get_pinned(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_readoptions_t,
+        key: *const c_char,
+        key_len: size_t,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_pinnableslice_t;
+    pub(crate) fn rocksdb_pinnableslice_value(
+        slice: *const rocksdb_pinnableslice_t,
+        value_len: *mut size_t,
+    ) -> *const c_char;
+    pub(crate) fn rocksdb_pinnableslice_destroy(slice: *mut rocksdb_pinnableslice_t);
+    pub(crate) fn rocksdb_flush(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_flushoptions_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_free(ptr: *mut c_void);
+
+    pub(crate) fn rocksdb_writebatch_create() -> *mut rocksdb_writebatch_t;
+    pub(crate) fn rocksdb_writebatch_destroy(batch: *mut rocksdb_writebatch_t);
+    pub(crate) fn rocksdb_writebatch_put(
+        batch: *mut rocksdb_writebatch_t,
+        key: *const c_char,
+        key_len: size_t,
+        value: *const c_char,
+        value_len: size_t,
+    );
+
+    pub(crate) fn rocksdb_create_iterator(
+        db: *mut rocksdb_t,
+        options: *const rocksdb_readoptions_t,
+    ) -> *mut rocksdb_iterator_t;
+    pub(crate) fn rocksdb_iter_destroy(iter: *mut rocksdb_iterator_t);
+    pub(crate) fn rocksdb_iter_seek(iter: *mut rocksdb_iterator_t, key: *const c_char, len: size_t);
+    pub(crate) fn rocksdb_iter_valid(iter: *const rocksdb_iterator_t) -> c_uchar;
+    pub(crate) fn rocksdb_iter_next(iter: *mut rocksdb_iterator_t);
+    pub(crate) fn rocksdb_iter_key(
+        iter: *const rocksdb_iterator_t,
+        len: *mut size_t,
+    ) -> *const c_char;
+    pub(crate) fn rocksdb_iter_value(
+        iter: *const rocksdb_iterator_t,
+        len: *mut size_t,
+    ) -> *const c_char;
+    pub(crate) fn rocksdb_iter_get_error(iter: *const rocksdb_iterator_t, errptr: *mut *mut c_char);
+}

@@ -1,0 +1,373 @@
+//! The three peers against a `BTreeMap` model: a seeded random mix of put / put_batch / delete /
+//! get / scan with every answer compared, then close, reopen and compare everything; plus the
+//! error cases and many threads on one handle. Needs the libraries:
+//! `cargo test -p ferrite-peers --features link`.
+
+#![cfg(feature = "link")]
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use ferrite_peers::{Lmdb, PeerConfig, PeerError, RocksDb, WiredTiger};
+
+/// The peers' common API, so each test is written once.
+trait Peer: Sized + Send + Sync {
+    fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError>;
+    fn name(&self) -> &'static str;
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError>;
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError>;
+    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError>;
+    fn delete(&self, key: &[u8]) -> Result<bool, PeerError>;
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, PeerError>;
+    fn flush(&self) -> Result<(), PeerError>;
+    fn describe_config(&self) -> String;
+}
+
+macro_rules! impl_peer {
+    ($($engine:ty),*) => {$(
+        impl Peer for $engine {
+            fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
+                <$engine>::open(dir, config)
+            }
+            fn name(&self) -> &'static str {
+                <$engine>::name(self)
+            }
+            fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError> {
+                <$engine>::get(self, key, out)
+            }
+            fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
+                <$engine>::put(self, key, value)
+            }
+            fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError> {
+                <$engine>::put_batch(self, entries)
+            }
+            fn delete(&self, key: &[u8]) -> Result<bool, PeerError> {
+                <$engine>::delete(self, key)
+            }
+            fn scan(
+                &self,
+                start: &[u8],
+                limit: usize,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<usize, PeerError> {
+                <$engine>::scan(self, start, limit, visit)
+            }
+            fn flush(&self) -> Result<(), PeerError> {
+                <$engine>::flush(self)
+            }
+            fn describe_config(&self) -> String {
+                <$engine>::describe_config(self)
+            }
+        }
+    )*};
+}
+
+impl_peer!(RocksDb, WiredTiger, Lmdb);
+
+/// A tiny xorshift64* generator: seeded, so a failure replays.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `low..=high`.
+    fn range(&mut self, low: usize, high: usize) -> usize {
+        low + (self.next() % (high - low + 1) as u64) as usize
+    }
+
+    /// Bytes from a small alphabet with the edge bytes (0x00, 0x7f, 0x80, 0xff): many shared
+    /// prefixes, and signed/unsigned comparison bugs show.
+    fn bytes(&mut self, low: usize, high: usize) -> Vec<u8> {
+        const ALPHABET: [u8; 7] = [0x00, 0x01, b'a', b'b', 0x7f, 0x80, 0xff];
+        let len = self.range(low, high);
+        (0..len).map(|_| ALPHABET[self.range(0, ALPHABET.len() - 1)]).collect()
+    }
+}
+
+/// A fresh directory under the temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(engine: &str, test: &str) -> Self {
+        let path = std::env::temp_dir()
+            .join(format!("ferrite-peers-{engine}-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn config(log: bool, sync: bool, direct_io: bool) -> PeerConfig {
+    PeerConfig { cache_bytes: 8 << 20, direct_io, log, sync, map_bytes: 256 << 20 }
+}
+
+/// The whole content, through one unbounded scan.
+fn contents<P: Peer>(peer: &P) -> Model {
+    let mut all = Model::new();
+    let count = peer
+        .scan(&[], usize::MAX, &mut |key, value| {
+            assert!(all.insert(key.to_vec(), value.to_vec()).is_none(), "key visited twice");
+        })
+        .unwrap();
+    assert_eq!(count, all.len(), "{}: scan's count", peer.name());
+    all
+}
+
+fn assert_same(peer: &impl Peer, model: &Model, when: &str) {
+    let actual = contents(peer);
+    assert_eq!(actual.len(), model.len(), "{}: entry count {when}", peer.name());
+    assert!(actual == *model, "{}: content differs from the model {when}", peer.name());
+}
+
+/// The random mix, every answer checked; then close, reopen, compare all.
+fn conformance<P: Peer>(engine: &str, seed: u64) {
+    let dir = TempDir::new(engine, "conformance");
+    let config = config(true, false, false);
+    let mut rng = Rng::new(seed);
+    let keys: Vec<Vec<u8>> = (0..2000).map(|_| rng.bytes(1, 40)).collect();
+    let mut model = Model::new();
+    let mut out = Vec::new();
+    {
+        let peer = P::open(&dir.0, &config).unwrap();
+        assert!(peer.describe_config().starts_with(engine), "{}", peer.describe_config());
+        for step in 0..6000 {
+            let key = &keys[rng.range(0, keys.len() - 1)];
+            match rng.range(0, 99) {
+                0..=34 => {
+                    let value = rng.bytes(0, 300);
+                    peer.put(key, &value).unwrap();
+                    model.insert(key.clone(), value);
+                }
+                35..=44 => {
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..rng.range(1, 20))
+                        .map(|_| (keys[rng.range(0, keys.len() - 1)].clone(), rng.bytes(0, 300)))
+                        .collect();
+                    let borrowed: Vec<(&[u8], &[u8])> =
+                        entries.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+                    peer.put_batch(&borrowed).unwrap();
+                    model.extend(entries);
+                }
+                45..=59 => {
+                    let existed = peer.delete(key).unwrap();
+                    assert_eq!(
+                        existed,
+                        model.remove(key).is_some(),
+                        "{engine} step {step}: delete"
+                    );
+                }
+                60..=84 => {
+                    let found = peer.get(key, &mut out).unwrap();
+                    let expected = model.get(key);
+                    assert_eq!(found, expected.is_some(), "{engine} step {step}: get found");
+                    if let Some(value) = expected {
+                        assert_eq!(&out, value, "{engine} step {step}: get value");
+                    }
+                }
+                85..=98 => {
+                    let start = match rng.range(0, 3) {
+                        0 => Vec::new(),
+                        1 => rng.bytes(1, 40),
+                        _ => key.clone(),
+                    };
+                    let limit = rng.range(0, 50);
+                    let mut seen = Vec::new();
+                    let count = peer
+                        .scan(&start, limit, &mut |k, v| seen.push((k.to_vec(), v.to_vec())))
+                        .unwrap();
+                    let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                        .range::<[u8], _>((Bound::Included(&start[..]), Bound::Unbounded))
+                        .take(limit)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    assert_eq!(count, seen.len(), "{engine} step {step}: scan count");
+                    assert!(
+                        seen == expected,
+                        "{engine} step {step}: scan from {start:?} limit {limit}"
+                    );
+                }
+                _ => peer.flush().unwrap(),
+            }
+        }
+        assert!(model.len() > 100, "the mix should leave a real table behind");
+        assert_same(&peer, &model, "before close");
+    }
+    let peer = P::open(&dir.0, &config).unwrap();
+    assert_same(&peer, &model, "after reopening");
+}
+
+/// Writes survive close and reopen without the log (the close or `flush` makes them durable),
+/// and with direct I/O and per-write sync.
+fn durable_without_log_and_with_sync<P: Peer>(engine: &str) {
+    for (name, config) in
+        [("nolog", config(false, false, false)), ("sync", config(true, true, true))]
+    {
+        let dir = TempDir::new(engine, name);
+        let mut rng = Rng::new(7);
+        let mut model = Model::new();
+        {
+            let peer = P::open(&dir.0, &config).unwrap();
+            for i in 0..200u32 {
+                let (key, value) = (format!("key-{i:05}").into_bytes(), rng.bytes(0, 300));
+                peer.put(&key, &value).unwrap();
+                model.insert(key, value);
+            }
+            peer.flush().unwrap();
+            let batch: Vec<(Vec<u8>, Vec<u8>)> = (0..100u32)
+                .map(|i| (format!("batch-{i:05}").into_bytes(), vec![i as u8; 10]))
+                .collect();
+            let borrowed: Vec<(&[u8], &[u8])> =
+                batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+            peer.put_batch(&borrowed).unwrap();
+            model.extend(batch);
+            assert!(peer.delete(b"key-00003").unwrap());
+            model.remove(&b"key-00003"[..]);
+        }
+        let peer = P::open(&dir.0, &config).unwrap();
+        assert_same(
+            &peer,
+            &model,
+            &format!("after reopening ({name}: {})", peer.describe_config()),
+        );
+    }
+}
+
+fn missing_keys<P: Peer>(engine: &str) {
+    let dir = TempDir::new(engine, "missing");
+    let peer = P::open(&dir.0, &config(true, false, false)).unwrap();
+    let mut out = b"left alone".to_vec();
+    assert!(!peer.get(b"nothing here", &mut out).unwrap());
+    assert!(!peer.delete(b"nothing here").unwrap());
+    peer.put(b"k", b"").unwrap();
+    assert!(peer.get(b"k", &mut out).unwrap(), "an empty value is still a value");
+    assert!(out.is_empty());
+    assert!(peer.delete(b"k").unwrap());
+    assert!(!peer.get(b"k", &mut out).unwrap());
+    assert_eq!(peer.scan(b"", 10, &mut |_, _| panic!("the table is empty")).unwrap(), 0);
+}
+
+/// Opening a directory that is a regular file fails with an error naming the engine.
+fn open_on_a_file_fails<P: Peer>(engine: &str) {
+    let dir = TempDir::new(engine, "file");
+    std::fs::write(&dir.0, b"not a directory").unwrap();
+    let err = P::open(&dir.0, &config(true, false, false)).err().expect("open on a file");
+    assert_eq!(err.engine(), engine);
+    assert!(err.to_string().starts_with(engine), "{err}");
+    let _ = std::fs::remove_file(&dir.0);
+}
+
+/// Four threads put, get and scan on one handle at once; each checks its own keys.
+fn concurrent<P: Peer>(engine: &str) {
+    const THREADS: usize = 4;
+    const KEYS_PER_THREAD: usize = 500;
+    let dir = TempDir::new(engine, "threads");
+    let peer = P::open(&dir.0, &config(true, false, false)).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let peer = &peer;
+            scope.spawn(move || {
+                let mut rng = Rng::new(thread as u64 + 100);
+                let mut out = Vec::new();
+                for i in 0..KEYS_PER_THREAD {
+                    let key = format!("t{thread}-{i:05}").into_bytes();
+                    let value = rng.bytes(0, 100);
+                    peer.put(&key, &value).unwrap();
+                    assert!(peer.get(&key, &mut out).unwrap());
+                    assert_eq!(out, value);
+                    // Others' keys: may or may not be there yet, but never torn.
+                    let other = format!("t{}-{:05}", rng.range(0, THREADS - 1), i).into_bytes();
+                    if peer.get(&other, &mut out).unwrap() {
+                        assert!(out.len() <= 100);
+                    }
+                    if i % 50 == 0 {
+                        let mut last: Option<Vec<u8>> = None;
+                        peer.scan(b"t", 20, &mut |k, _| {
+                            if let Some(last) = &last {
+                                assert!(last.as_slice() < k, "scan out of order");
+                            }
+                            last = Some(k.to_vec());
+                        })
+                        .unwrap();
+                        let batch = [(&b"shared"[..], &value[..]), (&key[..], &value[..])];
+                        peer.put_batch(&batch).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let all = contents(&peer);
+    assert_eq!(
+        all.len(),
+        THREADS * KEYS_PER_THREAD + 1,
+        "{engine}: every thread's keys and 'shared'"
+    );
+}
+
+macro_rules! engine_tests {
+    ($module:ident, $engine:ty, $name:literal, $seed:literal) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn conformance_against_a_model() {
+                conformance::<$engine>($name, $seed);
+            }
+
+            #[test]
+            fn durable_without_log_and_with_sync() {
+                super::durable_without_log_and_with_sync::<$engine>($name);
+            }
+
+            #[test]
+            fn missing_keys() {
+                super::missing_keys::<$engine>($name);
+            }
+
+            #[test]
+            fn open_on_a_file_fails() {
+                super::open_on_a_file_fails::<$engine>($name);
+            }
+
+            #[test]
+            fn concurrent_threads_on_one_handle() {
+                concurrent::<$engine>($name);
+            }
+        }
+    };
+}
+
+engine_tests!(rocksdb, RocksDb, "rocksdb", 1);
+engine_tests!(wiredtiger, WiredTiger, "wiredtiger", 2);
+engine_tests!(lmdb, Lmdb, "lmdb", 3);
+
+/// RocksDB and WiredTiger cannot sync a log they do not write: refused at open, naming why.
+#[test]
+fn sync_without_log_is_refused() {
+    let dir = TempDir::new("all", "sync-nolog");
+    let bad = config(false, true, false);
+    for err in [RocksDb::open(&dir.0, &bad).err(), WiredTiger::open(&dir.0, &bad).err()] {
+        let err = err.expect("sync without log");
+        assert!(err.to_string().contains("sync needs the write-ahead log"), "{err}");
+    }
+}
