@@ -1,12 +1,29 @@
 #!/usr/bin/env bash
 # The one entry point for developers and CI: formatting, lints with warnings denied, and
 # every test (the fuzz targets' decoders also run as ordinary tests over random inputs).
+#
+# The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB) are built and tested too when
+# their Debian packages are installed (librocksdb-dev libwiredtiger-dev liblmdb-dev);
+# FERRITE_REQUIRE_PEERS=1 (as CI sets it) makes their absence an error instead of a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+features=()
+if [[ -f /usr/include/rocksdb/c.h && -f /usr/include/wiredtiger.h && -f /usr/include/lmdb.h ]]; then
+    features=(--features ferrite-cli/peers,ferrite-peers/link)
+    echo "== peers' libraries found: building and testing RocksDB, WiredTiger and LMDB too"
+elif [[ "${FERRITE_REQUIRE_PEERS:-0}" == 1 ]]; then
+    echo "error: FERRITE_REQUIRE_PEERS=1 but the peers' headers are missing" \
+        "(apt-get install librocksdb-dev libwiredtiger-dev liblmdb-dev)" >&2
+    exit 1
+else
+    echo "== peers' libraries not installed: testing without them" \
+        "(apt-get install librocksdb-dev libwiredtiger-dev liblmdb-dev to include them)"
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings denied)"
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 echo "== cargo test"
-cargo test --workspace
+cargo test --workspace "${features[@]}"

@@ -19,6 +19,8 @@ pub mod io;
 pub mod keys;
 pub mod lookup;
 pub mod lookup_tasks;
+#[cfg(feature = "peers")]
+pub mod peers;
 pub mod phase;
 pub mod progress;
 pub mod report;

@@ -631,6 +631,7 @@ fn run_threads(
         OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
     let phase = AtomicU8::new(WARMUP);
     let failure = Mutex::new(None);
+    let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk));
     thread::scope(|scope| {
         let parts: Vec<_> = (0..config.threads)
             .map(|t| {
@@ -640,7 +641,8 @@ fn run_threads(
                 })
             })
             .collect();
-        let measured = measure_phases(config, &phase, disk);
+        let window = early.unwrap_or_else(|| open_window(config, &phase, disk));
+        let measured = close_window(config, &phase, disk, window);
         let mut counts = OpCounts::default();
         let mut latency_ns = new_hdr();
         for part in parts {
@@ -668,18 +670,32 @@ struct Measured {
     disk: Option<DiskCounters>,
 }
 
-/// Warm-up, then the measured window (ended early when the workers stop: a fill done).
-fn measure_phases(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>) -> Measured {
+/// The start of the measured window: when, and the counters then.
+struct Window {
+    start: Instant,
+    cpu: CpuTime,
+    disk: Option<DiskCounters>,
+}
+
+/// Waits out the warm-up (unless the run stops first), then opens the measured window. Runs
+/// without warm-up (fills) open it before the operations start, so that none goes uncounted.
+fn open_window(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>) -> Window {
     wait(phase, config.warmup());
-    let disk_before = disk.and_then(Disk::counters);
-    let cpu_before = CpuTime::now();
+    let disk = disk.and_then(Disk::counters);
+    let cpu = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
-    let start = Instant::now();
-    wait(phase, Duration::from_secs_f64(config.seconds));
+    Window { start: Instant::now(), cpu, disk }
+}
+
+/// Waits for the end of the measured window (or for the operations to stop: a fill done)
+/// and takes the counters.
+fn close_window(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>, w: Window) -> Measured {
+    let measure = Duration::from_secs_f64(config.seconds);
+    wait(phase, measure.saturating_sub(w.start.elapsed()));
     phase.store(STOP, Ordering::Release);
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu = CpuTime::now().since(cpu_before);
-    let disk = disk_before.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
+    let seconds = w.start.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(w.cpu);
+    let disk = w.disk.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
     Measured { counts: OpCounts::default(), latency_ns: new_hdr(), seconds, cpu, disk }
 }
 
@@ -885,8 +901,10 @@ impl OpenStore {
         match &self.tasks {
             Some(driver) if config.tasks_mode() => {
                 let phase = Arc::new(AtomicU8::new(WARMUP));
+                let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk));
                 let running = driver.start(config, Arc::clone(keys), Arc::clone(&phase))?;
-                let measured = measure_phases(config, &phase, disk);
+                let window = early.unwrap_or_else(|| open_window(config, &phase, disk));
+                let measured = close_window(config, &phase, disk, window);
                 let (counts, latency_ns) = running.finish()?;
                 Ok(Measured { counts, latency_ns, ..measured })
             }

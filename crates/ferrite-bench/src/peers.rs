@@ -1,0 +1,189 @@
+//! The peers behind `KvStore` (feature `peers`): RocksDB, WiredTiger and LMDB from
+//! `ferrite-peers`, configured for the comparison as seed 000 configured them:
+//!
+//! - the cache of every store is `--cache-mib` (Ferrite's pool, RocksDB's block cache,
+//!   WiredTiger's cache); LMDB has none and reads through the OS page cache, which this build
+//!   does not cap: its results are marked "page cache" in every report;
+//! - O_DIRECT for data where the store supports it (RocksDB reads, flushes and compactions;
+//!   WiredTiger data files), 4 KiB blocks/pages, RocksDB's bloom filters (10 bits per key);
+//! - no write-ahead log on any store: Ferrite has none yet, and the peers' logs are off so
+//!   that every store does the same work (the durability comparison, sync commits, is the
+//!   write-ahead-log issue's benchmark).
+//!
+//! Every option each store was opened with is in its `describe()`, printed with every run.
+
+use std::path::Path;
+
+use ferrite_peers::{Lmdb, PeerConfig, PeerError, RocksDb, WiredTiger};
+
+use crate::error::BenchError;
+use crate::store::{KvStore, StoreError};
+use crate::workload::{OpenStore, RunConfig, StoreKind};
+
+/// LMDB's map: the most it may ever hold (virtual: it costs nothing until used).
+const LMDB_MAP_BYTES: u64 = 256 << 30;
+
+/// The peers' common API, as `ferrite-peers` gives it.
+trait Peer: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError>;
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError>;
+    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError>;
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, PeerError>;
+    fn flush(&self) -> Result<(), PeerError>;
+    fn describe_config(&self) -> String;
+}
+
+macro_rules! peer {
+    ($t:ty) => {
+        impl Peer for $t {
+            fn name(&self) -> &'static str {
+                <$t>::name(self)
+            }
+            fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError> {
+                <$t>::get(self, key, out)
+            }
+            fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
+                <$t>::put(self, key, value)
+            }
+            fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError> {
+                <$t>::put_batch(self, entries)
+            }
+            fn scan(
+                &self,
+                start: &[u8],
+                limit: usize,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<usize, PeerError> {
+                <$t>::scan(self, start, limit, visit)
+            }
+            fn flush(&self) -> Result<(), PeerError> {
+                <$t>::flush(self)
+            }
+            fn describe_config(&self) -> String {
+                <$t>::describe_config(self)
+            }
+        }
+    };
+}
+
+peer!(RocksDb);
+peer!(WiredTiger);
+peer!(Lmdb);
+
+/// A peer as a `KvStore`.
+struct PeerStore(Box<dyn Peer>);
+
+fn boxed(e: PeerError) -> StoreError {
+    Box::new(e)
+}
+
+impl KvStore for PeerStore {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.0.put(key, value).map_err(boxed)
+    }
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        self.0.get(key, out).map_err(boxed)
+    }
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StoreError> {
+        self.0.scan(start, limit, visit).map_err(boxed)
+    }
+    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+        self.0.put_batch(entries).map_err(boxed)
+    }
+    fn flush(&self) -> Result<(), StoreError> {
+        self.0.flush().map_err(boxed)
+    }
+    fn describe(&self) -> String {
+        let config = self.0.describe_config();
+        if self.0.name() == "lmdb" {
+            format!("{config} [page cache: not capped to --cache-mib]")
+        } else {
+            config
+        }
+    }
+}
+
+/// The peer options of a run.
+pub fn peer_config(config: &RunConfig) -> PeerConfig {
+    PeerConfig {
+        cache_bytes: config.cache_mib << 20,
+        direct_io: config.direct_io,
+        log: false,
+        sync: false,
+        map_bytes: LMDB_MAP_BYTES,
+    }
+}
+
+/// Opens peer `kind` in `dir` for a run.
+pub fn open(kind: StoreKind, config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchError> {
+    let options = peer_config(config);
+    let err = |e: PeerError| BenchError::Store(Box::new(e));
+    let peer: Box<dyn Peer> = match kind {
+        StoreKind::RocksDb => Box::new(RocksDb::open(dir, &options).map_err(err)?),
+        StoreKind::WiredTiger => Box::new(WiredTiger::open(dir, &options).map_err(err)?),
+        StoreKind::Lmdb => Box::new(Lmdb::open(dir, &options).map_err(err)?),
+        StoreKind::Ferrite => unreachable!("Ferrite is not a peer"),
+    };
+    Ok(OpenStore::threads(Box::new(PeerStore(peer))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::check_store;
+    use crate::workload::{open_store, run};
+    use crate::ycsb::Workload;
+    use ferrite::test_util::TempDir;
+
+    /// Each peer passes the same conformance check as Ferrite, through the same trait.
+    #[test]
+    fn every_peer_conforms() {
+        for kind in [StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb] {
+            let dir = TempDir::new(&format!("peer-{}", kind.name()));
+            let config = RunConfig { direct_io: false, ..RunConfig::new(Workload::Lookup, kind) };
+            let store = open(kind, &config, dir.path()).unwrap();
+            check_store(store.kv(), 11, 3000);
+        }
+    }
+
+    /// The workloads run on every peer and verify what they read.
+    #[test]
+    fn workloads_run_on_every_peer() {
+        for kind in [StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb] {
+            let dir = TempDir::new(&format!("peer-run-{}", kind.name()));
+            for workload in
+                [Workload::Lookup, Workload::Ycsb('a'), Workload::Ycsb('e'), Workload::FillRandom]
+            {
+                let config = RunConfig {
+                    dir: dir.path().join("bench-peer"),
+                    records: 3000,
+                    cache_mib: 8,
+                    seconds: 0.3,
+                    threads: 2,
+                    keep: true,
+                    ceiling: false,
+                    direct_io: false,
+                    ..RunConfig::new(workload, kind)
+                };
+                let report = run(&config, &open_store, false)
+                    .unwrap_or_else(|e| panic!("{workload} on {}: {e}", kind.name()));
+                assert!(report.counts.total() > 0, "{workload} on {}", kind.name());
+                assert_eq!(report.result_line().get("store"), Some(kind.name()));
+            }
+        }
+    }
+}
