@@ -186,12 +186,66 @@ pub fn run(
         rows.push((label.unwrap_or_else(|| step.workload.name()), cells));
     }
     let markdown = out.join(format!("{suite_name}.md"));
-    let text = tables(suite_name, stores, &rows, &failures);
+    let charts = charts(suite_name, stores, &rows, out)?;
+    let mut text = tables(suite_name, stores, &rows, &failures);
+    for chart in charts.iter().filter(|c| c.extension().is_some_and(|e| e == "svg")) {
+        let name = chart.file_name().unwrap_or_default().to_string_lossy();
+        let _ = writeln!(text, "![{name}]({name})\n");
+    }
     std::fs::write(&markdown, text).map_err(|e| BenchError::Io {
         context: format!("writing {}", markdown.display()),
         source: e,
     })?;
-    Ok(CompareOutput { markdown, json, charts: Vec::new(), failures })
+    Ok(CompareOutput { markdown, json, charts, failures })
+}
+
+/// A chart's file name part, axis label, title, log scale, and the value of a run.
+type Figure = (&'static str, &'static str, &'static str, bool, fn(&RunReport) -> f64);
+
+/// Charts of the suite: operations/s and CPU per operation, workloads as groups and stores
+/// as bars, each as SVG and PNG.
+fn charts(
+    suite_name: &str,
+    stores: &[StoreKind],
+    rows: &[(String, Vec<Option<RunReport>>)],
+    out: &Path,
+) -> Result<Vec<PathBuf>, BenchError> {
+    let series: Vec<String> = stores.iter().map(|s| s.name().to_owned()).collect();
+    let groups: Vec<String> = rows.iter().map(|(label, _)| short_label(label)).collect();
+    let mut written = Vec::new();
+    let figures: [Figure; 2] = [
+        ("ops", "operations/s", "operations per second (higher is better)", false, |r| {
+            r.ops_per_s()
+        }),
+        ("cpu", "CPU us per operation", "CPU per operation (lower is better)", true, |r| {
+            r.cpu.total_s() * 1e6 / r.counts.total().max(1) as f64
+        }),
+    ];
+    for (file, y_label, title, log_scale, value) in figures {
+        let chart = crate::chart::BarChart {
+            title: format!("ferrite bench compare {suite_name}: {title}"),
+            y_label: y_label.to_owned(),
+            groups: groups.clone(),
+            series: series.clone(),
+            values: rows
+                .iter()
+                .map(|(_, cells)| cells.iter().map(|c| c.as_ref().map(value)).collect())
+                .collect(),
+            log_scale,
+        };
+        let path = out.join(format!("{suite_name}-{file}"));
+        let (svg, png) = chart.write(&path).map_err(|e| BenchError::Io {
+            context: format!("writing {}", path.display()),
+            source: e,
+        })?;
+        written.extend([svg, png]);
+    }
+    Ok(written)
+}
+
+/// A row label short enough for a chart's axis: the workload and the concurrency.
+fn short_label(label: &str) -> String {
+    label.split(" [").next().unwrap_or(label).replace(" (zipfian)", "").replace(" threads", "t")
 }
 
 /// The machine and the commit, for the tables' heading.
@@ -334,5 +388,43 @@ mod tests {
         let c = config_for(&base, &tasks, StoreKind::Ferrite).unwrap();
         assert_eq!((c.workers, c.tasks), (1, 32));
         assert!(c.dir.ends_with("bench-ferrite"));
+    }
+
+    #[test]
+    fn a_suite_writes_tables_json_lines_and_charts() {
+        let dir = ferrite::test_util::TempDir::new("compare");
+        let base = RunConfig {
+            dir: dir.path().join("data"),
+            records: 2000,
+            cache_mib: 1,
+            seconds: 0.2,
+            workers: 1,
+            tasks: 4,
+            ceiling: false,
+            ..RunConfig::new(Workload::Lookup, StoreKind::Ferrite)
+        };
+        let steps = suite("quick").unwrap();
+        let out = dir.path().join("out");
+        let mut lines = Vec::new();
+        let output = run("quick", &steps, &[StoreKind::Ferrite], &base, &out, &mut |l| {
+            lines.push(l.to_owned())
+        })
+        .unwrap();
+        assert!(output.failures.is_empty(), "{:?}", output.failures);
+        assert_eq!(lines.len(), steps.len());
+        let md = std::fs::read_to_string(&output.markdown).unwrap();
+        assert!(md.contains("| workload | ferrite |") && md.contains("ycsb-e"), "{md}");
+        assert!(md.contains("commit "));
+        let runs = std::fs::read_to_string(&output.json).unwrap();
+        assert_eq!(runs.lines().count(), steps.len());
+        assert_eq!(output.charts.len(), 4);
+        for chart in &output.charts {
+            let bytes = std::fs::read(chart).unwrap();
+            assert!(
+                bytes.starts_with(b"\x89PNG")
+                    || bytes.starts_with(b"<svg")
+                    || bytes.starts_with(b"<?xml")
+            );
+        }
     }
 }
