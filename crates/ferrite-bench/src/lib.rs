@@ -19,6 +19,7 @@ pub mod io;
 pub mod keys;
 pub mod lookup;
 pub mod lookup_tasks;
+pub mod memcap;
 #[cfg(feature = "peers")]
 pub mod peers;
 pub mod phase;

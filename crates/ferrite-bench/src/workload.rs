@@ -464,8 +464,9 @@ struct Part {
 }
 
 fn new_hdr() -> Hdr<u64> {
-    // 1 ns to 1 hour at 3 significant digits.
-    Hdr::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+    // 1 ns to 100 s at 2 significant digits (1 %): ~30 KiB a histogram, one per thread or
+    // task. Longer latencies are recorded as 100 s.
+    Hdr::new_with_bounds(1, 100_000_000_000, 2).expect("valid histogram bounds")
 }
 
 /// The arrival schedule of one open-loop stream: Poisson arrivals at `rate` per second.
@@ -612,7 +613,7 @@ fn thread_part(
         }
         if current == MEASURE {
             let nanos = u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            let _ = latency_ns.record(nanos.max(1));
+            latency_ns.saturating_record(nanos.max(1));
             counts.add(&op_counts);
         }
     }
@@ -626,6 +627,7 @@ fn run_threads(
     config: &RunConfig,
     keys: &KeySpace,
     disk: Option<&Disk>,
+    show: bool,
 ) -> Result<Measured, BenchError> {
     let template =
         OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
@@ -642,7 +644,7 @@ fn run_threads(
             })
             .collect();
         let window = early.unwrap_or_else(|| open_window(config, &phase, disk));
-        let measured = close_window(config, &phase, disk, window);
+        let measured = close_window(config, &phase, disk, window, show);
         let mut counts = OpCounts::default();
         let mut latency_ns = new_hdr();
         for part in parts {
@@ -687,11 +689,32 @@ fn open_window(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>) -> Win
     Window { start: Instant::now(), cpu, disk }
 }
 
-/// Waits for the end of the measured window (or for the operations to stop: a fill done)
-/// and takes the counters.
-fn close_window(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>, w: Window) -> Measured {
+/// Waits for the end of the measured window (or for the operations to stop: a fill done),
+/// showing the time measured so far, and takes the counters.
+fn close_window(
+    config: &RunConfig,
+    phase: &AtomicU8,
+    disk: Option<&Disk>,
+    w: Window,
+    show: bool,
+) -> Measured {
     let measure = Duration::from_secs_f64(config.seconds);
-    wait(phase, measure.saturating_sub(w.start.elapsed()));
+    let total_ms = measure.as_millis() as u64;
+    let mut progress = if show {
+        let label = format!("running {} on {}", config.workload, config.store.name());
+        Progress::stderr(&label, "ms", total_ms)
+    } else {
+        Progress::hidden(total_ms)
+    };
+    loop {
+        let left = measure.saturating_sub(w.start.elapsed());
+        if left.is_zero() || phase.load(Ordering::Acquire) == STOP {
+            break;
+        }
+        wait(phase, left.min(Duration::from_millis(500)));
+        progress.set((w.start.elapsed().as_millis() as u64).min(total_ms));
+    }
+    progress.finish();
     phase.store(STOP, Ordering::Release);
     let seconds = w.start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(w.cpu);
@@ -771,9 +794,30 @@ pub fn run(
     }
     let device_iops = if config.ceiling { Some(ceiling(&dir, config.direct_io)?) } else { None };
     let disk = Disk::of(&dir);
+    // LMDB reads through the page cache: cap it, as the others' caches are capped.
+    let (cap, cap_note) = if config.store == StoreKind::Lmdb {
+        let headroom = (8 << 20) + config.threads as u64 * (96 << 10);
+        match crate::memcap::MemoryCap::enter((config.cache_mib << 20) + headroom) {
+            Ok(cap) => {
+                crate::memcap::evict_from_page_cache(&dir);
+                let note = format!(
+                    " [page cache capped: a memory cgroup of {} MiB, the cache plus {} MiB \
+                     for the process's own memory]",
+                    cap.limit_bytes >> 20,
+                    headroom >> 20
+                );
+                (Some(cap), note)
+            }
+            Err(reason) => (None, format!(" [page cache NOT capped ({reason})]")),
+        }
+    } else {
+        (None, String::new())
+    };
     let keys = Arc::new(KeySpace::new(if needs_data { config.records } else { 0 }));
-    let measured = store.run(config, &keys, disk.as_ref())?;
-    let store_description = store.kv().describe();
+    let measured = store.run(config, &keys, disk.as_ref(), progress_label);
+    drop(cap);
+    let measured = measured?;
+    let store_description = store.kv().describe() + &cap_note;
     drop(store);
     let report = RunReport {
         config: config.clone(),
@@ -897,6 +941,7 @@ impl OpenStore {
         config: &RunConfig,
         keys: &Arc<KeySpace>,
         disk: Option<&Disk>,
+        show: bool,
     ) -> Result<Measured, BenchError> {
         match &self.tasks {
             Some(driver) if config.tasks_mode() => {
@@ -904,11 +949,11 @@ impl OpenStore {
                 let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk));
                 let running = driver.start(config, Arc::clone(keys), Arc::clone(&phase))?;
                 let window = early.unwrap_or_else(|| open_window(config, &phase, disk));
-                let measured = close_window(config, &phase, disk, window);
+                let measured = close_window(config, &phase, disk, window, show);
                 let (counts, latency_ns) = running.finish()?;
                 Ok(Measured { counts, latency_ns, ..measured })
             }
-            _ => run_threads(&*self.kv, config, keys, disk),
+            _ => run_threads(&*self.kv, config, keys, disk, show),
         }
     }
 }

@@ -193,7 +193,7 @@ impl TaskDriver for FerriteTasks {
                     if current == MEASURE {
                         let nanos =
                             u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                        let _ = latency_ns.record(nanos.max(1));
+                        latency_ns.saturating_record(nanos.max(1));
                         counts.add_from(&op_counts);
                     }
                 }
