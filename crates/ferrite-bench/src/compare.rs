@@ -268,14 +268,37 @@ pub fn provenance() -> String {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb >> 20);
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    // The checkout the binary was built in (target/release/ferrite sits inside it), else the
+    // current directory's.
+    let exe_dir = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    let commit = exe_dir
+        .into_iter()
+        .chain(std::env::current_dir().ok())
+        .find_map(|dir| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&dir)
+                .args(["rev-parse", "--short", "HEAD"])
+                .output()
+                .ok()?;
+            out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown".into());
     format!("{cpu}, {cores} cores, {mem_gib} GiB RAM; commit {commit}")
+}
+
+/// LMDB reads through the OS page cache: say whether the runs capped it.
+fn store_note(store: StoreKind, rows: &[(String, Vec<Option<RunReport>>)]) -> &'static str {
+    if store != StoreKind::Lmdb {
+        return "";
+    }
+    let lmdb_runs = rows.iter().flat_map(|(_, cells)| cells.iter().flatten());
+    let mut descriptions = lmdb_runs.filter(|r| r.config.store == StoreKind::Lmdb);
+    if descriptions.all(|r| r.store_description.contains("page cache capped")) {
+        " (page cache capped by a cgroup)"
+    } else {
+        " (page cache NOT capped)"
+    }
 }
 
 /// A table's metric: title, whether higher is better, the value of a run, its display.
@@ -328,9 +351,7 @@ fn tables(
         let _ = writeln!(s, "**{title}**\n");
         let _ = write!(s, "| workload |");
         for store in stores {
-            // LMDB reads through the OS page cache, which these runs do not cap.
-            let note = if *store == StoreKind::Lmdb { " (page cache)" } else { "" };
-            let _ = write!(s, " {}{note} |", store.name());
+            let _ = write!(s, " {}{} |", store.name(), store_note(*store, rows));
         }
         let _ = write!(s, "\n|---|");
         for _ in stores {

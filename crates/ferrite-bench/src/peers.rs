@@ -11,7 +11,10 @@
 //!   that every store does the same work (the durability comparison, sync commits, is the
 //!   write-ahead-log issue's benchmark).
 //!
-//! Every option each store was opened with is in its `describe()`, printed with every run.
+//! Before every measured run each store settles (`KvStore::settle`): pages written back,
+//! RocksDB's memtable flushed and its key range compacted, so no run pays for the previous
+//! run's (or the load's) background work. Every option each store was opened with is in its
+//! `describe()`, printed with every run.
 
 use std::path::Path;
 
@@ -37,11 +40,24 @@ trait Peer: Send + Sync {
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize, PeerError>;
     fn flush(&self) -> Result<(), PeerError>;
+    fn settle(&self) -> Result<(), PeerError> {
+        self.flush()
+    }
     fn describe_config(&self) -> String;
 }
 
 macro_rules! peer {
+    ($t:ty, settle) => {
+        peer!($t, {
+            fn settle(&self) -> Result<(), PeerError> {
+                <$t>::settle(self)
+            }
+        });
+    };
     ($t:ty) => {
+        peer!($t, {});
+    };
+    ($t:ty, { $($extra:tt)* }) => {
         impl Peer for $t {
             fn name(&self) -> &'static str {
                 <$t>::name(self)
@@ -69,11 +85,12 @@ macro_rules! peer {
             fn describe_config(&self) -> String {
                 <$t>::describe_config(self)
             }
+            $($extra)*
         }
     };
 }
 
-peer!(RocksDb);
+peer!(RocksDb, settle);
 peer!(WiredTiger);
 peer!(Lmdb);
 
@@ -107,6 +124,9 @@ impl KvStore for PeerStore {
     }
     fn flush(&self) -> Result<(), StoreError> {
         self.0.flush().map_err(boxed)
+    }
+    fn settle(&self) -> Result<(), StoreError> {
+        self.0.settle().map_err(boxed)
     }
     fn describe(&self) -> String {
         // (For LMDB the runner adds whether its page cache was capped.)

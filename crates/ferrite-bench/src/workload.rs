@@ -792,6 +792,7 @@ pub fn run(
             source: e,
         })?;
     }
+    store.kv().settle().map_err(BenchError::Store)?;
     let device_iops = if config.ceiling { Some(ceiling(&dir, config.direct_io)?) } else { None };
     let disk = Disk::of(&dir);
     // LMDB reads through the page cache: cap it, as the others' caches are capped.

@@ -245,6 +245,15 @@ impl RocksDb {
         check("rocksdb_flush", err)
     }
 
+    /// Flushes, then compacts the whole key range and waits for it: the LSM tree settled, no
+    /// compaction debt left for a measurement to pay (after a load, or between runs).
+    pub fn settle(&self) -> Result<(), PeerError> {
+        self.flush()?;
+        // SAFETY: a live database; null bounds mean the whole key range.
+        unsafe { rocksdb_compact_range(self.db.as_ptr(), ptr::null(), 0, ptr::null(), 0) };
+        Ok(())
+    }
+
     /// Every option `open` set, on one line.
     pub fn describe_config(&self) -> String {
         self.description.clone()

@@ -151,6 +151,13 @@ extern "C" {
         errptr: *mut *mut c_char,
     );
     pub(crate) fn rocksdb_free(ptr: *mut c_void);
+    pub(crate) fn rocksdb_compact_range(
+        db: *mut rocksdb_t,
+        start_key: *const c_char,
+        start_key_len: size_t,
+        limit_key: *const c_char,
+        limit_key_len: size_t,
+    );
 
     pub(crate) fn rocksdb_writebatch_create() -> *mut rocksdb_writebatch_t;
     pub(crate) fn rocksdb_writebatch_destroy(batch: *mut rocksdb_writebatch_t);
