@@ -2,7 +2,8 @@
 //! the only implementation is a Ferrite tree, later peers (RocksDB, LMDB, ...) join behind the
 //! same trait. Tests use an in-memory map so that workloads are tested without an engine.
 
-use ferrite::buffer::BufferPool;
+use std::ops::Deref;
+
 use ferrite::{Db, Tree};
 
 /// An error from a store, whatever the store.
@@ -79,20 +80,22 @@ pub trait KvStore: Sync {
     }
 }
 
-/// A tree of a Ferrite database, counting device reads from its buffer pool.
+/// A tree of a Ferrite database, counting device reads from its buffer pool. `D` holds the
+/// database: a borrow (`&Db`, the lookup benchmark) or a share (`Arc<Db>`, the comparison
+/// workloads, which own their store).
 #[derive(Debug)]
-pub struct FerriteTree<'db> {
+pub struct FerriteTree<D: Deref<Target = Db>> {
+    db: D,
     tree: Tree,
-    pool: &'db BufferPool,
 }
 
-impl<'db> FerriteTree<'db> {
-    pub fn new(db: &'db Db, tree: Tree) -> Self {
-        FerriteTree { tree, pool: db.pool() }
+impl<D: Deref<Target = Db>> FerriteTree<D> {
+    pub fn new(db: D, tree: Tree) -> Self {
+        FerriteTree { db, tree }
     }
 }
 
-impl KvStore for FerriteTree<'_> {
+impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     fn name(&self) -> &'static str {
         "ferrite"
     }
@@ -124,20 +127,23 @@ impl KvStore for FerriteTree<'_> {
         Ok(visited)
     }
 
-    fn describe(&self) -> String {
-        format!(
-            "ferrite: buffer pool {} pages of 4 KiB, O_DIRECT, B+tree of 4 KiB nodes, no log",
-            self.pool.pool_pages()
-        )
-    }
-
     fn flush(&self) -> Result<(), StoreError> {
-        Ok(self.pool.flush_all()?)
+        Ok(self.db.pool().flush_all()?)
     }
 
     fn io_counters(&self) -> Option<IoCounters> {
-        let stats = self.pool.stats();
+        let stats = self.db.pool().stats();
         Some(IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions })
+    }
+
+    fn describe(&self) -> String {
+        let workers = self.db.worker_count();
+        let engine = self.db.engine().map_or("none".to_owned(), |e| e.name().to_owned());
+        format!(
+            "ferrite: buffer pool {} MiB of 4 KiB frames, O_DIRECT unless --no-direct, B+tree \
+             of 4 KiB nodes, {workers} workers ({engine}), no log",
+            (self.db.pool().pool_pages() * 4096) >> 20
+        )
     }
 }
 

@@ -25,7 +25,7 @@ use hdrhistogram::Histogram as Hdr;
 use crate::error::BenchError;
 use crate::phase::{MEASURE, STOP};
 use crate::rng::Rng;
-use crate::store::{KvStore, StoreError};
+use crate::store::FerriteTree;
 use crate::workload::{
     check_scanned, histogram, key, merge_parts, verify, Arrivals, OpCounts, OpenStore, RunConfig,
     RunningTasks, TaskDriver,
@@ -35,11 +35,7 @@ use crate::ycsb::{check_versioned, versioned_value, KeySpace, Op, OpStream};
 const TREE: &str = "bench";
 
 /// A Ferrite database and its benchmark tree, owned.
-#[derive(Debug)]
-pub struct FerriteStore {
-    db: Arc<Db>,
-    tree: Tree,
-}
+pub type FerriteStore = FerriteTree<Arc<Db>>;
 
 /// Opens Ferrite in `dir` for `config`: the pool is the run's cache, the workers and their
 /// depth as asked.
@@ -54,53 +50,11 @@ pub fn open_ferrite(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchEr
     };
     let db = Arc::new(Db::open(dir, options)?);
     let tree = db.tree(TREE)?;
-    let store = FerriteStore { db: Arc::clone(&db), tree: tree.clone() };
+    let store = FerriteStore::new(Arc::clone(&db), tree.clone());
     if config.tasks_mode() {
         Ok(OpenStore::with_tasks(Box::new(store), Box::new(FerriteTasks { db, tree })))
     } else {
         Ok(OpenStore::threads(Box::new(store)))
-    }
-}
-
-impl KvStore for FerriteStore {
-    fn name(&self) -> &'static str {
-        "ferrite"
-    }
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        Ok(self.tree.put(key, value)?)
-    }
-    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        let found = self.tree.get_with(key, |value| {
-            out.clear();
-            out.extend_from_slice(value);
-        })?;
-        Ok(found.is_some())
-    }
-    fn scan(
-        &self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<usize, StoreError> {
-        let mut visited = 0;
-        for entry in self.tree.range(start..).take(limit) {
-            let (key, value) = entry?;
-            visit(&key, &value);
-            visited += 1;
-        }
-        Ok(visited)
-    }
-    fn flush(&self) -> Result<(), StoreError> {
-        Ok(self.db.pool().flush_all()?)
-    }
-    fn describe(&self) -> String {
-        let workers = self.db.worker_count();
-        let engine = self.db.engine().map_or("none".to_owned(), |e| e.name().to_owned());
-        format!(
-            "ferrite: buffer pool {} MiB of 4 KiB frames, O_DIRECT, B+tree of 4 KiB nodes, \
-             {workers} workers ({engine}), no log",
-            (self.db.pool().pool_pages() * 4096) >> 20
-        )
     }
 }
 

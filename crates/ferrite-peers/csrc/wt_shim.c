@@ -19,6 +19,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <wiredtiger.h>
 
@@ -27,9 +28,13 @@ _Static_assert(WIREDTIGER_VERSION_MAJOR == 3, "written against WiredTiger 3.x");
 /* A write that meets another transaction's uncommitted update gets WT_ROLLBACK; an auto-commit
  * put or remove is retried this many times (yielding in between) before giving up. */
 #define FWT_ROLLBACK_RETRIES 10000
-/* A batch is retried fewer times: its rollback can also mean that the transaction's updates do
- * not fit in the cache, which retrying does not cure. */
-#define FWT_BATCH_ROLLBACK_RETRIES 100
+/* A batch is retried as often, sleeping 100 us between attempts after the first hundred (a
+ * concurrent batch that holds a key it writes may take a while to commit; a test with four
+ * threads batching onto one shared key failed after 100 quick retries). A rollback because a
+ * transaction's updates do not fit in the cache is not cured by retrying: it fails after the
+ * last attempt, about a second later. */
+#define FWT_BATCH_ROLLBACK_RETRIES 10000
+#define FWT_BATCH_QUICK_RETRIES 100
 
 /* One (key, value) of a batch; the Rust side has the same #[repr(C)] struct. */
 typedef struct {
@@ -303,7 +308,10 @@ fwt_put_batch(WT_SESSION *session, WT_CURSOR *cursor, const fwt_entry *entries, 
 		if (ret != WT_ROLLBACK || attempt == FWT_BATCH_ROLLBACK_RETRIES)
 			break;
 		fwt_message[0] = '\0'; /* a conflict we retry is not the caller's error */
-		sched_yield();
+		if (attempt < FWT_BATCH_QUICK_RETRIES)
+			sched_yield();
+		else
+			usleep(100);
 	}
 	return fwt_leave(ret);
 }

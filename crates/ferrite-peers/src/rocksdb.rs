@@ -44,7 +44,8 @@ impl RocksDb {
     /// - full-key bloom filter, 10 bits per key (`rocksdb_filterpolicy_create_bloom_full`);
     /// - `cache_index_and_filter_blocks` on: index and filter blocks compete for the same cache;
     /// - `use_direct_reads` and `use_direct_io_for_flush_and_compaction` = `direct_io`;
-    /// - `create_if_missing`, `write_buffer_size` 64 MiB, `max_background_jobs` 2, no compression;
+    /// - `create_if_missing`, `write_buffer_size` 64 MiB, `max_background_jobs` 2, no compression,
+    ///   `level_compaction_dynamic_level_bytes` on;
     /// - write options: `disableWAL` = !`log`, `sync` = `sync` (RocksDB rejects sync without
     ///   the WAL, so that combination is refused here). Without the WAL, writes reach disk at
     ///   [`flush`](Self::flush), memtable switches, or close.
@@ -85,6 +86,10 @@ impl RocksDb {
                 config.direct_io.into(),
             );
             rocksdb_options_set_write_buffer_size(options.ptr(), WRITE_BUFFER_BYTES);
+            // Levels sized from the bottom up (RocksDB's recommended setting, the default from
+            // 8.4): a full compaction (`settle`) leaves the data in the last level, with no
+            // follow-up compactions to run during a measurement.
+            rocksdb_options_set_level_compaction_dynamic_level_bytes(options.ptr(), 1);
             rocksdb_options_set_max_background_jobs(options.ptr(), MAX_BACKGROUND_JOBS);
             rocksdb_options_set_compression(options.ptr(), ROCKSDB_NO_COMPRESSION);
             (options, cache)
@@ -110,7 +115,7 @@ impl RocksDb {
              cache_index_and_filter_blocks=true, use_direct_reads={direct}, \
              use_direct_io_for_flush_and_compaction={direct}, create_if_missing=true, \
              write_buffer_size={WRITE_BUFFER_BYTES}, max_background_jobs={MAX_BACKGROUND_JOBS}, \
-             compression=none, disableWAL={no_wal}, sync={sync}",
+             level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, sync={sync}",
             direct = config.direct_io,
             no_wal = !config.log,
             sync = config.sync,

@@ -46,6 +46,10 @@ extern "C" {
         v: c_uchar,
     );
     pub(crate) fn rocksdb_options_set_write_buffer_size(options: *mut rocksdb_options_t, v: size_t);
+    pub(crate) fn rocksdb_options_set_level_compaction_dynamic_level_bytes(
+        options: *mut rocksdb_options_t,
+        v: c_uchar,
+    );
     pub(crate) fn rocksdb_options_set_max_background_jobs(
         options: *mut rocksdb_options_t,
         v: c_int,

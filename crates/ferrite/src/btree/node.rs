@@ -166,6 +166,25 @@ pub(super) fn hint_slot(count: usize, hint: usize) -> usize {
     count * (hint + 1) / (HINT_COUNT + 1)
 }
 
+/// The slot range `[low, high)` a binary search for a suffix with head `head` needs in a node
+/// of `count` slots whose hint `i` is `hint(i)`, given that the answer is at most `high`. A
+/// hint whose head is below `head` sits left of the answer; one whose head is above it sits
+/// at or right of it. (Shared by `Node` and the in-place `Probe`.)
+pub(super) fn hint_range(head: u32, count: usize, hint: impl Fn(usize) -> u32) -> (usize, usize) {
+    if count < HINT_MIN_COUNT {
+        return (0, count);
+    }
+    let first_not_below = (0..HINT_COUNT).find(|&i| hint(i) >= head).unwrap_or(HINT_COUNT);
+    let low = match first_not_below {
+        0 => 0,
+        i => hint_slot(count, i - 1) + 1,
+    };
+    let first_above = (first_not_below..HINT_COUNT).find(|&i| hint(i) > head);
+    let high = first_above.map_or(count, |i| hint_slot(count, i));
+    // Garbage hints could cross the bounds; never let them make the range invalid.
+    (low.min(high), high)
+}
+
 /// A page id stored as a payload; 0 when the bytes are not 8 long (garbage).
 pub(super) fn decode_page_id(bytes: &[u8]) -> PageId {
     bytes.try_into().map(u64::from_le_bytes).unwrap_or(0)
@@ -405,22 +424,9 @@ impl<'a> Node<'a> {
             self.bytes(offset..offset + len).cmp(suffix)
         })
     }
-    /// The slot range `[low, high)` a binary search for a suffix with head `head` needs,
-    /// given that the answer is at most `high`. A hint whose head is below `head` sits left
-    /// of the answer; one whose head is above it sits at or right of it.
+    /// The slot range `[low, high)` a binary search for a suffix with head `head` needs.
     fn hint_range(&self, head: u32, count: usize) -> (usize, usize) {
-        if count < HINT_MIN_COUNT {
-            return (0, count);
-        }
-        let first_not_below = (0..HINT_COUNT).find(|&i| self.hint(i) >= head).unwrap_or(HINT_COUNT);
-        let low = match first_not_below {
-            0 => 0,
-            i => hint_slot(count, i - 1) + 1,
-        };
-        let first_above = (first_not_below..HINT_COUNT).find(|&i| self.hint(i) > head);
-        let high = first_above.map_or(count, |i| hint_slot(count, i));
-        // Garbage hints could cross the bounds; never let them make the range invalid.
-        (low.min(high), high)
+        hint_range(head, count, |i| self.hint(i))
     }
 }
 

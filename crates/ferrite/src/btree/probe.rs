@@ -11,10 +11,10 @@
 use std::cmp::Ordering;
 
 use super::node::{
-    decode_page_id, head_of, hint_slot, slot_position, HEADER_SIZE, HINT_COUNT, HINT_MIN_COUNT,
-    MAX_SLOTS, OFFSET_COUNT, OFFSET_HINTS, OFFSET_LEVEL, OFFSET_LOWER_LEN, OFFSET_LOWER_OFFSET,
-    OFFSET_PREFIX_LEN, OFFSET_TREE_ID, OFFSET_UPPER_CHILD, PAYLOAD_LEN_MASK, PAYLOAD_OUT_OF_LINE,
-    SLOT_HEAD, SLOT_OFFSET, SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
+    decode_page_id, head_of, slot_position, HEADER_SIZE, MAX_SLOTS, OFFSET_COUNT, OFFSET_HINTS,
+    OFFSET_LEVEL, OFFSET_LOWER_LEN, OFFSET_LOWER_OFFSET, OFFSET_PREFIX_LEN, OFFSET_TREE_ID,
+    OFFSET_UPPER_CHILD, PAYLOAD_LEN_MASK, PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET,
+    SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
 };
 use crate::buffer::FrameView;
 use crate::error::PageId;
@@ -22,6 +22,8 @@ use crate::store::page::{PageKind, OFFSET_KIND, PAGE_SIZE};
 
 /// Bytes compared per step when a page range is ordered against a key.
 const COMPARE_CHUNK: usize = 64;
+/// Ranges up to this long are compared from one fixed-size read.
+const SHORT: usize = 16;
 
 /// A node read in place: its header copied, everything else read on demand.
 #[derive(Debug)]
@@ -41,9 +43,7 @@ struct SlotFields {
 
 impl<'a> Probe<'a> {
     pub fn new(view: FrameView<'a>) -> Self {
-        let mut header = [0u8; HEADER_SIZE];
-        view.copy(0, &mut header);
-        Probe { view, header }
+        Probe { view, header: view.array(0) }
     }
 
     fn u16_field(&self, offset: usize) -> usize {
@@ -79,8 +79,7 @@ impl<'a> Probe<'a> {
 
     /// Slot `slot`, which must be below `count()` (so it lies inside the page).
     fn slot(&self, slot: usize) -> SlotFields {
-        let mut bytes = [0u8; SLOT_SIZE];
-        self.view.copy(slot_position(slot), &mut bytes);
+        let bytes: [u8; SLOT_SIZE] = self.view.array(slot_position(slot));
         let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
         SlotFields {
             head: u32::from_le_bytes(bytes[SLOT_HEAD..SLOT_HEAD + 4].try_into().unwrap()),
@@ -95,6 +94,11 @@ impl<'a> Probe<'a> {
     fn compare_range(&self, offset: usize, len: usize, other: &[u8]) -> Ordering {
         if offset + len > PAGE_SIZE {
             return [].as_slice().cmp(other);
+        }
+        if len <= SHORT {
+            // Short keys and suffixes (the common case): one inlined read.
+            let bytes: [u8; SHORT] = self.view.array(offset);
+            return bytes[..len].cmp(other);
         }
         let mut chunk = [0u8; COMPARE_CHUNK];
         let mut done = 0;
@@ -159,17 +163,7 @@ impl<'a> Probe<'a> {
 
     /// As `Node::hint_range`.
     fn hint_range(&self, head: u32, count: usize) -> (usize, usize) {
-        if count < HINT_MIN_COUNT {
-            return (0, count);
-        }
-        let first_not_below = (0..HINT_COUNT).find(|&i| self.hint(i) >= head).unwrap_or(HINT_COUNT);
-        let low = match first_not_below {
-            0 => 0,
-            i => hint_slot(count, i - 1) + 1,
-        };
-        let first_above = (first_not_below..HINT_COUNT).find(|&i| self.hint(i) > head);
-        let high = first_above.map_or(count, |i| hint_slot(count, i));
-        (low.min(high), high)
+        super::node::hint_range(head, count, |i| self.hint(i))
     }
 
     /// The payload range of slot `slot` (below `count()`), empty when it leaves the page.
@@ -189,12 +183,10 @@ impl<'a> Probe<'a> {
         match index.cmp(&self.count()) {
             Ordering::Less => {
                 let (start, len, _) = self.payload_range(index);
-                let mut bytes = [0u8; 8];
-                if len != bytes.len() {
+                if len != 8 {
                     return 0;
                 }
-                self.view.copy(start, &mut bytes);
-                decode_page_id(&bytes)
+                decode_page_id(&self.view.array::<8>(start))
             }
             Ordering::Equal => self.u64_field(OFFSET_UPPER_CHILD),
             Ordering::Greater => 0,

@@ -285,50 +285,16 @@ impl BufferPool {
     /// Copies page `page_id` into `out` and returns the version it was copied at; the copy is
     /// consistent. `Miss` if the page is not in memory, `Restart` if it stays latched.
     pub fn read_copy(&self, page_id: PageId, out: &mut AlignedPage) -> Attempt<u64> {
-        if page_id >= self.page_count() {
-            self.check_id(page_id)?;
+        for _ in 0..=SPIN_LIMIT {
+            let (version, view) = self.read_begin(page_id)?;
+            view.copy(0, out.bytes_mut());
+            if self.validate(page_id, version) {
+                return Ok(version);
+            }
+            // A writer came between: copy again, a bounded number of times.
+            std::hint::spin_loop();
         }
-        let mut spins = 0;
-        loop {
-            let before = self.load_state(page_id);
-            match before.state() {
-                // Being read: the driver waits for that read instead of spinning here.
-                EVICTED | LOADING => return Err(Interrupt::Miss(page_id)),
-                MARKED => {
-                    // Touched again: second chance.
-                    self.cas_state(page_id, before, before.with_state(UNLOCKED));
-                    continue;
-                }
-                LOCKED => {
-                    spins += 1;
-                    if spins > SPIN_LIMIT {
-                        return Err(Interrupt::Restart);
-                    }
-                    std::hint::spin_loop();
-                    continue;
-                }
-                _ => {}
-            }
-            // SAFETY: both ranges are one page long and do not overlap. The source may be
-            // written concurrently by an exclusive latch holder; the copy is then discarded
-            // because the version check below fails (seqlock pattern).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    self.page_ptr(page_id),
-                    out.bytes_mut().as_mut_ptr(),
-                    PAGE_SIZE,
-                )
-            };
-            fence(Ordering::Acquire);
-            let after = PageState(self.state(page_id).load(Ordering::Relaxed));
-            if after.version() == before.version() && after.readable() {
-                return Ok(before.version());
-            }
-            spins += 1;
-            if spins > SPIN_LIMIT {
-                return Err(Interrupt::Restart);
-            }
-        }
+        Err(Interrupt::Restart)
     }
 
     /// Begins an optimistic read of page `page_id` in place: its version, and a view to copy
@@ -923,20 +889,33 @@ impl FrameView<'_> {
         len
     }
 
+    /// The `N` bytes at `offset` (zeros for those past the page's end). Inlined to a few
+    /// moves, where `copy` of a variable length is a call to `memmove`: the lookup path reads
+    /// headers, slots and short keys this way.
+    #[inline]
+    pub fn array<const N: usize>(&self, offset: usize) -> [u8; N] {
+        if offset.checked_add(N).is_some_and(|end| end <= PAGE_SIZE) {
+            // SAFETY: `offset..offset + N` lies inside the frame (checked above), which stays
+            // mapped while the pool lives; `read_unaligned` has no alignment needs. The bytes
+            // may be torn by a writer (seqlock pattern: the caller validates the version).
+            unsafe { std::ptr::read_unaligned(self.ptr.add(offset).cast::<[u8; N]>()) }
+        } else {
+            let mut out = [0u8; N];
+            self.copy(offset, &mut out);
+            out
+        }
+    }
+
     /// The little-endian u16 at `offset` (0 past the page's end).
     #[inline]
     pub fn u16_at(&self, offset: usize) -> u16 {
-        let mut bytes = [0u8; 2];
-        self.copy(offset, &mut bytes);
-        u16::from_le_bytes(bytes)
+        u16::from_le_bytes(self.array(offset))
     }
 
     /// The little-endian u64 at `offset` (bytes past the page's end read as 0).
     #[inline]
     pub fn u64_at(&self, offset: usize) -> u64 {
-        let mut bytes = [0u8; 8];
-        self.copy(offset, &mut bytes);
-        u64::from_le_bytes(bytes)
+        u64::from_le_bytes(self.array(offset))
     }
 }
 
