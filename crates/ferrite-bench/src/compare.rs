@@ -211,7 +211,15 @@ fn charts(
     out: &Path,
 ) -> Result<Vec<PathBuf>, BenchError> {
     let series: Vec<String> = stores.iter().map(|s| s.name().to_owned()).collect();
-    let groups: Vec<String> = rows.iter().map(|(label, _)| short_label(label)).collect();
+    let labels: Vec<String> = rows.iter().map(|(label, _)| short_label(label)).collect();
+    // One workload in every row (a sweep): the concurrency alone tells the groups apart.
+    let common = labels.first().and_then(|l| l.split_once(", ")).map(|(w, _)| format!("{w}, "));
+    let groups: Vec<String> = match common {
+        Some(prefix) if labels.iter().all(|l| l.starts_with(&prefix)) => {
+            labels.iter().map(|l| l[prefix.len()..].to_owned()).collect()
+        }
+        _ => labels,
+    };
     let mut written = Vec::new();
     let figures: [Figure; 2] = [
         ("ops", "operations/s", "operations per second (higher is better)", false, |r| {
@@ -245,7 +253,8 @@ fn charts(
 
 /// A row label short enough for a chart's axis: the workload and the concurrency.
 fn short_label(label: &str) -> String {
-    label.split(" [").next().unwrap_or(label).replace(" (zipfian)", "").replace(" threads", "t")
+    let label = label.split(" [").next().unwrap_or(label);
+    label.replace(" (zipfian)", "").replace(" threads", "t").replace(" tasks", "")
 }
 
 /// The machine and the commit, for the tables' heading.

@@ -775,7 +775,7 @@ pub fn run(
         context: format!("creating {}", dir.display()),
         source: e,
     })?;
-    let store = open_store(config, &dir)?;
+    let mut store = open_store(config, &dir)?;
     let mut load_seconds = None;
     if needs_data && fresh {
         let _ = std::fs::remove_file(dir.join(META_FILE));
@@ -798,9 +798,15 @@ pub fn run(
     // LMDB reads through the page cache: cap it, as the others' caches are capped.
     let (cap, cap_note) = if config.store == StoreKind::Lmdb {
         let headroom = (8 << 20) + config.threads as u64 * (96 << 10);
-        match crate::memcap::MemoryCap::enter((config.cache_mib << 20) + headroom) {
+        // Closed first: the pages its map touched (during the load, say) are then unmapped,
+        // so they can leave the page cache, and every page the run reads is read, and
+        // charged, inside the cap.
+        drop(store);
+        let entered = crate::memcap::MemoryCap::enter((config.cache_mib << 20) + headroom);
+        crate::memcap::evict_from_page_cache(&dir);
+        store = open_store(config, &dir)?;
+        match entered {
             Ok(cap) => {
-                crate::memcap::evict_from_page_cache(&dir);
                 let note = format!(
                     " [page cache capped: a memory cgroup of {} MiB, the cache plus {} MiB \
                      for the process's own memory]",
