@@ -739,6 +739,8 @@ pub fn bytes_on_disk(dir: &Path) -> u64 {
 /// The record a finished load leaves beside the data, so a later run with `--keep` can
 /// reuse it. Written only after the load is complete and flushed.
 const META_FILE: &str = "ferrite-bench-meta";
+/// The mark of a directory the benchmark made (see `remove_bench_dir`).
+const MARKER_FILE: &str = "ferrite-bench-dir";
 
 fn meta_text(config: &RunConfig) -> String {
     format!("format=versioned-1 store={} records={}\n", config.store.name(), config.records)
@@ -776,6 +778,11 @@ pub fn run(
         source: e,
     })?;
     let mut store = open_store(config, &dir)?;
+    // Marks the directory as the benchmark's as soon as the store made it (Ferrite refuses to
+    // create a database in a directory holding other files), so that a later run may remove
+    // it even if this one fails half way; nothing unmarked is ever removed.
+    std::fs::write(dir.join(MARKER_FILE), "made by `ferrite bench`, which removes it\n")
+        .map_err(|e| BenchError::Io { context: format!("marking {}", dir.display()), source: e })?;
     let mut load_seconds = None;
     if needs_data && fresh {
         let _ = std::fs::remove_file(dir.join(META_FILE));
@@ -871,10 +878,10 @@ pub fn append_json(path: &Path, line: &str) -> Result<(), BenchError> {
 /// must hold the meta record, be empty, or hold only a store's files after a failed load).
 fn remove_bench_dir(dir: &Path) -> Result<(), BenchError> {
     let io = |e| BenchError::Io { context: format!("removing {}", dir.display()), source: e };
-    let looks_ours = dir.join(META_FILE).exists()
-        || std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(true)
-        || dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bench-"))
-        || dir.to_string_lossy().ends_with("-fill");
+    // Ours: marked when the benchmark made it, or holding a data set it loaded, or empty.
+    let looks_ours = dir.join(MARKER_FILE).exists()
+        || dir.join(META_FILE).exists()
+        || std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(true);
     if !looks_ours {
         return Err(BenchError::Config(format!(
             "{} exists and was not made by ferrite bench; point --db at a directory of its own",
@@ -996,4 +1003,31 @@ pub(crate) fn merge_parts(
 
 pub(crate) fn histogram() -> Hdr<u64> {
     new_hdr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a directory named like the benchmark's (`bench-…`) but holding someone
+    /// else's files was removable. Only marked, recorded or empty directories are.
+    #[test]
+    fn only_the_benchmarks_own_directories_are_removed() {
+        let root = ferrite::test_util::TempDir::new("bench-dirs");
+        let foreign = root.path().join("bench-precious");
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::fs::write(foreign.join("data"), b"keep me").unwrap();
+        assert!(remove_bench_dir(&foreign).is_err());
+        assert!(foreign.join("data").exists());
+        let ours = root.path().join("elsewhere");
+        std::fs::create_dir_all(&ours).unwrap();
+        std::fs::write(ours.join(MARKER_FILE), b"").unwrap();
+        std::fs::write(ours.join("000012.sst"), b"half a load").unwrap();
+        remove_bench_dir(&ours).unwrap();
+        assert!(!ours.exists());
+        let empty = root.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        remove_bench_dir(&empty).unwrap();
+        remove_bench_dir(&root.path().join("absent")).unwrap();
+    }
 }
