@@ -935,6 +935,7 @@ impl Tree {
             Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false);
         let pool = &self.shared.pool;
         let mut visited = 0;
+        let mut key = Vec::new();
         while visited < limit {
             self.shared.check_open()?;
             if self.dropped.load(Ordering::Acquire) {
@@ -944,10 +945,7 @@ impl Tree {
             if cursor.is_done() {
                 break;
             }
-            if let Some((key, value)) = cursor.next_in_leaf(pool)? {
-                visit(&key, &value);
-                visited += 1;
-            }
+            visited += cursor.visit_in_leaf(pool, limit - visited, &mut key, &mut visit)?;
         }
         Ok(visited)
     }

@@ -60,10 +60,12 @@ impl Cursor {
 
     fn load_leaf(&mut self, pool: &BufferPool) -> Result<()> {
         let (last, key) = self.seek();
-        let seek = if last { Seek::Last } else { Seek::Key(&key) };
         let (tree, leaf) = (self.tree, &mut self.leaf);
         let (leaf_id, version) = run(pool, |scratch: &mut Scratch| {
-            let found = tree.descend(pool, seek, None, scratch)?;
+            if !last {
+                return tree.leaf_copy(pool, &key, leaf);
+            }
+            let found = tree.descend(pool, Seek::Last, None, scratch)?;
             leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
             Ok((found.page_id, found.version))
         })?;
@@ -78,10 +80,12 @@ impl Cursor {
             return Ok(());
         }
         let (last, key) = self.seek();
-        let seek = if last { Seek::Last } else { Seek::Key(&key) };
         let (tree, leaf) = (self.tree, &mut self.leaf);
         let (leaf_id, version) = crate::sched::run_async(pool, |scratch: &mut Scratch| {
-            let found = tree.descend(pool, seek, None, scratch)?;
+            if !last {
+                return tree.leaf_copy(pool, &key, leaf);
+            }
+            let found = tree.descend(pool, Seek::Last, None, scratch)?;
             leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
             Ok((found.page_id, found.version))
         })
@@ -182,6 +186,61 @@ impl Cursor {
         }
         self.resume = Bound::Excluded(key.clone());
         Ok(Some((key, value)))
+    }
+
+    /// Visits up to `limit` entries of the loaded leaf (forward scans), passing `visit` the key
+    /// (built in `key`, reused) and the value as borrowed bytes: no allocation per entry.
+    /// Returns how many it visited; when the leaf is used up the next call needs a leaf
+    /// (`fill_async`). Reverse scans take `next_in_leaf`.
+    pub fn visit_in_leaf(
+        &mut self,
+        pool: &BufferPool,
+        limit: usize,
+        key: &mut Vec<u8>,
+        visit: &mut impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        if self.reverse {
+            return match self.next_in_leaf(pool)? {
+                Some((k, v)) => {
+                    visit(&k, &v);
+                    Ok(1)
+                }
+                None => Ok(0),
+            };
+        }
+        let mut visited = 0;
+        while visited < limit && self.loaded && !self.done {
+            let node = Node::new(self.leaf.bytes());
+            if self.pos >= node.count() {
+                self.leave_leaf();
+                break;
+            }
+            node.key_into(self.pos, key);
+            if self.beyond_end(key) {
+                self.done = true;
+                break;
+            }
+            match node.value(self.pos) {
+                Payload::Inline(bytes) => visit(key, bytes),
+                Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
+                    Some(bytes) => visit(key, &bytes),
+                    None => {
+                        // The leaf changed under us: resume at this key.
+                        self.resume = Bound::Included(key.clone());
+                        self.loaded = false;
+                        break;
+                    }
+                },
+            }
+            self.pos += 1;
+            visited += 1;
+        }
+        if visited == limit && visited > 0 && self.loaded && !self.done {
+            // Stopped by the limit: a later call goes on after the last key visited (when
+            // the leaf ran out, `leave_leaf` set where to go on instead).
+            self.resume = Bound::Excluded(key.clone());
+        }
+        Ok(visited)
     }
 
     /// Moves past the current leaf, by its fence.

@@ -193,6 +193,11 @@ impl<'a> Probe<'a> {
         }
     }
 
+    /// Copies the whole page (for a caller that keeps it, like a scan's cursor).
+    pub fn copy_page(&self, out: &mut [u8]) {
+        self.view.copy(0, out);
+    }
+
     /// Leaves: copies slot `slot`'s payload (below `count()`) into `out` (a page long) and
     /// returns its length and whether it is the id of a Value page.
     pub fn payload_into(&self, slot: usize, out: &mut [u8; PAGE_SIZE]) -> (usize, bool) {

@@ -19,7 +19,7 @@
 use crate::btree::node::{self, Node, NodeMut, Payload, MAX_INLINE_ENTRY};
 use crate::btree::probe::Probe;
 use crate::btree::scratch::Scratch;
-use crate::buffer::{Attempt, BufferPool, Interrupt};
+use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId};
 use crate::store::page::{PageKind, PAGE_SIZE};
 use crate::store::value;
@@ -213,6 +213,30 @@ impl BTree {
             return Err(corrupt(pool, page_id, reason));
         }
         Ok((version, probe))
+    }
+
+    /// Copies the leaf whose range holds `key` into `out` and returns its page and version.
+    /// Inner nodes are read in place (`probe.rs`), only the leaf is copied: the scans' way to
+    /// their next leaf.
+    pub fn leaf_copy(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        out: &mut AlignedPage,
+    ) -> Attempt<(PageId, u64)> {
+        let mut page_id = self.root;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        while !probe.is_leaf() {
+            let child = probe.child(probe.lower_bound(key).0);
+            let parent = (page_id, version, probe.level());
+            (version, probe) = self.probe_node(pool, child, Some(parent))?;
+            page_id = child;
+        }
+        probe.copy_page(out.bytes_mut());
+        if !pool.validate(page_id, version) {
+            return Err(Interrupt::Restart);
+        }
+        Ok((page_id, version))
     }
 
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
