@@ -31,7 +31,7 @@ impl Step {
 }
 
 /// The suites, by name.
-pub const SUITES: [&str; 4] = ["quick", "ycsb", "lookup-sweep", "all"];
+pub const SUITES: [&str; 5] = ["quick", "ycsb", "lookup-sweep", "ycsb-sweep", "all"];
 
 /// The steps of suite `name`, or `None` if there is no such suite.
 pub fn suite(name: &str) -> Option<Vec<Step>> {
@@ -45,6 +45,19 @@ pub fn suite(name: &str) -> Option<Vec<Step>> {
                 .map(|wt| Step { tasks: Some(wt), ..Step::plain(Workload::Lookup) }),
         )
         .collect();
+    // YCSB A (updates) and C (reads) over the peers' threads and Ferrite's workers x tasks.
+    let ycsb_sweep: Vec<Step> = ['a', 'c']
+        .into_iter()
+        .flat_map(|letter| {
+            let threads = [2usize, 16, 64, 256]
+                .into_iter()
+                .map(move |t| Step { threads: Some(t), ..Step::plain(Workload::Ycsb(letter)) });
+            let tasks = [(1usize, 64usize), (2, 64)]
+                .into_iter()
+                .map(move |wt| Step { tasks: Some(wt), ..Step::plain(Workload::Ycsb(letter)) });
+            threads.chain(tasks)
+        })
+        .collect();
     Some(match name {
         "quick" => vec![
             Step::plain(Workload::Lookup),
@@ -55,6 +68,7 @@ pub fn suite(name: &str) -> Option<Vec<Step>> {
         ],
         "ycsb" => ycsb,
         "lookup-sweep" => sweep,
+        "ycsb-sweep" => ycsb_sweep,
         "all" => {
             let mut all = vec![Step::plain(Workload::Lookup)];
             all.extend(ycsb);
@@ -65,6 +79,7 @@ pub fn suite(name: &str) -> Option<Vec<Step>> {
             all.push(Step::plain(Workload::FillSequential));
             all.push(Step::plain(Workload::FillRandom));
             all.extend(sweep);
+            all.extend(ycsb_sweep);
             all
         }
         _ => return None,

@@ -463,6 +463,7 @@ SUITES
     quick          lookup, ycsb-a, ycsb-c, ycsb-e, fill-random
     ycsb           ycsb-a .. ycsb-f (zipfian)
     lookup-sweep   lookups with 1..256 peer threads and Ferrite at 1x64, 2x64, 2x128 tasks
+    ycsb-sweep     ycsb-a and ycsb-c with 2, 16, 64, 256 peer threads and Ferrite at 1x64, 2x64
     all            all of the above, YCSB also uniform, and fill-seq
 
 OPTIONS
