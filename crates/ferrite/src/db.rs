@@ -921,16 +921,23 @@ impl Tree {
     }
 
     /// Visits up to `limit` entries with keys `>= start`, in ascending order, as a task: each
-    /// leaf is read like a miss of `get_async` (a queued read on a worker, the task yielding).
-    /// Values stored out of line (over ~1.5 KiB beside their key) are read blocking. Returns
-    /// how many entries it visited.
+    /// leaf, and each Value page of a value stored out of line, is read like a miss of
+    /// `get_async` (a queued read on a worker, the task yielding). Returns how many entries
+    /// it visited.
     pub async fn scan_async(
         &self,
         start: &[u8],
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        check_key(start)?;
+        // An empty start scans from the first key.
+        if !start.is_empty() {
+            check_key(start)?;
+        }
+        let named = |e: Error| match e {
+            Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
+            other => other,
+        };
         let mut cursor =
             Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false);
         let pool = &self.shared.pool;
@@ -941,11 +948,17 @@ impl Tree {
             if self.dropped.load(Ordering::Acquire) {
                 return Err(Error::TreeNotFound { name: self.name.to_string() });
             }
-            cursor.fill_async(pool).await?;
+            cursor.fill_async(pool).await.map_err(named)?;
             if cursor.is_done() {
                 break;
             }
-            visited += cursor.visit_in_leaf(pool, limit - visited, &mut key, &mut visit)?;
+            let (n, missing) =
+                cursor.visit_in_leaf(pool, limit - visited, &mut key, &mut visit).map_err(named)?;
+            visited += n;
+            if let Some(value_page) = missing {
+                // Loaded as a queued read, never a blocking one on the worker.
+                crate::sched::load_page(pool, value_page).await?;
+            }
         }
         Ok(visited)
     }

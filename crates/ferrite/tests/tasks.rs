@@ -364,3 +364,39 @@ fn scans_as_tasks_match_the_blocking_range_on_a_tiny_pool() {
     }
     assert_check(&db);
 }
+
+/// Regression: a scan task that met a value stored out of line read its Value page with a
+/// blocking read on the worker, which could wait forever for a read of that same worker.
+/// Now the Value page is a queued read like any miss.
+#[test]
+fn scans_as_tasks_read_out_of_line_values_without_blocking_their_worker() {
+    let dir = TempDir::new("tasks-scan-big");
+    let fail = Arc::new(AtomicU64::new(NO_PAGE));
+    let db = open(&dir, 16, 2, &fail);
+    let tree = db.tree("big").unwrap();
+    for i in 0..120u64 {
+        // Over 1.5 KiB beside an 8-byte key: the value goes to a Value page.
+        let len = 1600 + (i as usize * 37) % 2000;
+        tree.put(&i.to_be_bytes(), &vec![i as u8; len]).unwrap();
+    }
+    let handles: Vec<_> = (0..32u64)
+        .map(|task| {
+            let tree = tree.clone();
+            db.spawn(async move {
+                let start = (task * 3).to_be_bytes();
+                let mut seen = Vec::new();
+                tree.scan_async(&start, 25, |k, v| seen.push((k.to_vec(), v.to_vec())))
+                    .await
+                    .unwrap();
+                (start, seen)
+            })
+            .unwrap()
+        })
+        .collect();
+    for handle in handles {
+        let (start, seen) = handle.wait();
+        let expected: Vec<_> = tree.range(&start[..]..).take(25).map(|e| e.unwrap()).collect();
+        assert_eq!(seen, expected);
+    }
+    assert_check(&db);
+}

@@ -189,26 +189,21 @@ impl Cursor {
     }
 
     /// Visits up to `limit` entries of the loaded leaf (forward scans), passing `visit` the key
-    /// (built in `key`, reused) and the value as borrowed bytes: no allocation per entry.
-    /// Returns how many it visited; when the leaf is used up the next call needs a leaf
-    /// (`fill_async`). Reverse scans take `next_in_leaf`.
+    /// (built in `key`, reused) and the value as borrowed bytes: no allocation per entry, and
+    /// it never blocks. Returns how many it visited, and the Value page to load first when an
+    /// entry's value lives in one that is not in memory (the scan then resumes at that entry,
+    /// after the caller loaded the page: `sched::load_page`). When the leaf is used up the
+    /// next call needs a leaf (`fill_async`).
     pub fn visit_in_leaf(
         &mut self,
         pool: &BufferPool,
         limit: usize,
         key: &mut Vec<u8>,
         visit: &mut impl FnMut(&[u8], &[u8]),
-    ) -> Result<usize> {
-        if self.reverse {
-            return match self.next_in_leaf(pool)? {
-                Some((k, v)) => {
-                    visit(&k, &v);
-                    Ok(1)
-                }
-                None => Ok(0),
-            };
-        }
+    ) -> Result<(usize, Option<PageId>)> {
+        assert!(!self.reverse, "visit_in_leaf is for forward scans");
         let mut visited = 0;
+        let mut missing = None;
         while visited < limit && self.loaded && !self.done {
             let node = Node::new(self.leaf.bytes());
             if self.pos >= node.count() {
@@ -222,10 +217,12 @@ impl Cursor {
             }
             match node.value(self.pos) {
                 Payload::Inline(bytes) => visit(key, bytes),
-                Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
-                    Some(bytes) => visit(key, &bytes),
-                    None => {
-                        // The leaf changed under us: resume at this key.
+                Payload::OutOfLine(value_page) => match self.try_read_value(pool, value_page)? {
+                    Ok(bytes) => visit(key, &bytes),
+                    Err(need) => {
+                        // The leaf changed under us, or the value is not in memory: resume
+                        // at this key (with the page loaded, if that was it).
+                        missing = need;
                         self.resume = Bound::Included(key.clone());
                         self.loaded = false;
                         break;
@@ -240,7 +237,7 @@ impl Cursor {
             // the leaf ran out, `leave_leaf` set where to go on instead).
             self.resume = Bound::Excluded(key.clone());
         }
-        Ok(visited)
+        Ok((visited, missing))
     }
 
     /// Moves past the current leaf, by its fence.
@@ -266,6 +263,31 @@ impl Cursor {
                 self.resume = Bound::Included(next);
             }
         }
+    }
+
+    /// One attempt at an out-of-line value, never blocking: the bytes, or `Err(Some(page))`
+    /// when the Value page must be loaded first, or `Err(None)` when the leaf changed
+    /// meanwhile (or the page stayed latched): look again.
+    fn try_read_value(
+        &self,
+        pool: &BufferPool,
+        value_page: PageId,
+    ) -> Result<std::result::Result<Vec<u8>, Option<PageId>>> {
+        let mut copy = AlignedPage::zeroed();
+        let copied = pool.read_copy(value_page, &mut copy);
+        if !pool.validate(self.leaf_id, self.leaf_version) {
+            return Ok(Err(None));
+        }
+        match copied {
+            Ok(_) => {}
+            Err(Interrupt::Miss(page)) => return Ok(Err(Some(page))),
+            Err(Interrupt::Restart) => return Ok(Err(None)),
+            Err(Interrupt::Error(e)) => return Err(e),
+        }
+        let bytes = value::decode(copy.bytes(), self.tree.tree_id).map_err(|reason| {
+            Error::Corrupt { page: value_page, file: pool.file().path().to_owned(), reason }
+        })?;
+        Ok(Ok(bytes.to_vec()))
     }
 
     /// Reads an out-of-line value; `None` if the leaf changed meanwhile.
