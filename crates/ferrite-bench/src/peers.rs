@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use ferrite_peers::{Lmdb, PeerConfig, PeerError, RocksDb, WiredTiger};
+use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerError, RocksDb, WiredTiger};
 
 use crate::error::BenchError;
 use crate::store::{KvStore, StoreError};
@@ -26,73 +26,6 @@ use crate::workload::{OpenStore, RunConfig, StoreKind};
 
 /// LMDB's map: the most it may ever hold (virtual: it costs nothing until used).
 const LMDB_MAP_BYTES: u64 = 256 << 30;
-
-/// The peers' common API, as `ferrite-peers` gives it.
-trait Peer: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError>;
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError>;
-    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError>;
-    fn scan(
-        &self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<usize, PeerError>;
-    fn flush(&self) -> Result<(), PeerError>;
-    fn settle(&self) -> Result<(), PeerError> {
-        self.flush()
-    }
-    fn describe_config(&self) -> String;
-}
-
-macro_rules! peer {
-    ($t:ty, settle) => {
-        peer!($t, {
-            fn settle(&self) -> Result<(), PeerError> {
-                <$t>::settle(self)
-            }
-        });
-    };
-    ($t:ty) => {
-        peer!($t, {});
-    };
-    ($t:ty, { $($extra:tt)* }) => {
-        impl Peer for $t {
-            fn name(&self) -> &'static str {
-                <$t>::name(self)
-            }
-            fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError> {
-                <$t>::get(self, key, out)
-            }
-            fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
-                <$t>::put(self, key, value)
-            }
-            fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError> {
-                <$t>::put_batch(self, entries)
-            }
-            fn scan(
-                &self,
-                start: &[u8],
-                limit: usize,
-                visit: &mut dyn FnMut(&[u8], &[u8]),
-            ) -> Result<usize, PeerError> {
-                <$t>::scan(self, start, limit, visit)
-            }
-            fn flush(&self) -> Result<(), PeerError> {
-                <$t>::flush(self)
-            }
-            fn describe_config(&self) -> String {
-                <$t>::describe_config(self)
-            }
-            $($extra)*
-        }
-    };
-}
-
-peer!(RocksDb, settle);
-peer!(WiredTiger);
-peer!(Lmdb);
 
 /// A peer as a `KvStore`.
 struct PeerStore(Box<dyn Peer>);

@@ -31,6 +31,8 @@ mod dir;
 #[cfg(feature = "link")]
 mod lmdb;
 #[cfg(feature = "link")]
+mod peer;
+#[cfg(feature = "link")]
 mod rocksdb;
 #[cfg(feature = "link")]
 mod sys;
@@ -42,6 +44,8 @@ pub use error::PeerError;
 
 #[cfg(feature = "link")]
 pub use lmdb::Lmdb;
+#[cfg(feature = "link")]
+pub use peer::Peer;
 #[cfg(feature = "link")]
 pub use rocksdb::RocksDb;
 #[cfg(feature = "link")]

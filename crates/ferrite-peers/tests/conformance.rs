@@ -7,68 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use ferrite_peers::{Lmdb, PeerConfig, PeerError, RocksDb, WiredTiger};
-
-/// The peers' common API, so each test is written once.
-trait Peer: Sized + Send + Sync {
-    fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError>;
-    fn name(&self) -> &'static str;
-    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError>;
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError>;
-    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError>;
-    fn delete(&self, key: &[u8]) -> Result<bool, PeerError>;
-    fn scan(
-        &self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<usize, PeerError>;
-    fn flush(&self) -> Result<(), PeerError>;
-    fn describe_config(&self) -> String;
-}
-
-macro_rules! impl_peer {
-    ($($engine:ty),*) => {$(
-        impl Peer for $engine {
-            fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
-                <$engine>::open(dir, config)
-            }
-            fn name(&self) -> &'static str {
-                <$engine>::name(self)
-            }
-            fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError> {
-                <$engine>::get(self, key, out)
-            }
-            fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
-                <$engine>::put(self, key, value)
-            }
-            fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError> {
-                <$engine>::put_batch(self, entries)
-            }
-            fn delete(&self, key: &[u8]) -> Result<bool, PeerError> {
-                <$engine>::delete(self, key)
-            }
-            fn scan(
-                &self,
-                start: &[u8],
-                limit: usize,
-                visit: &mut dyn FnMut(&[u8], &[u8]),
-            ) -> Result<usize, PeerError> {
-                <$engine>::scan(self, start, limit, visit)
-            }
-            fn flush(&self) -> Result<(), PeerError> {
-                <$engine>::flush(self)
-            }
-            fn describe_config(&self) -> String {
-                <$engine>::describe_config(self)
-            }
-        }
-    )*};
-}
-
-impl_peer!(RocksDb, WiredTiger, Lmdb);
+use ferrite_peers::{Lmdb, Peer, PeerConfig, RocksDb, WiredTiger};
 
 /// A tiny xorshift64* generator: seeded, so a failure replays.
 struct Rng(u64);

@@ -1,0 +1,79 @@
+//! The API the three peers share, as a trait, so that callers (the tests, `ferrite bench`)
+//! write each use once for all of them.
+
+use std::path::Path;
+
+use crate::{Lmdb, PeerConfig, PeerError, RocksDb, WiredTiger};
+
+/// One peer engine: the inherent methods of [`RocksDb`], [`WiredTiger`] and [`Lmdb`].
+pub trait Peer: Send + Sync {
+    fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError>
+    where
+        Self: Sized;
+    fn name(&self) -> &'static str;
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError>;
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError>;
+    fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError>;
+    fn delete(&self, key: &[u8]) -> Result<bool, PeerError>;
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, PeerError>;
+    fn flush(&self) -> Result<(), PeerError>;
+    /// Background work finished (RocksDB also compacts); by default `flush`.
+    fn settle(&self) -> Result<(), PeerError> {
+        self.flush()
+    }
+    fn describe_config(&self) -> String;
+}
+
+macro_rules! impl_peer {
+    ($engine:ty $(, $extra:item)*) => {
+        impl Peer for $engine {
+            fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
+                <$engine>::open(dir, config)
+            }
+            fn name(&self) -> &'static str {
+                <$engine>::name(self)
+            }
+            fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, PeerError> {
+                <$engine>::get(self, key, out)
+            }
+            fn put(&self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
+                <$engine>::put(self, key, value)
+            }
+            fn put_batch(&self, entries: &[(&[u8], &[u8])]) -> Result<(), PeerError> {
+                <$engine>::put_batch(self, entries)
+            }
+            fn delete(&self, key: &[u8]) -> Result<bool, PeerError> {
+                <$engine>::delete(self, key)
+            }
+            fn scan(
+                &self,
+                start: &[u8],
+                limit: usize,
+                visit: &mut dyn FnMut(&[u8], &[u8]),
+            ) -> Result<usize, PeerError> {
+                <$engine>::scan(self, start, limit, visit)
+            }
+            fn flush(&self) -> Result<(), PeerError> {
+                <$engine>::flush(self)
+            }
+            fn describe_config(&self) -> String {
+                <$engine>::describe_config(self)
+            }
+            $($extra)*
+        }
+    };
+}
+
+impl_peer!(
+    RocksDb,
+    fn settle(&self) -> Result<(), PeerError> {
+        RocksDb::settle(self)
+    }
+);
+impl_peer!(WiredTiger);
+impl_peer!(Lmdb);
