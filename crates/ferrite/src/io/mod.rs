@@ -5,6 +5,7 @@
 //! `open` makes an engine of a given kind on a device list; `docs/io.md` tells the whole story.
 
 pub mod aio;
+pub mod blockdev;
 pub mod buf;
 #[cfg(test)]
 mod conformance;
@@ -17,6 +18,7 @@ pub mod psync;
 mod request;
 pub mod uring;
 
+pub use blockdev::{BlockDevice, DirStorage, FileDevice, Storage};
 pub use buf::AlignedBuf;
 pub use device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES, DEFAULT_GROW_BYTES};
 pub use engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, IO_ALIGN};

@@ -1,0 +1,190 @@
+//! The seam between Ferrite and where its bytes live, for the blocking paths: a
+//! [`BlockDevice`] is one file (or block device) read and written at offsets and synced; a
+//! [`Storage`] opens the named files of a data directory (the page file, the log segments).
+//! The real ones are [`FileDevice`] and [`DirStorage`]; tests put `io::sim`'s simulated disk
+//! behind the same traits, so the engine can be crashed, torn and failed from a seed.
+//!
+//! The submission engines (`engine.rs`) stay on real file descriptors: a simulated disk is
+//! driven through the blocking paths only.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One file of bytes, read and written at offsets.
+pub trait BlockDevice: Send + Sync + fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; fewer only where the device ends.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Writes all of `buf` at `offset`, growing the device if it ends before.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Makes every write so far durable (`fdatasync`). After an error, nothing is known
+    /// about the writes since the last successful sync: callers must not retry as if it had
+    /// succeeded.
+    fn sync(&self) -> io::Result<()>;
+
+    /// The device's size in bytes.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Whether the device holds no bytes.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Preallocates the device up to `len` bytes (never shrinks it).
+    fn allocate(&self, len: u64) -> io::Result<()>;
+
+    /// The path to name in messages.
+    fn path(&self) -> &Path;
+}
+
+/// The named files of one data directory.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Opens file `name` (a path relative to the directory, `/`-separated), creating it if
+    /// `create`; `Ok(None)` when it does not exist and `create` is false.
+    fn open(&self, name: &str, create: bool) -> io::Result<Option<Arc<dyn BlockDevice>>>;
+
+    /// Removes file `name` if it exists.
+    fn remove(&self, name: &str) -> io::Result<()>;
+
+    /// Makes the creation and removal of files durable (`fsync` of the directories).
+    fn sync_names(&self) -> io::Result<()>;
+}
+
+/// A real file, read and written with `pread` / `pwrite`.
+#[derive(Debug)]
+pub struct FileDevice {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileDevice {
+    /// Opens `path` for reading and writing (created if `create`), buffered (`O_DIRECT`
+    /// only when `direct`).
+    pub fn open(path: &Path, create: bool, direct: bool) -> io::Result<FileDevice> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(create);
+        if direct {
+            options.custom_flags(libc::O_DIRECT);
+        }
+        let file = options.open(path)?;
+        Ok(FileDevice { file, path: path.to_owned() })
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        if self.len()? >= len {
+            return Ok(());
+        }
+        self.file.set_len(len)
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The files of a directory on the real file system.
+#[derive(Debug)]
+pub struct DirStorage {
+    dir: PathBuf,
+}
+
+impl DirStorage {
+    pub fn new(dir: &Path) -> DirStorage {
+        DirStorage { dir: dir.to_owned() }
+    }
+}
+
+impl Storage for DirStorage {
+    fn open(&self, name: &str, create: bool) -> io::Result<Option<Arc<dyn BlockDevice>>> {
+        let path = self.dir.join(name);
+        if create {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+        }
+        match FileDevice::open(&path, create, false) {
+            Ok(device) => Ok(Some(Arc::new(device))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        match std::fs::remove_file(self.dir.join(name)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn sync_names(&self) -> io::Result<()> {
+        let mut dirs = vec![self.dir.clone()];
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        for dir in dirs {
+            File::open(&dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_storage_opens_writes_reads_and_removes() {
+        let dir = crate::test_util::TempDir::new("blockdev");
+        let storage = DirStorage::new(dir.path());
+        assert!(storage.open("wal/a.log", false).unwrap().is_none());
+        let device = storage.open("wal/a.log", true).unwrap().unwrap();
+        device.write_at(b"hello", 10).unwrap();
+        device.sync().unwrap();
+        assert_eq!(device.len().unwrap(), 15);
+        let mut buf = [0u8; 20];
+        assert_eq!(device.read_at(&mut buf, 8).unwrap(), 7);
+        assert_eq!(&buf[2..7], b"hello");
+        device.allocate(100).unwrap();
+        assert_eq!(device.len().unwrap(), 100);
+        storage.sync_names().unwrap();
+        storage.remove("wal/a.log").unwrap();
+        storage.remove("wal/a.log").unwrap();
+        assert!(storage.open("wal/a.log", false).unwrap().is_none());
+    }
+}
