@@ -34,5 +34,5 @@ pub use db::{
     PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
-pub use options::{Options, MIN_POOL_PAGES};
+pub use options::{Durability, Options, MIN_POOL_PAGES};
 pub use store::value::MAX_VALUE_LEN;

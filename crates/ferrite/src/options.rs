@@ -45,6 +45,33 @@ pub struct Options {
     pub devices: Vec<std::path::PathBuf>,
     /// Bytes per stripe chunk across `devices` (a multiple of 4 KiB).
     pub stripe_chunk_bytes: u64,
+    /// When a write is durable, for writes that do not say (a [`crate::WriteBatch`] may):
+    /// see [`Durability`]. The default is `Sync`: acknowledged means durable.
+    pub durability: Durability,
+    /// Bytes per log segment file (`wal/*.log`); segments are reused once a checkpoint no
+    /// longer needs them.
+    pub log_segment_bytes: u64,
+    /// A checkpoint starts once this many bytes were logged since the last one: it bounds
+    /// both the log on disk and the work recovery replays.
+    pub checkpoint_log_bytes: u64,
+    /// Where the data directory's files live; `None` (the default) is the real directory.
+    /// Tests put a simulated disk here (`io::sim`) to crash, tear and fail writes.
+    #[doc(hidden)]
+    pub storage: Option<std::sync::Arc<dyn crate::io::Storage>>,
+}
+
+/// When a change counts as durable: what a crash may still lose once the call returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The log is on disk (written and `fdatasync`ed) before the call returns; commits that
+    /// wait together share one log write and one sync (group commit).
+    Sync,
+    /// The call returns at once; the log is written and synced within this interval. A
+    /// crash loses at most the changes of the last interval, never half a batch.
+    Periodic(std::time::Duration),
+    /// The log is written when its buffer fills, at checkpoints and at close; a crash may
+    /// lose any changes not yet written, never half a batch.
+    None,
 }
 
 impl Default for Options {
@@ -63,6 +90,10 @@ impl Default for Options {
             io_depth: 128,
             devices: Vec::new(),
             stripe_chunk_bytes: crate::io::DEFAULT_CHUNK_BYTES,
+            durability: Durability::Sync,
+            log_segment_bytes: 64 << 20,
+            checkpoint_log_bytes: 256 << 20,
+            storage: None,
         }
     }
 }
@@ -120,6 +151,25 @@ impl Options {
             || listed.len() > u16::MAX as usize
         {
             return bad("the device paths are too long to record in the superblock".into());
+        }
+        if self.log_segment_bytes < 1 << 20 || self.log_segment_bytes > 1 << 32 {
+            return bad(format!(
+                "log_segment_bytes {} must be between 1 MiB and 4 GiB",
+                self.log_segment_bytes
+            ));
+        }
+        if self.checkpoint_log_bytes < 64 << 10 {
+            return bad(format!(
+                "checkpoint_log_bytes {} must be at least 64 KiB",
+                self.checkpoint_log_bytes
+            ));
+        }
+        if let Durability::Periodic(interval) = self.durability {
+            if interval.is_zero() || interval > std::time::Duration::from_secs(3600) {
+                return bad(format!(
+                    "a periodic flush interval must be between 1 ns and an hour, not {interval:?}"
+                ));
+            }
         }
         if self.io_depth == 0 || self.io_depth > 4096 {
             return bad(format!("io_depth {} must be between 1 and 4096", self.io_depth));
