@@ -9,20 +9,21 @@
 //! | offset | size   | meaning                                                                  |
 //! |--------|--------|--------------------------------------------------------------------------|
 //! | 0      | 16     | common page header (`store::page`), kind `Leaf` or `Inner`               |
-//! | 16     | 8      | tree id: every node of a tree carries it (stale handles are detected)    |
-//! | 24     | 8      | upper child (inner): child for keys greater than every separator; leaf: 0 |
-//! | 32     | 2      | slot count                                                               |
-//! | 34     | 2      | heap start: lowest offset used by the heap (the heap grows down from 4096)|
-//! | 36     | 2      | dead heap bytes (space freed by removals, reclaimed by compaction)       |
-//! | 38     | 2      | prefix length                                                            |
-//! | 40     | 2      | lower fence offset                                                       |
-//! | 42     | 2      | lower fence length (0 = minus infinity)                                  |
-//! | 44     | 2      | upper fence offset                                                       |
-//! | 46     | 2      | upper fence length (0 = plus infinity)                                   |
-//! | 48     | 2      | level: 0 for leaves, children's level + 1 for inner nodes               |
-//! | 50     | 2      | reserved, 0                                                              |
-//! | 52     | 64     | hints: 16 × u32, the head of slot `(count * (i + 1)) / 17` for i in 0..16 |
-//! | 116    | 10 × n | slots, sorted by key: head u32, offset u16, suffix length u16, payload  |
+//! | 16     | 8      | page LSN: the log position of the last change (`store::page::OFFSET_LSN`)|
+//! | 24     | 8      | tree id: every node of a tree carries it (stale handles are detected)    |
+//! | 32     | 8      | upper child (inner): child for keys greater than every separator; leaf: 0 |
+//! | 40     | 2      | slot count                                                               |
+//! | 42     | 2      | heap start: lowest offset used by the heap (the heap grows down from 4096)|
+//! | 44     | 2      | dead heap bytes (space freed by removals, reclaimed by compaction)       |
+//! | 46     | 2      | prefix length                                                            |
+//! | 48     | 2      | lower fence offset                                                       |
+//! | 50     | 2      | lower fence length (0 = minus infinity)                                  |
+//! | 52     | 2      | upper fence offset                                                       |
+//! | 54     | 2      | upper fence length (0 = plus infinity)                                   |
+//! | 56     | 2      | level: 0 for leaves, children's level + 1 for inner nodes               |
+//! | 58     | 2      | reserved, 0                                                              |
+//! | 60     | 64     | hints: 16 × u32, the head of slot `(count * (i + 1)) / 17` for i in 0..16 |
+//! | 124    | 10 × n | slots, sorted by key: head u32, offset u16, suffix length u16, payload  |
 //! |        |        | length u16 (bit 15 set: the leaf's value lives in a Value page)          |
 //! | ...    |        | free space                                                               |
 //! | heap   |        | fences, then per slot: key suffix bytes followed by payload bytes       |
@@ -58,7 +59,7 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// Chosen so that a leaf always holds one entry next to two maximal fences.
 pub const MAX_INLINE_ENTRY: usize = 1536;
 /// Bytes before the first slot.
-pub const HEADER_SIZE: usize = 116;
+pub const HEADER_SIZE: usize = 124;
 /// Bytes per slot.
 pub const SLOT_SIZE: usize = 10;
 /// Number of hint heads kept in the header.
@@ -68,7 +69,7 @@ pub const PAYLOAD_OUT_OF_LINE: u16 = 0x8000;
 /// Most slots a page can hold; `Node::count` never reports more, whatever the header says.
 pub const MAX_SLOTS: usize = (PAGE_SIZE - HEADER_SIZE) / SLOT_SIZE;
 
-const _: () = assert!(HEADER_SIZE == 52 + HINT_COUNT * 4);
+const _: () = assert!(HEADER_SIZE == 60 + HINT_COUNT * 4);
 // A leaf holds one maximal inline entry next to two maximal fences; an inner node one
 // maximal separator. Splits rely on both.
 const _: () = assert!(HEADER_SIZE + 2 * MAX_KEY_LEN + MAX_INLINE_ENTRY + SLOT_SIZE <= PAGE_SIZE);
@@ -76,19 +77,19 @@ const _: () = assert!(HEADER_SIZE + 3 * MAX_KEY_LEN + 8 + SLOT_SIZE <= PAGE_SIZE
 // Every offset and length inside a page, heap start = PAGE_SIZE included, fits a u16 field.
 const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
 
-pub(super) const OFFSET_TREE_ID: usize = 16;
-pub(super) const OFFSET_UPPER_CHILD: usize = 24;
-pub(super) const OFFSET_COUNT: usize = 32;
-const OFFSET_HEAP_START: usize = 34;
-const OFFSET_DEAD_BYTES: usize = 36;
-pub(super) const OFFSET_PREFIX_LEN: usize = 38;
-pub(super) const OFFSET_LOWER_OFFSET: usize = 40;
-pub(super) const OFFSET_LOWER_LEN: usize = 42;
-const OFFSET_UPPER_OFFSET: usize = 44;
-const OFFSET_UPPER_LEN: usize = 46;
-pub(super) const OFFSET_LEVEL: usize = 48;
-const OFFSET_RESERVED: usize = 50;
-pub(super) const OFFSET_HINTS: usize = 52;
+pub(super) const OFFSET_TREE_ID: usize = 24;
+pub(super) const OFFSET_UPPER_CHILD: usize = 32;
+pub(super) const OFFSET_COUNT: usize = 40;
+const OFFSET_HEAP_START: usize = 42;
+const OFFSET_DEAD_BYTES: usize = 44;
+pub(super) const OFFSET_PREFIX_LEN: usize = 46;
+pub(super) const OFFSET_LOWER_OFFSET: usize = 48;
+pub(super) const OFFSET_LOWER_LEN: usize = 50;
+const OFFSET_UPPER_OFFSET: usize = 52;
+const OFFSET_UPPER_LEN: usize = 54;
+pub(super) const OFFSET_LEVEL: usize = 56;
+const OFFSET_RESERVED: usize = 58;
+pub(super) const OFFSET_HINTS: usize = 60;
 const _: () = assert!(OFFSET_HINTS + HINT_COUNT * 4 == HEADER_SIZE);
 
 // Fields inside a slot.
@@ -1144,12 +1145,12 @@ mod tests {
         init_leaf(&mut page, b"apple", b"apricot");
         assert_eq!(kind_of(&page), Some(PageKind::Leaf));
         assert_eq!(page_id_of(&page), PAGE_ID);
-        assert_eq!(read_u64(&page, 16), TREE_ID);
-        assert_eq!(read_u16(&page, 32), 0);
-        assert_eq!(read_u16(&page, 34), 4096 - 12);
-        assert_eq!(read_u16(&page, 38), 2);
-        assert_eq!((read_u16(&page, 40), read_u16(&page, 42)), (4091, 5));
-        assert_eq!((read_u16(&page, 44), read_u16(&page, 46)), (4084, 7));
+        assert_eq!(read_u64(&page, 24), TREE_ID);
+        assert_eq!(read_u16(&page, 40), 0);
+        assert_eq!(read_u16(&page, 42), 4096 - 12);
+        assert_eq!(read_u16(&page, 46), 2);
+        assert_eq!((read_u16(&page, 48), read_u16(&page, 50)), (4091, 5));
+        assert_eq!((read_u16(&page, 52), read_u16(&page, 54)), (4084, 7));
         assert_eq!(&page[4091..], b"apple");
         assert_eq!(&page[4084..4091], b"apricot");
         let mut node = NodeMut::new(&mut page);
@@ -1160,12 +1161,12 @@ mod tests {
         assert_eq!(node.value(0), Payload::Inline(b"value"));
         check(&page);
         // The slot as the table describes it.
-        assert_eq!(read_u32(&page, 116), u32::from_be_bytes(*b"ples"));
-        assert_eq!(read_u16(&page, 120), 4084 - 13);
-        assert_eq!((read_u16(&page, 122), read_u16(&page, 124)), (8, 5));
+        assert_eq!(read_u32(&page, 124), u32::from_be_bytes(*b"ples"));
+        assert_eq!(read_u16(&page, 128), 4084 - 13);
+        assert_eq!((read_u16(&page, 130), read_u16(&page, 132)), (8, 5));
         assert_eq!(&page[4071..4084], b"plesaucevalue");
-        assert_eq!(read_u16(&page, 34), 4071);
-        assert_eq!(read_u32(&page, 52), u32::from_be_bytes(*b"ples"));
+        assert_eq!(read_u16(&page, 42), 4071);
+        assert_eq!(read_u32(&page, 60), u32::from_be_bytes(*b"ples"));
     }
 
     #[test]
@@ -1224,7 +1225,7 @@ mod tests {
         assert!(node.count() > HINT_MIN_COUNT, "the hints must be in use");
         for hint in 0..HINT_COUNT {
             let slot = node.count() * (hint + 1) / 17;
-            assert_eq!(read_u32(&page, 52 + 4 * hint), head_of(node.suffix(slot)));
+            assert_eq!(read_u32(&page, 60 + 4 * hint), head_of(node.suffix(slot)));
         }
         for slot in 0..node.count() {
             assert_eq!(node.lower_bound(&node.key(slot)), (slot, true));

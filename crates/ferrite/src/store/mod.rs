@@ -32,7 +32,7 @@ pub fn fuzz_store_page(input: &[u8]) {
             assert_eq!(freelist::decode(&again), Ok((next, ids)));
         }
     }
-    let tree_id = page::read_u64(&image, 16);
+    let tree_id = page::read_u64(&image, 24);
     if let Ok(value) = value::decode(&image, tree_id) {
         let value = value.to_vec();
         let mut again = vec![0u8; PAGE_SIZE];

@@ -8,7 +8,11 @@
 //! | 6      | 2    | reserved, 0                                                       |
 //! | 8      | 8    | the page's own id (catches misdirected reads and writes)          |
 //!
-//! All integers are little-endian. The rest of the page belongs to the kind.
+//! All integers are little-endian. The rest of the page belongs to the kind. Pages whose
+//! changes go through the write-ahead log (nodes and Value pages) start their own layout with
+//! the *page LSN* at offset 16 ([`OFFSET_LSN`], 8 bytes): the log position of the last
+//! record that changed the page. Recovery replays a record into a page only if the page's
+//! LSN is older; the log is forced up to a page's LSN before the page is written.
 
 use crate::error::PageId;
 
@@ -21,6 +25,8 @@ pub const OFFSET_CHECKSUM: usize = 0;
 pub const OFFSET_KIND: usize = 4;
 pub const OFFSET_FLAGS: usize = 5;
 pub const OFFSET_PAGE_ID: usize = 8;
+/// Page LSN of logged kinds (`Leaf`, `Inner`, `Value`).
+pub const OFFSET_LSN: usize = 16;
 
 /// In-memory flag: the page differs from its copy on disk.
 pub const FLAG_DIRTY: u8 = 1;
@@ -78,6 +84,20 @@ pub fn write_u64(page: &mut [u8], offset: usize, value: u64) {
 
 pub fn kind_of(page: &[u8]) -> Option<PageKind> {
     PageKind::from_u8(page[OFFSET_KIND])
+}
+
+/// Whether changes to pages of this kind are logged (they carry a page LSN).
+pub fn is_logged(kind: Option<PageKind>) -> bool {
+    matches!(kind, Some(PageKind::Leaf | PageKind::Inner | PageKind::Value))
+}
+
+/// The page LSN of a logged page.
+pub fn lsn_of(page: &[u8]) -> u64 {
+    read_u64(page, OFFSET_LSN)
+}
+
+pub fn set_lsn(page: &mut [u8], lsn: u64) {
+    write_u64(page, OFFSET_LSN, lsn);
 }
 
 pub fn page_id_of(page: &[u8]) -> PageId {

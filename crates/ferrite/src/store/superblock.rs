@@ -6,7 +6,7 @@
 //! |--------|------|------------------------------------------------------------------|
 //! | 0      | 16   | common page header (kind `Superblock`, page id 0 or 1)            |
 //! | 16     | 8    | magic: the bytes `FERRITE\0`                                      |
-//! | 24     | 4    | format version (1)                                                |
+//! | 24     | 4    | format version (2)                                                |
 //! | 28     | 4    | page size in bytes (4096)                                         |
 //! | 32     | 8    | sequence number, + 1 on every write                               |
 //! | 40     | 8    | page count: ids below it are in use or free                       |
@@ -28,7 +28,7 @@ use crate::error::PageId;
 use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
 pub const MAGIC: &[u8; 8] = b"FERRITE\0";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Page ids of the two superblock copies.
 pub const SUPERBLOCK_PAGES: [PageId; 2] = [0, 1];
 

@@ -3,15 +3,18 @@
 //! | offset | size | meaning                                  |
 //! |--------|------|------------------------------------------|
 //! | 0      | 16   | common page header (kind `Value`)         |
-//! | 16     | 8    | tree id of the leaf that owns it          |
-//! | 24     | 4    | value length in bytes                     |
-//! | 28     | 4    | reserved, 0                               |
-//! | 32     | n    | the value                                 |
+//! | 16     | 8    | page LSN (`store::page::OFFSET_LSN`)       |
+//! | 24     | 8    | tree id of the leaf that owns it          |
+//! | 32     | 4    | value length in bytes                     |
+//! | 36     | 4    | reserved, 0                               |
+//! | 40     | n    | the value                                 |
 
 use crate::error::PageId;
 use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
-pub const VALUE_HEADER_SIZE: usize = 32;
+pub const VALUE_HEADER_SIZE: usize = 40;
+const OFFSET_TREE_ID: usize = 24;
+const OFFSET_LEN: usize = 32;
 /// Longest value Ferrite stores (one Value page).
 pub const MAX_VALUE_LEN: usize = PAGE_SIZE - VALUE_HEADER_SIZE;
 
@@ -20,8 +23,8 @@ pub fn encode(out: &mut [u8], page_id: PageId, tree_id: u64, value: &[u8]) {
     assert!(value.len() <= MAX_VALUE_LEN);
     out.fill(0);
     page::init_header(out, PageKind::Value, page_id);
-    write_u64(out, 16, tree_id);
-    write_u32(out, 24, value.len() as u32);
+    write_u64(out, OFFSET_TREE_ID, tree_id);
+    write_u32(out, OFFSET_LEN, value.len() as u32);
     out[VALUE_HEADER_SIZE..VALUE_HEADER_SIZE + value.len()].copy_from_slice(value);
 }
 
@@ -30,11 +33,11 @@ pub fn decode(bytes: &[u8], tree_id: u64) -> Result<&[u8], String> {
     if page::kind_of(bytes) != Some(PageKind::Value) {
         return Err(format!("expected a value page, found kind {}", bytes[page::OFFSET_KIND]));
     }
-    let owner = read_u64(bytes, 16);
+    let owner = read_u64(bytes, OFFSET_TREE_ID);
     if owner != tree_id {
         return Err(format!("value page of tree {owner}, expected tree {tree_id}"));
     }
-    let len = read_u32(bytes, 24) as usize;
+    let len = read_u32(bytes, OFFSET_LEN) as usize;
     if len > MAX_VALUE_LEN {
         return Err(format!("value length {len} exceeds {MAX_VALUE_LEN}"));
     }
@@ -43,6 +46,6 @@ pub fn decode(bytes: &[u8], tree_id: u64) -> Result<&[u8], String> {
 
 /// The value bytes of a latched Value page, to change in place.
 pub fn value_mut(bytes: &mut [u8]) -> &mut [u8] {
-    let len = (read_u32(bytes, 24) as usize).min(MAX_VALUE_LEN);
+    let len = (read_u32(bytes, OFFSET_LEN) as usize).min(MAX_VALUE_LEN);
     &mut bytes[VALUE_HEADER_SIZE..VALUE_HEADER_SIZE + len]
 }
