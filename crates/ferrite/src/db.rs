@@ -22,12 +22,16 @@ use crate::btree::{run, BTree};
 use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
 use crate::error::{Error, PageId, Result};
 use crate::io::{IoEngine, PageFile};
-use crate::options::Options;
+use crate::options::{Durability, Options};
 use crate::sched::{TaskHandle, WorkerStats, Workers};
 use crate::store::page::{read_u64, PAGE_SIZE};
-use crate::store::superblock::{Superblock, SUPERBLOCK_PAGES};
+use crate::store::superblock::{Superblock, NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::store::value::MAX_VALUE_LEN;
 use crate::store::{freelist, page};
+use crate::wal::commit::CommitLock;
+use crate::wal::record::{encode_checkpoint, Checkpoint};
+use crate::wal::recover::RecoveryReport;
+use crate::wal::Log;
 use std::future::Future;
 
 /// The page file's name inside a data directory.
@@ -69,6 +73,67 @@ struct Shared {
     read_only: bool,
     /// Holds the directory's `flock`; released at close even if handles live on.
     lock_file: Mutex<Option<File>>,
+    /// The write-ahead log (`None` when opened read-only).
+    log: Option<Arc<Log>>,
+    commit_lock: CommitLock,
+    durability: Durability,
+    checkpoint_log_bytes: u64,
+    /// Redo LSN of the last checkpoint.
+    checkpoint_redo: AtomicU64,
+    /// One checkpoint at a time.
+    checkpoint_lock: Mutex<()>,
+    checkpointing: AtomicBool,
+    /// Threads running a checkpoint, or flushing the log periodically; joined at close.
+    helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    recovery: RecoveryReport,
+}
+
+/// Log bytes buffered before a commit that does not wait for the log writes them anyway.
+const LOG_BUFFER_FLUSH_BYTES: u64 = 4 << 20;
+
+/// Changes to one or more trees, committed all together or not at all ([`Db::write`]).
+#[derive(Debug, Default, Clone)]
+pub struct WriteBatch {
+    ops: Vec<(Tree, BatchOp)>,
+    durability: Option<Durability>,
+}
+
+#[derive(Debug, Clone)]
+enum BatchOp {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+impl WriteBatch {
+    pub fn new() -> WriteBatch {
+        WriteBatch::default()
+    }
+
+    /// Adds: set `key` of `tree` to `value`.
+    pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> &mut Self {
+        self.ops.push((tree.clone(), BatchOp::Put(key.to_vec(), value.to_vec())));
+        self
+    }
+
+    /// Adds: remove `key` from `tree`.
+    pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> &mut Self {
+        self.ops.push((tree.clone(), BatchOp::Delete(key.to_vec())));
+        self
+    }
+
+    /// This batch's durability, instead of the database's (`Options::durability`).
+    pub fn durability(&mut self, durability: Durability) -> &mut Self {
+        self.durability = Some(durability);
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
 }
 
 /// A named tree: an ordered map from keys (1 to `MAX_KEY_LEN` bytes) to values (0 to
@@ -207,6 +272,7 @@ fn format(file: &PageFile, options: &Options) -> Result<()> {
             free_list_len: 0,
             next_tree_id: CATALOG_TREE_ID + 1,
             clean: true,
+            checkpoint_lsn: crate::store::superblock::NO_CHECKPOINT,
             stripe_chunk_bytes: if options.devices.is_empty() {
                 0
             } else {
@@ -387,7 +453,8 @@ impl Db {
                 ),
             });
         }
-        if !sb.clean && !options.accept_unclean {
+        if !sb.clean && options.read_only && !options.accept_unclean {
+            // Recovery writes; a read-only open cannot replay the log.
             return Err(Error::NotCleanlyClosed { path: dir.to_owned() });
         }
         if sb.page_count > options.max_pages() {
@@ -399,14 +466,10 @@ impl Db {
                 ),
             });
         }
-        let unclean = !sb.clean;
-        let free = if unclean {
-            // Pages allocated after the last clean close lie beyond the recorded count: take
-            // the whole file, and find the free pages by walking every tree (below).
-            sb.page_count = sb.page_count.max(file.size_pages()).min(options.max_pages());
-            Vec::new()
-        } else {
+        let free = if sb.checkpoint_lsn == NO_CHECKPOINT {
             read_free_list(&file, &sb)?
+        } else {
+            Vec::new()
         };
         if writable {
             // From here until a clean close, the superblock says "open": a crash is detected.
@@ -417,6 +480,7 @@ impl Db {
             write_page_direct(&file, sb.page_id(), |page| sb.encode(page))?;
             file.sync()?;
         }
+        let fresh = (sb.page_count, free.clone(), sb.next_tree_id);
         let pool = Arc::new(BufferPool::new(
             file,
             options.pool_pages(),
@@ -424,6 +488,28 @@ impl Db {
             sb.page_count,
             free,
         )?);
+        let mut recovery = RecoveryReport::default();
+        let log = if writable {
+            let storage: Arc<dyn crate::io::Storage> = match &options.storage {
+                Some(storage) => Arc::clone(storage),
+                None => Arc::new(crate::io::DirStorage::new(dir)),
+            };
+            let checkpoint = (sb.checkpoint_lsn != NO_CHECKPOINT).then_some(sb.checkpoint_lsn);
+            let recovered = crate::wal::recover::recover(
+                storage,
+                options.log_segment_bytes,
+                checkpoint,
+                &pool,
+                fresh,
+            )?;
+            pool.set_allocation(recovered.page_count, recovered.free)?;
+            sb.page_count = recovered.page_count;
+            sb.next_tree_id = recovered.next_tree_id;
+            recovery = recovered.report;
+            Some(recovered.log)
+        } else {
+            None
+        };
         let workers = if options.workers > 0 {
             let engines = (0..options.workers)
                 .map(|worker| make_engine(worker, &pool))
@@ -446,12 +532,30 @@ impl Db {
             closed: AtomicBool::new(false),
             read_only: options.read_only,
             lock_file: Mutex::new(Some(lock_file)),
+            log,
+            commit_lock: CommitLock::default(),
+            durability: options.durability,
+            checkpoint_log_bytes: options.checkpoint_log_bytes,
+            checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
+            checkpoint_lock: Mutex::new(()),
+            checkpointing: AtomicBool::new(false),
+            helpers: Mutex::new(Vec::new()),
+            recovery,
         };
-        let db = Db { shared: Arc::new(shared) };
-        if unclean {
-            db.rebuild_free_list()?;
+        let shared = Arc::new(shared);
+        if writable {
+            // The recovered state (or the new directory) becomes the base the log starts from.
+            shared.checkpoint()?;
+            if let Durability::Periodic(interval) = options.durability {
+                let flusher = Arc::clone(&shared);
+                let handle = std::thread::Builder::new()
+                    .name("ferrite-log-flush".into())
+                    .spawn(move || flusher.flush_periodically(interval))
+                    .map_err(|e| Error::io("starting the periodic log flush", e))?;
+                shared.helpers.lock().unwrap().push(handle);
+            }
         }
-        Ok(db)
+        Ok(Db { shared })
     }
 
     /// The data directory.
@@ -468,16 +572,19 @@ impl Db {
             return Err(Error::TreeExists { name: name.to_owned() });
         }
         let pool = &self.shared.pool;
-        let tree_id = self.shared.next_tree_id.fetch_add(1, Ordering::AcqRel);
-        let btree = {
-            let mut root = pool.allocate()?;
-            let root_id = root.page_id();
-            BTree::init_root(root.page_mut(), root_id, tree_id);
-            BTree { root: root_id, tree_id }
-        };
-        let entry = encode_catalog_entry(btree);
         let catalog = self.shared.catalog;
-        run(pool, |scratch| catalog.put(pool, name.as_bytes(), &entry, scratch))?;
+        let btree = self.shared.commit(self.shared.durability, || {
+            let tree_id = self.shared.next_tree_id.fetch_add(1, Ordering::AcqRel);
+            let btree = {
+                let mut root = pool.allocate()?;
+                let root_id = root.page_id();
+                BTree::init_root(root.page_mut(), root_id, tree_id);
+                BTree { root: root_id, tree_id }
+            };
+            let entry = encode_catalog_entry(btree);
+            run(pool, |scratch| catalog.put(pool, name.as_bytes(), &entry, scratch))?;
+            Ok(btree)
+        })?;
         Ok(self.shared.handle(name, btree))
     }
 
@@ -513,14 +620,16 @@ impl Db {
         };
         let pool = &self.shared.pool;
         let catalog = self.shared.catalog;
-        let (_, merge) = run(pool, |scratch| catalog.delete(pool, name.as_bytes(), scratch))?;
-        if let Some(leaf) = merge {
-            run(pool, |scratch| catalog.try_merge(pool, leaf, name.as_bytes(), scratch))?;
-        }
-        if let Some(flag) = self.shared.dropped_flags.lock().unwrap().remove(&btree.tree_id) {
-            flag.store(true, Ordering::Release);
-        }
-        self.shared.free_tree_pages(btree)
+        self.shared.commit(self.shared.durability, || {
+            let (_, merge) = run(pool, |scratch| catalog.delete(pool, name.as_bytes(), scratch))?;
+            if let Some(leaf) = merge {
+                run(pool, |scratch| catalog.try_merge(pool, leaf, name.as_bytes(), scratch))?;
+            }
+            if let Some(flag) = self.shared.dropped_flags.lock().unwrap().remove(&btree.tree_id) {
+                flag.store(true, Ordering::Release);
+            }
+            self.shared.free_tree_pages(btree)
+        })
     }
 
     /// The names of all trees, in order.
@@ -583,26 +692,71 @@ impl Db {
     }
 
     /// After an unclean shutdown: every page no tree reaches is free.
-    fn rebuild_free_list(&self) -> Result<()> {
-        let pool = &self.shared.pool;
-        let mut pages = PageMap::new(pool.page_count());
-        for id in SUPERBLOCK_PAGES {
-            pages.claim(id, check::USED);
-        }
-        check::check_tree(pool, self.shared.catalog, &mut pages);
-        for (_, entry) in self.shared.catalog_entries()? {
-            if let Some(btree) = entry {
-                check::check_tree(pool, btree, &mut pages);
-            }
-        }
-        pool.set_free_pages(pages.lost());
-        Ok(())
-    }
-
     /// Lets running tasks finish, writes every page back and marks the directory cleanly
     /// closed. Dropping the `Db` does the same, reporting a failure on stderr.
     pub fn close(self) -> Result<()> {
         self.shared.close()
+    }
+
+    /// Applies every change of `batch` (to any trees of this database) as one commit: after
+    /// a crash, all of them or none. Returns once the batch is as durable as its durability
+    /// (or the database's) asks.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let shared = &self.shared;
+        shared.check_batch(batch)?;
+        let durability = batch.durability.unwrap_or(shared.durability);
+        shared.commit(durability, || {
+            for (tree, op) in &batch.ops {
+                match op {
+                    BatchOp::Put(key, value) => tree.apply_put(key, value)?,
+                    BatchOp::Delete(key) => {
+                        tree.apply_delete(key)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Db::write`] as a future (for tasks: waiting for the commit lock or the log yields).
+    pub async fn write_async(&self, batch: &WriteBatch) -> Result<()> {
+        let shared = &self.shared;
+        shared.check_batch(batch)?;
+        let durability = batch.durability.unwrap_or(shared.durability);
+        let guard = shared.begin_commit_async().await?;
+        let mut outcome = Ok(());
+        for (tree, op) in &batch.ops {
+            outcome = match op {
+                BatchOp::Put(key, value) => tree.apply_put_async(key, value).await,
+                BatchOp::Delete(key) => tree.apply_delete_async(key).await.map(|_| ()),
+            };
+            if outcome.is_err() {
+                break;
+            }
+        }
+        let (value, end) = shared.end_commit(outcome)?;
+        drop(guard);
+        shared.after_commit_async(end, durability).await?;
+        Ok(value)
+    }
+
+    /// Writes every changed page and a checkpoint record, so that recovery starts from here
+    /// and older log segments are reused. Runs on its own when the log grew by
+    /// `Options::checkpoint_log_bytes`.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.shared.check_writable()?;
+        self.shared.checkpoint()
+    }
+
+    /// What recovery did when this database was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.shared.recovery
+    }
+
+    /// The write-ahead log, for tools and benchmarks (`None` when opened read-only).
+    #[doc(hidden)]
+    pub fn log(&self) -> Option<&Arc<Log>> {
+        self.shared.log.as_ref()
     }
 
     /// The buffer pool, for benchmarks and tools.
@@ -719,6 +873,201 @@ impl Shared {
         Ok(())
     }
 
+    fn log(&self) -> Result<&Arc<Log>> {
+        self.log.as_ref().ok_or(Error::ReadOnly)
+    }
+
+    fn check_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.check_writable()?;
+        self.log()?.check()?;
+        for (tree, op) in &batch.ops {
+            if !std::ptr::eq(Arc::as_ptr(&tree.shared), self) {
+                return Err(Error::BadOptions {
+                    reason: format!(
+                        "tree {:?} of the batch belongs to another database",
+                        tree.name
+                    ),
+                });
+            }
+            if tree.dropped.load(Ordering::Acquire) {
+                return Err(Error::TreeNotFound { name: tree.name.to_string() });
+            }
+            match op {
+                BatchOp::Put(key, value) => {
+                    check_key(key)?;
+                    check_value(value)?;
+                }
+                BatchOp::Delete(key) => check_key(key)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `body` as one commit (blocking): its changes are captured, logged as one record,
+    /// and (with `Durability::Sync`) synced before returning.
+    fn commit<T>(
+        self: &Arc<Self>,
+        durability: Durability,
+        body: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        self.check_writable()?;
+        let log = self.log()?;
+        log.check()?;
+        let guard = self.commit_lock.lock();
+        self.pool.begin_capture();
+        let (value, end) = self.end_commit(body())?;
+        drop(guard);
+        if let Some(end) = end {
+            match durability {
+                Durability::Sync => log.flush(end)?,
+                _ if end - log.durable() > LOG_BUFFER_FLUSH_BYTES => log.flush(end)?,
+                _ => {}
+            }
+        }
+        self.maybe_checkpoint();
+        Ok(value)
+    }
+
+    /// Takes the commit lock for a task and starts capturing.
+    async fn begin_commit_async(&self) -> Result<crate::wal::commit::CommitGuard<'_>> {
+        self.check_writable()?;
+        self.log()?.check()?;
+        let guard = self.commit_lock.lock_async().await;
+        self.pool.begin_capture();
+        Ok(guard)
+    }
+
+    /// Ends the capture of a commit whose changes were `outcome`: appends its record and
+    /// gives its pages the record's LSN. Returns the LSN the log must reach for it to be
+    /// durable (`None`: it changed nothing). A commit that failed after changing pages leaves
+    /// changes no record describes: the log is failed, the database must be reopened.
+    fn end_commit<T>(&self, outcome: Result<T>) -> Result<(T, Option<u64>)> {
+        let log = self.log()?;
+        let value = match outcome {
+            Ok(value) => value,
+            Err(e) => {
+                if self.pool.abandon_capture() {
+                    log.fail(format!("a commit failed after changing pages: {e}"));
+                }
+                return Err(e);
+            }
+        };
+        let next_tree_id = self.next_tree_id.load(Ordering::Acquire);
+        let Some((mut record, pages)) = self.pool.finish_capture(next_tree_id) else {
+            return Ok((value, None));
+        };
+        let (lsn, end) = log.append(&mut record)?;
+        self.pool.stamp(&pages, lsn);
+        Ok((value, Some(end)))
+    }
+
+    async fn after_commit_async(
+        self: &Arc<Self>,
+        end: Option<u64>,
+        durability: Durability,
+    ) -> Result<()> {
+        let log = self.log()?;
+        if let Some(end) = end {
+            match durability {
+                Durability::Sync => log.wait_durable(end).await?,
+                _ if end - log.durable() > LOG_BUFFER_FLUSH_BYTES => log.wait_durable(end).await?,
+                _ => {}
+            }
+        }
+        self.maybe_checkpoint();
+        Ok(())
+    }
+
+    /// Starts a checkpoint on a thread of its own once the log grew enough since the last.
+    fn maybe_checkpoint(self: &Arc<Self>) {
+        let Some(log) = &self.log else { return };
+        let since = log.tail().saturating_sub(self.checkpoint_redo.load(Ordering::Acquire));
+        if since < self.checkpoint_log_bytes || self.checkpointing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = Arc::clone(self);
+        let spawned =
+            std::thread::Builder::new().name("ferrite-checkpoint".into()).spawn(move || {
+                if let Err(e) = shared.checkpoint() {
+                    if let Some(log) = &shared.log {
+                        log.fail(format!("a checkpoint failed: {e}"));
+                    }
+                }
+                shared.checkpointing.store(false, Ordering::Release);
+            });
+        match spawned {
+            Ok(handle) => {
+                let mut helpers = self.helpers.lock().unwrap();
+                helpers.retain(|h| !h.is_finished());
+                helpers.push(handle);
+            }
+            Err(_) => self.checkpointing.store(false, Ordering::Release),
+        }
+    }
+
+    /// Writes every dirty page, then a checkpoint record, then points the superblock at it;
+    /// log segments before its redo LSN are then free to reuse. Commits go on meanwhile:
+    /// they are held only while the redo LSN and the allocator's state are read.
+    fn checkpoint(&self) -> Result<()> {
+        let _one = self.checkpoint_lock.lock().unwrap();
+        let log = self.log()?;
+        log.check()?;
+        let pool = &self.pool;
+        let (epoch, snapshot) = {
+            let _commit = self.commit_lock.lock();
+            // The redo LSN before the epoch: an image counted for this epoch follows it.
+            let redo_lsn = log.tail();
+            let epoch = pool.start_epoch();
+            let snapshot = Checkpoint {
+                redo_lsn,
+                page_count: pool.page_count(),
+                next_tree_id: self.next_tree_id.load(Ordering::Acquire),
+                catalog_root: self.catalog.root,
+                free: pool.free_pages(),
+            };
+            (epoch, snapshot)
+        };
+        pool.flush_all()?;
+        let mut record = encode_checkpoint(&snapshot);
+        let (lsn, end) = log.append(&mut record)?;
+        log.flush(end)?;
+        {
+            let mut sb = self.superblock.lock().unwrap();
+            sb.sequence += 1;
+            sb.checkpoint_lsn = lsn;
+            sb.page_count = snapshot.page_count;
+            sb.next_tree_id = snapshot.next_tree_id;
+            let written = write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))
+                .and_then(|()| pool.file().sync());
+            if let Err(e) = written {
+                log.fail(format!("writing the superblock failed: {e}"));
+                return Err(e);
+            }
+        }
+        pool.complete_epoch(epoch);
+        log.release_before(snapshot.redo_lsn);
+        self.checkpoint_redo.store(snapshot.redo_lsn, Ordering::Release);
+        Ok(())
+    }
+
+    /// The body of the periodic flush thread (`Durability::Periodic`).
+    fn flush_periodically(&self, interval: std::time::Duration) {
+        let step = interval.min(std::time::Duration::from_millis(10));
+        let mut last = std::time::Instant::now();
+        while !self.closed.load(Ordering::Acquire) {
+            std::thread::sleep(step);
+            if last.elapsed() < interval {
+                continue;
+            }
+            last = std::time::Instant::now();
+            if let Some(log) = &self.log {
+                if log.has_unflushed() && log.flush(log.tail()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
     fn close(&self) -> Result<()> {
         // Tasks finish (their trees still usable) and their I/O completes before anything
         // is written back.
@@ -733,30 +1082,18 @@ impl Shared {
             self.lock_file.lock().unwrap().take();
             return Ok(());
         }
-        let pool = &self.pool;
-        pool.flush_all()?;
-        let (chain, listed) = freelist::plan(pool.free_pages());
-        let file = pool.file();
-        let mut remaining = listed.as_slice();
-        for (i, &page_id) in chain.iter().enumerate() {
-            let take = remaining.len().min(freelist::IDS_PER_PAGE);
-            let next = chain.get(i + 1).copied().unwrap_or(0);
-            write_page_direct(file, page_id, |page| {
-                freelist::encode(page, page_id, next, &remaining[..take])
-            })?;
-            remaining = &remaining[take..];
+        for helper in std::mem::take(&mut *self.helpers.lock().unwrap()) {
+            let _ = helper.join();
         }
-        file.sync()?;
+        // A last checkpoint writes every page back: the next open replays nothing.
+        self.checkpoint()?;
+        let pool = &self.pool;
         let mut sb = self.superblock.lock().unwrap();
         sb.sequence += 1;
-        sb.page_count = pool.page_count();
-        sb.free_list_head = chain.first().copied().unwrap_or(0);
-        sb.free_list_len = listed.len() as u64;
-        sb.next_tree_id = self.next_tree_id.load(Ordering::Acquire);
         sb.clean = true;
         let sb = sb.clone();
-        write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
-        file.sync()?;
+        write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))?;
+        pool.file().sync()?;
         self.lock_file.lock().unwrap().take();
         Ok(())
     }
@@ -822,21 +1159,45 @@ impl Tree {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
+        self.shared.commit(self.shared.durability, || self.apply_put(key, value))
+    }
+
+    /// The put itself, inside a commit.
+    fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let btree = self.btree;
         self.run(|pool, scratch| btree.put(pool, key, value, scratch))
+    }
+
+    /// The delete itself, inside a commit.
+    fn apply_delete(&self, key: &[u8]) -> Result<bool> {
+        let btree = self.btree;
+        let (removed, merge) = self.run(|pool, scratch| btree.delete(pool, key, scratch))?;
+        if let Some(leaf) = merge {
+            self.run(|pool, scratch| btree.try_merge(pool, leaf, key, scratch))?;
+        }
+        Ok(removed)
+    }
+
+    async fn apply_put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let btree = self.btree;
+        self.run_async(|pool, scratch| btree.put(pool, key, value, scratch)).await
+    }
+
+    async fn apply_delete_async(&self, key: &[u8]) -> Result<bool> {
+        let btree = self.btree;
+        let (removed, merge) =
+            self.run_async(|pool, scratch| btree.delete(pool, key, scratch)).await?;
+        if let Some(leaf) = merge {
+            self.run_async(|pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
+        }
+        Ok(removed)
     }
 
     /// Removes `key`; returns whether it was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         self.shared.check_writable()?;
         check_key(key)?;
-        let btree = self.btree;
-        let (removed, merge) = self.run(|pool, scratch| btree.delete(pool, key, scratch))?;
-        if let Some(leaf) = merge {
-            // A separate operation: the delete is done whatever becomes of the merge.
-            self.run(|pool, scratch| btree.try_merge(pool, leaf, key, scratch))?;
-        }
-        Ok(removed)
+        self.shared.commit(self.shared.durability, || self.apply_delete(key))
     }
 
     /// Changes the value of `key` in place, atomically (no reader sees half of the change);
@@ -846,7 +1207,9 @@ impl Tree {
         check_key(key)?;
         let btree = self.btree;
         let mut change = Some(change);
-        self.run(|pool, scratch| btree.update(pool, key, &mut change, scratch))
+        self.shared.commit(self.shared.durability, || {
+            self.run(|pool, scratch| btree.update(pool, key, &mut change, scratch))
+        })
     }
 
     /// [`Tree::get`] as a future: on a worker, a miss queues a read and yields.
@@ -874,20 +1237,25 @@ impl Tree {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
-        let btree = self.btree;
-        self.run_async(|pool, scratch| btree.put(pool, key, value, scratch)).await
+        let shared = &self.shared;
+        let guard = shared.begin_commit_async().await?;
+        let outcome = self.apply_put_async(key, value).await;
+        let (value, end) = shared.end_commit(outcome)?;
+        drop(guard);
+        shared.after_commit_async(end, shared.durability).await?;
+        Ok(value)
     }
 
     /// [`Tree::delete`] as a future.
     pub async fn delete_async(&self, key: &[u8]) -> Result<bool> {
         self.shared.check_writable()?;
         check_key(key)?;
-        let btree = self.btree;
-        let (removed, merge) =
-            self.run_async(|pool, scratch| btree.delete(pool, key, scratch)).await?;
-        if let Some(leaf) = merge {
-            self.run_async(|pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
-        }
+        let shared = &self.shared;
+        let guard = shared.begin_commit_async().await?;
+        let outcome = self.apply_delete_async(key).await;
+        let (removed, end) = shared.end_commit(outcome)?;
+        drop(guard);
+        shared.after_commit_async(end, shared.durability).await?;
         Ok(removed)
     }
 
@@ -897,7 +1265,14 @@ impl Tree {
         check_key(key)?;
         let btree = self.btree;
         let mut change = Some(change);
-        self.run_async(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await
+        let shared = &self.shared;
+        let guard = shared.begin_commit_async().await?;
+        let outcome =
+            self.run_async(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await;
+        let (updated, end) = shared.end_commit(outcome)?;
+        drop(guard);
+        shared.after_commit_async(end, shared.durability).await?;
+        Ok(updated)
     }
 
     async fn run_async<T>(

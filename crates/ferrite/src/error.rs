@@ -46,6 +46,10 @@ pub enum Error {
     ReadOnly,
     /// `Db::spawn` on a database opened with `Options::workers == 0`.
     NoWorkers,
+    /// A write or sync of the log failed: the database refuses writes until reopened.
+    LogFailed { reason: String },
+    /// The log is damaged before its end (not a torn tail, which recovery cuts).
+    LogCorrupt { lsn: u64, path: PathBuf, reason: String },
 }
 
 impl Error {
@@ -118,6 +122,17 @@ impl fmt::Display for Error {
             Error::NoWorkers => {
                 write!(f, "the database has no workers to run tasks (Options::workers is 0)")
             }
+            Error::LogFailed { reason } => write!(
+                f,
+                "the write-ahead log failed ({reason}); the database refuses writes until it \
+                 is reopened"
+            ),
+            Error::LogCorrupt { lsn, path, reason } => write!(
+                f,
+                "the write-ahead log in {} is damaged at position {lsn} before its end: \
+                 {reason}",
+                path.display()
+            ),
         }
     }
 }

@@ -224,24 +224,41 @@ fn directories_that_are_not_databases_are_refused() {
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
 }
 
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
 #[test]
-fn a_directory_opens_once_and_an_unclean_one_is_refused() {
+fn a_directory_opens_once_and_an_unclean_one_is_recovered() {
     let dir = TempDir::new("lock");
     let db = Db::open(dir.path(), tiny(16)).unwrap();
     assert!(matches!(Db::open(dir.path(), tiny(16)), Err(Error::Locked { .. })));
     db.tree("t").unwrap().put(b"k", b"v").unwrap();
-    // Simulate a crash: the process dies without closing (leak the handle, drop the lock).
+    // Simulate a crash: the files as they are while the database is open.
     let copy = TempDir::new("lock-copy");
-    std::fs::copy(dir.path().join(PAGE_FILE_NAME), copy.path().join(PAGE_FILE_NAME)).unwrap();
+    copy_dir(dir.path(), copy.path());
     db.close().unwrap();
-    let err = Db::open(copy.path(), tiny(16)).unwrap_err();
+    // Read-only, the log cannot be replayed: refused unless asked to open anyway.
+    let read_only = Options { read_only: true, create_if_missing: false, ..tiny(16) };
+    let err = Db::open(copy.path(), read_only).unwrap_err();
     assert!(matches!(err, Error::NotCleanlyClosed { .. }), "{err}");
-    // Opened anyway, the free pages are found again by walking the trees.
-    let accepted = Db::open(copy.path(), Options { accept_unclean: true, ..tiny(16) }).unwrap();
-    assert_check(&accepted);
-    drop(accepted);
+    // Opened for writing, recovery replays the log: the acknowledged put is there.
+    let recovered = Db::open(copy.path(), tiny(16)).unwrap();
+    assert!(recovered.recovery_report().records >= 2, "{:?}", recovered.recovery_report());
+    assert_eq!(recovered.open_tree("t").unwrap().get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_check(&recovered);
+    drop(recovered);
     // A closed database refuses further use of its handles.
     let db = Db::open(dir.path(), tiny(16)).unwrap();
+    assert_eq!(db.recovery_report().pages_applied, 0, "a clean close leaves nothing to replay");
     let tree = db.open_tree("t").unwrap();
     db.close().unwrap();
     assert!(matches!(tree.get(b"k"), Err(Error::Closed)));

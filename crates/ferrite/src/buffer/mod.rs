@@ -3,6 +3,7 @@
 //! inline by whoever runs short of frames.
 
 mod aligned;
+pub mod capture;
 mod pool;
 mod resident;
 mod state;
@@ -11,6 +12,7 @@ mod vmem;
 pub use aligned::AlignedPage;
 pub use pool::{
     evict_batch_size, BufferPool, ExclusiveGuard, FrameView, LoadStart, PoolStats, SharedGuard,
+    WriteCheck, WriteStart,
 };
 pub use state::PageState;
 

@@ -18,11 +18,12 @@
 
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 
 use super::aligned::AlignedPage;
+use super::capture::{encode_image, Capture};
 use super::resident::ResidentSet;
 use super::state::{PageState, EVICTED, LOADING, LOCKED, MARKED, SHARED_MAX, SHARED_MIN, UNLOCKED};
 use super::vmem::VirtualRegion;
@@ -31,6 +32,10 @@ use crate::error::{Error, PageId, Result};
 use crate::id_hash::PageMap;
 use crate::io::PageFile;
 use crate::store::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
+use crate::wal::Log;
+
+/// `Slot::log_state` bit: changed by the commit in progress.
+const PINNED: u32 = 1 << 31;
 
 /// Most victims chosen per eviction round.
 const EVICT_BATCH: usize = 64;
@@ -67,7 +72,14 @@ struct Counters {
 #[repr(C, align(16))]
 struct Slot {
     state: AtomicU64,
-    frame: AtomicU64,
+    frame: AtomicU32,
+    /// Bits 0..31: the checkpoint epoch in which the log last got a full image of the page
+    /// (0: never since open); a logged page is written back only if it has one from an
+    /// epoch not older than the last completed checkpoint, so that a torn write can be
+    /// repaired. Bit 31 (`PINNED`): a commit in progress changed the page; it is not
+    /// written until the commit's record is logged (its bytes, LSN field included, may be
+    /// anything meanwhile).
+    log_state: AtomicU32,
 }
 
 /// The pool of frames and the page allocator over one page file.
@@ -87,6 +99,38 @@ pub struct BufferPool {
     free: Mutex<Vec<PageId>>,
     counters: Counters,
     load_waiters: LoadWaiters,
+    /// The write-ahead log, once the database attached it: write-backs then follow its
+    /// rules (the log first, a page image after each checkpoint).
+    log: OnceLock<Arc<Log>>,
+    /// The changes of the commit in progress (see `capture.rs`).
+    capture: Mutex<Capture>,
+    capturing: AtomicBool,
+    /// Checkpoint epochs: the last one started and the last one completed.
+    epoch_started: AtomicU32,
+    epoch_completed: AtomicU32,
+}
+
+/// What `write_back_start` decided for a victim.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteStart {
+    Clean,
+    /// Write these `PAGE_SIZE` bytes, then `finish_evict_many`.
+    Write(*const u8),
+    /// Not now (`abort_evict` it): after the log is durable up to the LSN, or (`None`) after
+    /// the commit that changed it is logged.
+    Later(Option<u64>),
+}
+
+/// What a dirty page needs before it may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCheck {
+    /// Clean or free: nothing to write.
+    Clean,
+    Ready,
+    /// The log must be durable up to this LSN first (`Log::flush`).
+    LogFirst(u64),
+    /// A commit in progress changed it: not before its record is logged.
+    Pinned,
 }
 
 /// Tasks waiting for a page that someone else (another worker, or a blocking thread) is
@@ -163,6 +207,11 @@ impl BufferPool {
             free: Mutex::new(free),
             counters: Counters::default(),
             load_waiters: LoadWaiters::default(),
+            log: OnceLock::new(),
+            capture: Mutex::new(Capture::default()),
+            capturing: AtomicBool::new(false),
+            epoch_started: AtomicU32::new(1),
+            epoch_completed: AtomicU32::new(1),
         })
     }
 
@@ -231,11 +280,11 @@ impl BufferPool {
 
     /// Gives latched page `page_id` the frame `frame`.
     fn set_frame(&self, page_id: PageId, frame: u32) {
-        self.slot(page_id).frame.store(frame as u64, Ordering::Relaxed);
+        self.slot(page_id).frame.store(frame, Ordering::Relaxed);
     }
 
     fn frame_of(&self, page_id: PageId) -> u32 {
-        self.slot(page_id).frame.load(Ordering::Relaxed) as u32
+        self.slot(page_id).frame.load(Ordering::Relaxed)
     }
 
     /// Takes a free frame, if any.
@@ -522,10 +571,11 @@ impl BufferPool {
             fence(Ordering::Release);
             if failure.is_none() {
                 match self.write_back(page_id) {
-                    Ok(()) => {
+                    Ok(true) => {
                         latched.push(page_id);
                         continue;
                     }
+                    Ok(false) => {}
                     Err(e) => failure = Some(e),
                 }
             }
@@ -540,38 +590,87 @@ impl BufferPool {
         Ok(latched.len())
     }
 
-    /// Writes a latched page if it is dirty. On failure the page stays dirty.
-    fn write_back(&self, page_id: PageId) -> Result<()> {
-        let memory = self.page_mut(page_id);
-        if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
-            return Ok(());
+    /// Writes a latched page if it is dirty, forcing the log first (blocking); returns
+    /// false if the page must stay (a commit in progress changed it). On failure the page
+    /// stays dirty.
+    fn write_back(&self, page_id: PageId) -> Result<bool> {
+        match self.write_check(page_id)? {
+            WriteCheck::Clean => return Ok(true),
+            WriteCheck::Pinned => return Ok(false),
+            WriteCheck::LogFirst(lsn) => self.log.get().expect("a log").flush(lsn)?,
+            WriteCheck::Ready => {}
         }
+        let memory = self.page_mut(page_id);
         page::seal(memory);
         if let Err(e) = self.file.write_page(page_id, memory) {
             memory[OFFSET_FLAGS] |= FLAG_DIRTY;
+            self.note_write_failed(e.to_string());
             return Err(e);
         }
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(true)
     }
 
-    /// Writes every dirty page in memory (blocking), then syncs the file.
+    /// For a latched page: what it needs before it may be written. Appends the page's
+    /// image to the log if it has none since the last completed checkpoint.
+    pub fn write_check(&self, page_id: PageId) -> Result<WriteCheck> {
+        let memory = self.page_mut(page_id);
+        if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
+            return Ok(WriteCheck::Clean);
+        }
+        let Some(log) = self.log.get() else { return Ok(WriteCheck::Ready) };
+        if !page::is_logged(page::kind_of(memory)) {
+            return Ok(WriteCheck::Ready);
+        }
+        let slot = self.slot(page_id);
+        let state = slot.log_state.load(Ordering::Acquire);
+        if state & PINNED != 0 {
+            return Ok(WriteCheck::Pinned);
+        }
+        let mut lsn = page::lsn_of(memory);
+        if state < self.epoch_completed.load(Ordering::Acquire) {
+            // Read the epoch before appending: an image is counted for a checkpoint only if
+            // it follows that checkpoint's redo LSN (see `start_checkpoint`).
+            let epoch = self.epoch_started.load(Ordering::Acquire);
+            let mut record = encode_image(page_id, memory);
+            let (image_lsn, _) = log.append(&mut record)?;
+            page::set_lsn(memory, image_lsn);
+            slot.log_state.store(epoch, Ordering::Release);
+            lsn = image_lsn;
+        }
+        if lsn >= log.durable() {
+            return Ok(WriteCheck::LogFirst(lsn + 1));
+        }
+        Ok(WriteCheck::Ready)
+    }
+
+    /// Writes every page dirty in memory (blocking; pages a commit in progress changed are
+    /// waited for), then syncs the file.
     pub fn flush_all(&self) -> Result<()> {
         let mut ids = self.resident.ids();
         ids.sort_unstable();
-        for page_id in ids {
-            loop {
-                match self.lock_exclusive_any(page_id) {
-                    Ok(guard) => {
-                        self.write_back(page_id)?;
-                        drop(guard);
-                        break;
+        while !ids.is_empty() {
+            let mut pinned = Vec::new();
+            for page_id in ids {
+                loop {
+                    match self.lock_exclusive_any(page_id) {
+                        Ok(guard) => {
+                            if !self.write_back(page_id)? {
+                                pinned.push(page_id);
+                            }
+                            drop(guard);
+                            break;
+                        }
+                        Err(Interrupt::Miss(_)) => break,
+                        Err(Interrupt::Restart) => std::thread::yield_now(),
+                        Err(Interrupt::Error(e)) => return Err(e),
                     }
-                    Err(Interrupt::Miss(_)) => break,
-                    Err(Interrupt::Restart) => std::thread::yield_now(),
-                    Err(Interrupt::Error(e)) => return Err(e),
                 }
             }
+            if !pinned.is_empty() {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            ids = pinned;
         }
         self.file.sync()
     }
@@ -616,11 +715,17 @@ impl BufferPool {
                     // The frame still holds whatever page used it last.
                     self.page_mut(page_id).fill(0);
                     self.resident.insert(page_id);
+                    self.note_new(page_id);
                     return Ok(ExclusiveGuard { pool: self, page_id, dirty: true });
                 }
                 UNLOCKED | MARKED => {
                     if self.cas_state(page_id, now, now.with_state(LOCKED)) {
                         fence(Ordering::Release);
+                        if self.capturing.load(Ordering::Acquire) {
+                            // Logged against a zeroed page: start from one.
+                            self.page_mut(page_id).fill(0);
+                        }
+                        self.note_new(page_id);
                         return Ok(ExclusiveGuard { pool: self, page_id, dirty: true });
                     }
                 }
@@ -638,6 +743,7 @@ impl BufferPool {
         memory[OFFSET_FLAGS] = 0;
         guard.dirty = false;
         drop(guard);
+        self.note_freed(page_id);
         self.free.lock().unwrap().push(page_id);
     }
 
@@ -647,6 +753,7 @@ impl BufferPool {
             let now = self.load_state(page_id);
             if now.state() == EVICTED {
                 if self.cas_state(page_id, now, now.bumped(EVICTED)) {
+                    self.note_freed(page_id);
                     self.free.lock().unwrap().push(page_id);
                     return Ok(());
                 }
@@ -821,15 +928,35 @@ impl BufferPool {
         });
     }
 
-    /// For a latched victim: if it must be written before its frame is reused, seals it and
-    /// returns its memory, to write; `None` if it is clean.
-    pub fn write_back_start(&self, page_id: PageId) -> Option<*const u8> {
-        let memory = self.page_mut(page_id);
-        if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
-            return None;
+    /// For a latched victim: whether it must be written before its frame is reused (then
+    /// it is sealed and its memory returned), or must wait for the log or its commit.
+    pub fn write_back_start(&self, page_id: PageId) -> WriteStart {
+        match self.write_check(page_id) {
+            Ok(WriteCheck::Clean) => WriteStart::Clean,
+            Ok(WriteCheck::Ready) => {
+                let memory = self.page_mut(page_id);
+                page::seal(memory);
+                WriteStart::Write(memory.as_ptr())
+            }
+            Ok(WriteCheck::LogFirst(lsn)) => WriteStart::Later(Some(lsn)),
+            Ok(WriteCheck::Pinned) | Err(_) => WriteStart::Later(None),
         }
-        page::seal(memory);
-        Some(memory.as_ptr())
+    }
+
+    /// Makes the log durable up to `lsn` (blocking), if there is a log.
+    pub fn flush_log(&self, lsn: u64) -> Result<()> {
+        match self.log.get() {
+            Some(log) => log.flush(lsn),
+            None => Ok(()),
+        }
+    }
+
+    /// A page write failed: the database refuses writes from now on (what reached the disk
+    /// is unknown, and the page's frame cannot be trusted to be written later).
+    pub fn note_write_failed(&self, reason: String) {
+        if let Some(log) = self.log.get() {
+            log.fail(format!("a page write failed: {reason}"));
+        }
     }
 
     /// Counts a write-back that finished.
@@ -862,6 +989,180 @@ impl BufferPool {
     /// Gives up evicting a latched victim (its write failed): it stays, dirty.
     pub fn abort_evict(&self, page_id: PageId) {
         self.unlock_exclusive(page_id, true);
+    }
+}
+
+/// The write-ahead log's side of the pool: capturing a commit's changes, checkpoint
+/// epochs, and applying records at recovery.
+impl BufferPool {
+    /// Attaches the log: from now on write-backs follow its rules.
+    pub fn attach_log(&self, log: Arc<Log>) {
+        assert!(self.log.set(log).is_ok(), "a log is attached already");
+    }
+
+    pub fn log(&self) -> Option<&Arc<Log>> {
+        self.log.get()
+    }
+
+    /// Starts capturing a commit's changes (the caller holds the commit lock).
+    pub fn begin_capture(&self) {
+        debug_assert!(self.capture.lock().unwrap().is_empty());
+        self.capturing.store(true, Ordering::Release);
+    }
+
+    fn note_change(&self, page_id: PageId) {
+        let memory = self.page_mut(page_id);
+        if self.capture.lock().unwrap().note_change(page_id, memory) {
+            self.slot(page_id).log_state.fetch_or(PINNED, Ordering::AcqRel);
+        }
+    }
+
+    fn note_new(&self, page_id: PageId) {
+        if !self.capturing.load(Ordering::Acquire) {
+            return;
+        }
+        self.capture.lock().unwrap().note_new(page_id);
+        // Logged whole: counts as an image for the current epoch.
+        let epoch = self.epoch_started.load(Ordering::Acquire);
+        self.slot(page_id).log_state.store(epoch | PINNED, Ordering::Release);
+    }
+
+    fn note_freed(&self, page_id: PageId) {
+        if self.capturing.load(Ordering::Acquire) {
+            self.capture.lock().unwrap().note_freed(page_id);
+        }
+    }
+
+    /// Ends the capture: the commit record of what changed (`None` if nothing did), and the
+    /// pages to stamp with its LSN once appended (`stamp`).
+    pub fn finish_capture(&self, next_tree_id: u64) -> Option<(Vec<u8>, Vec<PageId>)> {
+        self.capturing.store(false, Ordering::Release);
+        let mut capture = self.capture.lock().unwrap();
+        if capture.is_empty() {
+            return None;
+        }
+        // The pages are pinned (not written, not evicted while dirty) and only this commit
+        // changes them, so their bytes are stable here.
+        let record = capture.encode(next_tree_id, |id| &*self.page_mut(id));
+        let pages = capture.kept_pages().collect();
+        capture.clear();
+        Some((record, pages))
+    }
+
+    /// Gives the pages a commit changed its record's LSN, which unpins them.
+    pub fn stamp(&self, pages: &[PageId], lsn: u64) {
+        for &page_id in pages {
+            loop {
+                match self.lock_exclusive_any(page_id) {
+                    Ok(guard) => {
+                        page::set_lsn(self.page_mut(page_id), lsn);
+                        self.slot(page_id).log_state.fetch_and(!PINNED, Ordering::AcqRel);
+                        drop(guard);
+                        break;
+                    }
+                    Err(Interrupt::Restart) => std::hint::spin_loop(),
+                    Err(e) => panic!("page {page_id}, pinned by its commit, is gone: {e:?}"),
+                }
+            }
+        }
+    }
+
+    /// Abandons the capture of a commit that failed half-way: its pages stay pinned (they
+    /// hold changes no record describes), so nothing of it can reach the disk; the caller
+    /// fails the log, and the database must be reopened.
+    pub fn abandon_capture(&self) -> bool {
+        self.capturing.store(false, Ordering::Release);
+        let mut capture = self.capture.lock().unwrap();
+        let changed = !capture.is_empty();
+        capture.clear();
+        changed
+    }
+
+    /// Starts a checkpoint epoch; returns it. The caller read the checkpoint's redo LSN
+    /// before: an image counted for this epoch was appended after it.
+    pub fn start_epoch(&self) -> u32 {
+        self.epoch_started.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The checkpoint of `epoch` is on disk: later write-backs need images from it on.
+    pub fn complete_epoch(&self, epoch: u32) {
+        self.epoch_completed.fetch_max(epoch, Ordering::AcqRel);
+    }
+
+    /// Sets the allocator's state (after recovery): page count and free pages.
+    pub fn set_allocation(&self, page_count: u64, free: Vec<PageId>) -> Result<()> {
+        if page_count > 0 {
+            self.file.ensure_page(page_count - 1)?;
+        }
+        self.next_page.store(page_count, Ordering::Release);
+        *self.free.lock().unwrap() = free;
+        Ok(())
+    }
+
+    /// For recovery: runs `apply` on page `page_id`'s bytes, loaded from disk if needed,
+    /// with whether they passed their checksum (`false`: torn, never written, or beyond
+    /// the file). If `apply` returns true the page becomes dirty.
+    pub fn recover_page(
+        &self,
+        page_id: PageId,
+        apply: impl FnOnce(&mut [u8], bool) -> bool,
+    ) -> Result<()> {
+        if page_id >= self.max_pages {
+            return Err(Error::Corrupt {
+                page: page_id,
+                file: self.file.path().to_owned(),
+                reason: format!("the log names a page beyond max_pages ({})", self.max_pages),
+            });
+        }
+        if page_id >= self.next_page.load(Ordering::Acquire) {
+            self.file.ensure_page(page_id)?;
+            self.next_page.fetch_max(page_id + 1, Ordering::AcqRel);
+        }
+        loop {
+            let now = self.load_state(page_id);
+            if now.state() == EVICTED {
+                if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+                    continue;
+                }
+                let frame = match self.reserve_frame() {
+                    Ok(frame) => frame,
+                    Err(e) => {
+                        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                        return Err(e);
+                    }
+                };
+                self.set_frame(page_id, frame);
+                fence(Ordering::Release);
+                let memory = self.page_mut(page_id);
+                let valid = match self.file.read_page(page_id, memory) {
+                    Ok(()) => page::verify(memory, page_id).is_ok(),
+                    Err(_) => {
+                        memory.fill(0);
+                        false
+                    }
+                };
+                if !valid {
+                    // Not a page: a free kind keeps it from being written unless replayed.
+                    memory[OFFSET_KIND] = PageKind::Free as u8;
+                }
+                self.resident.insert(page_id);
+                let dirty = apply(memory, valid);
+                self.unlock_exclusive(page_id, dirty);
+                return Ok(());
+            }
+            match self.lock_exclusive_any(page_id) {
+                Ok(mut guard) => {
+                    let memory = self.page_mut(page_id);
+                    let valid = memory[OFFSET_KIND] != PageKind::Free as u8;
+                    if apply(memory, valid) {
+                        guard.dirty = true;
+                    }
+                    return Ok(());
+                }
+                Err(Interrupt::Restart) | Err(Interrupt::Miss(_)) => std::thread::yield_now(),
+                Err(Interrupt::Error(e)) => return Err(e),
+            }
+        }
     }
 }
 
@@ -937,6 +1238,9 @@ impl ExclusiveGuard<'_> {
     /// The page, to change: it will be written back before its frame is reused.
     pub fn page_mut(&mut self) -> &mut [u8] {
         self.dirty = true;
+        if self.pool.capturing.load(Ordering::Acquire) {
+            self.pool.note_change(self.page_id);
+        }
         self.pool.page_mut(self.page_id)
     }
 }

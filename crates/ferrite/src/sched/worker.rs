@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use super::task::BoxedTask;
-use crate::buffer::BufferPool;
+use crate::buffer::{BufferPool, WriteStart};
 use crate::error::{Error, PageId};
 use crate::id_hash::PageMap;
 use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
@@ -259,6 +259,11 @@ impl WorkerIo {
                     // The page stays in memory, dirty; the durability work decides what a
                     // failed write means for the database as a whole.
                     stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                    let reason = match &completion.result {
+                        Ok(n) => format!("page {page_id}: short write of {n} bytes"),
+                        Err(e) => format!("page {page_id}: {e}"),
+                    };
+                    self.pool.note_write_failed(reason);
                     self.pool.abort_evict(page_id);
                 }
             }
@@ -513,10 +518,15 @@ impl Worker {
                 }
             }
             let mut clean = Vec::with_capacity(victims.len());
+            let mut log_needed = 0;
             for page_id in victims {
                 match io.pool.write_back_start(page_id) {
-                    None => clean.push(page_id),
-                    Some(memory) => io.backlog.push_back(IoRequest {
+                    WriteStart::Clean => clean.push(page_id),
+                    WriteStart::Later(lsn) => {
+                        log_needed = log_needed.max(lsn.unwrap_or(0));
+                        io.pool.abort_evict(page_id);
+                    }
+                    WriteStart::Write(memory) => io.backlog.push_back(IoRequest {
                         kind: IoKind::Write,
                         device: io.pool.file().locate(page_id).0,
                         offset: io.pool.file().locate(page_id).1,
@@ -527,6 +537,11 @@ impl Worker {
                 }
             }
             io.pool.finish_evict_many(&clean);
+            if log_needed > 0 {
+                // Dirty pages wait for the log: force it now so that the next round can
+                // write them. (Blocking: the log is written by the thread that needs it.)
+                let _ = io.pool.flush_log(log_needed);
+            }
         });
         self.clock_hand = hand;
         self.steal_hand = steal_hand;

@@ -65,6 +65,7 @@ mod tests {
             free_list_len: 2,
             next_tree_id: 4,
             clean: true,
+            checkpoint_lsn: crate::store::superblock::NO_CHECKPOINT,
             stripe_chunk_bytes: 0,
             devices: Vec::new(),
         }

@@ -17,9 +17,10 @@
 //! | 80     | 1    | 1 = closed cleanly: every page was written back and the free      |
 //! |        |      | list is exact; 0 while open                                       |
 //! | 81     | 7    | reserved, 0                                                       |
-//! | 88     | 8    | stripe chunk in bytes (0 with a single device)                    |
-//! | 96     | 2    | number of devices n (0 = the single `pages.ferrite` of the directory) |
-//! | 98     | ...  | n device paths, each a u16 length and that many bytes (UTF-8)     |
+//! | 88     | 8    | LSN of the last checkpoint record in the log (`u64::MAX`: none)    |
+//! | 96     | 8    | stripe chunk in bytes (0 with a single device)                    |
+//! | 104    | 2    | number of devices n (0 = the single `pages.ferrite` of the directory) |
+//! | 106    | ...  | n device paths, each a u16 length and that many bytes (UTF-8)     |
 //!
 //! The rest of the page is zero. A data directory must be reopened on the devices it was
 //! created on, in the same order: the list here is compared at open.
@@ -33,7 +34,9 @@ pub const FORMAT_VERSION: u32 = 2;
 pub const SUPERBLOCK_PAGES: [PageId; 2] = [0, 1];
 
 /// Bytes the device list may take.
-pub const MAX_DEVICE_LIST_BYTES: usize = PAGE_SIZE - 98;
+pub const MAX_DEVICE_LIST_BYTES: usize = PAGE_SIZE - 106;
+/// `checkpoint_lsn` of a directory whose log holds no checkpoint yet.
+pub const NO_CHECKPOINT: u64 = u64::MAX;
 
 /// The decoded superblock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +48,8 @@ pub struct Superblock {
     pub free_list_len: u64,
     pub next_tree_id: u64,
     pub clean: bool,
+    /// Where recovery starts: the log position of the last checkpoint record.
+    pub checkpoint_lsn: u64,
     /// Stripe chunk in bytes; 0 with a single device.
     pub stripe_chunk_bytes: u64,
     /// The devices the pages are striped over, in order; empty for the directory's own
@@ -77,10 +82,11 @@ impl Superblock {
         write_u64(out, 64, self.free_list_len);
         write_u64(out, 72, self.next_tree_id);
         out[80] = self.clean as u8;
-        write_u64(out, 88, self.stripe_chunk_bytes);
+        write_u64(out, 88, self.checkpoint_lsn);
+        write_u64(out, 96, self.stripe_chunk_bytes);
         assert!(device_list_bytes(&self.devices) <= MAX_DEVICE_LIST_BYTES);
-        crate::store::page::write_u16(out, 96, self.devices.len() as u16);
-        let mut at = 98;
+        crate::store::page::write_u16(out, 104, self.devices.len() as u16);
+        let mut at = 106;
         for device in &self.devices {
             crate::store::page::write_u16(out, at, device.len() as u16);
             out[at + 2..at + 2 + device.len()].copy_from_slice(device.as_bytes());
@@ -114,7 +120,8 @@ impl Superblock {
             free_list_len: read_u64(bytes, 64),
             next_tree_id: read_u64(bytes, 72),
             clean: bytes[80] == 1,
-            stripe_chunk_bytes: read_u64(bytes, 88),
+            checkpoint_lsn: read_u64(bytes, 88),
+            stripe_chunk_bytes: read_u64(bytes, 96),
             devices: decode_devices(bytes)?,
         };
         if sb.page_id() != page_id {
@@ -128,9 +135,9 @@ impl Superblock {
 }
 
 fn decode_devices(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let count = crate::store::page::read_u16(bytes, 96) as usize;
+    let count = crate::store::page::read_u16(bytes, 104) as usize;
     let mut devices = Vec::with_capacity(count);
-    let mut at = 98;
+    let mut at = 106;
     for i in 0..count {
         if at + 2 > PAGE_SIZE {
             return Err(format!("device list runs off the page at device {i}"));
@@ -158,6 +165,7 @@ mod tests {
             free_list_len: 7,
             next_tree_id: 3,
             clean: true,
+            checkpoint_lsn: crate::store::superblock::NO_CHECKPOINT,
             stripe_chunk_bytes: 65536,
             devices: vec!["/dev/nvme0n1".into(), "/mnt/b/pages".into()],
         };

@@ -1,0 +1,433 @@
+//! The log: records appended to a buffer in memory, written and synced in groups (one write
+//! and one `fdatasync` for every commit that waits meanwhile), laid over segment files that
+//! are reused once a checkpoint no longer needs them.
+//!
+//! Segment file `wal/NNNNNN.log` (NNNNNN: its slot number; slots are created densely from 0
+//! and never removed, only reused):
+//!
+//! | offset | size | meaning                                                  |
+//! |--------|------|----------------------------------------------------------|
+//! | 0      | 4    | CRC-32C of bytes 4..32                                    |
+//! | 4      | 8    | magic `FERRLOG\0`                                         |
+//! | 12     | 4    | format version (1)                                        |
+//! | 16     | 8    | start LSN: the log position of the segment's first byte   |
+//! | 24     | 8    | capacity: log bytes the segment holds                     |
+//! | 4096   | ...  | log bytes `start..start + capacity`                       |
+//!
+//! States of the log's bytes: *buffered* (appended, in `State::buf`) → *writing* (taken by
+//! the one flush in progress) → *durable* (written and synced: below `durable`). At most one
+//! flush is in progress at a time, so after a crash only the last flush can be torn; every
+//! flush ends with a flush-end record naming where it began (`recover.rs` uses it to tell a
+//! torn tail from damage in the middle).
+//!
+//! After a failed write or sync the log is *failed*: nothing more is written, every waiter and
+//! every later commit gets the error, until the database is reopened. A failed sync is never
+//! retried as if it had succeeded.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use super::record::{RecordWriter, KIND_FLUSH_END};
+use crate::error::{Error, Result};
+use crate::io::{BlockDevice, Storage};
+use crate::store::page::{read_u32, read_u64, PAGE_SIZE};
+
+pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
+pub const SEGMENT_VERSION: u32 = 1;
+/// Bytes before a segment's log bytes.
+pub const SEGMENT_HEADER_BYTES: u64 = PAGE_SIZE as u64;
+
+/// The name of segment slot `slot`.
+pub fn segment_name(slot: u32) -> String {
+    format!("wal/{slot:06}.log")
+}
+
+/// One segment file in use.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    pub slot: u32,
+    pub start: u64,
+    pub capacity: u64,
+    pub device: Arc<dyn BlockDevice>,
+}
+
+impl Segment {
+    pub fn end(&self) -> u64 {
+        self.start + self.capacity
+    }
+}
+
+pub fn encode_segment_header(start: u64, capacity: u64) -> Vec<u8> {
+    let mut header = vec![0u8; SEGMENT_HEADER_BYTES as usize];
+    header[4..12].copy_from_slice(SEGMENT_MAGIC);
+    header[12..16].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
+    header[16..24].copy_from_slice(&start.to_le_bytes());
+    header[24..32].copy_from_slice(&capacity.to_le_bytes());
+    let crc = crc32c::crc32c(&header[4..32]);
+    header[0..4].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// `(start, capacity)` from a segment header, if it is one.
+pub fn decode_segment_header(header: &[u8]) -> Option<(u64, u64)> {
+    if header.len() < 32
+        || &header[4..12] != SEGMENT_MAGIC
+        || read_u32(header, 12) != SEGMENT_VERSION
+        || read_u32(header, 0) != crc32c::crc32c(&header[4..32])
+    {
+        return None;
+    }
+    Some((read_u64(header, 16), read_u64(header, 24)))
+}
+
+/// Reads log bytes `lsn..lsn + buf.len()` from `segments` (sorted, contiguous); bytes not on
+/// disk read as zero. Returns false if the range leaves the segments.
+pub fn read_stream(segments: &[Segment], mut lsn: u64, buf: &mut [u8]) -> Result<bool> {
+    let mut done = 0;
+    while done < buf.len() {
+        let Some(segment) = segments.iter().find(|s| s.start <= lsn && lsn < s.end()) else {
+            return Ok(false);
+        };
+        let take = ((segment.end() - lsn) as usize).min(buf.len() - done);
+        let offset = SEGMENT_HEADER_BYTES + (lsn - segment.start);
+        let part = &mut buf[done..done + take];
+        let got = segment.device.read_at(part, offset).map_err(|e| {
+            Error::io(format!("reading the log at {lsn} in {}", segment.device.path().display()), e)
+        })?;
+        part[got..].fill(0);
+        done += take;
+        lsn += take as u64;
+    }
+    Ok(true)
+}
+
+#[derive(Debug)]
+struct State {
+    /// Log bytes `buf_start..tail`, not yet taken by a flush.
+    buf: Vec<u8>,
+    buf_start: u64,
+    tail: u64,
+    flushing: bool,
+    /// Segments holding log bytes a recovery may need, in log order; the last one is written.
+    segments: Vec<Segment>,
+    /// Slots of segments no longer needed, to reuse.
+    free_slots: Vec<u32>,
+    next_slot: u32,
+}
+
+/// Counters, for stats and benchmarks.
+#[derive(Debug, Default)]
+pub struct LogCounters {
+    pub records: AtomicU64,
+    pub flushes: AtomicU64,
+    pub bytes_written: AtomicU64,
+}
+
+#[derive(Debug)]
+pub struct Log {
+    storage: Arc<dyn Storage>,
+    segment_bytes: u64,
+    state: Mutex<State>,
+    flush_done: Condvar,
+    /// Every log byte below this is durable.
+    durable: AtomicU64,
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+    /// Tasks waiting for `durable` to reach their LSN.
+    task_waiters: Mutex<Vec<(u64, Waker)>>,
+    pub counters: LogCounters,
+}
+
+impl Log {
+    /// The log continuing at `tail` (everything before it durable), over `segments` (the
+    /// last one holds `tail`, or is empty) with `slot_count` slot files existing.
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        segment_bytes: u64,
+        segments: Vec<Segment>,
+        slot_count: u32,
+        tail: u64,
+    ) -> Log {
+        let used: Vec<u32> = segments.iter().map(|s| s.slot).collect();
+        let free_slots = (0..slot_count).filter(|s| !used.contains(s)).rev().collect();
+        Log {
+            storage,
+            segment_bytes,
+            state: Mutex::new(State {
+                buf: Vec::with_capacity(1 << 20),
+                buf_start: tail,
+                tail,
+                flushing: false,
+                segments,
+                free_slots,
+                next_slot: slot_count,
+            }),
+            flush_done: Condvar::new(),
+            durable: AtomicU64::new(tail),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            task_waiters: Mutex::new(Vec::new()),
+            counters: LogCounters::default(),
+        }
+    }
+
+    fn failure_error(&self) -> Error {
+        let reason = self.failure.lock().unwrap().clone().unwrap_or_default();
+        Error::LogFailed { reason }
+    }
+
+    /// Fails unless the log still accepts writes.
+    pub fn check(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.failure_error());
+        }
+        Ok(())
+    }
+
+    /// Marks the log failed (the first reason sticks) and wakes every waiter.
+    pub fn fail(&self, reason: String) {
+        {
+            let mut failure = self.failure.lock().unwrap();
+            if failure.is_none() {
+                *failure = Some(reason);
+            }
+        }
+        self.failed.store(true, Ordering::Release);
+        self.flush_done.notify_all();
+        let waiters = std::mem::take(&mut *self.task_waiters.lock().unwrap());
+        waiters.into_iter().for_each(|(_, w)| w.wake());
+    }
+
+    /// Appends a record (made by `RecordWriter`, header completed here); returns its LSN
+    /// and the LSN just past it.
+    pub fn append(&self, record: &mut [u8]) -> Result<(u64, u64)> {
+        self.check()?;
+        let mut state = self.state.lock().unwrap();
+        let lsn = state.tail;
+        RecordWriter::finish(record, lsn);
+        state.buf.extend_from_slice(record);
+        state.tail += record.len() as u64;
+        self.counters.records.fetch_add(1, Ordering::Relaxed);
+        Ok((lsn, state.tail))
+    }
+
+    /// The LSN the next record gets.
+    pub fn tail(&self) -> u64 {
+        self.state.lock().unwrap().tail
+    }
+
+    pub fn durable(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Whether bytes are buffered that no flush has taken.
+    pub fn has_unflushed(&self) -> bool {
+        let state = self.state.lock().unwrap();
+        state.tail > state.buf_start
+    }
+
+    /// Blocks until every log byte below `lsn` is durable, writing and syncing them itself
+    /// unless another thread's flush covers them (group commit: one leader flushes what all
+    /// waiting commits appended).
+    pub fn flush(&self, lsn: u64) -> Result<()> {
+        loop {
+            if self.durable() >= lsn {
+                return Ok(());
+            }
+            self.check()?;
+            let mut state = self.state.lock().unwrap();
+            while state.flushing && self.durable() < lsn && !self.failed.load(Ordering::Acquire) {
+                state = self.flush_done.wait(state).unwrap();
+            }
+            if self.durable() >= lsn {
+                return Ok(());
+            }
+            self.check()?;
+            self.lead_flush(state)?;
+        }
+    }
+
+    /// Takes the buffered bytes (the caller holds the state lock and no flush is in
+    /// progress), writes and syncs them, and publishes the new durable LSN.
+    fn lead_flush(&self, mut state: std::sync::MutexGuard<'_, State>) -> Result<()> {
+        debug_assert!(!state.flushing);
+        if state.tail == state.buf_start {
+            return Ok(());
+        }
+        // Close the flush with a marker saying where it began.
+        let start = state.buf_start;
+        let mut marker = RecordWriter::new(KIND_FLUSH_END);
+        marker.u64(start);
+        let lsn = state.tail;
+        RecordWriter::finish(&mut marker.bytes, lsn);
+        state.buf.extend_from_slice(&marker.bytes);
+        state.tail += marker.bytes.len() as u64;
+        let bytes = std::mem::replace(&mut state.buf, Vec::with_capacity(1 << 20));
+        let end = state.tail;
+        state.buf_start = end;
+        state.flushing = true;
+        let segments = match self.segments_for(&mut state, start, end) {
+            Ok(segments) => segments,
+            Err(e) => {
+                state.flushing = false;
+                drop(state);
+                self.fail(e.to_string());
+                return Err(e);
+            }
+        };
+        drop(state);
+        let result = write_and_sync(&segments, start, &bytes);
+        let mut state = self.state.lock().unwrap();
+        state.flushing = false;
+        drop(state);
+        match result {
+            Ok(()) => {
+                self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                self.counters.bytes_written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                self.durable.store(end, Ordering::Release);
+                self.flush_done.notify_all();
+                self.wake_tasks();
+                Ok(())
+            }
+            Err(e) => {
+                self.fail(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Wakes every waiting task: those now durable finish, the others poll again and one of
+    /// them leads the next flush (bytes appended during this flush still need one).
+    fn wake_tasks(&self) {
+        let waiters = std::mem::take(&mut *self.task_waiters.lock().unwrap());
+        waiters.into_iter().for_each(|(_, waker)| waker.wake());
+    }
+
+    /// The segments that log bytes up to `end` go to, adding (reusing a free slot, or
+    /// creating one) segments as needed.
+    fn segments_for(&self, state: &mut State, from: u64, end: u64) -> Result<Vec<Segment>> {
+        while state.segments.last().map_or(true, |s| s.end() < end) {
+            let start = state.segments.last().map_or(from, |s| s.end());
+            let slot = match state.free_slots.pop() {
+                Some(slot) => slot,
+                None => {
+                    state.next_slot += 1;
+                    state.next_slot - 1
+                }
+            };
+            let name = segment_name(slot);
+            let device = self
+                .storage
+                .open(&name, true)
+                .map_err(|e| Error::io(format!("opening log segment {name}"), e))?
+                .expect("created");
+            let header = encode_segment_header(start, self.segment_bytes);
+            device
+                .write_at(&header, 0)
+                .map_err(|e| Error::io(format!("writing the header of log segment {name}"), e))?;
+            self.storage
+                .sync_names()
+                .map_err(|e| Error::io(format!("syncing the directory of {name}"), e))?;
+            state.segments.push(Segment { slot, start, capacity: self.segment_bytes, device });
+        }
+        Ok(state.segments.iter().filter(|s| s.end() > from && s.start < end).cloned().collect())
+    }
+
+    /// Frees the segments wholly below `lsn` (a checkpoint made them unnecessary).
+    pub fn release_before(&self, lsn: u64) {
+        let mut state = self.state.lock().unwrap();
+        while state.segments.len() > 1 && state.segments[0].end() <= lsn {
+            let segment = state.segments.remove(0);
+            state.free_slots.push(segment.slot);
+        }
+    }
+
+    /// Segments in use and slot files existing.
+    pub fn segment_usage(&self) -> (usize, u32) {
+        let state = self.state.lock().unwrap();
+        (state.segments.len(), state.next_slot)
+    }
+
+    /// Log bytes on disk that recovery may read: from the first segment in use to the tail.
+    pub fn retained_bytes(&self) -> u64 {
+        let state = self.state.lock().unwrap();
+        state.segments.first().map_or(0, |s| state.tail - s.start)
+    }
+
+    /// A future that is ready once every log byte below `lsn` is durable. Flushing is done
+    /// by whoever polls it first while no flush is in progress.
+    pub fn wait_durable(self: &Arc<Self>, lsn: u64) -> DurableWait {
+        DurableWait { log: Arc::clone(self), lsn }
+    }
+
+    fn register(&self, lsn: u64, waker: &Waker) {
+        self.task_waiters.lock().unwrap().push((lsn, waker.clone()));
+    }
+
+    /// Starts a flush if none is in progress and bytes wait; used by polling waiters.
+    fn try_lead(&self) -> Result<bool> {
+        let state = self.state.lock().unwrap();
+        if state.flushing {
+            return Ok(false);
+        }
+        self.lead_flush(state)?;
+        Ok(true)
+    }
+}
+
+/// See [`Log::wait_durable`].
+#[derive(Debug)]
+pub struct DurableWait {
+    log: Arc<Log>,
+    lsn: u64,
+}
+
+impl Future for DurableWait {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let log = &self.log;
+        loop {
+            if log.durable() >= self.lsn {
+                return Poll::Ready(Ok(()));
+            }
+            if let Err(e) = log.check() {
+                return Poll::Ready(Err(e));
+            }
+            log.register(self.lsn, cx.waker());
+            // Re-check after registering: a flush may have finished in between.
+            if log.durable() >= self.lsn {
+                return Poll::Ready(Ok(()));
+            }
+            match log.try_lead() {
+                Ok(true) => continue,
+                Ok(false) => return Poll::Pending,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+/// Writes log bytes `start..start + bytes.len()` into `segments` and syncs each.
+fn write_and_sync(segments: &[Segment], start: u64, bytes: &[u8]) -> Result<()> {
+    let end = start + bytes.len() as u64;
+    for segment in segments {
+        let from = start.max(segment.start);
+        let to = end.min(segment.end());
+        if from >= to {
+            continue;
+        }
+        let part = &bytes[(from - start) as usize..(to - start) as usize];
+        let offset = SEGMENT_HEADER_BYTES + (from - segment.start);
+        let path = segment.device.path().display().to_string();
+        segment
+            .device
+            .write_at(part, offset)
+            .map_err(|e| Error::io(format!("writing the log at {from} in {path}"), e))?;
+        segment.device.sync().map_err(|e| Error::io(format!("syncing the log {path}"), e))?;
+    }
+    Ok(())
+}

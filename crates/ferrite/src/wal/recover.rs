@@ -1,0 +1,255 @@
+//! Recovery at open: find the last checkpoint, read the log from its redo LSN to the end,
+//! cut a torn tail, refuse damage before it, and replay every record into the pages whose
+//! LSN is older. Then the allocator gets the checkpoint's free pages with the log's
+//! allocations and frees applied, and the caller takes a checkpoint.
+//!
+//! Tail or damage: every log write ends with a flush-end record naming where the write began,
+//! and only one write is in progress at a time, so only the last write can be torn by a
+//! crash. When a record at position `p` fails its checks, recovery looks beyond `p` for a
+//! valid flush-end record: none, or one whose write began at or before `p` and is the last
+//! thing in the log, means `p` lies in the last write: a torn tail, cut. Anything else means
+//! a write that was synced (later writes exist) is damaged: `Error::LogCorrupt`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::log::{decode_segment_header, read_stream, segment_name, Log, Segment};
+use super::record::{
+    self, Checkpoint, Header, PageEntry, Record, KIND_FLUSH_END, OP_CHANGED, OP_FREED, OP_NEW,
+    RECORD_HEADER_SIZE,
+};
+use crate::buffer::BufferPool;
+use crate::error::{Error, PageId, Result};
+use crate::io::Storage;
+use crate::store::page::{self, read_u64};
+
+/// What recovery did, for the caller to report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Log position replay started from (the checkpoint's redo LSN).
+    pub redo_lsn: u64,
+    /// Log position where the log ended (after any cut).
+    pub end_lsn: u64,
+    /// Commit and page-image records replayed.
+    pub records: u64,
+    /// Page changes applied (entries whose page was older than the record).
+    pub pages_applied: u64,
+    /// Bytes of a torn last write that were cut, if any.
+    pub torn_bytes: u64,
+    pub duration: Duration,
+}
+
+/// The log, ready to append, and the allocator state after replay.
+#[derive(Debug)]
+pub struct Recovered {
+    pub log: Arc<Log>,
+    pub page_count: u64,
+    pub free: Vec<PageId>,
+    pub next_tree_id: u64,
+    pub report: RecoveryReport,
+}
+
+fn corrupt(segments: &[Segment], lsn: u64, reason: impl Into<String>) -> Error {
+    let path = segments
+        .iter()
+        .find(|s| s.start <= lsn && lsn < s.end())
+        .or(segments.last())
+        .map(|s| s.device.path().to_owned())
+        .unwrap_or_default();
+    Error::LogCorrupt { lsn, path, reason: reason.into() }
+}
+
+/// The segment files that exist, by slot: `(segments with a valid header, slot count)`.
+fn discover(storage: &dyn Storage) -> Result<(Vec<Segment>, u32)> {
+    let mut segments = Vec::new();
+    let mut slot = 0u32;
+    loop {
+        let name = segment_name(slot);
+        let Some(device) =
+            storage.open(&name, false).map_err(|e| Error::io(format!("opening {name}"), e))?
+        else {
+            break;
+        };
+        let mut header = [0u8; 32];
+        let got = device
+            .read_at(&mut header, 0)
+            .map_err(|e| Error::io(format!("reading the header of {name}"), e))?;
+        if let (32, Some((start, capacity))) = (got, decode_segment_header(&header)) {
+            segments.push(Segment { slot, start, capacity, device });
+        }
+        slot += 1;
+    }
+    segments.sort_by_key(|s| s.start);
+    Ok((segments, slot))
+}
+
+/// The record at `lsn`, if a valid one is there.
+fn read_record(segments: &[Segment], lsn: u64) -> Result<Option<(Record, usize)>> {
+    let mut header = [0u8; RECORD_HEADER_SIZE];
+    if !read_stream(segments, lsn, &mut header)? {
+        return Ok(None);
+    }
+    let Header::Record { len } = record::parse_header(&header, lsn) else { return Ok(None) };
+    let mut bytes = vec![0u8; len];
+    if !read_stream(segments, lsn, &mut bytes)? {
+        return Ok(None);
+    }
+    let decoded = record::decode(&bytes, lsn);
+    if let Err(e) = &decoded {
+        if std::env::var_os("FERRITE_DEBUG_WAL").is_some() {
+            eprintln!("wal: record at {lsn} ({len} bytes): {e}");
+        }
+    }
+    Ok(decoded.ok().map(|r| (r, len)))
+}
+
+/// Decides whether the bad record at `bad` is a torn tail (`Ok`) or damage (`Err`).
+fn judge_tail(segments: &[Segment], bad: u64) -> Result<()> {
+    let end = segments.last().map_or(bad, |s| s.end());
+    let mut rest = vec![0u8; (end - bad) as usize];
+    read_stream(segments, bad, &mut rest)?;
+    let mut offset = 1;
+    while offset + RECORD_HEADER_SIZE + 8 <= rest.len() {
+        let lsn = bad + offset as u64;
+        if read_u64(&rest, offset + 8) == lsn && rest[offset + 16] == KIND_FLUSH_END {
+            if let Some((Record::FlushEnd { start }, len)) = read_record(segments, lsn)? {
+                if start > bad {
+                    return Err(corrupt(segments, bad, "a damaged record before later log writes"));
+                }
+                if read_record(segments, lsn + len as u64)?.is_some() {
+                    return Err(corrupt(segments, bad, "a damaged record in a synced log write"));
+                }
+                return Ok(());
+            }
+        }
+        offset += 1;
+    }
+    Ok(())
+}
+
+/// Opens the log of a directory whose last checkpoint record is at `checkpoint_lsn`
+/// (`None`: a new directory, no log yet) and replays it into `pool`.
+pub fn recover(
+    storage: Arc<dyn Storage>,
+    segment_bytes: u64,
+    checkpoint_lsn: Option<u64>,
+    pool: &BufferPool,
+    fresh: (u64, Vec<PageId>, u64),
+) -> Result<Recovered> {
+    let started = Instant::now();
+    let (all, slot_count) = discover(storage.as_ref())?;
+    let Some(checkpoint_lsn) = checkpoint_lsn else {
+        let log = Arc::new(Log::new(storage, segment_bytes, Vec::new(), slot_count, 0));
+        pool.attach_log(Arc::clone(&log));
+        let (page_count, free, next_tree_id) = fresh;
+        return Ok(Recovered { log, page_count, free, next_tree_id, report: Default::default() });
+    };
+    let Some((Record::Checkpoint(checkpoint), _)) = read_record(&all, checkpoint_lsn)? else {
+        return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
+    };
+    let Checkpoint { redo_lsn, page_count, next_tree_id, free, .. } = checkpoint;
+    // Keep the contiguous run that reaches from the redo LSN.
+    let from = all
+        .iter()
+        .position(|s| s.start <= redo_lsn && redo_lsn < s.end())
+        .ok_or_else(|| corrupt(&all, redo_lsn, "no log segment holds the redo position"))?;
+    let mut segments = vec![all[from].clone()];
+    for segment in &all[from + 1..] {
+        if segment.start != segments.last().expect("one").end() {
+            break;
+        }
+        segments.push(segment.clone());
+    }
+    // Pass 1: read to the end, checking every record.
+    let mut records = Vec::new();
+    let mut lsn = redo_lsn;
+    while let Some((record, len)) = read_record(&segments, lsn)? {
+        records.push((lsn, record));
+        lsn += len as u64;
+    }
+    judge_tail(&segments, lsn)?;
+    let end_lsn = lsn;
+    let mut report = RecoveryReport { redo_lsn, end_lsn, ..Default::default() };
+    // Segments beyond the one the log continues in hold nothing needed.
+    let keep = segments.iter().position(|s| end_lsn < s.end()).map_or(segments.len(), |i| i + 1);
+    segments.truncate(keep);
+    let log = Arc::new(Log::new(storage, segment_bytes, segments, slot_count, end_lsn));
+    pool.attach_log(Arc::clone(&log));
+    // Pass 2: replay.
+    let mut free: BTreeSet<PageId> = free.into_iter().collect();
+    let mut page_count = page_count;
+    let mut next_tree_id = next_tree_id;
+    let mut torn = BTreeSet::new();
+    for (lsn, record) in records {
+        let entries = match record {
+            Record::Commit { next_tree_id: next, pages } => {
+                next_tree_id = next_tree_id.max(next);
+                for entry in &pages {
+                    match entry.op {
+                        OP_FREED => {
+                            free.insert(entry.page_id);
+                        }
+                        OP_NEW => {
+                            free.remove(&entry.page_id);
+                        }
+                        _ => {}
+                    }
+                    if entry.op != OP_FREED {
+                        page_count = page_count.max(entry.page_id + 1);
+                    }
+                }
+                pages
+            }
+            Record::Image(entry) => vec![entry],
+            Record::Checkpoint(_) | Record::FlushEnd { .. } => continue,
+        };
+        report.records += 1;
+        for entry in &entries {
+            if replay(pool, lsn, entry, &mut torn)? {
+                report.pages_applied += 1;
+            }
+        }
+    }
+    for &page_id in &torn {
+        if !free.contains(&page_id) {
+            return Err(Error::Corrupt {
+                page: page_id,
+                file: pool.file().path().to_owned(),
+                reason: "torn by a crash, and the log holds no image of it".into(),
+            });
+        }
+    }
+    report.duration = started.elapsed();
+    Ok(Recovered { log, page_count, free: free.into_iter().collect(), next_tree_id, report })
+}
+
+/// Applies one page entry of the record at `lsn`, if the page is older; returns whether
+/// it did. Pages that are torn stay in `torn` until an image repairs them.
+fn replay(
+    pool: &BufferPool,
+    lsn: u64,
+    entry: &PageEntry,
+    torn: &mut BTreeSet<PageId>,
+) -> Result<bool> {
+    if entry.op == OP_FREED {
+        torn.remove(&entry.page_id);
+        return Ok(false);
+    }
+    let mut applied = false;
+    pool.recover_page(entry.page_id, |memory, valid| {
+        if valid && page::lsn_of(memory) >= lsn {
+            return false;
+        }
+        if !valid && entry.op == OP_CHANGED {
+            torn.insert(entry.page_id);
+            return false;
+        }
+        entry.apply(memory);
+        page::set_lsn(memory, lsn);
+        torn.remove(&entry.page_id);
+        applied = true;
+        true
+    })?;
+    Ok(applied)
+}
