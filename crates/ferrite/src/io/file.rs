@@ -6,8 +6,9 @@
 //!
 //! A page file can also live on one [`BlockDevice`] ([`PageFile::open_on`]): tests put a
 //! simulated disk (`sim.rs`) there to crash it and fail its I/O. Such a file has no real
-//! devices for the workers' engines ([`PageFile::devices`] is `None`), is never direct, and
-//! grows by `allocate` in steps of whole pages.
+//! devices for the workers' engines ([`PageFile::devices`] is `None`; `sim::SimEngine` runs
+//! on [`PageFile::block_device`] instead), is never direct, and grows by `allocate` in steps
+//! of whole pages.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -172,6 +173,15 @@ impl PageFile {
         }
     }
 
+    /// The device of a page file opened with [`PageFile::open_on`], for engines that work
+    /// on one (`sim::SimEngine`); `None` on real devices.
+    pub fn block_device(&self) -> Option<&Arc<dyn BlockDevice>> {
+        match &self.backing {
+            Backing::Devices(_) => None,
+            Backing::Block(block) => Some(&block.device),
+        }
+    }
+
     pub fn is_direct(&self) -> bool {
         match &self.backing {
             Backing::Devices(devices) => devices.is_direct(),
@@ -318,6 +328,7 @@ mod tests {
             super::super::FileDevice::open(&dir.path().join("pages"), true, false).unwrap();
         let file = PageFile::open_on(Arc::new(device), true, PAGE_SIZE as u64 + 1).unwrap();
         assert!(file.devices().is_none() && !file.is_direct());
+        assert!(file.block_device().is_some());
         let mut page = vec![0u8; PAGE_SIZE];
         page[7] = 0x5a;
         file.write_page(2, &page).unwrap();

@@ -29,4 +29,4 @@ pub use file::PageFile;
 pub use mmap::Mapping;
 pub use open::open_engine;
 pub use request::MAX_IO_DEPTH;
-pub use sim::{SimDisk, SimFaults};
+pub use sim::{SimDisk, SimEngine, SimFaults};
