@@ -339,7 +339,11 @@ impl Db {
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
         Db::open_with_engines(dir, options, |_, pool| {
-            let devices = pool.file().devices();
+            let devices = pool.file().devices().ok_or_else(|| Error::BadOptions {
+                reason: "the page file is on a simulated disk, which the workers' I/O engines \
+                         cannot open (use Db::open_with_engines)"
+                    .into(),
+            })?;
             match (crate::io::open_engine(kind, devices, depth), fallback) {
                 (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
                 (result, _) => result,

@@ -63,7 +63,8 @@ fn open(dir: &TempDir, pool_pages: u64, workers: usize, fail_page: &Arc<AtomicU6
     let options = Options { workers, io_depth: 8, ..tiny(pool_pages) };
     let fail_page = Arc::clone(fail_page);
     Db::open_with_engines(dir.path(), options, move |_, pool: &BufferPool| {
-        let inner = open_engine(EngineKind::Psync, pool.file().devices(), 8)?;
+        let inner =
+            open_engine(EngineKind::Psync, pool.file().devices().expect("real devices"), 8)?;
         let fail_page = Arc::clone(&fail_page);
         Ok(Box::new(FailingEngine { inner, failed: Vec::new(), fail_page }) as Box<dyn IoEngine>)
     })

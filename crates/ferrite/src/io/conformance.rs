@@ -5,6 +5,9 @@
 //! return 0 past it; misaligned direct requests and unknown devices are refused; failed
 //! requests complete with their error; `reap(wait)` with nothing in flight returns at once;
 //! every tag comes back exactly once.
+//!
+//! The simulated disk's engine (`sim::SimEngine`, one device, never direct) passes the same
+//! checks that apply to it, run on a `SimDisk` file, plus its faults and crashes.
 
 #![allow(unsafe_code)] // `IoEngine::queue`
 
@@ -14,9 +17,11 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use super::{
-    open_engine, AlignedBuf, DeviceOptions, Devices, EngineKind, IoCompletion, IoEngine, IoKind,
-    IoRequest, QueueError, IO_ALIGN,
+    open_engine, AlignedBuf, BlockDevice, DeviceOptions, Devices, EngineKind, IoCompletion,
+    IoEngine, IoKind, IoRequest, QueueError, SimDisk, SimEngine, Storage, IO_ALIGN,
 };
 use crate::test_util::TempDir;
 
@@ -425,4 +430,121 @@ fn open_engine_checks_the_depth() {
     }
     // The file must stay usable by others while engines hold it.
     let _other = OpenOptions::new().read(true).open(&s.paths[0]).unwrap();
+}
+
+/// A simulated disk, one file on it, and an engine of `depth` on that file.
+fn sim_setup(seed: u64, depth: usize) -> (Arc<SimDisk>, Arc<dyn BlockDevice>, SimEngine) {
+    let disk = SimDisk::new(seed);
+    let device = disk.open("pages", true).unwrap().unwrap();
+    let engine = SimEngine::new(Arc::clone(&device), depth).unwrap();
+    (disk, device, engine)
+}
+
+/// One request on device 0 of `len` bytes at `offset` of the file and of `buf`.
+fn sim_request(
+    kind: IoKind,
+    buf: &mut AlignedBuf,
+    offset: usize,
+    len: usize,
+    tag: u64,
+) -> IoRequest {
+    IoRequest {
+        kind,
+        device: 0,
+        offset: offset as u64,
+        buf: buf.as_mut_ptr().wrapping_add(offset),
+        len,
+        tag,
+    }
+}
+
+#[test]
+fn the_sim_engine_writes_reads_back_and_takes_batches_larger_than_its_depth() {
+    let (_disk, device, mut engine) = sim_setup(1, 3);
+    assert_eq!((engine.kind(), engine.depth(), engine.in_flight()), (EngineKind::Psync, 3, 0));
+    let total = 24 * BLOCK;
+    let mut data = AlignedBuf::zeroed(total);
+    for (i, byte) in data.as_mut_slice().iter_mut().enumerate() {
+        *byte = pattern(11, i as u64);
+    }
+    // Pieces of 1, 2 and 4 blocks, and unaligned ones: nothing is direct.
+    let cuts = [BLOCK, 2 * BLOCK, 4 * BLOCK, 1000, 3 * BLOCK + 96];
+    let mut writes = Vec::new();
+    let mut offset = 0;
+    while offset < total {
+        let len = cuts[writes.len() % cuts.len()].min(total - offset);
+        writes.push(sim_request(IoKind::Write, &mut data, offset, len, writes.len() as u64));
+        offset += len;
+    }
+    for (tag, result) in run_all(&mut engine, &writes) {
+        assert_eq!(result.unwrap(), writes[tag as usize].len, "write {tag}");
+    }
+    let mut on_disk = vec![0u8; total];
+    assert_eq!(device.read_at(&mut on_disk, 0).unwrap(), total);
+    assert!(on_disk == data.as_slice(), "the bytes are on the device where asked");
+    let mut back = AlignedBuf::zeroed(total);
+    let reads: Vec<IoRequest> = (0..total / BLOCK)
+        .rev()
+        .map(|block| sim_request(IoKind::Read, &mut back, block * BLOCK, BLOCK, block as u64))
+        .collect();
+    for (tag, result) in run_all(&mut engine, &reads) {
+        assert_eq!(result.unwrap(), BLOCK, "read {tag}");
+    }
+    assert!(back.as_slice() == data.as_slice(), "data read back differs");
+}
+
+#[test]
+fn the_sim_engine_stops_reads_short_at_the_end_and_refuses_other_devices() {
+    let (_disk, device, mut engine) = sim_setup(2, 4);
+    let len = 2 * BLOCK + 1000;
+    let content: Vec<u8> = (0..len as u64).map(|i| pattern(7, i)).collect();
+    device.write_at(&content, 0).unwrap();
+    let mut buf = AlignedBuf::zeroed(4 * BLOCK);
+    let cases = [(BLOCK, 2 * BLOCK, BLOCK + 1000), (2 * BLOCK, BLOCK, 1000), (3 * BLOCK, BLOCK, 0)];
+    let requests: Vec<IoRequest> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, &(offset, len, _))| IoRequest {
+            kind: IoKind::Read,
+            device: 0,
+            offset: offset as u64,
+            buf: buf.as_mut_ptr().wrapping_add(i * BLOCK),
+            len,
+            tag: i as u64,
+        })
+        .collect();
+    let results = run_all(&mut engine, &requests);
+    for (i, &(_, _, expected)) in cases.iter().enumerate() {
+        assert_eq!(*results[&(i as u64)].as_ref().unwrap(), expected, "read {i}");
+    }
+    assert_eq!(buf.as_slice()[..BLOCK + 1000], content[BLOCK..]);
+    let refused = IoRequest { device: 1, ..requests[0] };
+    // SAFETY: refused requests are never performed.
+    assert!(matches!(unsafe { engine.queue(refused) }, Err(QueueError::NoSuchDevice)));
+    assert_eq!(engine.in_flight(), 0);
+    assert!(SimEngine::new(Arc::clone(&device), 0).is_err());
+}
+
+#[test]
+fn the_sim_engine_completes_failed_requests_with_their_error() {
+    let (disk, _device, mut engine) = sim_setup(3, 4);
+    let mut buf = AlignedBuf::zeroed(2 * BLOCK);
+    let write = sim_request(IoKind::Write, &mut buf, 0, BLOCK, 1);
+    let read = IoRequest { kind: IoKind::Read, tag: 2, ..write };
+    disk.fail_next_write();
+    let results = run_all(&mut engine, &[write, read]);
+    assert_eq!(results[&1].as_ref().unwrap_err().raw_os_error(), Some(libc::EIO));
+    assert!(results[&2].is_ok());
+    // An idle reap returns at once; a queued request is submitted by a waiting reap.
+    let mut out = Vec::new();
+    assert_eq!(engine.reap(&mut out, true).unwrap(), 0);
+    // SAFETY: `buf` outlives the request, which is reaped below.
+    unsafe { engine.queue(IoRequest { len: 0, tag: 3, ..read }) }.unwrap();
+    assert_eq!(engine.reap(&mut out, true).unwrap(), 1);
+    assert_eq!((out[0].tag, out[0].result.as_ref().unwrap()), (3, &0));
+    // After a crash, the engine's device is dead.
+    disk.crash();
+    let results = run_all(&mut engine, &[read]);
+    let error = results[&2].as_ref().unwrap_err();
+    assert_eq!(error.to_string(), "the simulated disk crashed");
 }

@@ -3,10 +3,20 @@
 //! preallocated chunks (seed 001), read and written a page at a time through page-aligned
 //! buffers by blocking system calls. The workers reach the same devices through their own
 //! engines (`open_engine` on [`PageFile::devices`]).
+//!
+//! A page file can also live on one [`BlockDevice`] ([`PageFile::open_on`]): tests put a
+//! simulated disk (`sim.rs`) there to crash it and fail its I/O. Such a file has no real
+//! devices for the workers' engines ([`PageFile::devices`] is `None`; `sim::SimEngine` runs
+//! on [`PageFile::block_device`] instead), is never direct, and grows by `allocate` in steps
+//! of whole pages.
 
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use super::blockdev::BlockDevice;
 use super::device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES};
 use crate::error::{Error, PageId, Result};
 use crate::store::page::PAGE_SIZE;
@@ -14,9 +24,78 @@ use crate::store::page::PAGE_SIZE;
 /// Pages `0..` over one or more devices.
 #[derive(Debug)]
 pub struct PageFile {
-    devices: Devices,
+    backing: Backing,
     /// The first device's path, to name in messages.
     path: PathBuf,
+}
+
+/// Where the pages live.
+#[derive(Debug)]
+enum Backing {
+    /// Real files or block devices, striped when several.
+    Devices(Devices),
+    /// One device behind the [`BlockDevice`] seam.
+    Block(BlockBacking),
+}
+
+/// A page file on one [`BlockDevice`]: page `p` at byte `p * PAGE_SIZE`.
+#[derive(Debug)]
+struct BlockBacking {
+    device: Arc<dyn BlockDevice>,
+    writable: bool,
+    /// Growth step, a positive multiple of the page size.
+    grow_bytes: u64,
+    /// Bytes the device holds (as far as this file knows); only grows, under `grow_lock`.
+    size_bytes: AtomicU64,
+    grow_lock: Mutex<()>,
+}
+
+impl BlockBacking {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes.load(Ordering::Acquire)
+    }
+
+    /// Makes bytes `0..needed_bytes` exist, allocating a multiple of the growth step.
+    fn ensure_capacity(&self, needed_bytes: u64) -> Result<()> {
+        if needed_bytes <= self.size_bytes() {
+            return Ok(());
+        }
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let _guard = self.grow_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if needed_bytes <= self.size_bytes() {
+            return Ok(());
+        }
+        let target = needed_bytes.div_ceil(self.grow_bytes) * self.grow_bytes;
+        self.device.allocate(target).map_err(|e| {
+            Error::io(format!("growing {} to {target} bytes", self.device.path().display()), e)
+        })?;
+        self.size_bytes.store(target, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Reads `buf.len()` bytes at `offset` with `read_at`, which moves fewer only at the end of
+/// the device (0 past it) or when interrupted; bytes past the end read as zeros.
+fn read_full(
+    buf: &mut [u8],
+    offset: u64,
+    mut read_at: impl FnMut(&mut [u8], u64) -> io::Result<usize>,
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => {
+                buf[done..].fill(0);
+                break;
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl PageFile {
@@ -57,30 +136,75 @@ impl PageFile {
             grow_bytes: grow,
         };
         let devices = Devices::open(paths, &options)?;
-        Ok(PageFile { devices, path: paths[0].clone() })
+        Ok(PageFile { backing: Backing::Devices(devices), path: paths[0].clone() })
+    }
+
+    /// The page file on `device`, for reading and, if `writable`, writing; it grows in steps
+    /// of `grow_chunk_bytes` rounded up to whole pages.
+    pub fn open_on(
+        device: Arc<dyn BlockDevice>,
+        writable: bool,
+        grow_chunk_bytes: u64,
+    ) -> Result<PageFile> {
+        let path = device.path().to_owned();
+        let size_bytes =
+            device.len().map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
+        let page_bytes = PAGE_SIZE as u64;
+        let backing = BlockBacking {
+            device,
+            writable,
+            grow_bytes: grow_chunk_bytes.div_ceil(page_bytes).max(1) * page_bytes,
+            size_bytes: AtomicU64::new(size_bytes),
+            grow_lock: Mutex::new(()),
+        };
+        Ok(PageFile { backing: Backing::Block(backing), path })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The devices, for the workers' engines.
-    pub fn devices(&self) -> &Devices {
-        &self.devices
+    /// The real devices, for the workers' engines; `None` for a page file on a
+    /// [`BlockDevice`] ([`PageFile::open_on`]).
+    pub fn devices(&self) -> Option<&Devices> {
+        match &self.backing {
+            Backing::Devices(devices) => Some(devices),
+            Backing::Block(_) => None,
+        }
+    }
+
+    /// The device of a page file opened with [`PageFile::open_on`], for engines that work
+    /// on one (`sim::SimEngine`); `None` on real devices.
+    pub fn block_device(&self) -> Option<&Arc<dyn BlockDevice>> {
+        match &self.backing {
+            Backing::Devices(_) => None,
+            Backing::Block(block) => Some(&block.device),
+        }
     }
 
     pub fn is_direct(&self) -> bool {
-        self.devices.is_direct()
+        match &self.backing {
+            Backing::Devices(devices) => devices.is_direct(),
+            Backing::Block(_) => false,
+        }
     }
 
     /// Pages the devices hold from page 0 without a gap.
     pub fn size_pages(&self) -> u64 {
-        self.devices.capacity_bytes() / PAGE_SIZE as u64
+        let bytes = match &self.backing {
+            Backing::Devices(devices) => devices.capacity_bytes(),
+            Backing::Block(block) => block.size_bytes(),
+        };
+        bytes / PAGE_SIZE as u64
     }
 
     /// Where page `page_id` lives: (device index, byte offset on that device).
     pub fn locate(&self, page_id: PageId) -> (usize, u64) {
-        self.devices.locate(page_id * PAGE_SIZE as u64)
+        let offset = page_id * PAGE_SIZE as u64;
+        match &self.backing {
+            Backing::Devices(devices) => devices.locate(offset),
+            Backing::Block(_) => (0, offset),
+        }
     }
 
     /// Makes sure the devices hold page `page_id`, growing them by whole chunks.
@@ -88,15 +212,27 @@ impl PageFile {
         if page_id < self.size_pages() {
             return Ok(());
         }
-        self.devices.ensure_capacity((page_id + 1) * PAGE_SIZE as u64)
+        let needed_bytes = (page_id + 1) * PAGE_SIZE as u64;
+        match &self.backing {
+            Backing::Devices(devices) => devices.ensure_capacity(needed_bytes),
+            Backing::Block(block) => block.ensure_capacity(needed_bytes),
+        }
+    }
+
+    /// The device paths, for messages.
+    fn describe(&self) -> String {
+        match &self.backing {
+            Backing::Devices(devices) => devices.describe(),
+            Backing::Block(_) => self.path.display().to_string(),
+        }
     }
 
     fn check_buffer(&self, buf: &[u8]) -> Result<()> {
         if buf.len() != PAGE_SIZE || (self.is_direct() && buf.as_ptr() as usize % PAGE_SIZE != 0) {
             return Err(Error::io(
                 format!("accessing {}", self.path.display()),
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
                     "page buffers must be one page long and page-aligned",
                 ),
             ));
@@ -109,40 +245,44 @@ impl PageFile {
     pub fn read_page(&self, page_id: PageId, buf: &mut [u8]) -> Result<()> {
         self.check_buffer(buf)?;
         let (device, offset) = self.locate(page_id);
-        let file = &self.devices.files()[device];
-        let mut done = 0;
-        while done < PAGE_SIZE {
-            match file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => {
-                    buf[done..].fill(0);
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(Error::io(
-                        format!("reading page {page_id} of {}", self.devices.describe()),
-                        e,
-                    ))
-                }
+        let result = match &self.backing {
+            Backing::Devices(devices) => {
+                let file = &devices.files()[device];
+                read_full(buf, offset, |buf, offset| file.read_at(buf, offset))
             }
-        }
-        Ok(())
+            Backing::Block(block) => {
+                read_full(buf, offset, |buf, offset| block.device.read_at(buf, offset))
+            }
+        };
+        result.map_err(|e| Error::io(format!("reading page {page_id} of {}", self.describe()), e))
     }
 
     /// Writes `buf` (one sealed page, page-aligned) as page `page_id`.
     pub fn write_page(&self, page_id: PageId, buf: &[u8]) -> Result<()> {
         self.check_buffer(buf)?;
+        if let Backing::Block(block) = &self.backing {
+            if !block.writable {
+                return Err(Error::ReadOnly);
+            }
+        }
         self.ensure_page(page_id)?;
         let (device, offset) = self.locate(page_id);
-        self.devices.files()[device].write_all_at(buf, offset).map_err(|e| {
-            Error::io(format!("writing page {page_id} of {}", self.devices.describe()), e)
-        })
+        let result = match &self.backing {
+            Backing::Devices(devices) => devices.files()[device].write_all_at(buf, offset),
+            Backing::Block(block) => block.device.write_at(buf, offset),
+        };
+        result.map_err(|e| Error::io(format!("writing page {page_id} of {}", self.describe()), e))
     }
 
     /// Makes every completed write durable.
     pub fn sync(&self) -> Result<()> {
-        self.devices.sync()
+        match &self.backing {
+            Backing::Devices(devices) => devices.sync(),
+            Backing::Block(block) => block
+                .device
+                .sync()
+                .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e)),
+        }
     }
 }
 
@@ -179,5 +319,29 @@ mod tests {
         let start = if big.as_ptr() as usize % PAGE_SIZE == 0 { 1 } else { 0 };
         let err = file.read_page(0, &mut big[start..start + PAGE_SIZE]).unwrap_err();
         assert!(err.to_string().contains("page-aligned"), "{err}");
+    }
+
+    #[test]
+    fn a_page_file_on_a_block_device_grows_in_page_steps() {
+        let dir = crate::test_util::TempDir::new("file-on-device");
+        let device =
+            super::super::FileDevice::open(&dir.path().join("pages"), true, false).unwrap();
+        let file = PageFile::open_on(Arc::new(device), true, PAGE_SIZE as u64 + 1).unwrap();
+        assert!(file.devices().is_none() && !file.is_direct());
+        assert!(file.block_device().is_some());
+        let mut page = vec![0u8; PAGE_SIZE];
+        page[7] = 0x5a;
+        file.write_page(2, &page).unwrap();
+        assert_eq!(file.size_pages(), 4, "grown to a multiple of two pages");
+        file.sync().unwrap();
+        let mut back = vec![1u8; PAGE_SIZE];
+        file.read_page(2, &mut back).unwrap();
+        assert_eq!(back, page);
+        file.read_page(9, &mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0));
+        assert_eq!(
+            std::fs::metadata(dir.path().join("pages")).unwrap().len(),
+            4 * PAGE_SIZE as u64
+        );
     }
 }

@@ -3,6 +3,8 @@
 //! (io_uring, AIO, psync, mmap) the workers use, one file each.
 //! `device` is where bytes live (one device or a RAID0 stripe, grown in preallocated steps);
 //! `open` makes an engine of a given kind on a device list; `docs/io.md` tells the whole story.
+//! `blockdev` is the seam the blocking paths (log, page file) open files through, and `sim`
+//! the simulated disk tests put behind it.
 
 pub mod aio;
 pub mod blockdev;
@@ -16,6 +18,7 @@ pub mod mmap;
 pub mod open;
 pub mod psync;
 mod request;
+pub mod sim;
 pub mod uring;
 
 pub use blockdev::{BlockDevice, DirStorage, FileDevice, Storage};
@@ -26,3 +29,4 @@ pub use file::PageFile;
 pub use mmap::Mapping;
 pub use open::open_engine;
 pub use request::MAX_IO_DEPTH;
+pub use sim::{SimDisk, SimEngine, SimFaults};
