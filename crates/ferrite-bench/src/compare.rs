@@ -22,16 +22,28 @@ pub struct Step {
     pub tasks: Option<(usize, usize)>,
     /// Open loop at this rate.
     pub rate: Option<f64>,
+    /// `fill-sync`'s committers, on every store (threads; Ferrite's tasks).
+    pub committers: Option<usize>,
 }
 
 impl Step {
     fn plain(workload: Workload) -> Step {
-        Step { workload, distribution: None, threads: None, tasks: None, rate: None }
+        Step {
+            workload,
+            distribution: None,
+            threads: None,
+            tasks: None,
+            rate: None,
+            committers: None,
+        }
     }
 }
 
 /// The suites, by name.
-pub const SUITES: [&str; 5] = ["quick", "ycsb", "lookup-sweep", "ycsb-sweep", "all"];
+pub const SUITES: [&str; 6] = ["quick", "ycsb", "lookup-sweep", "ycsb-sweep", "sync", "all"];
+
+/// The committers of suite `sync`.
+pub const SYNC_COMMITTERS: [usize; 3] = [1, 8, 64];
 
 /// The steps of suite `name`, or `None` if there is no such suite.
 pub fn suite(name: &str) -> Option<Vec<Step>> {
@@ -69,6 +81,11 @@ pub fn suite(name: &str) -> Option<Vec<Step>> {
         "ycsb" => ycsb,
         "lookup-sweep" => sweep,
         "ycsb-sweep" => ycsb_sweep,
+        // Durable inserts (not part of `all`: its runs write with every log off).
+        "sync" => SYNC_COMMITTERS
+            .into_iter()
+            .map(|n| Step { committers: Some(n), ..Step::plain(Workload::FillSync) })
+            .collect(),
         "all" => {
             let mut all = vec![Step::plain(Workload::Lookup)];
             all.extend(ycsb);
@@ -99,6 +116,9 @@ pub fn config_for(base: &RunConfig, step: &Step, store: StoreKind) -> Option<Run
     config.rate = step.rate.or(base.rate);
     let root = base.dir.clone();
     config.dir = root.join(format!("bench-{}", store.name()));
+    if let Some(n) = step.committers {
+        config.committers = n;
+    }
     match (store, step.threads, step.tasks) {
         (StoreKind::Ferrite, Some(_), _) if !base.direct_api => return None,
         (StoreKind::Ferrite, _, Some((w, t))) => {
@@ -129,7 +149,12 @@ fn row_label(step: &Step, config: &RunConfig) -> String {
     if let Some((w, t)) = step.tasks {
         let _ = write!(label, ", {w}x{t} tasks");
     }
-    if step.threads.is_none() && step.tasks.is_none() {
+    if let Some(n) = step.committers {
+        let _ = write!(label, ", {n} committer{}", if n == 1 { "" } else { "s" });
+        if !config.direct_api {
+            let _ = write!(label, " [ferrite: tasks on {} workers]", config.workers);
+        }
+    } else if step.threads.is_none() && step.tasks.is_none() {
         let _ = write!(
             label,
             " [peers {} threads, ferrite {}x{}]",
@@ -269,7 +294,12 @@ fn charts(
 /// A row label short enough for a chart's axis: the workload and the concurrency.
 fn short_label(label: &str) -> String {
     let label = label.split(" [").next().unwrap_or(label);
-    label.replace(" (zipfian)", "").replace(" threads", "t").replace(" tasks", "")
+    label
+        .replace(" (zipfian)", "")
+        .replace(" threads", "t")
+        .replace(" tasks", "")
+        .replace(" committers", "c")
+        .replace(" committer", "c")
 }
 
 /// The machine and the commit, for the tables' heading.
@@ -350,6 +380,29 @@ fn tables(
             c.seconds,
             if c.direct_io { ", O_DIRECT where the store has it" } else { "" }
         );
+    }
+    let all_runs = || rows.iter().flat_map(|(_, c)| c.iter().flatten());
+    if all_runs().any(|r| r.config.workload.durable()) {
+        let _ = writeln!(
+            s,
+            "fill-sync: random inserts into an empty store, each acknowledged only once \
+             durable, from N concurrent committers (threads; Ferrite: tasks on its workers): \
+             Ferrite `Durability::Sync`; RocksDB WAL on, `WriteOptions.sync=true`; WiredTiger \
+             `log=(enabled=true)`, `transaction_sync=(enabled=true,method=fsync)`; LMDB \
+             without `MDB_NOSYNC`. Every acknowledged key is read back after reopening the \
+             store.\n"
+        );
+        let flushes: Vec<String> = all_runs()
+            .filter(|r| r.config.workload.durable())
+            .filter_map(|r| {
+                let (_, d) = r.disk.as_ref()?;
+                let per_op = d.flushes? as f64 / r.counts.total().max(1) as f64;
+                Some(format!("{} {}: {per_op:.3}", r.config.store.name(), r.config.concurrency()))
+            })
+            .collect();
+        if !flushes.is_empty() {
+            let _ = writeln!(s, "Device cache flushes per insert: {}.\n", flushes.join("; "));
+        }
     }
     let metrics: [Metric; 3] = [
         (
@@ -435,6 +488,48 @@ mod tests {
         let c = config_for(&base, &tasks, StoreKind::Ferrite).unwrap();
         assert_eq!((c.workers, c.tasks), (1, 32));
         assert!(c.dir.ends_with("bench-ferrite"));
+    }
+
+    /// Suite `sync`: fill-sync at 1, 8 and 64 committers on every store, the committers
+    /// in the row labels; it runs, and its table explains what each store synced.
+    #[test]
+    fn the_sync_suite_runs_the_committers_on_every_store() {
+        let steps = suite("sync").unwrap();
+        assert_eq!(
+            steps.iter().map(|s| s.committers).collect::<Vec<_>>(),
+            [Some(1), Some(8), Some(64)]
+        );
+        let dir = ferrite::test_util::TempDir::new("compare-sync");
+        let base = RunConfig {
+            dir: dir.path().join("data"),
+            records: 300,
+            cache_mib: 1,
+            seconds: 30.0,
+            workers: 2,
+            ceiling: false,
+            ..RunConfig::new(Workload::Lookup, StoreKind::Ferrite)
+        };
+        for store in StoreKind::ALL {
+            let c = config_for(&base, &steps[1], store).unwrap();
+            assert_eq!((c.workload, c.committers), (Workload::FillSync, 8), "{}", store.name());
+            assert_eq!(
+                row_label(&steps[1], &c),
+                "fill-sync, 8 committers [ferrite: tasks on 2 workers]"
+            );
+        }
+        assert_eq!(
+            short_label("fill-sync, 1 committer [ferrite: tasks on 2 workers]"),
+            "fill-sync, 1c"
+        );
+        let out = dir.path().join("out");
+        let output = run("sync", &steps, &[StoreKind::Ferrite], &base, &out, &mut |_| {}).unwrap();
+        assert!(output.failures.is_empty(), "{:?}", output.failures);
+        let md = std::fs::read_to_string(&output.markdown).unwrap();
+        assert!(md.contains("| fill-sync, 64 committers [ferrite: tasks on 2 workers] |"), "{md}");
+        assert!(md.contains("`Durability::Sync`"), "{md}");
+        let runs = std::fs::read_to_string(&output.json).unwrap();
+        assert_eq!(runs.lines().count(), 3);
+        assert!(runs.lines().all(|l| l.contains("\"workload\":\"fill-sync\"")));
     }
 
     #[test]

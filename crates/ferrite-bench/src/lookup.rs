@@ -152,6 +152,9 @@ impl LookupConfig {
             engine: self.engine,
             io_depth: self.tasks.clamp(1, 4096),
             devices: self.devices.clone(),
+            // Reads only (and a load, flushed at its end): no log to sync, as the peers'
+            // read workloads run without theirs.
+            durability: ferrite::Durability::None,
             ..Options::default()
         }
     }

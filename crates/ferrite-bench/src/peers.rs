@@ -7,9 +7,12 @@
 //!   needs (`memcap.rs`; where no cgroup can be made, its results say "NOT capped");
 //! - O_DIRECT for data where the store supports it (RocksDB reads, flushes and compactions;
 //!   WiredTiger data files), 4 KiB blocks/pages, RocksDB's bloom filters (10 bits per key);
-//! - no write-ahead log on any store: Ferrite has none yet, and the peers' logs are off so
-//!   that every store does the same work (the durability comparison, sync commits, is the
-//!   write-ahead-log issue's benchmark).
+//! - no write-ahead log on any store (Ferrite opens with `Durability::None`, the peers' logs
+//!   are off) so that every store does the same work, except in `fill-sync`, the durability
+//!   comparison: there every store syncs each commit before acknowledging it: RocksDB with
+//!   its WAL on and `WriteOptions.sync`, WiredTiger with `log=(enabled=true)` and
+//!   `transaction_sync=(enabled=true,method=fsync)`, LMDB without `MDB_NOSYNC`/
+//!   `MDB_NOMETASYNC`, Ferrite with `Durability::Sync`.
 //!
 //! Before every measured run each store settles (`KvStore::settle`): pages written back,
 //! RocksDB's memtable flushed and its key range compacted, so no run pays for the previous
@@ -67,13 +70,15 @@ impl KvStore for PeerStore {
     }
 }
 
-/// The peer options of a run.
+/// The peer options of a run: the log on and synced per commit for `fill-sync`, off for
+/// every other workload.
 pub fn peer_config(config: &RunConfig) -> PeerConfig {
+    let durable = config.workload.durable();
     PeerConfig {
         cache_bytes: config.cache_mib << 20,
         direct_io: config.direct_io,
-        log: false,
-        sync: false,
+        log: durable,
+        sync: durable,
         map_bytes: LMDB_MAP_BYTES,
     }
 }
@@ -108,6 +113,42 @@ mod tests {
             let store = open(kind, &config, dir.path()).unwrap();
             check_store(store.kv(), 11, 3000);
         }
+    }
+
+    /// fill-sync opens every peer with its log on and synced per commit; 4 committer
+    /// threads insert every key of a small fill, and the reopened store holds each.
+    #[test]
+    fn a_sync_fill_runs_on_every_peer_with_its_log_synced() {
+        for kind in [StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb] {
+            let dir = TempDir::new(&format!("peer-sync-{}", kind.name()));
+            let config = RunConfig {
+                dir: dir.path().join("bench-peer"),
+                records: 400,
+                seconds: 60.0,
+                committers: 4,
+                ceiling: false,
+                direct_io: false,
+                ..RunConfig::new(Workload::FillSync, kind)
+            };
+            let options = peer_config(&config);
+            assert!(options.log && options.sync, "{}", kind.name());
+            let report = run(&config, &open_store, false)
+                .unwrap_or_else(|e| panic!("fill-sync on {}: {e}", kind.name()));
+            assert_eq!(report.counts.inserts, 400, "{}", kind.name());
+            assert_eq!(report.verified.map(|(keys, _)| keys), Some(400));
+            let line = report.result_line();
+            assert_eq!(line.get("workload"), Some("fill-sync"));
+            assert_eq!((line.get("committers"), line.get("threads")), (Some("4"), Some("4")));
+            let synced = match kind {
+                StoreKind::RocksDb => "disableWAL=false, sync=true",
+                StoreKind::WiredTiger => "transaction_sync=(enabled=true,method=fsync)",
+                _ => "flags=MDB_NOTLS|MDB_NORDAHEAD,",
+            };
+            assert!(report.store_description.contains(synced), "{}", report.store_description);
+        }
+        let config = RunConfig::new(Workload::FillRandom, StoreKind::RocksDb);
+        let options = peer_config(&config);
+        assert!(!options.log && !options.sync, "other workloads run without the peers' logs");
     }
 
     /// The workloads run on every peer and verify what they read.

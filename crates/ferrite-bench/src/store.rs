@@ -4,7 +4,7 @@
 
 use std::ops::Deref;
 
-use ferrite::{Db, Tree};
+use ferrite::{Db, Durability, Tree};
 
 /// An error from a store, whatever the store.
 pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
@@ -87,11 +87,18 @@ pub trait KvStore: Sync {
 pub struct FerriteTree<D: Deref<Target = Db>> {
     db: D,
     tree: Tree,
+    /// What the database was opened with, for `describe` (the `Db` does not say).
+    durability: Option<Durability>,
 }
 
 impl<D: Deref<Target = Db>> FerriteTree<D> {
     pub fn new(db: D, tree: Tree) -> Self {
-        FerriteTree { db, tree }
+        FerriteTree { db, tree, durability: None }
+    }
+
+    /// Names the durability the database was opened with in `describe`.
+    pub fn with_durability(self, durability: Durability) -> Self {
+        FerriteTree { durability: Some(durability), ..self }
     }
 }
 
@@ -139,9 +146,15 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     fn describe(&self) -> String {
         let workers = self.db.worker_count();
         let engine = self.db.engine().map_or("none".to_owned(), |e| e.name().to_owned());
+        let durability = match self.durability {
+            Some(Durability::Sync) => "durability=Sync (a write returns once durable)".to_owned(),
+            Some(Durability::None) => "durability=None (writes not synced)".to_owned(),
+            Some(other) => format!("durability={other:?}"),
+            None => "durability not given".to_owned(),
+        };
         format!(
             "ferrite: buffer pool {} MiB of 4 KiB frames, O_DIRECT unless --no-direct, B+tree \
-             of 4 KiB nodes, {workers} workers ({engine}), no log",
+             of 4 KiB nodes, {workers} workers ({engine}), {durability}",
             (self.db.pool().pool_pages() * 4096) >> 20
         )
     }

@@ -1,14 +1,22 @@
-//! The comparison workloads (`ferrite bench lookup|fill-seq|fill-random|ycsb-a..f --store S`):
-//! one runner for every store. It loads the data set (or reuses one kept by an earlier run),
-//! measures the device's random-read ceiling, runs the operation streams of `ycsb.rs` closed
-//! loop (as fast as they go) or open loop (a target rate of Poisson arrivals, latency counted
-//! from each operation's scheduled arrival, so that queueing counts), and reports operations
-//! per second, HdrHistogram latency percentiles, CPU per operation, device reads and writes
-//! per operation (from `/proc/diskstats`), bytes on disk and load time.
+//! The comparison workloads (`ferrite bench lookup|fill-seq|fill-random|fill-sync|ycsb-a..f
+//! --store S`): one runner for every store. It loads the data set (or reuses one kept by an
+//! earlier run), measures the device's random-read ceiling, runs the operation streams of
+//! `ycsb.rs` closed loop (as fast as they go) or open loop (a target rate of Poisson
+//! arrivals, latency counted from each operation's scheduled arrival, so that queueing
+//! counts), and reports operations per second, HdrHistogram latency percentiles, CPU per
+//! operation, device reads, writes and cache flushes per operation (from `/proc/diskstats`),
+//! bytes on disk and load time.
 //!
 //! Peers run on `threads` OS threads through their blocking APIs. Ferrite runs as
 //! `workers × tasks` tasks on its own workers (its task API); `--direct-api` runs it on
 //! threads through the blocking API instead, like a peer.
+//!
+//! `fill-sync` is the durable write: `committers` concurrent committers (threads, or
+//! Ferrite's tasks spread round robin over its workers) each insert a new key and wait until
+//! it is durable before the next, into a store opened with its log on and synced per commit.
+//! It ends when `records` keys are in or `seconds` are up; then the store is closed, opened
+//! again, and every acknowledged key is read back (outside the measurement). Every other
+//! workload runs with the logs off (Ferrite `Durability::None`) on every store.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -80,6 +88,9 @@ pub struct RunConfig {
     pub threads: usize,
     pub workers: usize,
     pub tasks: usize,
+    /// `fill-sync` only: concurrent committers (threads, or Ferrite's tasks spread over its
+    /// `workers`), replacing `threads` and `workers × tasks`.
+    pub committers: usize,
     pub direct_api: bool,
     pub distribution: Distribution,
     /// Open loop: total operations per second to offer; `None`: closed loop.
@@ -111,6 +122,7 @@ impl RunConfig {
             threads: cores,
             workers: cores,
             tasks: 64,
+            committers: 1,
             direct_api: false,
             distribution: if matches!(workload, Workload::Ycsb(_)) {
                 Distribution::Zipfian
@@ -141,10 +153,43 @@ impl RunConfig {
 
     /// How the operations are issued, in words and for the result line.
     pub fn concurrency(&self) -> String {
-        if self.tasks_mode() {
-            format!("{} workers x {} tasks", self.workers, self.tasks)
+        match (self.workload.durable(), self.tasks_mode()) {
+            (true, true) => {
+                format!("{} committers as tasks on {} workers", self.committers, self.workers)
+            }
+            (true, false) => format!("{} committers on threads", self.committers),
+            (false, true) => format!("{} workers x {} tasks", self.workers, self.tasks),
+            (false, false) => format!("{} threads", self.threads),
+        }
+    }
+
+    /// OS threads issuing operations when the run uses threads.
+    pub fn thread_count(&self) -> usize {
+        if self.workload.durable() {
+            self.committers
         } else {
-            format!("{} threads", self.threads)
+            self.threads
+        }
+    }
+
+    /// Tasks issuing operations, over all workers, when the run uses tasks.
+    pub fn task_count(&self) -> usize {
+        if self.workload.durable() {
+            self.committers
+        } else {
+            self.workers * self.tasks
+        }
+    }
+
+    /// Whether writes are synced, in words (for the run's heading).
+    pub fn durability(&self) -> &'static str {
+        match (self.workload.durable(), self.workload.writes()) {
+            (true, _) => {
+                "each insert acknowledged once durable (Ferrite Durability::Sync; peers: log \
+                 on, synced per commit)"
+            }
+            (false, true) => "writes not synced (Ferrite Durability::None; peers: log off)",
+            (false, false) => "read only",
         }
     }
 
@@ -235,6 +280,9 @@ pub struct RunReport {
     /// Seconds the load took, or `None` when the data was reused.
     pub load_seconds: Option<f64>,
     pub device_iops: Option<f64>,
+    /// `fill-sync`: the acknowledged inserts read back after the store was reopened, and
+    /// the seconds that took.
+    pub verified: Option<(u64, f64)>,
 }
 
 impl RunReport {
@@ -272,6 +320,9 @@ impl RunReport {
                 self.per_op(d.writes as f64),
                 3,
             );
+            if let Some(flushes) = d.flushes {
+                line = line.real("dev_flushes_per_op", self.per_op(flushes as f64), 3);
+            }
         }
         line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
         if let Some(load) = self.load_seconds {
@@ -283,11 +334,20 @@ impl RunReport {
         if let Some(iops) = self.device_iops {
             line = line.real("device_iops", iops, 0);
         }
+        // fill-sync: `tasks` counts the committer tasks over all workers.
+        let tasks = if c.workload.durable() { c.task_count() } else { c.tasks };
         line = line
             .word("mode", if c.tasks_mode() { "tasks" } else { "threads" })
-            .int("threads", if c.tasks_mode() { 0 } else { c.threads as u64 })
+            .int("threads", if c.tasks_mode() { 0 } else { c.thread_count() as u64 })
             .int("workers", if c.tasks_mode() { c.workers as u64 } else { 0 })
-            .int("tasks", if c.tasks_mode() { c.tasks as u64 } else { 0 })
+            .int("tasks", if c.tasks_mode() { tasks as u64 } else { 0 });
+        if c.workload.durable() {
+            line = line.int("committers", c.committers as u64).flag("sync", true);
+        }
+        if let Some((keys, _)) = self.verified {
+            line = line.int("verified", keys);
+        }
+        line = line
             .word("distribution", c.distribution.name())
             .word("loop", if c.rate.is_some() { "open" } else { "closed" });
         if let Some(rate) = c.rate {
@@ -330,6 +390,7 @@ impl RunReport {
         };
         line("bench", format!("{} on {} ({})", c.workload, c.store.name(), c.concurrency()));
         line("store", self.store_description.clone());
+        line("durability", c.durability().to_owned());
         line(
             "data",
             match self.load_seconds {
@@ -337,6 +398,10 @@ impl RunReport {
                     "{} keys loaded in {}",
                     report::thousands(c.records),
                     report::duration(load)
+                ),
+                None if !c.workload.needs_data() => format!(
+                    "empty at the start, at most {} keys inserted",
+                    report::thousands(c.records)
                 ),
                 None => {
                     format!("{} keys, reused from an earlier run", report::thousands(c.records))
@@ -398,6 +463,36 @@ impl RunReport {
                 ),
             ),
             None => line("device", "no /proc/diskstats entry for the data's file system".into()),
+        }
+        if let Some((_, d)) = &self.disk {
+            if let Some(flushes) = d.flushes {
+                line(
+                    "flushes",
+                    format!(
+                        "{:.3} device cache flushes per op ({} in all)",
+                        self.per_op(flushes as f64),
+                        report::thousands(flushes)
+                    ),
+                );
+                if c.workload.durable() && flushes == 0 && self.counts.total() > 0 {
+                    line(
+                        "WARNING",
+                        "no device flush was counted: the inserts were not synced to the \
+                         device (or it has no volatile write cache)"
+                            .into(),
+                    );
+                }
+            }
+        }
+        if let Some((keys, seconds)) = self.verified {
+            line(
+                "verified",
+                format!(
+                    "{} acknowledged inserts read back after reopening the store ({})",
+                    report::thousands(keys),
+                    report::duration(seconds)
+                ),
+            );
         }
         if let Some(iops) = self.device_iops {
             line(
@@ -576,7 +671,7 @@ fn thread_part(
     let mut counts = OpCounts::default();
     let mut latency_ns = new_hdr();
     let mut buf = Vec::with_capacity(256);
-    let per_thread_rate = config.rate.map(|r| r / config.threads as f64);
+    let per_thread_rate = config.rate.map(|r| r / config.thread_count() as f64);
     let mut arrivals = per_thread_rate
         .map(|rate| Arrivals::new(rate, Instant::now(), Rng::stream(config.seed ^ 0xA771, index)));
     let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
@@ -635,7 +730,7 @@ fn run_threads(
     let failure = Mutex::new(None);
     let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk));
     thread::scope(|scope| {
-        let parts: Vec<_> = (0..config.threads)
+        let parts: Vec<_> = (0..config.thread_count())
             .map(|t| {
                 let (phase, failure, template) = (&phase, &failure, &template);
                 scope.spawn(move || {
@@ -804,7 +899,7 @@ pub fn run(
     let disk = Disk::of(&dir);
     // LMDB reads through the page cache: cap it, as the others' caches are capped.
     let (cap, cap_note) = if config.store == StoreKind::Lmdb {
-        let headroom = (8 << 20) + config.threads as u64 * (96 << 10);
+        let headroom = (8 << 20) + config.thread_count() as u64 * (96 << 10);
         // Closed first: the pages its map touched (during the load, say) are then unmapped,
         // so they can leave the page cache, and every page the run reads is read, and
         // charged, inside the cap.
@@ -833,6 +928,15 @@ pub fn run(
     let measured = measured?;
     let store_description = store.kv().describe() + &cap_note;
     drop(store);
+    let verified = if config.workload.durable() {
+        let start = Instant::now();
+        let reopened = open_store(config, &dir)?;
+        let keys_read = verify_fill(reopened.kv(), &keys, config.records)?;
+        drop(reopened);
+        Some((keys_read, start.elapsed().as_secs_f64()))
+    } else {
+        None
+    };
     let report = RunReport {
         config: config.clone(),
         store_description,
@@ -844,6 +948,7 @@ pub fn run(
         bytes_on_disk: bytes_on_disk(&dir),
         load_seconds,
         device_iops,
+        verified,
     };
     if let Some(path) = &config.json {
         append_json(path, &report.json())?;
@@ -852,6 +957,45 @@ pub fn run(
         remove_bench_dir(&dir)?;
     }
     Ok(report)
+}
+
+/// Checks that the store holds exactly the keys a random-order fill of `records` keys
+/// acknowledged (`keys.inserted()` of them, into an empty store), each with its value: one
+/// scan in key order. Returns how many keys it read.
+pub fn verify_fill(store: &dyn KvStore, keys: &KeySpace, records: u64) -> Result<u64, BenchError> {
+    let acknowledged = keys.inserted();
+    let mut expected: Vec<u64> = (0..acknowledged)
+        .map(|n| keys.loaded() + crate::ycsb::random_fill_key(n, records))
+        .collect();
+    expected.sort_unstable();
+    let mut next = expected.iter();
+    let mut bad: Option<String> = None;
+    let visited = store
+        .scan(&[], usize::MAX, &mut |k, v| {
+            if bad.is_some() {
+                return;
+            }
+            let Ok(key) = <[u8; KEY_LEN]>::try_from(k) else {
+                bad = Some(format!("the store holds a foreign key {k:?}"));
+                return;
+            };
+            let i = u64::from_be_bytes(key);
+            bad = match next.next() {
+                Some(&want) if i == want => check_versioned(i, v).err(),
+                Some(&want) if i > want => {
+                    Some(format!("key {want} was acknowledged but is missing"))
+                }
+                _ => Some(format!("key {i} is there but was never inserted")),
+            };
+        })
+        .map_err(BenchError::Store)?;
+    if let Some(reason) = bad {
+        return Err(verify(reason));
+    }
+    if let Some(missing) = next.next() {
+        return Err(verify(format!("key {missing} was acknowledged but is missing")));
+    }
+    Ok(visited as u64)
 }
 
 /// Opens the store `config` names in `dir`: Ferrite (with its task driver unless
@@ -1008,6 +1152,64 @@ pub(crate) fn histogram() -> Hdr<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::mem::MemStore;
+    use crate::ycsb::random_fill_key;
+
+    /// The read-back of a sync fill finds a missing key, a key never inserted, a wrong value
+    /// and a foreign key; and accepts exactly the keys acknowledged.
+    #[test]
+    fn a_fill_read_back_finds_every_difference() {
+        const RECORDS: u64 = 1000;
+        let keys = KeySpace::new(0);
+        let store = MemStore::default();
+        for n in 0..600 {
+            let i = random_fill_key(n, RECORDS);
+            store.put(&key(i), &versioned_value(i, 0)).unwrap();
+            keys.insert_done();
+        }
+        assert_eq!(verify_fill(&store, &keys, RECORDS).unwrap(), 600);
+        let missing = random_fill_key(17, RECORDS);
+        store.remove(&key(missing));
+        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
+        assert!(e.contains(&format!("key {missing} was acknowledged but is missing")), "{e}");
+        store.put(&key(missing), &versioned_value(missing, 0)).unwrap();
+        let extra = random_fill_key(600, RECORDS);
+        store.put(&key(extra), &versioned_value(extra, 0)).unwrap();
+        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
+        assert!(e.contains(&format!("key {extra} is there but was never inserted")), "{e}");
+        keys.insert_done();
+        assert_eq!(verify_fill(&store, &keys, RECORDS).unwrap(), 601);
+        store.put(&key(extra), &versioned_value(extra + 1, 0)).unwrap();
+        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
+        assert!(e.contains("verification failed"), "{e}");
+        store.put(&key(extra), &versioned_value(extra, 0)).unwrap();
+        store.put(b"k", b"v").unwrap();
+        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
+        assert!(e.contains("foreign key"), "{e}");
+    }
+
+    #[test]
+    fn sync_fills_count_their_committers_and_others_their_threads_and_tasks() {
+        let base = RunConfig {
+            threads: 3,
+            workers: 2,
+            tasks: 5,
+            committers: 7,
+            ..RunConfig::new(Workload::FillSync, StoreKind::Ferrite)
+        };
+        assert_eq!((base.thread_count(), base.task_count()), (7, 7));
+        assert_eq!(base.concurrency(), "7 committers as tasks on 2 workers");
+        let threads = RunConfig { direct_api: true, ..base.clone() };
+        assert_eq!(threads.concurrency(), "7 committers on threads");
+        let fill = RunConfig { workload: Workload::FillRandom, ..base.clone() };
+        assert_eq!((fill.thread_count(), fill.task_count()), (3, 10));
+        assert_eq!(fill.concurrency(), "2 workers x 5 tasks");
+        assert_ne!(fill.hash(), base.hash());
+        let more = RunConfig { committers: 8, ..base.clone() };
+        assert_ne!(more.hash(), base.hash(), "the committers are part of what a run measured");
+        assert!(base.durability().contains("durable"));
+        assert!(fill.durability().contains("not synced"));
+    }
 
     /// Regression: a directory named like the benchmark's (`bench-…`) but holding someone
     /// else's files was removable. Only marked, recorded or empty directories are.

@@ -1,7 +1,12 @@
 //! Ferrite in the comparison workloads: an owned store (`FerriteStore`, the blocking API, for
 //! loads and `--direct-api`) and the task driver: `workers × tasks` tasks on Ferrite's own
-//! workers, each running the operation stream through `Tree::*_async`, so that a miss is a
-//! read queued on its worker while the other tasks go on.
+//! workers (`fill-sync`: its committers, spread round robin over the workers), each running
+//! the operation stream through `Tree::*_async`, so that a miss is a read queued on its
+//! worker while the other tasks go on, and a commit waiting for its sync lets them go on too.
+//!
+//! Durability: `fill-sync` opens the database with `Durability::Sync` (a put returns once it
+//! is durable); every other workload, and every load, with `Durability::None`, as the peers
+//! run with their logs off.
 //!
 //! Open loop: one dispatcher thread draws Poisson arrivals at the target rate and hands each
 //! one (its scheduled time) to the next idle task through an async queue; a task's latency is
@@ -19,7 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ferrite::sched::TaskHandle;
-use ferrite::{Db, Options, Tree};
+use ferrite::{Db, Durability, Options, Tree};
 use hdrhistogram::Histogram as Hdr;
 
 use crate::error::BenchError;
@@ -38,19 +43,22 @@ const TREE: &str = "bench";
 pub type FerriteStore = FerriteTree<Arc<Db>>;
 
 /// Opens Ferrite in `dir` for `config`: the pool is the run's cache, the workers and their
-/// depth as asked.
+/// depth as asked, durable commits for `fill-sync` only.
 pub fn open_ferrite(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchError> {
+    let durability = if config.workload.durable() { Durability::Sync } else { Durability::None };
+    let tasks_per_worker = config.task_count().div_ceil(config.workers.max(1));
     let options = Options {
         pool_bytes: config.cache_mib << 20,
         direct_io: config.direct_io,
         create_if_missing: true,
         workers: if config.tasks_mode() { config.workers } else { 0 },
-        io_depth: config.tasks.clamp(1, 4096),
+        io_depth: tasks_per_worker.clamp(1, 4096),
+        durability,
         ..Options::default()
     };
     let db = Arc::new(Db::open(dir, options)?);
     let tree = db.tree(TREE)?;
-    let store = FerriteStore::new(Arc::clone(&db), tree.clone());
+    let store = FerriteStore::new(Arc::clone(&db), tree.clone()).with_durability(durability);
     if config.tasks_mode() {
         Ok(OpenStore::with_tasks(Box::new(store), Box::new(FerriteTasks { db, tree })))
     } else {
@@ -103,7 +111,7 @@ impl TaskDriver for FerriteTasks {
     ) -> Result<Box<dyn RunningTasks>, BenchError> {
         let template =
             OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
-        let count = config.workers * config.tasks;
+        let count = config.task_count();
         let arrivals = config.rate.map(|_| Arc::new(ArrivalQueue::default()));
         let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
         let mut handles = Vec::with_capacity(count);
@@ -374,7 +382,7 @@ mod tests {
                 assert!(c.total() > 0, "{workload}: no operations");
                 match workload {
                     Workload::Lookup | Workload::Ycsb('c') => assert_eq!(c.total(), c.reads),
-                    Workload::FillSequential | Workload::FillRandom => {
+                    Workload::FillSequential | Workload::FillRandom | Workload::FillSync => {
                         assert_eq!(c.total(), c.inserts)
                     }
                     Workload::Ycsb('e') => assert!(c.scans > 0 && c.scanned > 0),
@@ -401,6 +409,89 @@ mod tests {
             let report = run(&config, &open_store, false).unwrap();
             assert_eq!(report.counts.inserts, 2000, "{workload}");
             assert!(start.elapsed() < Duration::from_secs(30), "the fill ended when done");
+        }
+    }
+
+    /// fill-sync: 4 committers as tasks and as threads insert every key of a small fill;
+    /// the store, reopened, holds each with its value; the result line says what ran.
+    #[test]
+    fn a_sync_fill_commits_every_key_it_acknowledges() {
+        let dir = TempDir::new("bench-fill-sync");
+        let json = dir.path().join("runs.jsonl");
+        for direct_api in [false, true] {
+            let config = RunConfig {
+                records: 1500,
+                seconds: 60.0,
+                committers: 4,
+                direct_api,
+                json: Some(json.clone()),
+                ..tiny(Workload::FillSync, &dir)
+            };
+            assert_eq!(config.task_count(), 4);
+            assert_eq!(config.thread_count(), 4);
+            let start = Instant::now();
+            let report = run(&config, &open_store, false).unwrap();
+            assert!(start.elapsed() < Duration::from_secs(30), "the fill ended when done");
+            assert_eq!(report.counts.inserts, 1500, "direct {direct_api}");
+            assert_eq!(report.counts.total(), 1500);
+            assert_eq!(report.verified.map(|(keys, _)| keys), Some(1500));
+            assert!(report.store_description.contains("durability=Sync"));
+            let line = report.result_line();
+            assert_eq!(line.get("store"), Some("ferrite"));
+            assert_eq!(line.get("workload"), Some("fill-sync"));
+            assert_eq!(line.get("committers"), Some("4"));
+            assert_eq!(line.get("sync"), Some("1"));
+            assert_eq!(line.get("verified"), Some("1500"));
+            assert_eq!(line.get("ops"), Some("1500"));
+            for field in ["ops_per_s", "p50_us", "p99_us", "p999_us", "cpu_us_per_op"] {
+                assert!(line.get(field).is_some(), "{field} in {line}");
+            }
+            let (mode, threads, tasks) =
+                if direct_api { ("threads", "4", "0") } else { ("tasks", "0", "4") };
+            assert_eq!(line.get("mode"), Some(mode));
+            assert_eq!(line.get("threads"), Some(threads));
+            assert_eq!(line.get("tasks"), Some(tasks));
+            assert!(report.summary().contains("4 committers"));
+            assert!(!config.data_dir().exists(), "a fill's directory is removed");
+        }
+        let lines = std::fs::read_to_string(&json).unwrap();
+        assert_eq!(lines.lines().count(), 2);
+        assert!(lines
+            .lines()
+            .all(|l| l.contains("\"workload\":\"fill-sync\"") && l.contains("\"committers\":4")));
+    }
+
+    /// A sync fill bounded by time rather than by its key count reads back exactly the keys
+    /// it acknowledged.
+    #[test]
+    fn a_sync_fill_stopped_by_the_clock_verifies_what_it_acknowledged() {
+        let dir = TempDir::new("bench-fill-sync-time");
+        for direct_api in [false, true] {
+            let config = RunConfig {
+                records: 50_000_000,
+                seconds: 0.2,
+                committers: 4,
+                direct_api,
+                cache_mib: 8,
+                ..tiny(Workload::FillSync, &dir)
+            };
+            let report = run(&config, &open_store, false).unwrap();
+            let inserts = report.counts.inserts;
+            assert!(inserts > 0 && inserts < config.records);
+            assert_eq!(report.verified.map(|(keys, _)| keys), Some(inserts));
+        }
+    }
+
+    /// Every other workload opens Ferrite without syncing (as the peers run without logs).
+    #[test]
+    fn only_the_sync_fill_syncs() {
+        let dir = TempDir::new("bench-durability");
+        for workload in [Workload::FillRandom, Workload::Ycsb('a'), Workload::FillSync] {
+            let config = tiny(workload, &dir);
+            let store = open_ferrite(&config, &dir.path().join(workload.name())).unwrap();
+            let described = store.kv().describe();
+            let want = if workload.durable() { "durability=Sync" } else { "durability=None" };
+            assert!(described.contains(want), "{workload}: {described}");
         }
     }
 

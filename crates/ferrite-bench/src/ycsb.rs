@@ -1,5 +1,6 @@
 //! The operations of the comparison workloads: `lookup`, `fill` (sequential or random key
-//! order) and YCSB A–F (Cooper et al., SoCC 2010), with YCSB's proportions:
+//! order; `fill-sync`: random order, each insert acknowledged only once durable) and YCSB A–F
+//! (Cooper et al., SoCC 2010), with YCSB's proportions:
 //!
 //! | workload | reads | updates | inserts | scans | read-modify-writes | keys          |
 //! |----------|-------|---------|---------|-------|--------------------|---------------|
@@ -41,15 +42,19 @@ pub enum Workload {
     FillSequential,
     /// Inserts of new keys in random order.
     FillRandom,
+    /// Inserts of new keys in random order, each acknowledged only once it is durable (the
+    /// store's log synced), from `RunConfig::committers` concurrent committers.
+    FillSync,
     /// YCSB workload A..=F (the letter).
     Ycsb(char),
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Lookup,
         Workload::FillSequential,
         Workload::FillRandom,
+        Workload::FillSync,
         Workload::Ycsb('a'),
         Workload::Ycsb('b'),
         Workload::Ycsb('c'),
@@ -59,12 +64,13 @@ impl Workload {
     ];
 
     /// The name in results and on the command line: `lookup`, `fill-seq`, `fill-random`,
-    /// `ycsb-a` .. `ycsb-f`.
+    /// `fill-sync`, `ycsb-a` .. `ycsb-f`.
     pub fn name(self) -> String {
         match self {
             Workload::Lookup => "lookup".into(),
             Workload::FillSequential => "fill-seq".into(),
             Workload::FillRandom => "fill-random".into(),
+            Workload::FillSync => "fill-sync".into(),
             Workload::Ycsb(letter) => format!("ycsb-{letter}"),
         }
     }
@@ -80,7 +86,14 @@ impl Workload {
 
     /// Whether the workload runs over a loaded data set (fills start empty).
     pub fn needs_data(self) -> bool {
-        !matches!(self, Workload::FillSequential | Workload::FillRandom)
+        !matches!(self, Workload::FillSequential | Workload::FillRandom | Workload::FillSync)
+    }
+
+    /// Whether each write is acknowledged only once durable: the store opens with its log on
+    /// and synced per commit (Ferrite `Durability::Sync`). Every other workload runs with
+    /// the logs off (Ferrite `Durability::None`), on every store alike.
+    pub fn durable(self) -> bool {
+        self == Workload::FillSync
     }
 }
 
@@ -138,7 +151,9 @@ impl Mix {
         let m = |read, update, insert, scan, rmw| Mix { read, update, insert, scan, rmw };
         match workload {
             Workload::Lookup => m(100, 0, 0, 0, 0),
-            Workload::FillSequential | Workload::FillRandom => m(0, 0, 100, 0, 0),
+            Workload::FillSequential | Workload::FillRandom | Workload::FillSync => {
+                m(0, 0, 100, 0, 0)
+            }
             Workload::Ycsb('a') => m(50, 50, 0, 0, 0),
             Workload::Ycsb('b') => m(95, 5, 0, 0, 0),
             Workload::Ycsb('c') => m(100, 0, 0, 0, 0),
@@ -231,10 +246,9 @@ impl OpStream {
     pub fn next(&mut self, keys: &KeySpace) -> Op {
         match self.workload {
             Workload::FillSequential => return Op::Insert(keys.take_insert()),
-            Workload::FillRandom => {
+            Workload::FillRandom | Workload::FillSync => {
                 let n = keys.take_insert() - keys.loaded();
-                let spread = crate::zipf::permute(n % self.fill_count, self.fill_count);
-                return Op::Insert(keys.loaded() + spread + n / self.fill_count * self.fill_count);
+                return Op::Insert(keys.loaded() + random_fill_key(n, self.fill_count));
             }
             _ => {}
         }
@@ -262,6 +276,13 @@ impl OpStream {
     pub fn version(&mut self) -> u64 {
         self.rng.next_u64() | 1
     }
+}
+
+/// The key the `n`th insert of a random-order fill of `count` keys takes (past the loaded
+/// ones): a permutation of `0..count`, then of the next `count` keys, and so on.
+pub fn random_fill_key(n: u64, count: u64) -> u64 {
+    let count = count.max(1);
+    crate::zipf::permute(n % count, count) + n / count * count
 }
 
 /// The value of key `i` at `version`.
@@ -356,7 +377,7 @@ mod tests {
             }
         }
         assert!(inserted.windows(2).all(|w| w[1] == w[0] + 1) && inserted[0] == 100);
-        for w in [Workload::FillSequential, Workload::FillRandom] {
+        for w in [Workload::FillSequential, Workload::FillRandom, Workload::FillSync] {
             let keys = KeySpace::new(0);
             let mut stream = OpStream::new(w, Distribution::Uniform, 5000, 9, 0);
             let mut seen: Vec<u64> = (0..5000)
@@ -365,7 +386,7 @@ mod tests {
                     other => panic!("{other:?}"),
                 })
                 .collect();
-            if w == Workload::FillRandom {
+            if w != Workload::FillSequential {
                 assert_ne!(seen[..10], (0..10).collect::<Vec<_>>()[..], "random order");
             }
             seen.sort_unstable();

@@ -222,6 +222,11 @@ const JSON: Opt = valued("--json", "FILE");
 const NO_CEILING: Opt = flag("--no-ceiling");
 const ORDER: Opt = valued("--order", "ORDER");
 const OUT: Opt = valued("--out", "DIR");
+const SYNC: Opt = flag("--sync");
+const COMMITTERS: Opt = valued("--committers", "N");
+
+/// Most committers of `fill --sync` (each may be a thread).
+const MAX_COMMITTERS: u64 = 4096;
 
 /// Largest pool accepted, in MiB (16 TiB).
 const MAX_POOL_MIB: u64 = 1 << 24;
@@ -548,13 +553,15 @@ fn parse_bench(args: &[OsString]) -> Result<Command> {
         Some("lookup") => parse_bench_lookup(rest),
         Some("io") => parse_bench_io(rest),
         Some("compare") => parse_bench_compare(rest),
-        Some(name @ ("fill" | "fill-seq" | "fill-random")) => parse_bench_workload(name, rest),
+        Some(name @ ("fill" | "fill-seq" | "fill-random" | "fill-sync")) => {
+            parse_bench_workload(name, rest)
+        }
         Some(name) if name.starts_with("ycsb-") && Workload::from_name(name).is_some() => {
             parse_bench_workload(name, rest)
         }
         _ => Err(BENCH.error(format!(
             "unknown workload {workload:?} (known: lookup, fill, fill-seq, fill-random, \
-             ycsb-a .. ycsb-f, compare, io)"
+             fill-sync, ycsb-a .. ycsb-f, compare, io)"
         ))),
     }
 }
@@ -641,7 +648,7 @@ fn has_peer_store(args: &[OsString]) -> bool {
 }
 
 /// The options every comparison workload takes.
-const WORKLOAD_OPTS: [Opt; 19] = [
+const WORKLOAD_OPTS: [Opt; 21] = [
     STORE,
     DB,
     RECORDS,
@@ -661,6 +668,8 @@ const WORKLOAD_OPTS: [Opt; 19] = [
     NO_CEILING,
     JSON,
     ORDER,
+    SYNC,
+    COMMITTERS,
 ];
 
 fn parse_bench_workload(name: &str, args: &[OsString]) -> Result<Command> {
@@ -679,6 +688,7 @@ fn parse_bench_workload(name: &str, args: &[OsString]) -> Result<Command> {
         (name, None) => Workload::from_name(name)
             .ok_or_else(|| WORKLOAD.error(format!("unknown workload {name:?}")))?,
     };
+    let workload = sync_workload(&p, workload)?;
     let store = match p.text(STORE)? {
         None => StoreKind::Ferrite,
         Some(text) => StoreKind::from_name(text).ok_or_else(|| {
@@ -687,8 +697,49 @@ fn parse_bench_workload(name: &str, args: &[OsString]) -> Result<Command> {
             ))
         })?,
     };
-    let config = workload_options(WORKLOAD, &p, RunConfig::new(workload, store))?;
+    let mut config = workload_options(WORKLOAD, &p, RunConfig::new(workload, store))?;
+    if let Some(text) = p.text(COMMITTERS)? {
+        config.committers = p.number(COMMITTERS, text, 1, MAX_COMMITTERS)? as usize;
+    }
     Ok(Command::BenchWorkload(config))
+}
+
+/// `--sync` turns a random-order fill into `fill-sync`, whose concurrency is `--committers`
+/// (default 1). `--sync` and `--committers` mean nothing to the other workloads, and
+/// `--threads` / `--tasks` nothing to `fill-sync`: each is refused where it does not apply.
+fn sync_workload(p: &Parsed<'_>, workload: Workload) -> Result<Workload> {
+    let workload = match (p.flag(SYNC), workload) {
+        (false, w) => w,
+        (true, Workload::FillRandom | Workload::FillSync) => Workload::FillSync,
+        (true, Workload::FillSequential) => {
+            return Err(WORKLOAD.error(
+                "--sync inserts in random order: it does not go with --order seq (fill-seq)",
+            ))
+        }
+        (true, _) => {
+            return Err(WORKLOAD.error(
+                "--sync is for `fill` only (the other workloads write without syncing, on \
+                 every store alike)",
+            ))
+        }
+    };
+    if workload == Workload::FillSync {
+        for opt in [THREADS, TASKS] {
+            if p.value(opt).is_some() {
+                return Err(WORKLOAD.error(format!(
+                    "{} does not apply to `fill --sync`: its concurrency is --committers N \
+                     (threads, or Ferrite's tasks spread over --workers)",
+                    opt.name
+                )));
+            }
+        }
+    } else if p.value(COMMITTERS).is_some() {
+        return Err(WORKLOAD.error(
+            "--committers is for `fill --sync` (the other workloads: --threads, or Ferrite's \
+             --workers and --tasks)",
+        ));
+    }
+    Ok(workload)
 }
 
 /// Applies the options shared by the workloads and `compare` to `config`.
@@ -764,7 +815,7 @@ fn parse_bench_compare(args: &[OsString]) -> Result<Command> {
         return Ok(Command::Help(help::bench_compare()));
     }
     let mut opts = WORKLOAD_OPTS.to_vec();
-    opts.retain(|o| *o != STORE && *o != ORDER && *o != JSON);
+    opts.retain(|o| ![STORE, ORDER, JSON, SYNC, COMMITTERS].contains(o));
     opts.extend([STORES, OUT]);
     let p = Parsed::new(COMPARE, args, &opts)?;
     let [suite] = p.positionals(["SUITE"])?;
@@ -1189,7 +1240,11 @@ mod tests {
         fails(&["bench", "lookup", "--tree", "t"], "unknown option \"--tree\"");
         fails(&["bench", "lookup", "now"], "unexpected argument");
         fails(&["bench"], "missing WORKLOAD");
-        let e = fails(&["bench", "ycsb"], "unknown workload \"ycsb\" (known: lookup, fill, fill-seq, fill-random, ycsb-a .. ycsb-f, compare, io)");
+        let e = fails(
+            &["bench", "ycsb"],
+            "unknown workload \"ycsb\" (known: lookup, fill, fill-seq, fill-random, fill-sync, \
+             ycsb-a .. ycsb-f, compare, io)",
+        );
         assert_eq!(e.command, "bench");
     }
 
@@ -1434,5 +1489,75 @@ mod tests {
         assert_eq!(c.base.records, 20_000);
         fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
         fails(&["bench", "compare", "quick", "--stores", "x"], "--stores: unknown store");
+    }
+
+    #[test]
+    fn sync_fill_parses_and_refuses_what_does_not_apply() {
+        let sync = |args: &[&str]| match parse_strs(args).unwrap() {
+            Command::BenchWorkload(c) => c,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        let c = sync(&["bench", "fill", "--sync", "--committers", "64", "--store", "rocksdb"]);
+        assert_eq!(
+            (c.workload, c.store, c.committers),
+            (Workload::FillSync, StoreKind::RocksDb, 64)
+        );
+        assert_eq!(c.workload.name(), "fill-sync");
+        let c = sync(&["bench", "fill", "--sync"]);
+        assert_eq!(
+            (c.workload, c.store, c.committers),
+            (Workload::FillSync, StoreKind::Ferrite, 1)
+        );
+        let c = sync(&[
+            "bench",
+            "fill",
+            "--sync",
+            "--order",
+            "random",
+            "--committers=8",
+            "--workers",
+            "2",
+            "--direct-api",
+            "--seconds",
+            "5",
+        ]);
+        assert_eq!(
+            (c.workload, c.committers, c.workers, c.seconds),
+            (Workload::FillSync, 8, 2, 5.0)
+        );
+        assert!(c.direct_api);
+        assert_eq!(sync(&["bench", "fill-sync", "--committers", "4"]).committers, 4);
+        assert_eq!(sync(&["bench", "fill-random", "--sync"]).workload, Workload::FillSync);
+        // Without --sync a fill stays what it was.
+        assert_eq!(sync(&["bench", "fill"]).workload, Workload::FillRandom);
+        fails(&["bench", "fill", "--committers", "8"], "--committers is for `fill --sync`");
+        fails(&["bench", "ycsb-a", "--committers", "8"], "--committers is for `fill --sync`");
+        fails(&["bench", "ycsb-a", "--sync"], "--sync is for `fill` only");
+        fails(&["bench", "lookup", "--store", "rocksdb", "--sync"], "--sync is for `fill` only");
+        fails(&["bench", "fill", "--sync", "--order", "seq"], "does not go with --order seq");
+        fails(&["bench", "fill-seq", "--sync"], "does not go with --order seq");
+        fails(
+            &["bench", "fill", "--sync", "--threads", "8"],
+            "--threads does not apply to `fill --sync`",
+        );
+        fails(&["bench", "fill", "--sync", "--tasks", "8"], "--tasks does not apply");
+        fails(
+            &["bench", "fill", "--sync", "--committers", "0"],
+            "--committers: 0 is out of range (1 to 4096)",
+        );
+        fails(&["bench", "fill", "--sync", "--committers", "many"], "is not a whole number");
+        fails(&["bench", "fill", "--sync=1"], "--sync takes no value");
+        fails(&["bench", "fill", "--committers"], "--committers needs a value");
+        fails(
+            &["bench", "compare", "sync", "--committers", "8"],
+            "unknown option \"--committers\"",
+        );
+        fails(&["bench", "compare", "sync", "--sync"], "unknown option \"--sync\"");
+        let Command::BenchCompare(c) =
+            parse_strs(&["bench", "compare", "sync", "--stores", "ferrite,rocksdb"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((c.suite.as_str(), c.stores.len()), ("sync", 2));
     }
 }

@@ -68,11 +68,15 @@ pub fn io(config: &IoBenchConfig, out: &mut dyn Write) -> Result<Outcome, CliErr
 
 /// `ferrite bench WORKLOAD --store S`: the comparison workloads.
 pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let keys = if config.workload.needs_data() {
+        format!("{} keys", thousands(config.records))
+    } else {
+        format!("at most {} keys inserted", thousands(config.records))
+    };
     eprintln!(
-        "bench {}: {} on {} keys in {}, cache {} MiB, {}, {} measured{}",
+        "bench {}: {} on {keys} in {}, cache {} MiB, {}, {} measured{}; {}",
         config.workload,
         config.store.name(),
-        thousands(config.records),
         config.data_dir().display(),
         config.cache_mib,
         config.concurrency(),
@@ -80,7 +84,8 @@ pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliE
         match config.rate {
             Some(rate) => format!(", open loop at {} ops/s", thousands(rate as u64)),
             None => String::new(),
-        }
+        },
+        config.durability()
     );
     let report = workload::run(config, &workload::open_store, true)?;
     write!(out, "{}", report.summary())?;

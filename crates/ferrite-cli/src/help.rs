@@ -20,11 +20,11 @@ pub const TREES_USAGE: &str =
 pub const STATS_USAGE: &str = "ferrite stats --db DIR [--quick] [--pool-mib M] [--no-direct]";
 pub const CHECK_USAGE: &str = "ferrite check --db DIR [--pool-mib M] [--no-direct]";
 pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup, fill, \
-     fill-seq, fill-random, ycsb-a .. ycsb-f, compare, io)";
+     fill-seq, fill-random, fill-sync, ycsb-a .. ycsb-f, compare, io)";
 pub const WORKLOAD_USAGE: &str = "ferrite bench WORKLOAD [--store STORE] [--db DIR] \
      [--records N] [--cache-mib M] [--seconds S] [--threads T] [--workers N] [--tasks N] \
      [--direct-api] [--distribution uniform|zipfian] [--rate OPS] [--order seq|random] \
-     [--seed X] [--keep] [--no-direct] [--no-ceiling] [--json FILE]";
+     [--sync] [--committers N] [--seed X] [--keep] [--no-direct] [--no-ceiling] [--json FILE]";
 pub const COMPARE_USAGE: &str = "ferrite bench compare SUITE [--stores STORE[,STORE...]] \
      [--out DIR] [--db DIR] [--records N] [--cache-mib M] [--seconds S] [--threads T] \
      [--workers N] [--tasks N] [--rate OPS] [--seed X] [--no-direct] [--no-ceiling]";
@@ -306,7 +306,9 @@ WORKLOADS
     lookup     uniform random point lookups over a data set ~10x the pool, every value
                verified (ferrite bench lookup --help); with --store PEER, the comparison
                workload of the same name (ferrite bench ycsb-a --help)
-    fill       inserts into an empty store, in random (default) or key order (--order)
+    fill       inserts into an empty store, in random (default) or key order (--order);
+               with --sync each insert is acknowledged only once durable, from
+               --committers N concurrent committers (fill-sync)
     ycsb-a .. ycsb-f
                the YCSB workloads on Ferrite or a peer: --store ferrite|rocksdb|
                wiredtiger|lmdb (ferrite bench ycsb-a --help)
@@ -405,6 +407,14 @@ WORKLOADS
     lookup         point reads of loaded keys (uniform unless --distribution)
     fill           inserts of --records new keys into an empty store (fill-seq: key order,
                    fill-random: random order; `fill --order seq|random` says the same)
+    fill --sync    (also fill-sync) durable inserts: --committers N concurrent committers
+                   each insert a new key in random order and wait until it is durable before
+                   the next. Every store syncs each commit: Ferrite Durability::Sync, RocksDB
+                   its WAL with WriteOptions.sync, WiredTiger its log with transaction_sync
+                   (fsync), LMDB without MDB_NOSYNC. Ends after --records keys or --seconds,
+                   whichever comes first; then the store is closed and reopened and every
+                   acknowledged key read back (outside the measured time). Every other
+                   workload runs with the logs off (Ferrite Durability::None) on every store.
     ycsb-a         50 % reads, 50 % updates          ycsb-b   95 % reads, 5 % updates
     ycsb-c         100 % reads                       ycsb-d   95 % reads of the latest
                                                               keys, 5 % inserts
@@ -425,7 +435,12 @@ OPTIONS
     --threads T      threads of the peers (and of Ferrite with --direct-api); default: cores
     --workers N      Ferrite's workers (default: cores)
     --tasks N        Ferrite's tasks per worker (default 64)
-    --direct-api     Ferrite through its blocking API on --threads threads
+    --direct-api     Ferrite through its blocking API on --threads threads (fill --sync:
+                     on --committers threads)
+    --sync           fill only: acknowledge each insert once durable (fill-sync, above)
+    --committers N   fill --sync only: concurrent committers (default 1): threads for the
+                     peers and with --direct-api, else Ferrite tasks spread over --workers;
+                     --threads and --tasks do not apply to it
     --distribution D uniform or zipfian
     --rate OPS       open loop: offer OPS operations/s in all (Poisson arrivals); latency
                      counts from each operation's scheduled arrival. Default: closed loop
@@ -438,15 +453,22 @@ OPTIONS
             "\
 OUTPUT
     Load progress on stderr; on stdout a summary (throughput, operation counts, latency
-    percentiles from an HdrHistogram, CPU per operation, device reads and writes per
-    operation from /proc/diskstats, bytes on disk, the device ceiling), then one line:
+    percentiles from an HdrHistogram, CPU per operation, device reads, writes and cache
+    flushes per operation from /proc/diskstats, bytes on disk, the device ceiling), then
+    one line:
 
     result store=S workload=W ops_per_s=N seconds=S ops=N p50_us=L p99_us=L p999_us=L
            max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
-           [dev_reads_per_op=X dev_writes_per_op=X] bytes_on_disk=N records=N [load_s=S]
-           reused=0|1 [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
-           distribution=D loop=closed|open [target_ops_per_s=N] cache_mib=M seed=X
-           config=HASH",
+           [dev_reads_per_op=X dev_writes_per_op=X]
+           [dev_flushes_per_op=X] bytes_on_disk=N records=N [load_s=S] [reused=0|1]
+           [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
+           [committers=N sync=1 verified=N] distribution=D loop=closed|open
+           [target_ops_per_s=N] cache_mib=M seed=X config=HASH
+
+    dev_flushes_per_op counts device cache flushes (what fsync/fdatasync send a disk with
+    a volatile write cache) on kernels that report them. fill-sync adds committers, sync=1
+    and verified (keys read back after reopening); its tasks= counts the committer tasks
+    over all workers (the other workloads: tasks per worker).",
         ],
     )
 }
@@ -464,7 +486,8 @@ SUITES
     ycsb           ycsb-a .. ycsb-f (zipfian)
     lookup-sweep   lookups with 1..256 peer threads and Ferrite at 1x64, 2x64, 2x128 tasks
     ycsb-sweep     ycsb-a and ycsb-c with 2, 16, 64, 256 peer threads and Ferrite at 1x64, 2x64
-    all            all of the above, YCSB also uniform, and fill-seq
+    sync           fill --sync with 1, 8 and 64 committers on every store
+    all            all of the above but sync, YCSB also uniform, and fill-seq
 
 OPTIONS
     --stores LIST    the stores to run (default: every store built in)
@@ -586,6 +609,8 @@ mod tests {
             (bench(), BENCH_USAGE),
             (bench_lookup(), LOOKUP_USAGE),
             (bench_io(), IO_USAGE),
+            (bench_workload(), WORKLOAD_USAGE),
+            (bench_compare(), COMPARE_USAGE),
         ] {
             let words: Vec<&str> = text.split_whitespace().collect();
             let usage_words: Vec<&str> = usage.split_whitespace().collect();

@@ -291,6 +291,8 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "lookup", "--keys", "0"],
         vec!["bench", "io", "--bs", "100"],
         vec!["bench", "io", "--pattern", "backwards"],
+        vec!["bench", "fill", "--committers", "2"],
+        vec!["bench", "ycsb-a", "--sync"],
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
@@ -341,6 +343,71 @@ fn bench_lookup(args: &[&str]) -> (String, Vec<(String, String)>) {
 
 fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
     fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or("")
+}
+
+/// `bench fill --sync --committers N`: durable inserts from N committers, every one read
+/// back; the result line names the workload, the committers and the usual figures, and
+/// `--json` gets the same fields.
+#[test]
+fn bench_fill_sync_ends_with_a_result_line() {
+    let tmp = TempDir::new("bench-sync");
+    let db = tmp.db();
+    let json = tmp.0.join("runs.jsonl");
+    let args = [
+        "bench",
+        "fill",
+        "--sync",
+        "--committers",
+        "4",
+        "--store",
+        "ferrite",
+        "--db",
+        &db,
+        "--records",
+        "800",
+        "--cache-mib",
+        "1",
+        "--workers",
+        "2",
+        "--seconds",
+        "30",
+        "--no-ceiling",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = ok(&args);
+    let last = out.lines().last().unwrap_or("");
+    assert!(last.starts_with("result store=ferrite workload=fill-sync ops_per_s="), "{out}");
+    let fields: Vec<(String, String)> = last
+        .strip_prefix("result ")
+        .unwrap()
+        .split(' ')
+        .map(|f| {
+            let (name, value) = f.split_once('=').unwrap();
+            (name.to_owned(), value.to_owned())
+        })
+        .collect();
+    for (name, want) in [
+        ("ops", "800"),
+        ("committers", "4"),
+        ("sync", "1"),
+        ("verified", "800"),
+        ("mode", "tasks"),
+        ("workers", "2"),
+        ("tasks", "4"),
+    ] {
+        assert_eq!(field(&fields, name), want, "{name} in {out}");
+    }
+    for name in ["ops_per_s", "p50_us", "p99_us", "p999_us", "cpu_us_per_op"] {
+        let value: f64 = field(&fields, name).parse().unwrap_or(-1.0);
+        assert!(value >= 0.0, "{name} in {out}");
+    }
+    assert!(out.contains("durability=Sync"), "{out}");
+    assert!(out.contains("read back after reopening"), "{out}");
+    let runs = fs::read_to_string(&json).unwrap();
+    assert!(runs.starts_with("{\"store\":\"ferrite\",\"workload\":\"fill-sync\""), "{runs}");
+    assert!(runs.contains("\"committers\":4"), "{runs}");
+    assert!(!Path::new(&format!("{db}-fill")).exists(), "the fill's directory is removed");
 }
 
 #[test]
