@@ -339,11 +339,12 @@ impl Db {
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
         Db::open_with_engines(dir, options, |_, pool| {
-            let devices = pool.file().devices().ok_or_else(|| Error::BadOptions {
-                reason: "the page file is on a simulated disk, which the workers' I/O engines \
-                         cannot open (use Db::open_with_engines)"
-                    .into(),
-            })?;
+            let Some(devices) = pool.file().devices() else {
+                // A page file behind `Options::storage` (a simulated disk): the workers
+                // issue its I/O through the blocking device interface.
+                let device = pool.file().block_device().expect("a page file has a backing");
+                return Ok(Box::new(crate::io::SimEngine::new(Arc::clone(device), depth)?));
+            };
             match (crate::io::open_engine(kind, devices, depth), fallback) {
                 (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
                 (result, _) => result,
@@ -372,9 +373,26 @@ impl Db {
                 .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
         let striped = !options.devices.is_empty();
+        if striped && options.storage.is_some() {
+            return Err(Error::BadOptions {
+                reason: "devices cannot be striped over a Storage of their own".into(),
+            });
+        }
         let page_path = if striped { options.devices[0].clone() } else { dir.join(PAGE_FILE_NAME) };
-        let exists = page_path.exists()
-            && (!striped || std::fs::metadata(&page_path).is_ok_and(|m| m.len() > 0));
+        let stored_pages = match &options.storage {
+            Some(storage) => storage
+                .open(PAGE_FILE_NAME, false)
+                .map_err(|e| Error::io(format!("opening {PAGE_FILE_NAME}"), e))?,
+            None => None,
+        };
+        let exists = match (&options.storage, &stored_pages) {
+            (Some(_), Some(device)) => device.len().unwrap_or(0) > 0,
+            (Some(_), None) => false,
+            (None, _) => {
+                page_path.exists()
+                    && (!striped || std::fs::metadata(&page_path).is_ok_and(|m| m.len() > 0))
+            }
+        };
         let devices_file = dir.join(DEVICES_FILE_NAME);
         if !striped && devices_file.exists() {
             let listed = std::fs::read_to_string(&devices_file).unwrap_or_default();
@@ -403,7 +421,16 @@ impl Db {
         }
         let lock_file = lock_directory(dir)?;
         let writable = !options.read_only;
-        let file = if striped {
+        let file = if let Some(storage) = &options.storage {
+            let device = match stored_pages {
+                Some(device) => device,
+                None => storage
+                    .open(PAGE_FILE_NAME, true)
+                    .map_err(|e| Error::io(format!("creating {PAGE_FILE_NAME}"), e))?
+                    .expect("created"),
+            };
+            PageFile::open_on(device, writable, options.grow_chunk_bytes)?
+        } else if striped {
             PageFile::open_striped(
                 &options.devices,
                 options.create_if_missing,
@@ -423,10 +450,17 @@ impl Db {
         };
         // Format only a file that holds nothing at all: a file of someone else's is refused
         // below (no valid superblock), never overwritten.
-        let empty = std::fs::metadata(&page_path)
-            .map_err(|e| Error::io(format!("reading the size of {}", page_path.display()), e))?
-            .len()
-            == 0;
+        let empty = match file.block_device() {
+            Some(device) => device.is_empty().unwrap_or(false),
+            None => {
+                std::fs::metadata(&page_path)
+                    .map_err(|e| {
+                        Error::io(format!("reading the size of {}", page_path.display()), e)
+                    })?
+                    .len()
+                    == 0
+            }
+        };
         if !exists || (writable && empty) {
             format(&file, &options)?;
             if striped {
@@ -752,6 +786,21 @@ impl Db {
         self.shared.checkpoint()
     }
 
+    /// Gives the database up as a crash would (for tests on a simulated disk, crashed just
+    /// before): the workers stop, nothing more is written, the directory lock is released.
+    #[doc(hidden)]
+    pub fn abandon(self) {
+        let workers = self.shared.workers.lock().unwrap().take();
+        self.shared.closed.store(true, Ordering::Release);
+        if let Some(mut workers) = workers {
+            workers.shut_down();
+        }
+        for helper in std::mem::take(&mut *self.shared.helpers.lock().unwrap()) {
+            let _ = helper.join();
+        }
+        self.shared.lock_file.lock().unwrap().take();
+    }
+
     /// What recovery did when this database was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.shared.recovery
@@ -924,7 +973,9 @@ impl Shared {
         if let Some(end) = end {
             match durability {
                 Durability::Sync => log.flush(end)?,
-                _ if end - log.durable() > LOG_BUFFER_FLUSH_BYTES => log.flush(end)?,
+                _ if end.saturating_sub(log.durable()) > LOG_BUFFER_FLUSH_BYTES => {
+                    log.flush(end)?
+                }
                 _ => {}
             }
         }
@@ -943,7 +994,8 @@ impl Shared {
 
     /// Ends the capture of a commit whose changes were `outcome`: appends its record and
     /// gives its pages the record's LSN. Returns the LSN the log must reach for it to be
-    /// durable (`None`: it changed nothing). A commit that failed after changing pages leaves
+    /// durable (for a commit that changed nothing, the log's tail: it is durable once every
+    /// commit before it is). A commit that failed after changing pages leaves
     /// changes no record describes: the log is failed, the database must be reopened.
     fn end_commit<T>(&self, outcome: Result<T>) -> Result<(T, Option<u64>)> {
         let log = self.log()?;
@@ -958,7 +1010,8 @@ impl Shared {
         };
         let next_tree_id = self.next_tree_id.load(Ordering::Acquire);
         let Some((mut record, pages)) = self.pool.finish_capture(next_tree_id) else {
-            return Ok((value, None));
+            // Nothing changed; a commit that waits still waits for every commit before it.
+            return Ok((value, Some(log.tail())));
         };
         let (lsn, end) = log.append(&mut record)?;
         self.pool.stamp(&pages, lsn);
@@ -974,7 +1027,9 @@ impl Shared {
         if let Some(end) = end {
             match durability {
                 Durability::Sync => log.wait_durable(end).await?,
-                _ if end - log.durable() > LOG_BUFFER_FLUSH_BYTES => log.wait_durable(end).await?,
+                _ if end.saturating_sub(log.durable()) > LOG_BUFFER_FLUSH_BYTES => {
+                    log.wait_durable(end).await?
+                }
                 _ => {}
             }
         }

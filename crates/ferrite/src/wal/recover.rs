@@ -104,15 +104,26 @@ fn read_record(segments: &[Segment], lsn: u64) -> Result<Option<(Record, usize)>
     Ok(decoded.ok().map(|r| (r, len)))
 }
 
-/// Decides whether the bad record at `bad` is a torn tail (`Ok`) or damage (`Err`).
-fn judge_tail(segments: &[Segment], bad: u64) -> Result<()> {
+/// Decides whether the bad record at `bad` is a torn tail (`Ok`) or damage (`Err`). For a
+/// torn tail, returns where the last thing that looks like a record of this position ends:
+/// bytes of writes that never completed, which recovery erases before the log goes on (a
+/// later crash must not find them behind new records and take them for new ones).
+fn judge_tail(segments: &[Segment], bad: u64) -> Result<u64> {
     let end = segments.last().map_or(bad, |s| s.end());
     let mut rest = vec![0u8; (end - bad) as usize];
     read_stream(segments, bad, &mut rest)?;
-    let mut offset = 1;
-    while offset + RECORD_HEADER_SIZE + 8 <= rest.len() {
+    let mut furthest = bad;
+    let mut offset = 0;
+    while offset + RECORD_HEADER_SIZE <= rest.len() {
         let lsn = bad + offset as u64;
-        if read_u64(&rest, offset + 8) == lsn && rest[offset + 16] == KIND_FLUSH_END {
+        if read_u64(&rest, offset + 8) != lsn {
+            offset += 1;
+            continue;
+        }
+        if let Header::Record { len } = record::parse_header(&rest[offset..], lsn) {
+            furthest = furthest.max((lsn + len as u64).min(end));
+        }
+        if offset > 0 && rest[offset + 16] == KIND_FLUSH_END {
             if let Some((Record::FlushEnd { start }, len)) = read_record(segments, lsn)? {
                 if start > bad {
                     return Err(corrupt(segments, bad, "a damaged record before later log writes"));
@@ -120,10 +131,28 @@ fn judge_tail(segments: &[Segment], bad: u64) -> Result<()> {
                 if read_record(segments, lsn + len as u64)?.is_some() {
                     return Err(corrupt(segments, bad, "a damaged record in a synced log write"));
                 }
-                return Ok(());
             }
         }
         offset += 1;
+    }
+    Ok(furthest)
+}
+
+/// Overwrites log bytes `from..to` with zeros and syncs them.
+fn erase(segments: &[Segment], from: u64, to: u64) -> Result<()> {
+    for segment in segments {
+        let (lo, hi) = (from.max(segment.start), to.min(segment.end()));
+        if lo >= hi {
+            continue;
+        }
+        let zeros = vec![0u8; (hi - lo) as usize];
+        let offset = super::log::SEGMENT_HEADER_BYTES + (lo - segment.start);
+        let path = segment.device.path().display().to_string();
+        segment
+            .device
+            .write_at(&zeros, offset)
+            .and_then(|()| segment.device.sync())
+            .map_err(|e| Error::io(format!("erasing the torn end of the log in {path}"), e))?;
     }
     Ok(())
 }
@@ -168,9 +197,13 @@ pub fn recover(
         records.push((lsn, record));
         lsn += len as u64;
     }
-    judge_tail(&segments, lsn)?;
+    let torn_end = judge_tail(&segments, lsn)?;
     let end_lsn = lsn;
-    let mut report = RecoveryReport { redo_lsn, end_lsn, ..Default::default() };
+    if torn_end > end_lsn {
+        erase(&segments, end_lsn, torn_end)?;
+    }
+    let torn_bytes = torn_end - end_lsn;
+    let mut report = RecoveryReport { redo_lsn, end_lsn, torn_bytes, ..Default::default() };
     // Segments beyond the one the log continues in hold nothing needed.
     let keep = segments.iter().position(|s| end_lsn < s.end()).map_or(segments.len(), |i| i + 1);
     segments.truncate(keep);
