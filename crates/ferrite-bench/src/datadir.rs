@@ -12,8 +12,12 @@ use std::path::{Path, PathBuf};
 use crate::error::BenchError;
 
 /// The files a Ferrite data directory holds (the engine's lock file name is private).
-const FERRITE_FILES: [&str; 3] =
-    [ferrite::PAGE_FILE_NAME, ferrite::LOCK_FILE_NAME, ferrite::DEVICES_FILE_NAME];
+const FERRITE_FILES: [&str; 4] = [
+    ferrite::PAGE_FILE_NAME,
+    ferrite::LOCK_FILE_NAME,
+    ferrite::DEVICES_FILE_NAME,
+    ferrite::LOG_DIR_NAME,
+];
 
 /// What became of the data directory at the end of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]

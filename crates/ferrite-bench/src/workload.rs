@@ -897,8 +897,10 @@ pub fn run(
     store.kv().settle().map_err(BenchError::Store)?;
     let device_iops = if config.ceiling { Some(ceiling(&dir, config.direct_io)?) } else { None };
     let disk = Disk::of(&dir);
-    // LMDB reads through the page cache: cap it, as the others' caches are capped.
-    let (cap, cap_note) = if config.store == StoreKind::Lmdb {
+    // LMDB reads through the page cache: cap it, as the others' caches are capped. Not in
+    // unit tests: the cap holds the whole process, and the other tests running beside in
+    // the same process would be killed by it.
+    let (cap, cap_note) = if config.store == StoreKind::Lmdb && !cfg!(test) {
         let headroom = (8 << 20) + config.thread_count() as u64 * (96 << 10);
         // Closed first: the pages its map touched (during the load, say) are then unmapped,
         // so they can leave the page cache, and every page the run reads is read, and

@@ -40,9 +40,12 @@ pub const SEGMENT_VERSION: u32 = 1;
 /// Bytes before a segment's log bytes.
 pub const SEGMENT_HEADER_BYTES: u64 = PAGE_SIZE as u64;
 
+/// The directory of the log segments, inside the data directory.
+pub const LOG_DIR_NAME: &str = "wal";
+
 /// The name of segment slot `slot`.
 pub fn segment_name(slot: u32) -> String {
-    format!("wal/{slot:06}.log")
+    format!("{LOG_DIR_NAME}/{slot:06}.log")
 }
 
 /// One segment file in use.
