@@ -86,6 +86,8 @@ struct Shared {
     /// Threads running a checkpoint, or flushing the log periodically; joined at close.
     helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     recovery: RecoveryReport,
+    /// Where the page file and the log live.
+    storage: Arc<dyn crate::io::Storage>,
 }
 
 /// Log bytes buffered before a commit that does not wait for the log writes them anyway.
@@ -527,11 +529,12 @@ impl Db {
             free,
         )?);
         let mut recovery = RecoveryReport::default();
+        let storage: Arc<dyn crate::io::Storage> = match &options.storage {
+            Some(storage) => Arc::clone(storage),
+            None => Arc::new(crate::io::DirStorage::new(dir)),
+        };
         let log = if writable {
-            let storage: Arc<dyn crate::io::Storage> = match &options.storage {
-                Some(storage) => Arc::clone(storage),
-                None => Arc::new(crate::io::DirStorage::new(dir)),
-            };
+            let storage = Arc::clone(&storage);
             let checkpoint = (sb.checkpoint_lsn != NO_CHECKPOINT).then_some(sb.checkpoint_lsn);
             let recovered = crate::wal::recover::recover(
                 storage,
@@ -579,6 +582,7 @@ impl Db {
             checkpointing: AtomicBool::new(false),
             helpers: Mutex::new(Vec::new()),
             recovery,
+            storage,
         };
         let shared = Arc::new(shared);
         if writable {
@@ -799,6 +803,17 @@ impl Db {
             let _ = helper.join();
         }
         self.shared.lock_file.lock().unwrap().take();
+    }
+
+    /// Verifies the log (read-only): every record a recovery would replay, from the last
+    /// checkpoint's redo position to the end. `None` if the directory has no log yet.
+    pub fn check_log(&self) -> Result<Option<crate::wal::recover::LogReport>> {
+        self.shared.check_open()?;
+        let checkpoint_lsn = self.shared.superblock.lock().unwrap().checkpoint_lsn;
+        if checkpoint_lsn == NO_CHECKPOINT {
+            return Ok(None);
+        }
+        crate::wal::recover::check_log(self.shared.storage.as_ref(), checkpoint_lsn).map(Some)
     }
 
     /// What recovery did when this database was opened.

@@ -38,4 +38,4 @@ pub use error::{Error, PageId, Result};
 pub use options::{Durability, Options, MIN_POOL_PAGES};
 pub use store::value::MAX_VALUE_LEN;
 pub use wal::log::LOG_DIR_NAME;
-pub use wal::recover::RecoveryReport;
+pub use wal::recover::{LogReport, RecoveryReport};
