@@ -585,6 +585,11 @@ impl Db {
             storage,
         };
         let shared = Arc::new(shared);
+        if let (Some(log), true) = (&shared.log, shared.workers.lock().unwrap().is_some()) {
+            // Commits made by tasks wait for the log without flushing it: the workers' loops
+            // write and sync it on their rings.
+            log.set_flushed_by_workers();
+        }
         if writable {
             // The recovered state (or the new directory) becomes the base the log starts from.
             shared.checkpoint()?;

@@ -597,6 +597,8 @@ impl BufferPool {
         match self.write_check(page_id)? {
             WriteCheck::Clean => return Ok(true),
             WriteCheck::Pinned => return Ok(false),
+            // A worker whose own ring carries the log's flush cannot wait for it here.
+            WriteCheck::LogFirst(_) if crate::sched::log_flush_in_flight() => return Ok(false),
             WriteCheck::LogFirst(lsn) => self.log.get().expect("a log").flush(lsn)?,
             WriteCheck::Ready => {}
         }

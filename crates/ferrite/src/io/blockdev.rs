@@ -40,6 +40,12 @@ pub trait BlockDevice: Send + Sync + fmt::Debug {
 
     /// The path to name in messages.
     fn path(&self) -> &Path;
+
+    /// The open file's descriptor, for I/O queued on a worker's engine (`None`: only the
+    /// methods above reach it, as for a simulated disk).
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 /// The named files of one data directory.
@@ -111,6 +117,11 @@ impl BlockDevice for FileDevice {
 
     fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.file.as_raw_fd())
     }
 }
 

@@ -58,6 +58,8 @@ pub enum QueueError {
     Misaligned,
     /// No device with that index.
     NoSuchDevice,
+    /// The engine cannot do this kind of request (the caller falls back to blocking calls).
+    Unsupported,
 }
 
 impl fmt::Display for QueueError {
@@ -69,6 +71,7 @@ impl fmt::Display for QueueError {
                 "direct I/O needs buffers, offsets and lengths aligned to {IO_ALIGN} bytes"
             ),
             QueueError::NoSuchDevice => write!(f, "no device with that index"),
+            QueueError::Unsupported => write!(f, "this engine does not take such requests"),
         }
     }
 }
@@ -142,5 +145,26 @@ pub trait IoEngine: Send {
     unsafe fn register_memory(&mut self, base: *mut u8, len: usize) -> bool {
         let _ = (base, len);
         false
+    }
+
+    /// Queues a write of `len` bytes from `buf` at `offset` of the open file `fd` (any file,
+    /// not one of the devices; buffered I/O), followed by an `fdatasync` of it: one
+    /// completion with `tag`, once both are done (`Ok(len)`), or with the first error. The
+    /// write-ahead log goes out this way, on the worker's own ring. Engines that cannot
+    /// queue it refuse with `QueueError::Unsupported` (the default); callers then write and
+    /// sync with blocking calls.
+    ///
+    /// # Safety
+    /// `buf` must stay valid and untouched, and `fd` open, until the completion is reaped.
+    unsafe fn queue_write_sync(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        offset: u64,
+        buf: *const u8,
+        len: usize,
+        tag: u64,
+    ) -> Result<(), QueueError> {
+        let _ = (fd, offset, buf, len, tag);
+        Err(QueueError::Unsupported)
     }
 }

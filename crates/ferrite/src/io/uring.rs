@@ -52,7 +52,15 @@ pub struct UringEngine {
     ready: VecDeque<IoCompletion>,
     /// Scratch: (user data, result) of the CQEs of one drain.
     cqes: Vec<(u64, i32)>,
+    /// Write-and-sync requests in flight (`queue_write_sync`): tag, length, and the write's
+    /// error if it failed (its linked sync is then cancelled).
+    write_syncs: Vec<(u64, usize, Option<io::Error>)>,
 }
+
+/// User-data bit of the two SQEs of a write-and-sync request (the others carry slot indexes).
+const WRITE_SYNC_BIT: u64 = 1 << 63;
+/// User-data bit of the write of a write-and-sync request (clear: its sync).
+const WRITE_PART_BIT: u64 = 1 << 62;
 
 impl fmt::Debug for UringEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -115,6 +123,7 @@ impl UringEngine {
             slots: Slots::new(depth),
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(depth),
+            write_syncs: Vec::new(),
         })
     }
 
@@ -212,6 +221,10 @@ impl UringEngine {
         cqes.clear();
         cqes.extend(self.ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
         for &(index, res) in &cqes {
+            if index & WRITE_SYNC_BIT != 0 {
+                self.finish_write_sync(index, res, out);
+                continue;
+            }
             let result =
                 if res < 0 { Err(io::Error::from_raw_os_error(-res)) } else { Ok(res as usize) };
             match advance(self.slots.get_mut(index), result, self.direct) {
@@ -223,6 +236,39 @@ impl UringEngine {
             }
         }
         self.cqes = cqes;
+    }
+
+    /// Takes one CQE of a write-and-sync request: the write's (an error is kept for the
+    /// sync's completion), or the sync's, which completes the request.
+    fn finish_write_sync(&mut self, user_data: u64, res: i32, out: &mut Vec<IoCompletion>) {
+        let tag = user_data & !(WRITE_SYNC_BIT | WRITE_PART_BIT);
+        let at = self
+            .write_syncs
+            .iter()
+            .position(|(t, _, _)| *t == tag)
+            .expect("a write-and-sync request in flight for every such completion");
+        if user_data & WRITE_PART_BIT != 0 {
+            let len = self.write_syncs[at].1;
+            let error = if res < 0 {
+                Some(io::Error::from_raw_os_error(-res))
+            } else if res as usize != len {
+                Some(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("a write of {len} bytes moved {res}"),
+                ))
+            } else {
+                None
+            };
+            self.write_syncs[at].2 = error;
+            return;
+        }
+        let (_, len, error) = self.write_syncs.swap_remove(at);
+        let result = match error {
+            Some(e) => Err(e),
+            None if res < 0 => Err(io::Error::from_raw_os_error(-res)),
+            None => Ok(len),
+        };
+        out.push(IoCompletion { tag, result });
     }
 
     /// One `io_uring_enter`: submits the queue and waits for `want` completions; `EINTR` is
@@ -265,7 +311,45 @@ impl IoEngine for UringEngine {
     }
 
     fn in_flight(&self) -> usize {
-        self.slots.used() + self.ready.len()
+        self.slots.used() + self.ready.len() + self.write_syncs.len()
+    }
+
+    unsafe fn queue_write_sync(
+        &mut self,
+        fd: RawFd,
+        offset: u64,
+        buf: *const u8,
+        len: usize,
+        tag: u64,
+    ) -> Result<(), QueueError> {
+        assert_eq!(tag & (WRITE_SYNC_BIT | WRITE_PART_BIT), 0, "tag {tag:#x} too large");
+        let len32 = u32::try_from(len).map_err(|_| QueueError::Unsupported)?;
+        // Room for both entries: submit what waits first if need be.
+        let room = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if room < 2 && self.submit().is_err() {
+            return Err(QueueError::Full);
+        }
+        let write = opcode::Write::new(types::Fd(fd), buf, len32)
+            .offset(offset)
+            .build()
+            .flags(squeue::Flags::IO_LINK)
+            .user_data(WRITE_SYNC_BIT | WRITE_PART_BIT | tag);
+        let sync = opcode::Fsync::new(types::Fd(fd))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(WRITE_SYNC_BIT | tag);
+        // SAFETY: the write points at the caller's buffer, kept valid and untouched until
+        // the completion is reaped (this function's contract); the linked sync runs after it.
+        unsafe {
+            let mut sq = self.ring.submission();
+            sq.push(&write).expect("room checked above");
+            sq.push(&sync).expect("room checked above");
+        }
+        self.write_syncs.push((tag, len, None));
+        Ok(())
     }
 
     unsafe fn queue(&mut self, request: IoRequest) -> Result<(), QueueError> {
@@ -324,7 +408,8 @@ impl IoEngine for UringEngine {
         loop {
             out.extend(self.ready.drain(..));
             self.drain_cq(out);
-            if wait && out.len() == start && self.slots.used() > 0 {
+            if wait && out.len() == start && (self.slots.used() > 0 || !self.write_syncs.is_empty())
+            {
                 // Submits whatever is queued (follow-up transfers included) and sleeps in
                 // the kernel until a completion arrives.
                 self.enter(1)?;
@@ -354,7 +439,7 @@ impl IoEngine for UringEngine {
 impl Drop for UringEngine {
     fn drop(&mut self) {
         let mut sink = Vec::new();
-        while self.slots.used() > 0 {
+        while self.slots.used() > 0 || !self.write_syncs.is_empty() {
             sink.clear();
             if self.reap(&mut sink, true).is_err() {
                 break;

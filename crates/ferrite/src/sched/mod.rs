@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 pub use task::{yield_now, TaskHandle};
+pub(crate) use worker::log_flush_in_flight;
 pub use worker::WorkerStats;
 
 use crate::btree::{back_off, with_scratch, Scratch};

@@ -130,6 +130,31 @@ pub(crate) struct WorkerIo {
     /// Tasks waiting for room under `load_limit`; each round wakes as many as there is room
     /// for (a woken task that no longer needs a read leaves its room to the next round).
     slot_waiters: VecDeque<Waker>,
+    /// The log flush this worker has on its ring, if any.
+    log_flight: Option<LogFlight>,
+}
+
+/// A log flush written and synced through this worker's engine.
+struct LogFlight {
+    job: crate::wal::log::FlushJob,
+    /// Pieces not yet completed.
+    outstanding: usize,
+    error: Option<Error>,
+}
+
+/// Tag bit of the write-and-sync requests of a log flush (page requests carry page ids,
+/// below 2^47, shifted by one).
+const TAG_LOG: u64 = 1 << 61;
+
+thread_local! {
+    /// Whether this thread is a worker with a log flush on its ring: it must not then wait
+    /// for the log with a blocking call (only its own loop can finish that flush).
+    static LOG_IN_FLIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a worker whose ring carries a log flush.
+pub(crate) fn log_flush_in_flight() -> bool {
+    LOG_IN_FLIGHT.with(|cell| cell.get())
 }
 
 /// What a task should do about a page it missed.
@@ -238,7 +263,95 @@ impl WorkerIo {
         }
     }
 
+    /// Starts a log flush on this worker's ring if the log wants one and none is running;
+    /// engines that cannot queue it (and simulated disks) write it with blocking calls.
+    fn start_log_flush(&mut self) {
+        if self.log_flight.is_some() {
+            return;
+        }
+        let Some(log) = self.pool.log() else { return };
+        if !log.flush_wanted() {
+            return;
+        }
+        let Some(job) = log.start_flush() else { return };
+        let queued = match job.pieces() {
+            Some(pieces) => {
+                let mut queued = 0;
+                let mut error = None;
+                for (i, (fd, offset, bytes)) in pieces.iter().enumerate() {
+                    // SAFETY: the bytes belong to `job`, kept in `log_flight` until every
+                    // piece's completion is reaped; the segment's file stays open as long.
+                    let result = unsafe {
+                        self.engine.queue_write_sync(
+                            *fd,
+                            *offset,
+                            bytes.as_ptr(),
+                            bytes.len(),
+                            TAG_LOG | i as u64,
+                        )
+                    };
+                    match result {
+                        Ok(()) => queued += 1,
+                        Err(e) => {
+                            error = Some(e);
+                            break;
+                        }
+                    }
+                }
+                match error {
+                    None => Some((queued, None)),
+                    Some(QueueError::Unsupported) if queued == 0 => None,
+                    Some(e) => Some((
+                        queued,
+                        Some(Error::io(
+                            format!("queueing a log write of {}", job.path()),
+                            std::io::Error::other(e.to_string()),
+                        )),
+                    )),
+                }
+            }
+            None => None,
+        };
+        match queued {
+            Some((outstanding, error)) if outstanding > 0 => {
+                LOG_IN_FLIGHT.with(|cell| cell.set(true));
+                self.log_flight = Some(LogFlight { job, outstanding, error });
+            }
+            Some((_, error)) => {
+                let _ = log.finish_flush(job, Err(error.expect("nothing queued: an error")));
+            }
+            None => {
+                let result = job.write_blocking();
+                let _ = log.finish_flush(job, result);
+            }
+        }
+    }
+
+    fn complete_log(&mut self, completion: IoCompletion) {
+        let flight = self.log_flight.as_mut().expect("a log flush in flight");
+        flight.outstanding -= 1;
+        if let Err(e) = completion.result {
+            let path = flight.job.path();
+            flight.error.get_or_insert(Error::io(format!("writing and syncing the log {path}"), e));
+        }
+        if flight.outstanding > 0 {
+            return;
+        }
+        let flight = self.log_flight.take().expect("checked above");
+        LOG_IN_FLIGHT.with(|cell| cell.set(false));
+        let log = self.pool.log().expect("a log");
+        let result = match flight.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        let _ = log.finish_flush(flight.job, result);
+    }
+
     fn complete(&mut self, completion: IoCompletion, stats: &WorkerStats) {
+        if completion.tag & TAG_LOG != 0 {
+            self.complete_log(completion);
+            return;
+        }
         let page_id = completion.tag >> 1;
         if completion.tag & TAG_WRITE == 0 {
             stats.reads.fetch_add(1, Ordering::Relaxed);
@@ -360,6 +473,7 @@ impl Worker {
                 load_limit,
                 written: Vec::new(),
                 slot_waiters: VecDeque::new(),
+                log_flight: None,
                 pool,
                 engine,
                 backlog: VecDeque::new(),
@@ -380,6 +494,7 @@ impl Worker {
             let (in_flight, backlog) = with_io(|io| {
                 io.hand_out_slots();
                 io.fill_queue();
+                io.start_log_flush();
                 if let Err(e) = io.engine.submit() {
                     panic!("submitting I/O failed: {e}");
                 }
@@ -538,9 +653,10 @@ impl Worker {
             }
             io.pool.finish_evict_many(&clean);
             if log_needed > 0 {
-                // Dirty pages wait for the log: force it now so that the next round can
-                // write them. (Blocking: the log is written by the thread that needs it.)
-                let _ = io.pool.flush_log(log_needed);
+                // Dirty pages wait for the log: this or another worker flushes it next.
+                if let Some(log) = io.pool.log() {
+                    log.request_flush(log_needed);
+                }
             }
         });
         self.clock_hand = hand;

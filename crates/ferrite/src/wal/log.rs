@@ -139,9 +139,52 @@ pub struct Log {
     durable: AtomicU64,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
-    /// Tasks waiting for `durable` to reach their LSN.
+    /// Tasks waiting for `durable` to reach their LSN, and how many.
     task_waiters: Mutex<Vec<(u64, Waker)>>,
+    waiting_tasks: std::sync::atomic::AtomicUsize,
+    /// Highest LSN a write-back asked to be made durable.
+    requested: AtomicU64,
+    /// Whether workers flush the log in their loops (else a waiting task flushes itself).
+    by_workers: AtomicBool,
     pub counters: LogCounters,
+}
+
+/// A flush in progress: log bytes `start..end`, to be written into `segments` and synced.
+#[derive(Debug)]
+pub struct FlushJob {
+    bytes: Vec<u8>,
+    start: u64,
+    end: u64,
+    segments: Vec<Segment>,
+}
+
+impl FlushJob {
+    /// The writes of this flush: `(descriptor, file offset, bytes)`, one per segment it
+    /// touches; `None` if a segment has no descriptor (then write it with `write_blocking`).
+    pub fn pieces(&self) -> Option<Vec<(std::os::fd::RawFd, u64, &[u8])>> {
+        let mut pieces = Vec::new();
+        for segment in &self.segments {
+            let from = self.start.max(segment.start);
+            let to = self.end.min(segment.end());
+            if from >= to {
+                continue;
+            }
+            let part = &self.bytes[(from - self.start) as usize..(to - self.start) as usize];
+            let offset = SEGMENT_HEADER_BYTES + (from - segment.start);
+            pieces.push((segment.device.raw_fd()?, offset, part));
+        }
+        Some(pieces)
+    }
+
+    /// Writes and syncs the flush with blocking calls.
+    pub fn write_blocking(&self) -> Result<()> {
+        write_and_sync(&self.segments, self.start, &self.bytes)
+    }
+
+    /// The log path, to name in errors.
+    pub fn path(&self) -> String {
+        self.segments.last().map(|s| s.device.path().display().to_string()).unwrap_or_default()
+    }
 }
 
 impl Log {
@@ -173,6 +216,9 @@ impl Log {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             task_waiters: Mutex::new(Vec::new()),
+            waiting_tasks: std::sync::atomic::AtomicUsize::new(0),
+            requested: AtomicU64::new(0),
+            by_workers: AtomicBool::new(false),
             counters: LogCounters::default(),
         }
     }
@@ -255,10 +301,30 @@ impl Log {
 
     /// Takes the buffered bytes (the caller holds the state lock and no flush is in
     /// progress), writes and syncs them, and publishes the new durable LSN.
-    fn lead_flush(&self, mut state: std::sync::MutexGuard<'_, State>) -> Result<()> {
+    fn lead_flush(&self, state: std::sync::MutexGuard<'_, State>) -> Result<()> {
+        let Some(job) = self.take_flush(state)? else { return Ok(()) };
+        let result = write_and_sync(&job.segments, job.start, &job.bytes);
+        self.finish_flush(job, result)
+    }
+
+    /// Starts a flush of everything buffered, to be written by the caller (a worker, on its
+    /// ring: `FlushJob::pieces`) and ended with `finish_flush`; `None` if a flush is in
+    /// progress, nothing waits, or the log failed.
+    pub fn start_flush(&self) -> Option<FlushJob> {
+        if self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let state = self.state.lock().unwrap();
+        if state.flushing {
+            return None;
+        }
+        self.take_flush(state).ok().flatten()
+    }
+
+    fn take_flush(&self, mut state: std::sync::MutexGuard<'_, State>) -> Result<Option<FlushJob>> {
         debug_assert!(!state.flushing);
         if state.tail == state.buf_start {
-            return Ok(());
+            return Ok(None);
         }
         // Close the flush with a marker saying where it began.
         let start = state.buf_start;
@@ -272,25 +338,26 @@ impl Log {
         let end = state.tail;
         state.buf_start = end;
         state.flushing = true;
-        let segments = match self.segments_for(&mut state, start, end) {
-            Ok(segments) => segments,
+        match self.segments_for(&mut state, start, end) {
+            Ok(segments) => Ok(Some(FlushJob { bytes, start, end, segments })),
             Err(e) => {
                 state.flushing = false;
                 drop(state);
                 self.fail(e.to_string());
-                return Err(e);
+                Err(e)
             }
-        };
-        drop(state);
-        let result = write_and_sync(&segments, start, &bytes);
-        let mut state = self.state.lock().unwrap();
-        state.flushing = false;
-        drop(state);
+        }
+    }
+
+    /// Ends a flush: on success its bytes are durable and waiters are woken; on failure
+    /// the log is failed (a failed sync is never taken for a success).
+    pub fn finish_flush(&self, job: FlushJob, result: Result<()>) -> Result<()> {
+        self.state.lock().unwrap().flushing = false;
         match result {
             Ok(()) => {
                 self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-                self.counters.bytes_written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                self.durable.store(end, Ordering::Release);
+                self.counters.bytes_written.fetch_add(job.bytes.len() as u64, Ordering::Relaxed);
+                self.durable.store(job.end, Ordering::Release);
                 self.flush_done.notify_all();
                 self.wake_tasks();
                 Ok(())
@@ -302,10 +369,29 @@ impl Log {
         }
     }
 
+    /// Whether a worker should start a flush: tasks wait for the log, or a write-back asked
+    /// for it, and none is in progress.
+    pub fn flush_wanted(&self) -> bool {
+        let waiting = self.waiting_tasks.load(Ordering::Acquire) > 0
+            || self.requested.load(Ordering::Acquire) > self.durable();
+        waiting && !self.failed.load(Ordering::Acquire)
+    }
+
+    /// Asks the workers to make the log durable up to `lsn` soon (a write-back waits).
+    pub fn request_flush(&self, lsn: u64) {
+        self.requested.fetch_max(lsn, Ordering::AcqRel);
+    }
+
+    /// From now on, tasks waiting for the log leave the flushing to the workers' loops.
+    pub fn set_flushed_by_workers(&self) {
+        self.by_workers.store(true, Ordering::Release);
+    }
+
     /// Wakes every waiting task: those now durable finish, the others poll again and one of
     /// them leads the next flush (bytes appended during this flush still need one).
     fn wake_tasks(&self) {
         let waiters = std::mem::take(&mut *self.task_waiters.lock().unwrap());
+        self.waiting_tasks.store(0, Ordering::Release);
         waiters.into_iter().for_each(|(_, waker)| waker.wake());
     }
 
@@ -367,11 +453,17 @@ impl Log {
     }
 
     fn register(&self, lsn: u64, waker: &Waker) {
-        self.task_waiters.lock().unwrap().push((lsn, waker.clone()));
+        let mut waiters = self.task_waiters.lock().unwrap();
+        waiters.push((lsn, waker.clone()));
+        self.waiting_tasks.store(waiters.len(), Ordering::Release);
     }
 
-    /// Starts a flush if none is in progress and bytes wait; used by polling waiters.
+    /// Starts a flush if none is in progress and bytes wait; used by polling waiters when
+    /// no worker loop flushes (returns false: someone else flushes, wait to be woken).
     fn try_lead(&self) -> Result<bool> {
+        if self.by_workers.load(Ordering::Acquire) && crate::sched::on_worker() {
+            return Ok(false);
+        }
         let state = self.state.lock().unwrap();
         if state.flushing {
             return Ok(false);
