@@ -458,6 +458,7 @@ impl Worker {
 
     /// Runs the loop until shut down and every task has finished.
     pub fn run(mut self, pool: Arc<BufferPool>, mut engine: Box<dyn IoEngine>) {
+        let log = pool.log().cloned();
         let (frames, frames_len) = pool.frames_region();
         // SAFETY: the frames stay mapped while the pool lives, and this worker holds the
         // pool until after its engine is dropped (`WorkerIo` drops `engine` first).
@@ -486,7 +487,13 @@ impl Worker {
         let mut clock = Instant::now();
         loop {
             let shutdown = self.intake();
+            if let Some(log) = &log {
+                log.worker_runs();
+            }
             self.run_ready();
+            if let Some(log) = &log {
+                log.worker_ran();
+            }
             with_io(|io| io.failed.clear());
             clock = self.charge(&self.stats.task_ns, clock);
             self.evict();

@@ -15,10 +15,11 @@
 //! | 4096   | ...  | log bytes `start..start + capacity`                       |
 //!
 //! States of the log's bytes: *buffered* (appended, in `State::buf`) → *writing* (taken by
-//! the one flush in progress) → *durable* (written and synced: below `durable`). At most one
-//! flush is in progress at a time, so after a crash only the last flush can be torn; every
-//! flush ends with a flush-end record naming where it began (`recover.rs` uses it to tell a
-//! torn tail from damage in the middle).
+//! a flush in progress; at most `MAX_FLIGHTS` at once) → *durable* (written and synced, and
+//! so is everything before: below `durable`). Every flush ends with a flush-end record naming
+//! where it began and how far the log was durable when it began: a crash can only tear
+//! bytes that were not durable, so damage below a later flush's durable mark is corruption,
+//! damage above all of them a torn tail (`recover.rs`).
 //!
 //! After a failed write or sync the log is *failed*: nothing more is written, every waiter and
 //! every later commit gets the error, until the database is reopened. A failed sync is never
@@ -37,6 +38,10 @@ use crate::store::page::{read_u32, read_u64, PAGE_SIZE};
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
 pub const SEGMENT_VERSION: u32 = 1;
+/// Flushes in progress at once. One: measured on this project's machine, two flushes in
+/// flight (the second group written and synced while the first waits) made smaller groups
+/// and no more commits per second (docs/benchmarks.md); the format and recovery allow more.
+pub const MAX_FLIGHTS: usize = 1;
 /// Bytes before a segment's log bytes.
 pub const SEGMENT_HEADER_BYTES: u64 = PAGE_SIZE as u64;
 
@@ -113,7 +118,9 @@ struct State {
     buf: Vec<u8>,
     buf_start: u64,
     tail: u64,
-    flushing: bool,
+    /// Flushes in progress, oldest first: `(start, end, finished)`. The durable LSN moves to
+    /// a flush's end once it and every older one finished.
+    flights: std::collections::VecDeque<(u64, u64, bool)>,
     /// Segments holding log bytes a recovery may need, in log order; the last one is written.
     segments: Vec<Segment>,
     /// Slots of segments no longer needed, to reuse.
@@ -146,6 +153,9 @@ pub struct Log {
     requested: AtomicU64,
     /// Whether workers flush the log in their loops (else a waiting task flushes itself).
     by_workers: AtomicBool,
+    /// Workers running tasks right now: a worker leaves a flush to the last of them to
+    /// finish its turn, so that one flush takes the commits of all.
+    running_workers: std::sync::atomic::AtomicUsize,
     pub counters: LogCounters,
 }
 
@@ -206,7 +216,7 @@ impl Log {
                 buf: Vec::with_capacity(1 << 20),
                 buf_start: tail,
                 tail,
-                flushing: false,
+                flights: std::collections::VecDeque::new(),
                 segments,
                 free_slots,
                 next_slot: slot_count,
@@ -219,6 +229,7 @@ impl Log {
             waiting_tasks: std::sync::atomic::AtomicUsize::new(0),
             requested: AtomicU64::new(0),
             by_workers: AtomicBool::new(false),
+            running_workers: std::sync::atomic::AtomicUsize::new(0),
             counters: LogCounters::default(),
         }
     }
@@ -288,7 +299,11 @@ impl Log {
             }
             self.check()?;
             let mut state = self.state.lock().unwrap();
-            while state.flushing && self.durable() < lsn && !self.failed.load(Ordering::Acquire) {
+            // Wait while the bytes are all in flushes already, or no flush may start.
+            while (lsn <= state.buf_start || state.flights.len() >= MAX_FLIGHTS)
+                && self.durable() < lsn
+                && !self.failed.load(Ordering::Acquire)
+            {
                 state = self.flush_done.wait(state).unwrap();
             }
             if self.durable() >= lsn {
@@ -315,21 +330,23 @@ impl Log {
             return None;
         }
         let state = self.state.lock().unwrap();
-        if state.flushing {
+        if state.flights.len() >= MAX_FLIGHTS {
             return None;
         }
         self.take_flush(state).ok().flatten()
     }
 
     fn take_flush(&self, mut state: std::sync::MutexGuard<'_, State>) -> Result<Option<FlushJob>> {
-        debug_assert!(!state.flushing);
+        debug_assert!(state.flights.len() < MAX_FLIGHTS);
         if state.tail == state.buf_start {
             return Ok(None);
         }
-        // Close the flush with a marker saying where it began.
+        // Close the flush with a marker saying where it began, and below which the log was
+        // durable then (recovery tells a torn tail from damage by it).
         let start = state.buf_start;
         let mut marker = RecordWriter::new(KIND_FLUSH_END);
         marker.u64(start);
+        marker.u64(self.durable());
         let lsn = state.tail;
         RecordWriter::finish(&mut marker.bytes, lsn);
         state.buf.extend_from_slice(&marker.bytes);
@@ -337,11 +354,12 @@ impl Log {
         let bytes = std::mem::replace(&mut state.buf, Vec::with_capacity(1 << 20));
         let end = state.tail;
         state.buf_start = end;
-        state.flushing = true;
         match self.segments_for(&mut state, start, end) {
-            Ok(segments) => Ok(Some(FlushJob { bytes, start, end, segments })),
+            Ok(segments) => {
+                state.flights.push_back((start, end, false));
+                Ok(Some(FlushJob { bytes, start, end, segments }))
+            }
             Err(e) => {
-                state.flushing = false;
                 drop(state);
                 self.fail(e.to_string());
                 Err(e)
@@ -352,12 +370,23 @@ impl Log {
     /// Ends a flush: on success its bytes are durable and waiters are woken; on failure
     /// the log is failed (a failed sync is never taken for a success).
     pub fn finish_flush(&self, job: FlushJob, result: Result<()>) -> Result<()> {
-        self.state.lock().unwrap().flushing = false;
+        {
+            let mut state = self.state.lock().unwrap();
+            let flight = state.flights.iter_mut().find(|f| f.0 == job.start);
+            flight.expect("a flush in progress").2 = result.is_ok();
+            if result.is_ok() {
+                while let Some(&(_, end, true)) = state.flights.front() {
+                    state.flights.pop_front();
+                    self.durable.store(end, Ordering::Release);
+                }
+            } else {
+                // Failed: it stays, unfinished, so the durable LSN never passes it.
+            }
+        }
         match result {
             Ok(()) => {
                 self.counters.flushes.fetch_add(1, Ordering::Relaxed);
                 self.counters.bytes_written.fetch_add(job.bytes.len() as u64, Ordering::Relaxed);
-                self.durable.store(job.end, Ordering::Release);
                 self.flush_done.notify_all();
                 self.wake_tasks();
                 Ok(())
@@ -374,7 +403,19 @@ impl Log {
     pub fn flush_wanted(&self) -> bool {
         let waiting = self.waiting_tasks.load(Ordering::Acquire) > 0
             || self.requested.load(Ordering::Acquire) > self.durable();
-        waiting && !self.failed.load(Ordering::Acquire)
+        waiting
+            && !self.failed.load(Ordering::Acquire)
+            && self.running_workers.load(Ordering::Acquire) == 0
+    }
+
+    /// A worker starts running its ready tasks (which may commit).
+    pub fn worker_runs(&self) {
+        self.running_workers.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A worker's turn of running tasks ended.
+    pub fn worker_ran(&self) {
+        self.running_workers.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Asks the workers to make the log durable up to `lsn` soon (a write-back waits).
@@ -465,7 +506,7 @@ impl Log {
             return Ok(false);
         }
         let state = self.state.lock().unwrap();
-        if state.flushing {
+        if state.flights.len() >= MAX_FLIGHTS || state.tail == state.buf_start {
             return Ok(false);
         }
         self.lead_flush(state)?;

@@ -30,7 +30,8 @@
 //! **Page image** (written before a page's first write-back after a checkpoint, so that a
 //! write torn by a crash can be repaired): one page entry with op 1, not an allocation.
 //!
-//! **Flush end** (the last record of every log write): the LSN where that write began (8).
+//! **Flush end** (the last record of every log write): the LSN where that write began (8),
+//! and the LSN below which the log was durable when it began (8).
 //!
 //! **Checkpoint**: redo LSN (8): recovery replays from there; page count (8); next tree id
 //! (8); catalog root (8); free page count n (8); n free page ids (8 each).
@@ -85,9 +86,11 @@ pub enum Record {
     },
     Checkpoint(Checkpoint),
     Image(PageEntry),
-    /// The end of one log write that began at this LSN.
+    /// The end of one log write that began at `start`, when the log was durable below
+    /// `synced_below`.
     FlushEnd {
         start: u64,
+        synced_below: u64,
     },
 }
 
@@ -106,25 +109,33 @@ pub struct Checkpoint {
 pub fn diff_ranges(before: &[u8], after: &[u8], out: &mut Vec<(u16, Vec<u8>)>) {
     debug_assert_eq!(before.len(), PAGE_SIZE);
     debug_assert_eq!(after.len(), PAGE_SIZE);
-    let skipped = |i: usize| SKIPPED.iter().any(|r| r.contains(&i));
-    let differs = |i: usize| before[i] != after[i] && !skipped(i);
-    let mut i = 0;
-    while i < PAGE_SIZE {
-        // Skip equal 8-byte words quickly.
-        if i % 8 == 0 && i + 8 <= PAGE_SIZE && before[i..i + 8] == after[i..i + 8] {
+    // The bytes between the skipped ones, each diffed on its own.
+    for (from, to) in [(4, 5), (6, 16), (24, PAGE_SIZE)] {
+        diff_region(before, after, from, to, out);
+    }
+}
+
+/// `diff_ranges` over `from..to`, comparing eight bytes at a time where it can.
+fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Vec<(u16, Vec<u8>)>) {
+    let word = |page: &[u8], at: usize| u64::from_ne_bytes(page[at..at + 8].try_into().unwrap());
+    let mut i = from;
+    while i < to {
+        // Skip equal words, then equal bytes.
+        while i + 8 <= to && word(before, i) == word(after, i) {
             i += 8;
-            continue;
         }
-        if !differs(i) {
+        while i < to && before[i] == after[i] {
             i += 1;
-            continue;
+        }
+        if i >= to {
+            break;
         }
         let start = i;
         let mut end = i + 1;
         let mut j = end;
-        // A range never spans reserved bytes.
-        while j < PAGE_SIZE && j < end + 8 && !skipped(j) {
-            if differs(j) {
+        // Extend while another difference follows within 8 bytes.
+        while j < to && j < end + 8 {
+            if before[j] != after[j] {
                 end = j + 1;
             }
             j += 1;
@@ -263,7 +274,7 @@ pub fn decode(bytes: &[u8], lsn: u64) -> Result<Record, String> {
                 free,
             })
         }
-        KIND_FLUSH_END => Record::FlushEnd { start: r.u64()? },
+        KIND_FLUSH_END => Record::FlushEnd { start: r.u64()?, synced_below: r.u64()? },
         _ => {
             let entry = r.page_entry()?;
             if entry.op != OP_NEW {
@@ -358,9 +369,10 @@ pub fn fuzz_record(input: &[u8]) {
             w.page_entry(p.page_id, p.op, &p.ranges);
             w.bytes
         }
-        Record::FlushEnd { start } => {
+        Record::FlushEnd { start, synced_below } => {
             let mut w = RecordWriter::new(KIND_FLUSH_END);
             w.u64(*start);
+            w.u64(*synced_below);
             w.bytes
         }
     };

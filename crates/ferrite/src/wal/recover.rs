@@ -3,12 +3,13 @@
 //! LSN is older. Then the allocator gets the checkpoint's free pages with the log's
 //! allocations and frees applied, and the caller takes a checkpoint.
 //!
-//! Tail or damage: every log write ends with a flush-end record naming where the write began,
-//! and only one write is in progress at a time, so only the last write can be torn by a
-//! crash. When a record at position `p` fails its checks, recovery looks beyond `p` for a
-//! valid flush-end record: none, or one whose write began at or before `p` and is the last
-//! thing in the log, means `p` lies in the last write: a torn tail, cut. Anything else means
-//! a write that was synced (later writes exist) is damaged: `Error::LogCorrupt`.
+//! Tail or damage: every log write ends with a flush-end record naming how far the log was
+//! durable when the write began. A crash only tears bytes that were not yet durable. When a
+//! record at position `p` fails its checks, recovery looks beyond `p` for valid flush-end
+//! records: if one says the log was durable beyond `p` when its write began, the bytes at `p`
+//! had been synced: damage, `Error::LogCorrupt`. Otherwise `p` lies in writes that never
+//! completed: a torn tail, cut (and erased, so that a later crash cannot mistake it for new
+//! records).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -124,12 +125,16 @@ fn judge_tail(segments: &[Segment], bad: u64) -> Result<u64> {
             furthest = furthest.max((lsn + len as u64).min(end));
         }
         if offset > 0 && rest[offset + 16] == KIND_FLUSH_END {
-            if let Some((Record::FlushEnd { start }, len)) = read_record(segments, lsn)? {
-                if start > bad {
-                    return Err(corrupt(segments, bad, "a damaged record before later log writes"));
-                }
-                if read_record(segments, lsn + len as u64)?.is_some() {
-                    return Err(corrupt(segments, bad, "a damaged record in a synced log write"));
+            if let Some((Record::FlushEnd { synced_below, .. }, _)) = read_record(segments, lsn)? {
+                if synced_below > bad {
+                    return Err(corrupt(
+                        segments,
+                        bad,
+                        format!(
+                            "a damaged record in bytes that were durable (a later write began \
+                             when the log was durable up to {synced_below})"
+                        ),
+                    ));
                 }
             }
         }
