@@ -752,6 +752,10 @@ impl Db {
         let shared = &self.shared;
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
+        for (tree, op) in &batch.ops {
+            let (BatchOp::Put(key, _) | BatchOp::Delete(key)) = op;
+            tree.prefetch(key);
+        }
         shared.commit(durability, || {
             for (tree, op) in &batch.ops {
                 match op {
@@ -770,6 +774,10 @@ impl Db {
         let shared = &self.shared;
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
+        for (tree, op) in &batch.ops {
+            let (BatchOp::Put(key, _) | BatchOp::Delete(key)) = op;
+            tree.prefetch_async(key).await;
+        }
         let guard = shared.begin_commit_async().await?;
         let mut outcome = Ok(());
         for (tree, op) in &batch.ops {
@@ -806,6 +814,9 @@ impl Db {
         }
         for helper in std::mem::take(&mut *self.shared.helpers.lock().unwrap()) {
             let _ = helper.join();
+        }
+        if let Some(log) = &self.shared.log {
+            log.join_helpers();
         }
         self.shared.lock_file.lock().unwrap().take();
     }
@@ -1166,6 +1177,9 @@ impl Shared {
         }
         // A last checkpoint writes every page back: the next open replays nothing.
         self.checkpoint()?;
+        if let Some(log) = &self.log {
+            log.join_helpers();
+        }
         let pool = &self.pool;
         let mut sb = self.superblock.lock().unwrap();
         sb.sequence += 1;
@@ -1238,6 +1252,7 @@ impl Tree {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
+        self.prefetch(key);
         self.shared.commit(self.shared.durability, || self.apply_put(key, value))
     }
 
@@ -1255,6 +1270,17 @@ impl Tree {
             self.run(|pool, scratch| btree.try_merge(pool, leaf, key, scratch))?;
         }
         Ok(removed)
+    }
+
+    /// Reads the path to `key`'s leaf into the pool before a commit takes the commit lock,
+    /// so that the commit (which holds it) seldom waits for a read. Errors are left for the
+    /// commit itself to meet.
+    fn prefetch(&self, key: &[u8]) {
+        let _ = self.get_with(key, |_| ());
+    }
+
+    async fn prefetch_async(&self, key: &[u8]) {
+        let _ = self.get_with_async(key, |_| ()).await;
     }
 
     async fn apply_put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -1276,6 +1302,7 @@ impl Tree {
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         self.shared.check_writable()?;
         check_key(key)?;
+        self.prefetch(key);
         self.shared.commit(self.shared.durability, || self.apply_delete(key))
     }
 
@@ -1317,6 +1344,7 @@ impl Tree {
         check_key(key)?;
         check_value(value)?;
         let shared = &self.shared;
+        self.prefetch_async(key).await;
         let guard = shared.begin_commit_async().await?;
         let outcome = self.apply_put_async(key, value).await;
         let (value, end) = shared.end_commit(outcome)?;
@@ -1330,6 +1358,7 @@ impl Tree {
         self.shared.check_writable()?;
         check_key(key)?;
         let shared = &self.shared;
+        self.prefetch_async(key).await;
         let guard = shared.begin_commit_async().await?;
         let outcome = self.apply_delete_async(key).await;
         let (removed, end) = shared.end_commit(outcome)?;

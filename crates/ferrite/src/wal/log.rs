@@ -157,7 +157,15 @@ pub struct Log {
     /// finish its turn, so that one flush takes the commits of all.
     running_workers: std::sync::atomic::AtomicUsize,
     pub counters: LogCounters,
+    /// Segment files written full of zeros ahead of use, by a helper thread: syncing log
+    /// writes into them does not also allocate blocks (`fdatasync` then costs ~240 µs here
+    /// instead of ~340 µs, and commits per second rise with it; docs/benchmarks.md).
+    spares: Spares,
+    preparer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
+
+/// Segment files ready for use: slot and open file.
+type Spares = Arc<Mutex<Vec<(u32, Arc<dyn BlockDevice>)>>>;
 
 /// A flush in progress: log bytes `start..end`, to be written into `segments` and synced.
 #[derive(Debug)]
@@ -231,6 +239,8 @@ impl Log {
             by_workers: AtomicBool::new(false),
             running_workers: std::sync::atomic::AtomicUsize::new(0),
             counters: LogCounters::default(),
+            spares: Arc::new(Mutex::new(Vec::new())),
+            preparer: Mutex::new(None),
         }
     }
 
@@ -356,6 +366,7 @@ impl Log {
         state.buf_start = end;
         match self.segments_for(&mut state, start, end) {
             Ok(segments) => {
+                self.prepare_spare(&mut state, end);
                 state.flights.push_back((start, end, false));
                 Ok(Some(FlushJob { bytes, start, end, segments }))
             }
@@ -441,19 +452,27 @@ impl Log {
     fn segments_for(&self, state: &mut State, from: u64, end: u64) -> Result<Vec<Segment>> {
         while state.segments.last().map_or(true, |s| s.end() < end) {
             let start = state.segments.last().map_or(from, |s| s.end());
-            let slot = match state.free_slots.pop() {
-                Some(slot) => slot,
-                None => {
+            let spare = self.spares.lock().unwrap().pop();
+            let (slot, device) = match (state.free_slots.pop(), spare) {
+                (Some(slot), spare) => {
+                    self.spares.lock().unwrap().extend(spare);
+                    (slot, None)
+                }
+                (None, Some((slot, device))) => (slot, Some(device)),
+                (None, None) => {
                     state.next_slot += 1;
-                    state.next_slot - 1
+                    (state.next_slot - 1, None)
                 }
             };
             let name = segment_name(slot);
-            let device = self
-                .storage
-                .open(&name, true)
-                .map_err(|e| Error::io(format!("opening log segment {name}"), e))?
-                .expect("created");
+            let device = match device {
+                Some(device) => device,
+                None => self
+                    .storage
+                    .open(&name, true)
+                    .map_err(|e| Error::io(format!("opening log segment {name}"), e))?
+                    .expect("created"),
+            };
             let header = encode_segment_header(start, self.segment_bytes);
             device
                 .write_at(&header, 0)
@@ -464,6 +483,56 @@ impl Log {
             state.segments.push(Segment { slot, start, capacity: self.segment_bytes, device });
         }
         Ok(state.segments.iter().filter(|s| s.end() > from && s.start < end).cloned().collect())
+    }
+
+    /// Once the log is a quarter into a segment with no reusable one behind, starts a helper
+    /// thread writing the next segment file full of zeros (real files only: a simulated
+    /// disk's draws must not depend on a thread's timing).
+    fn prepare_spare(&self, state: &mut State, end: u64) {
+        let Some(last) = state.segments.last() else { return };
+        if !state.free_slots.is_empty()
+            || last.device.raw_fd().is_none()
+            || (end - last.start) * 4 < last.capacity
+            || !self.spares.lock().unwrap().is_empty()
+        {
+            return;
+        }
+        let mut preparer = self.preparer.lock().unwrap();
+        if preparer.as_ref().is_some_and(|p| !p.is_finished()) {
+            return;
+        }
+        if let Some(done) = preparer.take() {
+            let _ = done.join();
+        }
+        let slot = state.next_slot;
+        state.next_slot += 1;
+        let (storage, spares) = (Arc::clone(&self.storage), Arc::clone(&self.spares));
+        let bytes = SEGMENT_HEADER_BYTES + last.capacity;
+        let spawned =
+            std::thread::Builder::new().name("ferrite-log-prep".into()).spawn(move || {
+                let name = segment_name(slot);
+                let Ok(Some(device)) = storage.open(&name, true) else { return };
+                let zeros = vec![0u8; 1 << 20];
+                let mut at = 0;
+                while at < bytes {
+                    let len = (bytes - at).min(zeros.len() as u64) as usize;
+                    if device.write_at(&zeros[..len], at).is_err() {
+                        return;
+                    }
+                    at += len as u64;
+                }
+                if device.sync().is_ok() && storage.sync_names().is_ok() {
+                    spares.lock().unwrap().push((slot, device));
+                }
+            });
+        *preparer = spawned.ok();
+    }
+
+    /// Waits for the helper thread preparing a segment, if any (at close).
+    pub fn join_helpers(&self) {
+        if let Some(preparer) = self.preparer.lock().unwrap().take() {
+            let _ = preparer.join();
+        }
     }
 
     /// Frees the segments wholly below `lsn` (a checkpoint made them unnecessary).
