@@ -512,16 +512,27 @@ impl Log {
             std::thread::Builder::new().name("ferrite-log-prep".into()).spawn(move || {
                 let name = segment_name(slot);
                 let Ok(Some(device)) = storage.open(&name, true) else { return };
-                let zeros = vec![0u8; 1 << 20];
+                // Zeros go past the page cache where they can (O_DIRECT through a second
+                // descriptor of the file: no copy into the cache, nothing to evict later).
+                let direct = crate::io::FileDevice::open(device.path(), false, true).ok();
+                let zeros = crate::io::AlignedBuf::zeroed(1 << 20);
                 let mut at = 0;
                 while at < bytes {
                     let len = (bytes - at).min(zeros.len() as u64) as usize;
-                    if device.write_at(&zeros[..len], at).is_err() {
+                    let piece = &zeros.as_slice()[..len];
+                    let written = match &direct {
+                        Some(direct) if len % crate::io::IO_ALIGN == 0 => {
+                            direct.write_at(piece, at)
+                        }
+                        _ => device.write_at(piece, at),
+                    };
+                    if written.is_err() {
                         return;
                     }
                     at += len as u64;
                 }
-                if device.sync().is_ok() && storage.sync_names().is_ok() {
+                let direct_synced = direct.as_ref().map_or(Ok(()), |d| d.sync());
+                if direct_synced.is_ok() && device.sync().is_ok() && storage.sync_names().is_ok() {
                     spares.lock().unwrap().push((slot, device));
                 }
             });
