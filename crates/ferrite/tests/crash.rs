@@ -293,3 +293,38 @@ fn thousands_of_crashes_lose_nothing_acknowledged_and_no_half_batch() {
         assert!(seen.open_commits_lost > 10, "{seen:?}");
     }
 }
+
+#[test]
+fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
+    let disk = SimDisk::new(7);
+    let dir = TempDir::new("crash-full");
+    let db = Db::open(dir.path(), options(&disk)).unwrap();
+    let tree = db.tree("a").unwrap();
+    let used: u64 = disk.file_names().iter().map(|n| disk.durable_len(n).unwrap_or(0)).sum();
+    // Room for a few more log bytes and pages, not for many.
+    disk.set_faults(SimFaults { capacity_bytes: Some(used + (256 << 10)), ..Default::default() });
+    let mut acknowledged = Vec::new();
+    let error = loop {
+        let key = format!("key-{:06}", acknowledged.len()).into_bytes();
+        match tree.put(&key, &[7u8; 900]) {
+            Ok(()) => acknowledged.push(key),
+            Err(e) => break e,
+        }
+        assert!(acknowledged.len() < 100_000, "the disk never filled up");
+    };
+    let message = error.to_string();
+    assert!(message.contains("No space left on device"), "{message}");
+    // Writes are refused from then on, with the reason.
+    let again = tree.put(b"more", b"x").unwrap_err();
+    assert!(matches!(again, Error::LogFailed { .. }), "{again}");
+    disk.crash();
+    db.abandon();
+    disk.set_faults(SimFaults::default());
+    let db = Db::open(dir.path(), options(&disk)).unwrap();
+    let tree = db.open_tree("a").unwrap();
+    for key in &acknowledged {
+        assert_eq!(tree.get(key).unwrap().as_deref(), Some(&[7u8; 900][..]), "{key:?} lost");
+    }
+    assert!(db.check().unwrap().is_ok());
+    assert!(acknowledged.len() > 10, "only {} puts before the disk filled", acknowledged.len());
+}

@@ -351,6 +351,11 @@ impl Reader<'_> {
 /// what decodes encodes back to the same bytes.
 #[doc(hidden)]
 pub fn fuzz_record(input: &[u8]) {
+    // The segment header decoder takes the same bytes.
+    if let Some((start, capacity)) = crate::wal::log::decode_segment_header(input) {
+        let again = crate::wal::log::encode_segment_header(start, capacity);
+        assert_eq!(crate::wal::log::decode_segment_header(&again), Some((start, capacity)));
+    }
     let lsn = if input.len() >= 16 { read_u64(input, 8) } else { 0 };
     let Ok(record) = decode(input, lsn) else { return };
     let mut again = match &record {
