@@ -324,14 +324,6 @@ impl IoEngine for UringEngine {
     ) -> Result<(), QueueError> {
         assert_eq!(tag & (WRITE_SYNC_BIT | WRITE_PART_BIT), 0, "tag {tag:#x} too large");
         let len32 = u32::try_from(len).map_err(|_| QueueError::Unsupported)?;
-        // Room for both entries: submit what waits first if need be.
-        let room = {
-            let sq = self.ring.submission();
-            sq.capacity() - sq.len()
-        };
-        if room < 2 && self.submit().is_err() {
-            return Err(QueueError::Full);
-        }
         let write = opcode::Write::new(types::Fd(fd), buf, len32)
             .offset(offset)
             .build()
@@ -341,12 +333,20 @@ impl IoEngine for UringEngine {
             .flags(types::FsyncFlags::DATASYNC)
             .build()
             .user_data(WRITE_SYNC_BIT | tag);
-        // SAFETY: the write points at the caller's buffer, kept valid and untouched until
-        // the completion is reaped (this function's contract); the linked sync runs after it.
-        unsafe {
-            let mut sq = self.ring.submission();
-            sq.push(&write).expect("room checked above");
-            sq.push(&sync).expect("room checked above");
+        // Both entries go into the queue together, or the link would not hold (the kernel
+        // ends a chain at the end of a submission): submit what waits first if need be.
+        for attempt in 0..2 {
+            // SAFETY: the write points at the caller's buffer, kept valid and untouched until
+            // the completion is reaped (this function's contract); the linked sync runs after
+            // it.
+            let pushed =
+                unsafe { self.ring.submission().push_multiple(&[write.clone(), sync.clone()]) };
+            if pushed.is_ok() {
+                break;
+            }
+            if attempt == 1 || self.submit().is_err() {
+                return Err(QueueError::Full);
+            }
         }
         self.write_syncs.push((tag, len, None));
         Ok(())
@@ -453,6 +453,65 @@ mod tests {
     use super::*;
     use crate::io::{AlignedBuf, DeviceOptions, Devices};
     use crate::test_util::TempDir;
+
+    #[test]
+    fn a_write_and_sync_completes_once_even_behind_a_full_queue() {
+        use std::os::fd::AsRawFd;
+        let dir = TempDir::new("uring-write-sync");
+        let path = dir.path().join("d0");
+        std::fs::write(&path, vec![0u8; 64 << 10]).unwrap();
+        let options = DeviceOptions { writable: true, direct: false, ..DeviceOptions::default() };
+        let devices = Devices::open(std::slice::from_ref(&path), &options).unwrap();
+        let depth = 4;
+        let mut engine = UringEngine::new(devices.files().clone(), false, depth).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open(dir.path().join("log"))
+            .unwrap();
+        let mut bufs: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::zeroed(4096)).collect();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            let request = IoRequest {
+                kind: IoKind::Read,
+                device: 0,
+                offset: i as u64 * 4096,
+                buf: buf.as_mut_ptr(),
+                len: 4096,
+                tag: i as u64,
+            };
+            // SAFETY: the buffers outlive the engine's requests (reaped below).
+            unsafe { engine.queue(request).unwrap() };
+        }
+        let payload = b"log bytes".to_vec();
+        for round in 0..3u64 {
+            // SAFETY: `payload` and `log` outlive the request, reaped below.
+            unsafe {
+                engine
+                    .queue_write_sync(
+                        log.as_raw_fd(),
+                        round * 9,
+                        payload.as_ptr(),
+                        payload.len(),
+                        100 + round,
+                    )
+                    .unwrap();
+            }
+        }
+        let mut done = Vec::new();
+        while engine.in_flight() > 0 {
+            engine.reap(&mut done, true).unwrap();
+        }
+        let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, [0, 1, 2, 3, 100, 101, 102]);
+        for c in &done {
+            assert_eq!(
+                *c.result.as_ref().unwrap(),
+                if c.tag >= 100 { payload.len() } else { 4096 }
+            );
+        }
+        assert_eq!(std::fs::read(dir.path().join("log")).unwrap(), b"log byteslog byteslog bytes");
+    }
 
     #[test]
     fn devices_are_registered_as_fixed_files_and_batches_are_one_call() {
