@@ -467,6 +467,7 @@ mod tests {
         let log = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
+            .truncate(true)
             .open(dir.path().join("log"))
             .unwrap();
         let mut bufs: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::zeroed(4096)).collect();
