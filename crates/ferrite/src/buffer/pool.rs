@@ -485,14 +485,7 @@ impl BufferPool {
         if now.state() != EVICTED || !self.cas_state(page_id, now, now.with_state(LOADING)) {
             return Ok(());
         }
-        let frame = match self.reserve_frame() {
-            Ok(frame) => frame,
-            Err(e) => {
-                self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
-                return Err(e);
-            }
-        };
-        self.set_frame(page_id, frame);
+        let frame = self.frame_for(page_id, now)?;
         let result = self.read_from_disk(page_id);
         if let Err(e) = result {
             self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
@@ -515,6 +508,21 @@ impl BufferPool {
             file: self.file.path().to_owned(),
             reason,
         })
+    }
+
+    /// Gives page `page_id`, which the caller moved out of state `now` (evicted), a frame;
+    /// if none can be had, puts the page back as it was.
+    fn frame_for(&self, page_id: PageId, now: PageState) -> Result<u32> {
+        match self.reserve_frame() {
+            Ok(frame) => {
+                self.set_frame(page_id, frame);
+                Ok(frame)
+            }
+            Err(e) => {
+                self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                Err(e)
+            }
+        }
     }
 
     /// Takes a free frame, evicting when none is left.
@@ -1126,14 +1134,7 @@ impl BufferPool {
                 if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
                     continue;
                 }
-                let frame = match self.reserve_frame() {
-                    Ok(frame) => frame,
-                    Err(e) => {
-                        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
-                        return Err(e);
-                    }
-                };
-                self.set_frame(page_id, frame);
+                self.frame_for(page_id, now)?;
                 fence(Ordering::Release);
                 let memory = self.page_mut(page_id);
                 let valid = match self.file.read_page(page_id, memory) {
