@@ -1,7 +1,9 @@
 //! Engine bugs found while writing `sigkill.rs` and `ferrite check`'s log section, each
 //! reduced to a small deterministic test. They fail today and are `#[ignore]`d so that the
 //! suite stays green; run them with `cargo test -p ferrite --test known_bugs -- --ignored`.
-//! The fix removes the `ignore` (and the workaround its doc comment names).
+//! The fix removes the `ignore` (and the workaround its doc comment names). A third, which
+//! needs the SIGKILL test's workload, is in `sigkill.rs`
+//! (`every_write_finishes_or_fails_with_a_pool_of_16_pages`).
 
 mod common;
 
