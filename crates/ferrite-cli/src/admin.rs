@@ -1,9 +1,10 @@
 //! The commands about a data directory as a whole: `trees`, `stats` and `check`.
 
 use std::io::Write;
+use std::path::Path;
 
 use ferrite::btree::check::TreeReport;
-use ferrite::CheckReport;
+use ferrite::{CheckReport, LogReport};
 use ferrite_bench::report::{bytes, thousands};
 
 use crate::args::{DbArgs, StatsArgs, TreesAction, TreesArgs};
@@ -98,22 +99,34 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 }
 
 pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let db = match open(db_args, Access::ReadOnly) {
-        Ok(db) => db,
+    let (db, unclean) = match open(db_args, Access::ReadOnly) {
+        Ok(db) => (db, false),
         Err(ferrite::Error::NotCleanlyClosed { path }) => {
             eprintln!(
-                "ferrite: note: {} was not closed cleanly; checking it anyway, read-only. \
-                 Free pages are those no tree reaches; a tree torn by the crash shows up as \
-                 faults. It stays marked as not cleanly closed.",
+                "ferrite: note: {} was not closed cleanly; checking it anyway, read-only, as it \
+                 is on disk: the log is verified but not replayed, so pages changed since the \
+                 last checkpoint may show up as faults. It stays marked as not cleanly closed; \
+                 opening it for writing (put, del) recovers it.",
                 path.display()
             );
-            ferrite::Db::open(&db_args.dir, options(db_args, Access::ReadOnly, true))?
+            let db = ferrite::Db::open(&db_args.dir, options(db_args, Access::ReadOnly, true))?;
+            (db, true)
         }
         Err(e) => return Err(e.into()),
     };
     let checked = db.check();
+    let logged = db.check_log();
     db.close()?;
-    let report = checked?;
+    let log = LogVerdict::judge(logged)?;
+    let report = match checked {
+        Ok(report) => report,
+        Err(e) => {
+            // The pages could not be walked; what the log holds still matters (for a
+            // directory not closed cleanly, it is what recovery repairs the pages from).
+            eprintln!("ferrite: note: {}", log.summary());
+            return Err(e.into());
+        }
+    };
     writeln!(out, "checked {}", db_args.dir.display())?;
     write_tree_table(out, &report, true)?;
     writeln!(
@@ -122,7 +135,11 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         thousands(report.page_count),
         thousands(report.free_pages)
     )?;
-    let faults = report.all_faults();
+    write_log_section(out, &db_args.dir.join(ferrite::LOG_DIR_NAME), &log, unclean)?;
+    let mut faults = report.all_faults();
+    if let LogVerdict::Damaged(damage) = &log {
+        faults.push(damage.clone());
+    }
     for fault in &faults {
         writeln!(out, "fault: {fault}")?;
     }
@@ -135,6 +152,99 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
     };
     out.flush()?;
     Ok(outcome)
+}
+
+/// What verifying the write-ahead log found.
+#[derive(Debug)]
+enum LogVerdict {
+    /// The directory has no checkpoint yet, hence no log to verify.
+    Absent,
+    Intact(LogReport),
+    /// `Error::LogCorrupt`'s message: the position and the segment file.
+    Damaged(String),
+}
+
+impl LogVerdict {
+    /// Damage is a fault `check` reports; any other error (I/O) fails the command.
+    fn judge(result: ferrite::Result<Option<LogReport>>) -> Result<LogVerdict, CliError> {
+        match result {
+            Ok(None) => Ok(LogVerdict::Absent),
+            Ok(Some(report)) => Ok(LogVerdict::Intact(report)),
+            Err(e @ ferrite::Error::LogCorrupt { .. }) => Ok(LogVerdict::Damaged(e.to_string())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One line, for when the pages could not be checked.
+    fn summary(&self) -> String {
+        match self {
+            LogVerdict::Absent => "the directory has no write-ahead log yet".to_owned(),
+            LogVerdict::Intact(log) => format!(
+                "the write-ahead log is intact: {} since its last checkpoint, up to position {}",
+                count(log.commits, "commit"),
+                log.end_lsn
+            ),
+            LogVerdict::Damaged(damage) => damage.clone(),
+        }
+    }
+}
+
+/// `n thing` or `n things`, `n` with thousands separators.
+fn count(n: u64, thing: &str) -> String {
+    format!("{} {thing}{}", thousands(n), plural(n as usize))
+}
+
+/// The `log:` lines of `check`: segments, checkpoint, records since, end, torn tail.
+fn write_log_section(
+    out: &mut dyn Write,
+    wal_dir: &Path,
+    log: &LogVerdict,
+    unclean: bool,
+) -> std::io::Result<()> {
+    let log = match log {
+        LogVerdict::Absent => {
+            return writeln!(out, "log: none yet (the directory has no checkpoint)");
+        }
+        LogVerdict::Damaged(_) => return writeln!(out, "log: DAMAGED (see the fault below)"),
+        LogVerdict::Intact(log) => log,
+    };
+    let unused = u64::from(log.slots).saturating_sub(log.segments as u64);
+    writeln!(
+        out,
+        "log: {} in {}{}; last checkpoint at position {}, replay from {}",
+        count(log.segments as u64, "segment"),
+        wal_dir.display(),
+        if unused > 0 {
+            format!(" (and {} without a header)", count(unused, "file"))
+        } else {
+            String::new()
+        },
+        log.checkpoint_lsn,
+        log.redo_lsn
+    )?;
+    writeln!(
+        out,
+        "log: {} verified from there to the end (position {}): {}, {}",
+        count(log.records, "record"),
+        log.end_lsn,
+        count(log.commits, "commit"),
+        count(log.images, "page image")
+    )?;
+    if log.torn_bytes > 0 {
+        writeln!(
+            out,
+            "log: {} torn bytes after the end: a write a crash cut short (never acknowledged), \
+             which recovery drops",
+            thousands(log.torn_bytes)
+        )?;
+    }
+    if unclean && log.commits + log.images > 0 {
+        writeln!(
+            out,
+            "log: not replayed yet: opening the directory for writing (put, del) replays it"
+        )?;
+    }
+    Ok(())
 }
 
 fn plural(n: usize) -> &'static str {
@@ -219,6 +329,51 @@ mod tests {
             render_table(&rows),
             ["tree        keys", "bench  3,200,000", "a              7"]
         );
+    }
+
+    #[test]
+    fn log_section_names_the_positions_and_a_torn_tail() {
+        let report = LogReport {
+            segments: 2,
+            slots: 3,
+            checkpoint_lsn: 1_638,
+            redo_lsn: 1_435,
+            end_lsn: 9_000,
+            records: 1_204,
+            commits: 1_000,
+            images: 1,
+            torn_bytes: 77,
+        };
+        let mut out = Vec::new();
+        let wal = Path::new("d/wal");
+        write_log_section(&mut out, wal, &LogVerdict::Intact(report), true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "log: 2 segments in d/wal (and 1 file without a header); last checkpoint at \
+             position 1638, replay from 1435\n\
+             log: 1,204 records verified from there to the end (position 9000): 1,000 commits, \
+             1 page image\n\
+             log: 77 torn bytes after the end: a write a crash cut short (never acknowledged), \
+             which recovery drops\n\
+             log: not replayed yet: opening the directory for writing (put, del) replays it\n"
+        );
+        let mut out = Vec::new();
+        let damaged = LogVerdict::Damaged("the write-ahead log in d/wal/000000.log ...".into());
+        write_log_section(&mut out, wal, &damaged, false).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "log: DAMAGED (see the fault below)\n");
+        let absent = LogVerdict::judge(Ok(None)).unwrap();
+        assert!(matches!(absent, LogVerdict::Absent));
+        let corrupt = ferrite::Error::LogCorrupt {
+            lsn: 12,
+            path: "d/wal/000000.log".into(),
+            reason: "a damaged record before later log writes".into(),
+        };
+        let LogVerdict::Damaged(fault) = LogVerdict::judge(Err(corrupt)).unwrap() else {
+            panic!("damage is a fault")
+        };
+        assert!(fault.contains("d/wal/000000.log is damaged at position 12"), "{fault}");
+        assert!(LogVerdict::judge(Err(ferrite::Error::Closed)).is_err());
     }
 
     #[test]

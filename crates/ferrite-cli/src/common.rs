@@ -4,7 +4,7 @@
 use std::fmt;
 use std::io;
 
-use ferrite::{Db, Options};
+use ferrite::{Db, Durability, Options};
 use ferrite_bench::BenchError;
 
 use crate::args::DbArgs;
@@ -99,6 +99,9 @@ pub fn options(db: &DbArgs, access: Access, accept_unclean: bool) -> Options {
         read_only: access == Access::ReadOnly,
         // One-shot commands use the blocking API on this thread: no workers to start.
         workers: 0,
+        // A change is durable (in the synced log) when `put`, `del` or `trees` returns, even
+        // if the clean close after it never happens.
+        durability: Durability::Sync,
         ..Options::default()
     }
 }
@@ -121,6 +124,45 @@ mod tests {
         assert!(!o.direct_io && !o.create_if_missing && !o.accept_unclean);
         let o = options(&DbArgs { direct_io: true, ..db }, Access::Create, true);
         assert!(o.direct_io && o.create_if_missing && o.accept_unclean);
+        assert_eq!(o.durability, Durability::Sync);
+    }
+
+    /// What `put` and `del` do, up to the call's return: the change is in the synced log
+    /// then, so a crash before the clean close (a copy of the files taken at that moment)
+    /// keeps it.
+    #[test]
+    fn a_put_or_del_is_durable_before_the_close() {
+        let dir = ferrite::test_util::TempDir::new("cli-durable");
+        let db_args = DbArgs { dir: dir.path().join("db"), pool_mib: 1, direct_io: true };
+        let db = open(&db_args, Access::Create).unwrap();
+        let tree = db.tree("t").unwrap();
+        tree.put(b"kept", b"value").unwrap();
+        tree.put(b"removed", b"gone").unwrap();
+        assert!(tree.delete(b"removed").unwrap());
+        let image = dir.path().join("image");
+        copy_files(&db_args.dir, &image);
+        drop(tree);
+        db.close().unwrap();
+        let recovered = DbArgs { dir: image, ..db_args };
+        let db = open(&recovered, Access::Existing).unwrap();
+        assert!(db.recovery_report().records > 0, "{:?}", db.recovery_report());
+        let tree = db.open_tree("t").unwrap();
+        assert_eq!(tree.get(b"kept").unwrap().as_deref(), Some(&b"value"[..]));
+        assert_eq!(tree.get(b"removed").unwrap(), None);
+        assert!(db.check().unwrap().is_ok());
+    }
+
+    /// The files of a data directory, `wal/` included, as a crash leaves them (no lock file).
+    fn copy_files(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                copy_files(&entry.path(), &to.join(entry.file_name()));
+            } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
+                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            }
+        }
     }
 
     #[test]

@@ -128,7 +128,7 @@ COMMANDS
     scan     print the entries of a key range
     trees    list, create or drop trees
     stats    print file, pool and per-tree numbers
-    check    verify every page and tree; report every fault
+    check    verify every page and tree, and the write-ahead log; report every fault
     bench    run a benchmark workload (ferrite bench lookup, ferrite bench io)
     help     print the help of a command: ferrite help COMMAND
 
@@ -148,7 +148,9 @@ EXIT STATUS
 pub fn put() -> String {
     page(
         "Store VALUE under KEY in tree TREE (replacing any value the key had), then close the\n\
-         data directory cleanly. The directory and the tree are created if they do not exist.",
+         data directory cleanly. The directory and the tree are created if they do not exist.\n\
+         The put is durable before the close begins (it is in the synced write-ahead log):\n\
+         a crash during the close keeps it.",
         PUT_USAGE,
         &[
             "\
@@ -190,7 +192,8 @@ EXIT STATUS
 
 pub fn del() -> String {
     page(
-        "Remove KEY from tree TREE.",
+        "Remove KEY from tree TREE. The removal is durable before the data directory is closed\n\
+         (it is in the synced write-ahead log): a crash during the close keeps it.",
         DEL_USAGE,
         &[
             "\
@@ -275,22 +278,38 @@ OPTIONS
 pub fn check() -> String {
     page(
         "Verify a data directory: every page's checksum and identity, every tree's structure\n\
-         (key order, fences, depth), and the page accounting (each page used once or free,\n\
-         none lost). Prints what was checked, per tree and in total, and every fault found.",
+         (key order, fences, depth), the page accounting (each page used once or free, none\n\
+         lost), and the write-ahead log. Prints what was checked, per tree and in total, and\n\
+         every fault found.",
         CHECK_USAGE,
         &[
             COMMON,
             "\
+OUTPUT
+    The trees' table and a pages line, then the log's lines:
+
+    log: N segments in DIR/wal; last checkpoint at position P, replay from R
+    log: N records verified from there to the end (position E): C commits, I page images
+
+    Positions are byte offsets in the log. Every record from the replay position to the
+    end, what recovery replays, is read and its checksum verified (after a clean close
+    there is little more than the close's checkpoint). Torn bytes after the end, a log
+    write a crash cut short and never acknowledged, get a line of their own: recovery
+    drops them. A record damaged before the end (later log writes follow it) is a fault
+    naming its position and segment file: recovery would refuse the directory.",
+            "\
 NOTES
-    A directory that was not closed cleanly is checked too, and left marked as not cleanly
-    closed. Its superblock dates from before the crash, so pages allocated or freed since
-    then are reported as faults.",
+    A directory that was not closed cleanly (a crash, a killed process) is checked too,
+    read-only, and left as it is: its log is verified in full, but not replayed, so the
+    pages are checked as of the last checkpoint plus whatever was written back since, and
+    pages changed since the checkpoint may be reported as faults. A command that opens
+    it for writing (put, del) replays the log and repairs them.",
             &format!(
                 "\
 EXIT STATUS
-    0 when no fault was found, 1 when faults were found, 2 when the data could not be
-    checked at all (for example a corrupt page on the way to the trees: the error says
-    which page).
+    0 when no fault was found, 1 when faults were found (in the pages or the log), 2 when
+    the data could not be checked at all (for example a corrupt page on the way to the
+    trees: the error says which page).
 {READ_ONLY}"
             ),
         ],

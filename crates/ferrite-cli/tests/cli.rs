@@ -258,6 +258,11 @@ fn check_passes_on_good_data_and_fails_on_a_flipped_byte() {
     assert!(out.contains("ok: no faults found"), "{out}");
     let row = out.lines().find(|l| l.trim_start().starts_with("t ")).unwrap_or("");
     assert_eq!(row.split_whitespace().nth(1), Some("200"), "{out}");
+    // The log section: the close's checkpoint, nothing to replay after it.
+    let wal = Path::new(&db).join("wal");
+    let log_line = format!("log: 1 segment in {}; last checkpoint at", wal.display());
+    assert!(out.contains(&log_line), "{out}");
+    assert!(out.contains(": 0 commits, "), "{out}");
 
     // Page 2 is the catalog root: flip a byte in its middle.
     let pages = Path::new(&db).join("pages.ferrite");
@@ -277,6 +282,21 @@ fn check_passes_on_good_data_and_fails_on_a_flipped_byte() {
     assert!(code == Some(1) || code == Some(2), "{}", describe(&args, &o));
     let reported = text(&o.stdout).contains("fault: ") || text(&o.stderr).starts_with("ferrite: ");
     assert!(reported, "{}", describe(&args, &o));
+}
+
+/// A healthy directory whose trees freed pages passes `check`. Fails today: a read-only open
+/// does not know the free pages (they are in the checkpoint record, read only by recovery),
+/// so every free page is reported lost (crates/ferrite/tests/known_bugs.rs).
+#[test]
+#[ignore = "engine bug: a read-only open reports every free page as lost"]
+fn check_passes_after_a_tree_is_dropped() {
+    let tmp = TempDir::new("check-free");
+    let db = tmp.db();
+    put(&db, "t", "k", "v");
+    put(&db, "gone", "k", &"x".repeat(3000));
+    ok(&["trees", "--db", &db, "--drop", "gone"]);
+    let out = ok(&["check", "--db", &db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
 }
 
 #[test]
@@ -594,4 +614,119 @@ fn bench_io_runs_fio_with_the_same_job_when_it_is_on_path() {
     let mut head = [0u8; 32];
     fs::File::open(file).unwrap().read_exact(&mut head).unwrap();
     assert!(head.starts_with(b"ferrite bench io data file"), "{head:?}");
+}
+
+/// The files of a data directory as a crash leaves them: everything but the lock file.
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
+            fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+/// A crash image with `puts` committed (synced) puts after its last checkpoint: the files of
+/// a database copied while it is open. Its log is in `wal/000000.log`.
+fn crash_image(tmp: &TempDir, puts: u64) -> PathBuf {
+    let dir = tmp.0.join("live");
+    let options = ferrite::Options { workers: 0, pool_bytes: 4 << 20, ..Default::default() };
+    let db = ferrite::Db::open(&dir, options).unwrap();
+    let tree = db.tree("t").unwrap();
+    for i in 0..puts {
+        tree.put(format!("key{i:03}").as_bytes(), format!("value {i}").as_bytes()).unwrap();
+    }
+    let image = tmp.0.join("image");
+    copy_dir(&dir, &image);
+    drop(tree);
+    db.close().unwrap();
+    image
+}
+
+/// Positions of the records from `from` to the end of the log in segment file `segment`
+/// (slot 0), with their kinds (record.rs: length at byte 4, kind at byte 16).
+fn records(segment: &Path, from: u64) -> Vec<(u64, u32, u8)> {
+    let bytes = fs::read(segment).unwrap();
+    let start = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    let offset = |lsn: u64| (4096 + lsn - start) as usize;
+    let mut found = Vec::new();
+    let mut lsn = from;
+    while offset(lsn) + 20 <= bytes.len() {
+        let at = offset(lsn);
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+        let own = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+        if len < 20 || own != lsn {
+            break;
+        }
+        found.push((lsn, len, bytes[at + 16]));
+        lsn += len as u64;
+    }
+    found
+}
+
+/// `ferrite check` on a crash image: the directory is checked read-only and its log verified
+/// (the committed puts are there, waiting for replay); a byte flipped inside an early record
+/// after the checkpoint is damage before the log's end: `check` fails naming the position and
+/// the segment file, and opening the directory is refused with `LogCorrupt`.
+#[test]
+fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
+    let tmp = TempDir::new("check-log");
+    let image = crash_image(&tmp, 12);
+    let db = image.to_str().unwrap();
+    let args = ["check", "--db", db];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    assert!(text(&o.stderr).contains("was not closed cleanly"), "{}", describe(&args, &o));
+    // The tree's creation and the puts.
+    assert!(out.contains(": 13 commits, "), "{out}");
+    assert!(out.contains("log: not replayed yet"), "{out}");
+    assert!(out.contains("ok: no faults found"), "{out}");
+    let checkpoint: u64 = out
+        .split("last checkpoint at position ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no checkpoint position in {out}"));
+
+    // Flip a byte in the middle of the second put's commit after the checkpoint (later
+    // commits, each synced by a write of its own, follow it: not a torn tail).
+    let damaged = tmp.0.join("damaged");
+    copy_dir(&image, &damaged);
+    let segment = damaged.join("wal").join("000000.log");
+    let commits: Vec<(u64, u32, u8)> =
+        records(&segment, checkpoint).into_iter().filter(|&(_, _, kind)| kind == 1).collect();
+    assert_eq!(commits.len(), 13, "{commits:?}");
+    let (lsn, len, _) = commits[2];
+    let start = u64::from_le_bytes(fs::read(&segment).unwrap()[16..24].try_into().unwrap());
+    let mut file = fs::OpenOptions::new().read(true).write(true).open(&segment).unwrap();
+    let offset = 4096 + lsn - start + len as u64 / 2;
+    let mut byte = [0u8];
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.read_exact(&mut byte).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(&[byte[0] ^ 0x40]).unwrap();
+    drop(file);
+
+    let damaged_db = damaged.to_str().unwrap();
+    let args = ["check", "--db", damaged_db];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let fault = format!(
+        "fault: the write-ahead log in {} is damaged at position {lsn} before its end",
+        segment.display()
+    );
+    assert!(out.contains(&fault), "{fault}\n{}", describe(&args, &o));
+    assert!(out.contains("log: DAMAGED") && out.contains("FAILED: 1 fault found"), "{out}");
+
+    match ferrite::Db::open(&damaged, ferrite::Options { workers: 0, ..Default::default() }) {
+        Err(ferrite::Error::LogCorrupt { lsn: at, path, .. }) => {
+            assert_eq!((at, path), (lsn, segment));
+        }
+        other => panic!("opening a damaged log: {other:?}"),
+    }
 }

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use common::{assert_check, tiny, TempDir};
+use common::{assert_check, copy_dir, tiny, TempDir};
 use ferrite::{Db, Error, Options, MAX_KEY_LEN, MAX_VALUE_LEN, PAGE_FILE_NAME};
 
 fn key(i: u64) -> [u8; 8] {
@@ -222,18 +222,6 @@ fn directories_that_are_not_databases_are_refused() {
     std::fs::write(fake.join(PAGE_FILE_NAME), vec![7u8; 8192]).unwrap();
     let err = Db::open(&fake, tiny(16)).unwrap_err();
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -1,0 +1,105 @@
+//! Engine bugs found while writing `sigkill.rs` and `ferrite check`'s log section, each
+//! reduced to a small deterministic test. They fail today and are `#[ignore]`d so that the
+//! suite stays green; run them with `cargo test -p ferrite --test known_bugs -- --ignored`.
+//! The fix removes the `ignore` (and the workaround its doc comment names). A third, which
+//! needs the SIGKILL test's workload, is in `sigkill.rs`
+//! (`every_write_finishes_or_fails_with_a_pool_of_16_pages`).
+
+mod common;
+
+use common::{assert_check, copy_dir, tiny, TempDir};
+use ferrite::{Db, Options, WriteBatch};
+
+const KEYS: u64 = 3_000;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u64, pass: u64) -> Vec<u8> {
+    format!("pass {pass} value {i:06} {}", "v".repeat(80)).into_bytes()
+}
+
+/// Recovery with a pool smaller than the pages it replays loses acknowledged changes.
+///
+/// The writer's pool holds every page, so nothing is written back after the open's
+/// checkpoint and recovery replays every commit. Replaying with a small pool evicts replayed
+/// pages; `BufferPool::write_check` then logs an image of each (the page has none since the
+/// last completed checkpoint) at the log's tail, i.e. past every record still to replay, and
+/// stamps the page with that image's LSN. When a later record for the same page comes, the
+/// page reloaded from disk is "newer" than the record and `recover::replay` skips it: the
+/// second pass's values are lost, silently (the log and `check` look fine).
+///
+/// `sigkill.rs` recovers with a pool that holds every page until this is fixed
+/// (`FERRITE_SIGKILL_SMALL_RECOVERY=1` recovers with the writer's 256 pages and fails).
+#[test]
+#[ignore = "engine bug: recovery under pool pressure skips records (see the doc comment)"]
+fn recovery_with_a_small_pool_replays_every_commit() {
+    let dir = TempDir::new("small-pool-recovery");
+    let writer = Options { checkpoint_log_bytes: 64 << 20, ..tiny(4_096) };
+    let db = Db::open(dir.path(), writer).unwrap();
+    let tree = db.tree("t").unwrap();
+    for pass in 0..2 {
+        for first in (0..KEYS).step_by(100) {
+            let mut batch = WriteBatch::new();
+            for i in first..first + 100 {
+                batch.put(&tree, &key(i), &value(i, pass));
+            }
+            db.write(&batch).unwrap();
+        }
+    }
+    // A crash image: the files as they are, the database still open.
+    let image = TempDir::new("small-pool-recovery-image");
+    copy_dir(dir.path(), image.path());
+    drop(tree);
+    db.abandon();
+    for pool_pages in [4_096, 32] {
+        let copy = TempDir::new("small-pool-recovery-copy");
+        copy_dir(image.path(), copy.path());
+        let db = Db::open(copy.path(), tiny(pool_pages)).unwrap();
+        let tree = db.open_tree("t").unwrap();
+        let stale: Vec<u64> =
+            (0..KEYS).filter(|&i| tree.get(&key(i)).unwrap() != Some(value(i, 1))).collect();
+        assert!(
+            stale.is_empty(),
+            "recovered with a pool of {pool_pages} pages ({:?}): {} of {KEYS} keys lost their \
+             acknowledged second value, the first: {:?}",
+            db.recovery_report(),
+            stale.len(),
+            &stale[..stale.len().min(5)]
+        );
+        assert_check(&db);
+    }
+}
+
+/// A read-only open of a directory with a log does not know its free pages: they are in the
+/// last checkpoint record, which only recovery (a writable open) reads, and the free-list
+/// chain the superblock could name is emptied at every writable open. So `Db::check` on a
+/// read-only open (what `ferrite check` does) reports every free page as "lost", and
+/// `ferrite stats` shows 0 free pages, on any cleanly closed directory that ever freed one.
+#[test]
+#[ignore = "engine bug: a read-only open reports every free page as lost (see the doc comment)"]
+fn a_read_only_open_knows_the_free_pages() {
+    let dir = TempDir::new("read-only-free");
+    let db = Db::open(dir.path(), tiny(64)).unwrap();
+    let tree = db.tree("t").unwrap();
+    for i in 0..KEYS {
+        tree.put(&key(i), &value(i, 0)).unwrap();
+    }
+    for i in 0..KEYS / 2 {
+        tree.delete(&key(i)).unwrap();
+    }
+    let free = db.check().unwrap().free_pages;
+    assert!(free > 0, "the deletes freed pages");
+    db.close().unwrap();
+    let read_only = Options { read_only: true, create_if_missing: false, ..tiny(64) };
+    let db = Db::open(dir.path(), read_only).unwrap();
+    let report = db.check().unwrap();
+    assert_eq!(
+        (report.free_pages, report.all_faults().len()),
+        (free, 0),
+        "read-only: {} free pages (writable: {free}), faults: {:?}",
+        report.free_pages,
+        &report.all_faults()[..report.all_faults().len().min(3)]
+    );
+}
