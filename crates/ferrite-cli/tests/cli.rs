@@ -288,7 +288,6 @@ fn check_passes_on_good_data_and_fails_on_a_flipped_byte() {
 /// does not know the free pages (they are in the checkpoint record, read only by recovery),
 /// so every free page is reported lost (crates/ferrite/tests/known_bugs.rs).
 #[test]
-#[ignore = "engine bug: a read-only open reports every free page as lost"]
 fn check_passes_after_a_tree_is_dropped() {
     let tmp = TempDir::new("check-free");
     let db = tmp.db();

@@ -533,6 +533,13 @@ impl Db {
             Some(storage) => Arc::clone(storage),
             None => Arc::new(crate::io::DirStorage::new(dir)),
         };
+        if !writable && sb.checkpoint_lsn != NO_CHECKPOINT {
+            // The free pages are in the last checkpoint record (exact after a clean close; a
+            // directory not closed cleanly, opened anyway, is as it is).
+            let checkpoint =
+                crate::wal::recover::read_checkpoint(storage.as_ref(), sb.checkpoint_lsn)?;
+            pool.set_allocation(checkpoint.page_count, checkpoint.free)?;
+        }
         let log = if writable {
             let storage = Arc::clone(&storage);
             let checkpoint = (sb.checkpoint_lsn != NO_CHECKPOINT).then_some(sb.checkpoint_lsn);
@@ -964,6 +971,14 @@ impl Shared {
     fn check_batch(&self, batch: &WriteBatch) -> Result<()> {
         self.check_writable()?;
         self.log()?.check()?;
+        // Every page a commit changes stays in the pool until its record is logged (a change
+        // pins its leaf, perhaps a Value page and a split's pages): a quarter of the pool
+        // per change leaves room for the reads the changes need meanwhile.
+        let pool_pages = self.pool.pool_pages();
+        let max_ops = (pool_pages / 4).max(1) as usize;
+        if batch.ops.len() > max_ops {
+            return Err(Error::BatchTooLarge { ops: batch.ops.len(), max_ops, pool_pages });
+        }
         for (tree, op) in &batch.ops {
             if !std::ptr::eq(Arc::as_ptr(&tree.shared), self) {
                 return Err(Error::BadOptions {

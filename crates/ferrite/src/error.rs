@@ -46,6 +46,8 @@ pub enum Error {
     ReadOnly,
     /// `Db::spawn` on a database opened with `Options::workers == 0`.
     NoWorkers,
+    /// A batch changes more than the pool can hold pinned while it commits.
+    BatchTooLarge { ops: usize, max_ops: usize, pool_pages: u64 },
     /// A write or sync of the log failed: the database refuses writes until reopened.
     LogFailed { reason: String },
     /// The log is damaged before its end (not a torn tail, which recovery cuts).
@@ -122,6 +124,11 @@ impl fmt::Display for Error {
             Error::NoWorkers => {
                 write!(f, "the database has no workers to run tasks (Options::workers is 0)")
             }
+            Error::BatchTooLarge { ops, max_ops, pool_pages } => write!(
+                f,
+                "a batch of {ops} changes is too large for a pool of {pool_pages} pages (at most \
+                 {max_ops}: split it, or raise Options::pool_bytes)"
+            ),
             Error::LogFailed { reason } => write!(
                 f,
                 "the write-ahead log failed ({reason}); the database refuses writes until it \

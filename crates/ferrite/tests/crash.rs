@@ -55,7 +55,7 @@ fn apply(state: &mut State, ops: &[Op]) {
 
 fn options(disk: &Arc<SimDisk>) -> Options {
     Options {
-        pool_bytes: 24 * 4096,
+        pool_bytes: 64 * 4096,
         max_size_bytes: 64 << 20,
         grow_chunk_bytes: 64 << 10,
         direct_io: false,

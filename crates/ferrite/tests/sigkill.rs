@@ -14,12 +14,11 @@
 //! function of the seed and their number; `FERRITE_SEED=n` replays a seed's choices (the
 //! moment of each kill is the machine's); `FERRITE_SIGKILL_KEEP=dir` keeps the crash images.
 //!
-//! The child writes with a pool of 256 pages, so that pages are written back all the time.
-//! Every open that recovers a crash image gets a pool that holds all the data instead: a
-//! recovery that evicts pages it replays loses changes today (`known_bugs.rs`,
-//! `recovery_with_a_small_pool_replays_every_commit`). `FERRITE_SIGKILL_SMALL_RECOVERY=1`
-//! recovers with 256 pages too, and fails until that is fixed. The ignored test at the end
-//! runs the same writes with a 16-page pool: another engine bug, a livelock.
+//! The child writes with a pool of 256 pages, so that pages are written back all the time, and
+//! recovery runs with the same pool, so that it evicts pages it replays (a recovery that did
+//! so once lost changes: `regressions.rs`). `FERRITE_SIGKILL_LARGE_RECOVERY=1` recovers with
+//! a pool that holds all the data instead. The last test runs the same writes with a 16-page
+//! pool: every write finishes, or is refused as too large for the pool (it once livelocked).
 
 mod common;
 
@@ -48,7 +47,7 @@ const CHILD_PLAN_VAR: &str = "FERRITE_SIGKILL_PLAN";
 const KEEP_VAR: &str = "FERRITE_SIGKILL_KEEP";
 
 /// Set: recover crash images with the writer's pool (see the module's comment).
-const SMALL_RECOVERY_VAR: &str = "FERRITE_SIGKILL_SMALL_RECOVERY";
+const LARGE_RECOVERY_VAR: &str = "FERRITE_SIGKILL_LARGE_RECOVERY";
 /// What the child prints before each of its own lines (the test harness prints too).
 const MARK: &str = "sigkill-child: ";
 
@@ -154,10 +153,10 @@ fn options(pool_pages: u64, workers: usize, checkpoint_log_bytes: u64) -> Option
 }
 
 fn recovery_pool_pages() -> u64 {
-    if std::env::var_os(SMALL_RECOVERY_VAR).is_some() {
-        POOL_PAGES
-    } else {
+    if std::env::var_os(LARGE_RECOVERY_VAR).is_some() {
         RECOVERY_POOL_PAGES
+    } else {
+        POOL_PAGES
     }
 }
 
@@ -566,14 +565,12 @@ fn acknowledged_writes_survive_sigkill() {
     );
 }
 
-/// The child's writes with the smallest pool accepted (16 pages): each must finish or fail
-/// with `PoolExhausted`. Fails today (found while shrinking the pool of the test above): write
-/// 209 of seed 1, a batch of 8, never returns: its put misses page A, loading A evicts page
-/// B the retried attempt needs, loading B evicts A, and so on (`btree::run` →
-/// `BufferPool::load` → `reserve_frame`, every load succeeding, so neither the
-/// `PoolExhausted` of `reserve_frame` nor `run`'s failed-load check ever fires).
+/// The child's writes with the smallest pool accepted (16 pages): each must finish, or be
+/// refused (`BatchTooLarge`: a batch whose pinned pages could not fit) or fail with
+/// `PoolExhausted`. Regression: write 209 of seed 1, a batch of 8, never returned: its put
+/// missed page A, loading A evicted page B the retried attempt needed, and so on, while the
+/// batch's changed pages stayed pinned.
 #[test]
-#[ignore = "engine bug: a write whose pages do not fit a tiny pool livelocks instead of failing"]
 fn every_write_finishes_or_fails_with_a_pool_of_16_pages() {
     let dir = TempDir::new("sigkill-pool-16");
     let options = Options { create_if_missing: true, ..options(16, 0, LARGE_CHECKPOINT_BYTES) };
@@ -591,7 +588,8 @@ fn every_write_finishes_or_fails_with_a_pool_of_16_pages() {
                 };
             }
             let result = db.write(&batch);
-            let failed = result.is_err();
+            let failed =
+                result.as_ref().is_err_and(|e| !matches!(e, ferrite::Error::BatchTooLarge { .. }));
             if done.send((number, result)).is_err() || failed {
                 return;
             }
@@ -599,7 +597,7 @@ fn every_write_finishes_or_fails_with_a_pool_of_16_pages() {
     });
     for number in 0..400 {
         match finished.recv_timeout(Duration::from_secs(30)) {
-            Ok((_, Ok(()))) => {}
+            Ok((_, Ok(()))) | Ok((_, Err(ferrite::Error::BatchTooLarge { .. }))) => {}
             Ok((n, Err(e))) => {
                 assert!(matches!(e, ferrite::Error::PoolExhausted { .. }), "write {n}: {e}");
                 return;

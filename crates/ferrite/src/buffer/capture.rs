@@ -121,6 +121,7 @@ pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
     let mut ranges = Vec::new();
     diff_ranges(&ZERO_PAGE, page, &mut ranges);
     let mut w = RecordWriter::new(crate::wal::record::KIND_IMAGE);
+    w.u64(crate::store::page::lsn_of(page));
     w.page_entry(page_id, OP_NEW, &ranges);
     w.bytes
 }

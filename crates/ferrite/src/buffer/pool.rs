@@ -637,19 +637,20 @@ impl BufferPool {
         if state & PINNED != 0 {
             return Ok(WriteCheck::Pinned);
         }
-        let mut lsn = page::lsn_of(memory);
+        // The log must be durable past the page's last change, and past its image.
+        let mut needed = page::lsn_of(memory);
         if state < self.epoch_completed.load(Ordering::Acquire) {
             // Read the epoch before appending: an image is counted for a checkpoint only if
-            // it follows that checkpoint's redo LSN (see `start_checkpoint`).
+            // it follows that checkpoint's redo LSN (see `Shared::checkpoint`). The page keeps
+            // its LSN: the image says which content it holds.
             let epoch = self.epoch_started.load(Ordering::Acquire);
             let mut record = encode_image(page_id, memory);
             let (image_lsn, _) = log.append(&mut record)?;
-            page::set_lsn(memory, image_lsn);
             slot.log_state.store(epoch, Ordering::Release);
-            lsn = image_lsn;
+            needed = needed.max(image_lsn);
         }
-        if lsn >= log.durable() {
-            return Ok(WriteCheck::LogFirst(lsn + 1));
+        if needed >= log.durable() {
+            return Ok(WriteCheck::LogFirst(needed + 1));
         }
         Ok(WriteCheck::Ready)
     }

@@ -98,7 +98,9 @@ fn build_ring(entries: u32) -> io::Result<IoUring> {
 
 impl UringEngine {
     pub(crate) fn new(files: Arc<[File]>, direct: bool, depth: usize) -> Result<Self> {
-        let entries = u32::try_from(depth).expect("depth checked by open_engine");
+        // Two entries beyond the depth: a log write and its linked sync always fit beside a
+        // full queue of requests (a depth of 1 would otherwise never take the pair).
+        let entries = u32::try_from(depth + 2).expect("depth checked by open_engine");
         let ring = build_ring(entries).map_err(|e| {
             Error::io(
                 format!(

@@ -28,7 +28,11 @@
 //! LSN and the checksum is made when the page is written.
 //!
 //! **Page image** (written before a page's first write-back after a checkpoint, so that a
-//! write torn by a crash can be repaired): one page entry with op 1, not an allocation.
+//! write torn by a crash can be repaired): the page LSN of its content (8), then one page
+//! entry with op 1, not an allocation. Recovery applies it only to a page whose LSN is older
+//! than the content's, and gives the page the content's LSN (an image logged while recovery
+//! itself evicts pages lies past records still to replay: its position says nothing of its
+//! age).
 //!
 //! **Flush end** (the last record of every log write): the LSN where that write began (8),
 //! and the LSN below which the log was durable when it began (8).
@@ -85,7 +89,11 @@ pub enum Record {
         pages: Vec<PageEntry>,
     },
     Checkpoint(Checkpoint),
-    Image(PageEntry),
+    /// A page's bytes, whose content is as of log position `content_lsn`.
+    Image {
+        content_lsn: u64,
+        entry: PageEntry,
+    },
     /// The end of one log write that began at `start`, when the log was durable below
     /// `synced_below`.
     FlushEnd {
@@ -276,11 +284,12 @@ pub fn decode(bytes: &[u8], lsn: u64) -> Result<Record, String> {
         }
         KIND_FLUSH_END => Record::FlushEnd { start: r.u64()?, synced_below: r.u64()? },
         _ => {
+            let content_lsn = r.u64()?;
             let entry = r.page_entry()?;
             if entry.op != OP_NEW {
                 return Err(format!("page image with op {}", entry.op));
             }
-            Record::Image(entry)
+            Record::Image { content_lsn, entry }
         }
     };
     if r.at != bytes.len() {
@@ -369,8 +378,9 @@ pub fn fuzz_record(input: &[u8]) {
             w.bytes
         }
         Record::Checkpoint(c) => encode_checkpoint(c),
-        Record::Image(p) => {
+        Record::Image { content_lsn, entry: p } => {
             let mut w = RecordWriter::new(KIND_IMAGE);
+            w.u64(*content_lsn);
             w.page_entry(p.page_id, p.op, &p.ranges);
             w.bytes
         }
@@ -405,6 +415,7 @@ mod tests {
         diff_ranges(&before, &after, &mut ranges);
         let entry = PageEntry { page_id: 3, op: OP_CHANGED, ranges };
         let mut w = RecordWriter::new(KIND_IMAGE);
+        w.u64(0);
         w.page_entry(3, OP_NEW, &entry.ranges);
         let mut bytes = w.bytes;
         RecordWriter::finish(&mut bytes, 0);

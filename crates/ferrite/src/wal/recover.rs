@@ -11,7 +11,7 @@
 //! completed: a torn tail, cut (and erased, so that a later crash cannot mistake it for new
 //! records).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -162,6 +162,16 @@ fn erase(segments: &[Segment], from: u64, to: u64) -> Result<()> {
     Ok(())
 }
 
+/// The checkpoint record at `checkpoint_lsn`, read without changing anything (a read-only
+/// open takes the free pages from it).
+pub fn read_checkpoint(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<Checkpoint> {
+    let (all, _) = discover(storage)?;
+    match read_record(&all, checkpoint_lsn)? {
+        Some((Record::Checkpoint(checkpoint), _)) => Ok(checkpoint),
+        _ => Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable")),
+    }
+}
+
 /// What [`check_log`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogReport {
@@ -196,7 +206,7 @@ pub fn check_log(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<LogReport
         report.records += 1;
         match record {
             Record::Commit { .. } => report.commits += 1,
-            Record::Image(_) => report.images += 1,
+            Record::Image { .. } => report.images += 1,
             _ => {}
         }
         lsn += len as u64;
@@ -268,7 +278,7 @@ pub fn recover(
     let mut free: BTreeSet<PageId> = free.into_iter().collect();
     let mut page_count = page_count;
     let mut next_tree_id = next_tree_id;
-    let mut torn = BTreeSet::new();
+    let mut torn = Deferred::new();
     for (lsn, record) in records {
         let entries = match record {
             Record::Commit { next_tree_id: next, pages } => {
@@ -289,7 +299,14 @@ pub fn recover(
                 }
                 pages
             }
-            Record::Image(entry) => vec![entry],
+            Record::Image { content_lsn, entry } => {
+                // Applied by its content's age, not its position.
+                report.records += 1;
+                if replay(pool, content_lsn, &entry, &mut torn)? {
+                    report.pages_applied += 1;
+                }
+                continue;
+            }
             Record::Checkpoint(_) | Record::FlushEnd { .. } => continue,
         };
         report.records += 1;
@@ -299,7 +316,7 @@ pub fn recover(
             }
         }
     }
-    for &page_id in &torn {
+    for &page_id in torn.keys() {
         if !free.contains(&page_id) {
             return Err(Error::Corrupt {
                 page: page_id,
@@ -312,30 +329,42 @@ pub fn recover(
     Ok(Recovered { log, page_count, free: free.into_iter().collect(), next_tree_id, report })
 }
 
-/// Applies one page entry of the record at `lsn`, if the page is older; returns whether
-/// it did. Pages that are torn stay in `torn` until an image repairs them.
-fn replay(
-    pool: &BufferPool,
-    lsn: u64,
-    entry: &PageEntry,
-    torn: &mut BTreeSet<PageId>,
-) -> Result<bool> {
+/// Changes read for torn pages, waiting for an image of them: `(lsn, entry)` in log order.
+type Deferred = BTreeMap<PageId, Vec<(u64, PageEntry)>>;
+
+/// Applies one page entry of the record at `lsn` (for an image: the LSN of its content) if
+/// the page is older; returns whether it did. A change to a torn page waits in `torn` for a
+/// full image of the page (a page image, or the page allocated anew); once one comes, the
+/// changes newer than it are applied on top, in order. (An image can lie in the log after
+/// changes newer than its content: one logged while a recovery evicted pages.)
+fn replay(pool: &BufferPool, lsn: u64, entry: &PageEntry, torn: &mut Deferred) -> Result<bool> {
     if entry.op == OP_FREED {
         torn.remove(&entry.page_id);
         return Ok(false);
     }
     let mut applied = false;
     pool.recover_page(entry.page_id, |memory, valid| {
-        if valid && page::lsn_of(memory) >= lsn {
-            return false;
+        if !valid {
+            if entry.op == OP_CHANGED {
+                torn.entry(entry.page_id).or_default().push((lsn, entry.clone()));
+                return false;
+            }
+            entry.apply(memory);
+            page::set_lsn(memory, lsn);
+            for (later, change) in torn.remove(&entry.page_id).unwrap_or_default() {
+                if later > lsn {
+                    change.apply(memory);
+                    page::set_lsn(memory, later);
+                }
+            }
+            applied = true;
+            return true;
         }
-        if !valid && entry.op == OP_CHANGED {
-            torn.insert(entry.page_id);
+        if page::lsn_of(memory) >= lsn {
             return false;
         }
         entry.apply(memory);
         page::set_lsn(memory, lsn);
-        torn.remove(&entry.page_id);
         applied = true;
         true
     })?;

@@ -1,9 +1,6 @@
-//! Engine bugs found while writing `sigkill.rs` and `ferrite check`'s log section, each
-//! reduced to a small deterministic test. They fail today and are `#[ignore]`d so that the
-//! suite stays green; run them with `cargo test -p ferrite --test known_bugs -- --ignored`.
-//! The fix removes the `ignore` (and the workaround its doc comment names). A third, which
-//! needs the SIGKILL test's workload, is in `sigkill.rs`
-//! (`every_write_finishes_or_fails_with_a_pool_of_16_pages`).
+//! Regression tests for engine bugs found while writing `sigkill.rs` and `ferrite check`'s
+//! log section, each reduced to a small deterministic test. A third, which needs the SIGKILL
+//! test's workload, is in `sigkill.rs` (`every_write_finishes_or_fails_with_a_pool_of_16_pages`).
 
 mod common;
 
@@ -20,7 +17,9 @@ fn value(i: u64, pass: u64) -> Vec<u8> {
     format!("pass {pass} value {i:06} {}", "v".repeat(80)).into_bytes()
 }
 
-/// Recovery with a pool smaller than the pages it replays loses acknowledged changes.
+/// Recovery with a pool smaller than the pages it replays lost acknowledged changes (fixed:
+/// an image records the LSN of its content, and recovery applies it by that, not by its
+/// position; changes met while a page is torn wait for its image).
 ///
 /// The writer's pool holds every page, so nothing is written back after the open's
 /// checkpoint and recovery replays every commit. Replaying with a small pool evicts replayed
@@ -30,10 +29,7 @@ fn value(i: u64, pass: u64) -> Vec<u8> {
 /// page reloaded from disk is "newer" than the record and `recover::replay` skips it: the
 /// second pass's values are lost, silently (the log and `check` look fine).
 ///
-/// `sigkill.rs` recovers with a pool that holds every page until this is fixed
-/// (`FERRITE_SIGKILL_SMALL_RECOVERY=1` recovers with the writer's 256 pages and fails).
 #[test]
-#[ignore = "engine bug: recovery under pool pressure skips records (see the doc comment)"]
 fn recovery_with_a_small_pool_replays_every_commit() {
     let dir = TempDir::new("small-pool-recovery");
     let writer = Options { checkpoint_log_bytes: 64 << 20, ..tiny(4_096) };
@@ -72,13 +68,11 @@ fn recovery_with_a_small_pool_replays_every_commit() {
     }
 }
 
-/// A read-only open of a directory with a log does not know its free pages: they are in the
-/// last checkpoint record, which only recovery (a writable open) reads, and the free-list
-/// chain the superblock could name is emptied at every writable open. So `Db::check` on a
-/// read-only open (what `ferrite check` does) reports every free page as "lost", and
-/// `ferrite stats` shows 0 free pages, on any cleanly closed directory that ever freed one.
+/// A read-only open of a directory with a log did not know its free pages: they are in the
+/// last checkpoint record, which only recovery (a writable open) read. So `Db::check` on a
+/// read-only open (what `ferrite check` does) reported every free page as "lost". Fixed: a
+/// read-only open reads the free pages from the checkpoint record.
 #[test]
-#[ignore = "engine bug: a read-only open reports every free page as lost (see the doc comment)"]
 fn a_read_only_open_knows_the_free_pages() {
     let dir = TempDir::new("read-only-free");
     let db = Db::open(dir.path(), tiny(64)).unwrap();
