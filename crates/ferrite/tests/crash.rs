@@ -3,7 +3,8 @@
 //! cut (unsynced writes lost or torn at 512-byte granularity), then recovery. After every
 //! recovery the database must hold exactly what was acknowledged, plus a prefix of the
 //! commits whose fate was open (not waited for, or failed), never part of one; and `check`
-//! must find it whole. Replay one seed with `FERRITE_SEED=n`.
+//! must find it whole. Some recoveries meet write errors and a power cut of their own before
+//! the next one runs. Replay one seed with `FERRITE_SEED=n`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -111,6 +112,8 @@ struct Seen {
     pages_replayed: u64,
     torn_tails: u64,
     open_commits_lost: u64,
+    recoveries_interrupted: u64,
+    recoveries_survived_faults: u64,
 }
 
 /// Runs one disk through its crash cycles.
@@ -122,6 +125,31 @@ fn run_disk(seed: u64, seen: &mut Seen) {
     let mut durable = State::new();
     let mut open: Vec<Vec<Op>> = Vec::new();
     for cycle in 0..CYCLES_PER_DISK {
+        // Now and then recovery itself meets write errors and the power fails during it;
+        // the next recovery starts over from what that one left.
+        if cycle > 0 && rng.below(4) == 0 {
+            disk.set_faults(SimFaults { write_error_per_million: 100_000, ..Default::default() });
+            match Db::open(dir.path(), options(&disk)) {
+                Ok(db) => {
+                    if std::env::var_os("FERRITE_TRACE").is_some() {
+                        eprintln!(
+                            "cycle {cycle}: faulty recovery survived {:?}",
+                            db.recovery_report()
+                        );
+                    }
+                    seen.recoveries_survived_faults += 1;
+                    disk.crash();
+                    db.abandon();
+                }
+                Err(e) => {
+                    if std::env::var_os("FERRITE_TRACE").is_some() {
+                        eprintln!("cycle {cycle}: faulty recovery failed: {e}");
+                    }
+                    seen.recoveries_interrupted += 1;
+                    disk.crash();
+                }
+            }
+        }
         disk.set_faults(SimFaults::default());
         let db = match Db::open(dir.path(), options(&disk)) {
             Ok(db) => db,
@@ -291,6 +319,7 @@ fn thousands_of_crashes_lose_nothing_acknowledged_and_no_half_batch() {
         assert!(seen.torn_tails > 10, "{seen:?}");
         assert!(seen.failed_commits > 10, "{seen:?}");
         assert!(seen.open_commits_lost > 10, "{seen:?}");
+        assert!(seen.recoveries_interrupted > 10, "{seen:?}");
     }
 }
 

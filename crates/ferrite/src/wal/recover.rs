@@ -253,6 +253,9 @@ pub fn recover(
         return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
     };
     let Checkpoint { redo_lsn, page_count, next_tree_id, free, .. } = checkpoint;
+    if std::env::var_os("FERRITE_DEBUG_WAL").is_some() {
+        eprintln!("wal: checkpoint at {checkpoint_lsn}: redo {redo_lsn}, page count {page_count}, free {free:?}");
+    }
     // The contiguous run of segments that reaches from the redo LSN.
     let mut segments = chain_from(&all, redo_lsn)?;
     // Pass 1: read to the end, checking every record.
@@ -293,9 +296,9 @@ pub fn recover(
                         }
                         _ => {}
                     }
-                    if entry.op != OP_FREED {
-                        page_count = page_count.max(entry.page_id + 1);
-                    }
+                    // Freed pages too: a page allocated and freed in one commit is logged as
+                    // freed only, and it did raise the page count.
+                    page_count = page_count.max(entry.page_id + 1);
                 }
                 pages
             }
@@ -315,6 +318,13 @@ pub fn recover(
                 report.pages_applied += 1;
             }
         }
+    }
+    if std::env::var_os("FERRITE_DEBUG_WAL").is_some() {
+        eprintln!(
+            "wal: recovered page count {page_count}, free {:?}, torn {:?}",
+            free.iter().collect::<Vec<_>>(),
+            torn.keys().collect::<Vec<_>>()
+        );
     }
     for &page_id in torn.keys() {
         if !free.contains(&page_id) {
