@@ -42,6 +42,9 @@ pub const SEGMENT_VERSION: u32 = 1;
 /// flight (the second group written and synced while the first waits) made smaller groups
 /// and no more commits per second (docs/benchmarks.md); the format and recovery allow more.
 pub const MAX_FLIGHTS: usize = 1;
+/// Log bytes of the small segment made when a new segment is needed and no prepared one is
+/// ready (the first of a new database, say).
+pub const SMALL_SEGMENT_BYTES: u64 = 1 << 20;
 /// Bytes before a segment's log bytes.
 pub const SEGMENT_HEADER_BYTES: u64 = PAGE_SIZE as u64;
 
@@ -89,6 +92,28 @@ pub fn decode_segment_header(header: &[u8]) -> Option<(u64, u64)> {
         return None;
     }
     Some((read_u64(header, 16), read_u64(header, 24)))
+}
+
+/// Writes zeros over the first `bytes` of `device` and syncs them: past the page cache where
+/// it can (O_DIRECT through a second descriptor of the file: no copy into the cache, nothing
+/// to evict later).
+fn zero_fill(device: &dyn BlockDevice, bytes: u64) -> std::io::Result<()> {
+    let direct = crate::io::FileDevice::open(device.path(), false, true).ok();
+    let zeros = crate::io::AlignedBuf::zeroed(1 << 20);
+    let mut at = 0;
+    while at < bytes {
+        let len = (bytes - at).min(zeros.len() as u64) as usize;
+        let piece = &zeros.as_slice()[..len];
+        match &direct {
+            Some(direct) if len % crate::io::IO_ALIGN == 0 => direct.write_at(piece, at)?,
+            _ => device.write_at(piece, at)?,
+        }
+        at += len as u64;
+    }
+    if let Some(direct) = &direct {
+        direct.sync()?;
+    }
+    device.sync()
 }
 
 /// Reads log bytes `lsn..lsn + buf.len()` from `segments` (sorted, contiguous); bytes not on
@@ -465,6 +490,7 @@ impl Log {
                 }
             };
             let name = segment_name(slot);
+            let fresh = device.is_none();
             let device = match device {
                 Some(device) => device,
                 None => self
@@ -473,14 +499,29 @@ impl Log {
                     .map_err(|e| Error::io(format!("opening log segment {name}"), e))?
                     .expect("created"),
             };
-            let header = encode_segment_header(start, self.segment_bytes);
+            let on_disk = device.len().unwrap_or(0).saturating_sub(SEGMENT_HEADER_BYTES);
+            let capacity = if fresh && on_disk == 0 && device.raw_fd().is_some() {
+                // A new file with no spare ready: a small segment, zeroed now (a few ms), so
+                // that syncs into it need no block allocation either; the helper prepares a
+                // full one meanwhile.
+                let capacity = SMALL_SEGMENT_BYTES.min(self.segment_bytes);
+                zero_fill(device.as_ref(), SEGMENT_HEADER_BYTES + capacity)
+                    .map_err(|e| Error::io(format!("preparing log segment {name}"), e))?;
+                capacity
+            } else if fresh && on_disk >= SMALL_SEGMENT_BYTES {
+                // A reused slot keeps the size its file has.
+                on_disk
+            } else {
+                self.segment_bytes
+            };
+            let header = encode_segment_header(start, capacity);
             device
                 .write_at(&header, 0)
                 .map_err(|e| Error::io(format!("writing the header of log segment {name}"), e))?;
             self.storage
                 .sync_names()
                 .map_err(|e| Error::io(format!("syncing the directory of {name}"), e))?;
-            state.segments.push(Segment { slot, start, capacity: self.segment_bytes, device });
+            state.segments.push(Segment { slot, start, capacity, device });
         }
         Ok(state.segments.iter().filter(|s| s.end() > from && s.start < end).cloned().collect())
     }
@@ -507,32 +548,13 @@ impl Log {
         let slot = state.next_slot;
         state.next_slot += 1;
         let (storage, spares) = (Arc::clone(&self.storage), Arc::clone(&self.spares));
-        let bytes = SEGMENT_HEADER_BYTES + last.capacity;
+        let bytes = SEGMENT_HEADER_BYTES + self.segment_bytes;
         let spawned =
             std::thread::Builder::new().name("ferrite-log-prep".into()).spawn(move || {
                 let name = segment_name(slot);
                 let Ok(Some(device)) = storage.open(&name, true) else { return };
-                // Zeros go past the page cache where they can (O_DIRECT through a second
-                // descriptor of the file: no copy into the cache, nothing to evict later).
-                let direct = crate::io::FileDevice::open(device.path(), false, true).ok();
-                let zeros = crate::io::AlignedBuf::zeroed(1 << 20);
-                let mut at = 0;
-                while at < bytes {
-                    let len = (bytes - at).min(zeros.len() as u64) as usize;
-                    let piece = &zeros.as_slice()[..len];
-                    let written = match &direct {
-                        Some(direct) if len % crate::io::IO_ALIGN == 0 => {
-                            direct.write_at(piece, at)
-                        }
-                        _ => device.write_at(piece, at),
-                    };
-                    if written.is_err() {
-                        return;
-                    }
-                    at += len as u64;
-                }
-                let direct_synced = direct.as_ref().map_or(Ok(()), |d| d.sync());
-                if direct_synced.is_ok() && device.sync().is_ok() && storage.sync_names().is_ok() {
+                let zeroed = zero_fill(device.as_ref(), bytes);
+                if zeroed.is_ok() && storage.sync_names().is_ok() {
                     spares.lock().unwrap().push((slot, device));
                 }
             });
