@@ -357,3 +357,59 @@ fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
     assert!(db.check().unwrap().is_ok());
     assert!(acknowledged.len() > 10, "only {} puts before the disk filled", acknowledged.len());
 }
+
+#[test]
+fn periodic_durability_flushes_within_its_interval() {
+    let disk = SimDisk::new(11);
+    let dir = TempDir::new("crash-periodic");
+    let options = Options {
+        durability: Durability::Periodic(std::time::Duration::from_millis(20)),
+        ..options(&disk)
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let tree = db.tree("a").unwrap();
+    tree.put(b"soon durable", b"yes").unwrap();
+    // Returned at once; written and synced by the periodic flush well within this sleep.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    disk.crash();
+    db.abandon();
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.open_tree("a").unwrap();
+    assert_eq!(tree.get(b"soon durable").unwrap().as_deref(), Some(&b"yes"[..]));
+}
+
+#[test]
+fn log_segments_are_reused_and_the_log_stays_bounded() {
+    let disk = SimDisk::new(12);
+    let dir = TempDir::new("crash-segments");
+    let options = Options { checkpoint_log_bytes: 256 << 10, ..options(&disk) };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let tree = db.tree("a").unwrap();
+    let log = db.log().unwrap().clone();
+    let mut most_retained = 0;
+    for i in 0..6_000u32 {
+        let mut batch = WriteBatch::new();
+        batch.put(&tree, &i.to_be_bytes(), &[i as u8; 200]).durability(Durability::None);
+        db.write(&batch).unwrap();
+        if i % 500 == 499 {
+            // The test takes the checkpoints (a checkpoint thread would race the disk's draws).
+            db.checkpoint().unwrap();
+        }
+        most_retained = most_retained.max(log.retained_bytes());
+    }
+    let written = log.counters.bytes_written.load(std::sync::atomic::Ordering::Relaxed);
+    let (in_use, slots) = log.segment_usage();
+    eprintln!("{written} log bytes written over {slots} segment files, {in_use} in use; at most {most_retained} retained");
+    assert!(written > 4 << 20, "only {written} log bytes written");
+    assert!(
+        slots <= 4 && in_use <= 3,
+        "{in_use} segments in use, {slots} files, for {written} bytes"
+    );
+    assert!(most_retained < 2 << 20, "the log on disk reached {most_retained} bytes");
+    disk.crash();
+    db.abandon();
+    let db = Db::open(dir.path(), options).unwrap();
+    let report = db.recovery_report().clone();
+    assert!(report.end_lsn - report.redo_lsn < 1 << 20, "{report:?}");
+    assert_eq!(db.open_tree("a").unwrap().iter().count(), 6_000);
+}
