@@ -4,7 +4,8 @@
 //! recovery the database must hold exactly what was acknowledged, plus a prefix of the
 //! commits whose fate was open (not waited for, or failed), never part of one; and `check`
 //! must find it whole. Some recoveries meet write errors and a power cut of their own before
-//! the next one runs. Replay one seed with `FERRITE_SEED=n`.
+//! the next one runs. Replay one seed with `FERRITE_SEED=n` (`FERRITE_TRACE=1` prints what
+//! each cycle did).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -238,24 +239,6 @@ fn run_disk(seed: u64, seen: &mut Seen) {
                 };
             }
             batch.durability(if waits { Durability::Sync } else { Durability::None });
-            if std::env::var_os("FERRITE_TRACE").is_some() {
-                for op in &ops {
-                    if let Op::Put(1, k, v) = op {
-                        if k == b"key-211" {
-                            eprintln!(
-                                "cycle {cycle}: put key-211 {} bytes of {:?} waits {waits}",
-                                v.len(),
-                                v.first()
-                            );
-                        }
-                    }
-                    if let Op::Delete(1, k) = op {
-                        if k == b"key-211" {
-                            eprintln!("cycle {cycle}: delete key-211 waits {waits}");
-                        }
-                    }
-                }
-            }
             let outcome = db.write(&batch);
             if std::env::var_os("FERRITE_TRACE").is_some() {
                 eprintln!(

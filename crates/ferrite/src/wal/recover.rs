@@ -96,13 +96,7 @@ fn read_record(segments: &[Segment], lsn: u64) -> Result<Option<(Record, usize)>
     if !read_stream(segments, lsn, &mut bytes)? {
         return Ok(None);
     }
-    let decoded = record::decode(&bytes, lsn);
-    if let Err(e) = &decoded {
-        if std::env::var_os("FERRITE_DEBUG_WAL").is_some() {
-            eprintln!("wal: record at {lsn} ({len} bytes): {e}");
-        }
-    }
-    Ok(decoded.ok().map(|r| (r, len)))
+    Ok(record::decode(&bytes, lsn).ok().map(|r| (r, len)))
 }
 
 /// Decides whether the bad record at `bad` is a torn tail (`Ok`) or damage (`Err`). For a
@@ -253,9 +247,6 @@ pub fn recover(
         return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
     };
     let Checkpoint { redo_lsn, page_count, next_tree_id, free, .. } = checkpoint;
-    if std::env::var_os("FERRITE_DEBUG_WAL").is_some() {
-        eprintln!("wal: checkpoint at {checkpoint_lsn}: redo {redo_lsn}, page count {page_count}, free {free:?}");
-    }
     // The contiguous run of segments that reaches from the redo LSN.
     let mut segments = chain_from(&all, redo_lsn)?;
     // Pass 1: read to the end, checking every record.
@@ -318,13 +309,6 @@ pub fn recover(
                 report.pages_applied += 1;
             }
         }
-    }
-    if std::env::var_os("FERRITE_DEBUG_WAL").is_some() {
-        eprintln!(
-            "wal: recovered page count {page_count}, free {:?}, torn {:?}",
-            free.iter().collect::<Vec<_>>(),
-            torn.keys().collect::<Vec<_>>()
-        );
     }
     for &page_id in torn.keys() {
         if !free.contains(&page_id) {
