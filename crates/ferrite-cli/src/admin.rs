@@ -215,7 +215,7 @@ fn write_log_section(
         count(log.segments as u64, "segment"),
         wal_dir.display(),
         if unused > 0 {
-            format!(" (and {} without a header)", count(unused, "file"))
+            format!(" (and {} ready for reuse)", count(unused, "unused file"))
         } else {
             String::new()
         },
@@ -350,7 +350,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "log: 2 segments in d/wal (and 1 file without a header); last checkpoint at \
+            "log: 2 segments in d/wal (and 1 unused file ready for reuse); last checkpoint at \
              position 1638, replay from 1435\n\
              log: 1,204 records verified from there to the end (position 9000): 1,000 commits, \
              1 page image\n\

@@ -20,7 +20,8 @@ pub enum Error {
     NotADatabase { path: PathBuf, reason: String },
     /// Another `Db` (in this or another process) has the directory open.
     Locked { path: PathBuf },
-    /// The data directory was not closed cleanly and there is no log to recover from yet.
+    /// A read-only open of a data directory that was not closed cleanly: recovering it from
+    /// its log needs a writable open.
     NotCleanlyClosed { path: PathBuf },
     /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
     KeyTooLarge { len: usize, max: usize },
@@ -96,8 +97,8 @@ impl fmt::Display for Error {
             }
             Error::NotCleanlyClosed { path } => write!(
                 f,
-                "{} was not closed cleanly; without a write-ahead log its pages may be \
-                 inconsistent (run `ferrite check`, or set Options::accept_unclean to open it anyway)",
+                "{} was not closed cleanly: open it for writing once to recover it from its log \
+                 (or set Options::accept_unclean to read it as it is, unrecovered)",
                 path.display()
             ),
             Error::KeyTooLarge { len, max } => {
@@ -110,14 +111,12 @@ impl fmt::Display for Error {
             Error::TreeNotFound { name } => write!(f, "no tree named {name:?}"),
             Error::TreeExists { name } => write!(f, "a tree named {name:?} exists already"),
             Error::BadTreeName { name, reason } => write!(f, "bad tree name {name:?}: {reason}"),
-            Error::DatabaseFull { max_pages } => write!(
-                f,
-                "database is full: {max_pages} pages (raise Options::max_size_bytes)"
-            ),
-            Error::PoolExhausted { pool_pages } => write!(
-                f,
-                "all {pool_pages} pool pages are latched; raise Options::pool_bytes"
-            ),
+            Error::DatabaseFull { max_pages } => {
+                write!(f, "database is full: {max_pages} pages (raise Options::max_size_bytes)")
+            }
+            Error::PoolExhausted { pool_pages } => {
+                write!(f, "all {pool_pages} pool pages are latched; raise Options::pool_bytes")
+            }
             Error::BadOptions { reason } => write!(f, "bad options: {reason}"),
             Error::Closed => write!(f, "the database is closed"),
             Error::ReadOnly => write!(f, "the database was opened read-only"),

@@ -21,8 +21,9 @@ pub struct Options {
     pub direct_io: bool,
     /// Create the data directory and its files when they do not exist.
     pub create_if_missing: bool,
-    /// Open a directory that was not closed cleanly (its pages may be inconsistent until the
-    /// write-ahead log exists). Free pages are then found again by walking every tree.
+    /// With `read_only`: open a directory that was not closed cleanly as it is, without
+    /// replaying its log (which needs writes), so its pages may miss changes or be torn. A
+    /// writable open always recovers such a directory from its log.
     pub accept_unclean: bool,
     /// Change nothing on disk: writes fail with `Error::ReadOnly`, and neither open nor close
     /// writes the superblock (a directory not closed cleanly stays marked so).
