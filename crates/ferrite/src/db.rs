@@ -1010,6 +1010,11 @@ impl Shared {
         body: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
         self.check_writable()?;
+        if crate::sched::on_worker() {
+            // Blocking a worker on the commit lock or the log could wait for a task or a
+            // flush that only this worker runs.
+            return Err(Error::BlockingWriteInTask);
+        }
         let log = self.log()?;
         log.check()?;
         let guard = self.commit_lock.lock();

@@ -47,6 +47,9 @@ pub enum Error {
     ReadOnly,
     /// `Db::spawn` on a database opened with `Options::workers == 0`.
     NoWorkers,
+    /// A blocking write call made inside a task: it could wait for a commit or a log flush
+    /// that only this worker's own loop can finish.
+    BlockingWriteInTask,
     /// A batch changes more than the pool can hold pinned while it commits.
     BatchTooLarge { ops: usize, max_ops: usize, pool_pages: u64 },
     /// A write or sync of the log failed: the database refuses writes until reopened.
@@ -123,6 +126,11 @@ impl fmt::Display for Error {
             Error::NoWorkers => {
                 write!(f, "the database has no workers to run tasks (Options::workers is 0)")
             }
+            Error::BlockingWriteInTask => write!(
+                f,
+                "a blocking write cannot run inside a task (it could wait for its own worker): \
+                 use the *_async call (put_async, delete_async, update_async, Db::write_async)"
+            ),
             Error::BatchTooLarge { ops, max_ops, pool_pages } => write!(
                 f,
                 "a batch of {ops} changes is too large for a pool of {pool_pages} pages (at most \

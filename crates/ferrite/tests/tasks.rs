@@ -401,3 +401,38 @@ fn scans_as_tasks_read_out_of_line_values_without_blocking_their_worker() {
     }
     assert_check(&db);
 }
+
+/// A blocking write inside a task is refused with a clear error (it could block its worker
+/// on the commit lock held by a task of that worker, or on a log flush only that worker's loop
+/// finishes: both workers once hung so); the async calls and blocking reads work.
+#[test]
+fn blocking_writes_inside_tasks_are_refused_not_hung() {
+    let dir = TempDir::new("tasks-blocking-writes");
+    let options = Options { workers: 2, ..tiny(256) };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("t").unwrap();
+    let handles: Vec<_> = (0..16u64)
+        .map(|task| {
+            let tree = tree.clone();
+            db.spawn(async move {
+                for i in 0..50 {
+                    tree.put_async(&key(task, i), b"async").await.unwrap();
+                    assert!(tree.get(&key(task, i)).unwrap().is_some());
+                    let refused = tree.put(&key(task, i), b"blocking").unwrap_err();
+                    assert!(matches!(refused, Error::BlockingWriteInTask), "{refused}");
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        handles.into_iter().for_each(|h| h.wait());
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the tasks did not finish within 60 s");
+    assert_eq!(tree.iter().count(), 16 * 50);
+    assert!(tree.iter().all(|entry| entry.unwrap().1 == b"async"));
+}

@@ -132,6 +132,7 @@ pub(crate) struct WorkerIo {
     slot_waiters: VecDeque<Waker>,
     /// The log flush this worker has on its ring, if any.
     log_flight: Option<LogFlight>,
+    stats: Arc<WorkerStats>,
 }
 
 /// A log flush written and synced through this worker's engine.
@@ -150,6 +151,27 @@ thread_local! {
     /// Whether this thread is a worker with a log flush on its ring: it must not then wait
     /// for the log with a blocking call (only its own loop can finish that flush).
     static LOG_IN_FLIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// On a worker whose ring carries the log's flush (a task waiting for the log with the
+/// blocking API): reaps the worker's engine until that flush is done, handling the other
+/// completions as the worker's loop would. Only that loop could finish it otherwise.
+pub(crate) fn finish_own_log_flush() {
+    with_io(|io| {
+        let mut completions = Vec::new();
+        while io.log_flight.is_some() {
+            if let Err(e) = io.engine.reap(&mut completions, true) {
+                panic!("reaping I/O failed: {e}");
+            }
+            for completion in completions.drain(..) {
+                io.complete(completion);
+            }
+        }
+        if !io.written.is_empty() {
+            io.pool.finish_evict_many(&io.written);
+            io.written.clear();
+        }
+    });
 }
 
 /// Whether the calling thread is a worker whose ring carries a log flush.
@@ -347,7 +369,9 @@ impl WorkerIo {
         let _ = log.finish_flush(flight.job, result);
     }
 
-    fn complete(&mut self, completion: IoCompletion, stats: &WorkerStats) {
+    fn complete(&mut self, completion: IoCompletion) {
+        let stats = Arc::clone(&self.stats);
+        let stats = &*stats;
         if completion.tag & TAG_LOG != 0 {
             self.complete_log(completion);
             return;
@@ -475,6 +499,7 @@ impl Worker {
                 written: Vec::new(),
                 slot_waiters: VecDeque::new(),
                 log_flight: None,
+                stats: Arc::clone(&self.stats),
                 pool,
                 engine,
                 backlog: VecDeque::new(),
@@ -520,7 +545,7 @@ impl Worker {
                 }
                 with_io(|io| {
                     for completion in completions.drain(..) {
-                        io.complete(completion, &self.stats);
+                        io.complete(completion);
                     }
                     if !io.written.is_empty() {
                         io.pool.finish_evict_many(&io.written);

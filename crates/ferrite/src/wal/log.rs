@@ -333,6 +333,11 @@ impl Log {
                 return Ok(());
             }
             self.check()?;
+            if crate::sched::log_flush_in_flight() {
+                // A task on a worker whose own ring carries the flush: finish it here.
+                crate::sched::finish_own_log_flush();
+                continue;
+            }
             let mut state = self.state.lock().unwrap();
             // Wait while the bytes are all in flushes already, or no flush may start.
             while (lsn <= state.buf_start || state.flights.len() >= MAX_FLIGHTS)
