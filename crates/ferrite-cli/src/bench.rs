@@ -132,8 +132,9 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
     Ok(if output.failures.is_empty() { Outcome::Done } else { Outcome::Faults })
 }
 
-/// `ferrite bench recovery`: the table, what it shows and a result line per run on `out`;
-/// progress and a line per step on stderr.
+/// `ferrite bench recovery`: the table, what it shows and a result line per passing run on
+/// `out`; progress and a line per step on stderr. A run that lost acknowledged keys makes the
+/// command fail (exit status 2) after the table.
 pub fn recovery(config: &RecoveryConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let lengths: Vec<String> = config.seconds.iter().map(|&s| seconds_text(s)).collect();
     eprintln!(
@@ -148,9 +149,11 @@ pub fn recovery(config: &RecoveryConfig, out: &mut dyn Write) -> Result<Outcome,
     );
     let bench = recovery::run(config, true, &mut |line| eprintln!("{line}"))?;
     write!(out, "{}", bench.summary())?;
-    for run in &bench.runs {
+    // A failed run prints no result line; the command then fails naming it.
+    for run in bench.runs.iter().filter(|r| r.failure().is_none()) {
         writeln!(out, "{}", run.result_line(config))?;
     }
     out.flush()?;
+    bench.verdict()?;
     Ok(Outcome::Done)
 }

@@ -561,8 +561,9 @@ MEASUREMENT
     reopen is timed on the wall clock (\"open\": recovery, then the checkpoint every open
     takes); \"recovery\" is the replay alone, from the engine's recovery report, with the
     log bytes and records it replayed and the pages it changed. A key missing, wrong or
-    never inserted after the reopen fails the command (exit status 2, no result lines;
-    the runs before it are in --json FILE).
+    never inserted after the reopen fails the run: it is marked FAILED in the table and
+    prints no result line, the other runs go on, and the command then exits with status
+    2 (a failed last run leaves its directory, for ferrite check).
 
     A checkpoint starts once the interval was logged since the last one began, and frees
     the segments below its start when it ends: the log on disk peaks near the interval,
@@ -574,9 +575,9 @@ OUTPUT
     Progress and a line per step on stderr. On stdout a table, one row per run: inserts
     and inserts/s, log written, log max and its ratio to the checkpoint interval, log
     replayed, records replayed, pages applied, recovery and open time, log segment files,
-    keys verified; then the longest run against the shortest (ratios of inserts, log
+    keys verified and mismatches; then the longest run against the shortest (ratios of inserts, log
     written, recovery and open time, log replayed, log max) and the largest log on disk
-    against the checkpoint interval. Then one line per run:
+    against the checkpoint interval. Then one line per passing run:
 
     result workload=recovery seconds=S ops=N ops_per_s=N log_max_bytes=N
            replayed_bytes=N replayed_records=N recovery_ms=X open_ms=X

@@ -433,7 +433,7 @@ fn bench_recovery_prints_a_row_and_a_result_line_per_run() {
         "--workers",
         "2",
         "--cache-mib",
-        "2",
+        "16",
         "--checkpoint-mib",
         "1",
         "--json",
