@@ -1,10 +1,10 @@
 //! Workloads and measurement behind `ferrite bench`: key and value generation, loaders,
 //! the lookup loop, a latency histogram, a seeded RNG, progress display and result lines.
 //!
-//! Each workload is a module (`lookup`, `io`, and the comparison workloads: `ycsb` for the
-//! operation streams, `workload` for the runner, `workload_tasks` for Ferrite's tasks,
-//! `compare` for suites, `chart` for their pictures); the stores they run against sit
-//! behind `KvStore` (`store`). The `ferrite` command only parses arguments and prints what
+//! Each workload is a module (`lookup`, `io`, `recovery`, and the comparison workloads:
+//! `ycsb` for the operation streams, `workload` for the runner, `workload_tasks` for
+//! Ferrite's tasks, `compare` for suites, `chart` for their pictures); the stores they run
+//! against sit behind `KvStore` (`store`). The `ferrite` command only parses arguments and prints what
 //! comes back.
 
 pub mod chart;
@@ -24,6 +24,7 @@ pub mod memcap;
 pub mod peers;
 pub mod phase;
 pub mod progress;
+pub mod recovery;
 pub mod report;
 pub mod rng;
 pub mod store;

@@ -835,7 +835,7 @@ pub fn bytes_on_disk(dir: &Path) -> u64 {
 /// reuse it. Written only after the load is complete and flushed.
 const META_FILE: &str = "ferrite-bench-meta";
 /// The mark of a directory the benchmark made (see `remove_bench_dir`).
-const MARKER_FILE: &str = "ferrite-bench-dir";
+pub(crate) const MARKER_FILE: &str = "ferrite-bench-dir";
 
 fn meta_text(config: &RunConfig) -> String {
     format!("format=versioned-1 store={} records={}\n", config.store.name(), config.records)
@@ -963,41 +963,89 @@ pub fn run(
 
 /// Checks that the store holds exactly the keys a random-order fill of `records` keys
 /// acknowledged (`keys.inserted()` of them, into an empty store), each with its value: one
-/// scan in key order. Returns how many keys it read.
+/// scan in key order. Returns how many keys it read; the first difference is the error.
 pub fn verify_fill(store: &dyn KvStore, keys: &KeySpace, records: u64) -> Result<u64, BenchError> {
+    let check = compare_fill(store, keys, records)?;
+    match check.first {
+        Some(reason) => Err(verify(reason)),
+        None => Ok(check.visited),
+    }
+}
+
+/// What `compare_fill` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FillCheck {
+    /// Entries the scan visited.
+    pub visited: u64,
+    /// Keys acknowledged and found with their value.
+    pub matched: u64,
+    /// Acknowledged keys that are missing.
+    pub missing: u64,
+    /// Keys found with a value that is not theirs.
+    pub wrong: u64,
+    /// Keys found that no insert took (foreign keys included).
+    pub unexpected: u64,
+    /// The first difference, in words.
+    pub first: Option<String>,
+}
+
+impl FillCheck {
+    /// Every difference: missing, wrong and unexpected keys.
+    pub fn mismatches(&self) -> u64 {
+        self.missing + self.wrong + self.unexpected
+    }
+}
+
+/// Compares the store with the keys a random-order fill of `records` keys acknowledged (as
+/// `verify_fill`), counting every difference instead of stopping at the first: one scan in
+/// key order, merged with the sorted acknowledged keys.
+pub fn compare_fill(
+    store: &dyn KvStore,
+    keys: &KeySpace,
+    records: u64,
+) -> Result<FillCheck, BenchError> {
     let acknowledged = keys.inserted();
     let mut expected: Vec<u64> = (0..acknowledged)
         .map(|n| keys.loaded() + crate::ycsb::random_fill_key(n, records))
         .collect();
     expected.sort_unstable();
-    let mut next = expected.iter();
-    let mut bad: Option<String> = None;
+    let mut next = expected.iter().copied().peekable();
+    let mut check = FillCheck::default();
+    let note = |first: &mut Option<String>, reason: String| {
+        first.get_or_insert(reason);
+    };
     let visited = store
         .scan(&[], usize::MAX, &mut |k, v| {
-            if bad.is_some() {
-                return;
-            }
             let Ok(key) = <[u8; KEY_LEN]>::try_from(k) else {
-                bad = Some(format!("the store holds a foreign key {k:?}"));
+                check.unexpected += 1;
+                note(&mut check.first, format!("the store holds a foreign key {k:?}"));
                 return;
             };
             let i = u64::from_be_bytes(key);
-            bad = match next.next() {
-                Some(&want) if i == want => check_versioned(i, v).err(),
-                Some(&want) if i > want => {
-                    Some(format!("key {want} was acknowledged but is missing"))
+            while let Some(want) = next.next_if(|&want| want < i) {
+                check.missing += 1;
+                note(&mut check.first, format!("key {want} was acknowledged but is missing"));
+            }
+            if next.next_if_eq(&i).is_some() {
+                match check_versioned(i, v) {
+                    Ok(_) => check.matched += 1,
+                    Err(reason) => {
+                        check.wrong += 1;
+                        note(&mut check.first, reason);
+                    }
                 }
-                _ => Some(format!("key {i} is there but was never inserted")),
-            };
+            } else {
+                check.unexpected += 1;
+                note(&mut check.first, format!("key {i} is there but was never inserted"));
+            }
         })
         .map_err(BenchError::Store)?;
-    if let Some(reason) = bad {
-        return Err(verify(reason));
+    for want in next {
+        check.missing += 1;
+        note(&mut check.first, format!("key {want} was acknowledged but is missing"));
     }
-    if let Some(missing) = next.next() {
-        return Err(verify(format!("key {missing} was acknowledged but is missing")));
-    }
-    Ok(visited as u64)
+    check.visited = visited as u64;
+    Ok(check)
 }
 
 /// Opens the store `config` names in `dir`: Ferrite (with its task driver unless
@@ -1022,7 +1070,7 @@ pub fn append_json(path: &Path, line: &str) -> Result<(), BenchError> {
 
 /// Removes a benchmark directory, refusing one that does not look like the benchmark's (it
 /// must hold the meta record, be empty, or hold only a store's files after a failed load).
-fn remove_bench_dir(dir: &Path) -> Result<(), BenchError> {
+pub(crate) fn remove_bench_dir(dir: &Path) -> Result<(), BenchError> {
     let io = |e| BenchError::Io { context: format!("removing {}", dir.display()), source: e };
     // Ours: marked when the benchmark made it, or holding a data set it loaded, or empty.
     let looks_ours = dir.join(MARKER_FILE).exists()
@@ -1188,6 +1236,38 @@ mod tests {
         store.put(b"k", b"v").unwrap();
         let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
         assert!(e.contains("foreign key"), "{e}");
+    }
+
+    /// The counting comparison behind the recovery benchmark finds every difference, not
+    /// only the first.
+    #[test]
+    fn a_fill_comparison_counts_every_difference() {
+        const RECORDS: u64 = 1000;
+        let keys = KeySpace::new(0);
+        let store = MemStore::default();
+        for n in 0..100 {
+            let i = random_fill_key(n, RECORDS);
+            store.put(&key(i), &versioned_value(i, 0)).unwrap();
+            keys.insert_done();
+        }
+        let clean = compare_fill(&store, &keys, RECORDS).unwrap();
+        assert_eq!((clean.visited, clean.matched, clean.mismatches()), (100, 100, 0));
+        assert_eq!(clean.first, None);
+        for n in [3, 50, 99] {
+            store.remove(&key(random_fill_key(n, RECORDS)));
+        }
+        let wrong = random_fill_key(7, RECORDS);
+        store.put(&key(wrong), &versioned_value(wrong + 1, 0)).unwrap();
+        for n in [100, 101] {
+            let i = random_fill_key(n, RECORDS);
+            store.put(&key(i), &versioned_value(i, 0)).unwrap();
+        }
+        store.put(b"k", b"v").unwrap();
+        let check = compare_fill(&store, &keys, RECORDS).unwrap();
+        assert_eq!((check.missing, check.wrong, check.unexpected), (3, 1, 3), "{check:?}");
+        assert_eq!((check.matched, check.visited, check.mismatches()), (96, 100, 7));
+        assert!(check.first.is_some());
+        assert!(verify_fill(&store, &keys, RECORDS).is_err());
     }
 
     #[test]

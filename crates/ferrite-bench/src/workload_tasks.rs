@@ -45,17 +45,8 @@ pub type FerriteStore = FerriteTree<Arc<Db>>;
 /// Opens Ferrite in `dir` for `config`: the pool is the run's cache, the workers and their
 /// depth as asked, durable commits for `fill-sync` only.
 pub fn open_ferrite(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchError> {
-    let durability = if config.workload.durable() { Durability::Sync } else { Durability::None };
-    let tasks_per_worker = config.task_count().div_ceil(config.workers.max(1));
-    let options = Options {
-        pool_bytes: config.cache_mib << 20,
-        direct_io: config.direct_io,
-        create_if_missing: true,
-        workers: if config.tasks_mode() { config.workers } else { 0 },
-        io_depth: tasks_per_worker.clamp(1, 4096),
-        durability,
-        ..Options::default()
-    };
+    let options = ferrite_options(config);
+    let durability = options.durability;
     let db = Arc::new(Db::open(dir, options)?);
     let tree = db.tree(TREE)?;
     let store = FerriteStore::new(Arc::clone(&db), tree.clone()).with_durability(durability);
@@ -63,6 +54,24 @@ pub fn open_ferrite(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchEr
         Ok(OpenStore::with_tasks(Box::new(store), Box::new(FerriteTasks { db, tree })))
     } else {
         Ok(OpenStore::threads(Box::new(store)))
+    }
+}
+
+/// The options Ferrite opens with for `config`: the pool is the run's cache, the workers and
+/// their depth as asked, durable commits (`Durability::Sync`) for `fill-sync` only.
+pub(crate) fn ferrite_options(config: &RunConfig) -> Options {
+    let durability = if config.workload.durable() { Durability::Sync } else { Durability::None };
+    let tasks_per_worker = config.task_count().div_ceil(config.workers.max(1));
+    Options {
+        pool_bytes: config.cache_mib << 20,
+        direct_io: config.direct_io,
+        create_if_missing: true,
+        workers: if config.tasks_mode() { config.workers } else { 0 },
+        // At least 2: a worker writes the log with a write linked to its sync, two entries
+        // of its io_uring, which a ring of one cannot take (the worker panics on it).
+        io_depth: tasks_per_worker.clamp(2, 4096),
+        durability,
+        ..Options::default()
     }
 }
 
@@ -109,70 +118,81 @@ impl TaskDriver for FerriteTasks {
         keys: Arc<KeySpace>,
         phase: Arc<AtomicU8>,
     ) -> Result<Box<dyn RunningTasks>, BenchError> {
-        let template =
-            OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
-        let count = config.task_count();
-        let arrivals = config.rate.map(|_| Arc::new(ArrivalQueue::default()));
-        let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
-        let mut handles = Vec::with_capacity(count);
-        for index in 0..count as u64 {
-            let (tree, keys, phase) = (self.tree.clone(), Arc::clone(&keys), Arc::clone(&phase));
-            let mut stream = template.fork(config.seed, index + 1);
-            let arrivals = arrivals.clone();
-            let handle = self.db.spawn(async move {
-                let mut counts = OpCounts::default();
-                let mut latency_ns = histogram();
-                let mut buf = Vec::with_capacity(256);
-                loop {
-                    let current = phase.load(Ordering::Relaxed);
-                    if current == STOP {
+        start_tasks(&self.db, &self.tree, config, keys, phase)
+    }
+}
+
+/// Spawns the run's tasks on `db`'s workers, each running its operation stream on `tree`
+/// until `phase` says stop (or a fill inserted every key it may); operations count only
+/// while `phase` is `MEASURE`. The task driver, and `recovery` (which owns its `Db`).
+pub(crate) fn start_tasks(
+    db: &Db,
+    tree: &Tree,
+    config: &RunConfig,
+    keys: Arc<KeySpace>,
+    phase: Arc<AtomicU8>,
+) -> Result<Box<dyn RunningTasks>, BenchError> {
+    let template =
+        OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
+    let count = config.task_count();
+    let arrivals = config.rate.map(|_| Arc::new(ArrivalQueue::default()));
+    let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
+    let mut handles = Vec::with_capacity(count);
+    for index in 0..count as u64 {
+        let (tree, keys, phase) = (tree.clone(), Arc::clone(&keys), Arc::clone(&phase));
+        let mut stream = template.fork(config.seed, index + 1);
+        let arrivals = arrivals.clone();
+        let handle = db.spawn(async move {
+            let mut counts = OpCounts::default();
+            let mut latency_ns = histogram();
+            let mut buf = Vec::with_capacity(256);
+            loop {
+                let current = phase.load(Ordering::Relaxed);
+                if current == STOP {
+                    break;
+                }
+                let scheduled = match &arrivals {
+                    Some(queue) => match queue.next().await {
+                        Some(at) => at,
+                        None => break,
+                    },
+                    None => Instant::now(),
+                };
+                let op = stream.next(&keys);
+                if let Op::Insert(i) = op {
+                    if i >= keys.loaded().saturating_add(fill_limit) {
+                        phase.store(STOP, Ordering::Relaxed);
                         break;
                     }
-                    let scheduled = match &arrivals {
-                        Some(queue) => match queue.next().await {
-                            Some(at) => at,
-                            None => break,
-                        },
-                        None => Instant::now(),
-                    };
-                    let op = stream.next(&keys);
-                    if let Op::Insert(i) = op {
-                        if i >= keys.loaded().saturating_add(fill_limit) {
-                            phase.store(STOP, Ordering::Relaxed);
-                            break;
-                        }
-                    }
-                    let mut op_counts = OpCounts::default();
-                    let done =
-                        run_op_async(&tree, op, &mut stream, &keys, &mut buf, &mut op_counts);
-                    if let Err(e) = done.await {
-                        phase.store(STOP, Ordering::Relaxed);
-                        if let Some(queue) = &arrivals {
-                            queue.close();
-                        }
-                        return Err(e);
-                    }
-                    if current == MEASURE {
-                        let nanos =
-                            u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                        latency_ns.saturating_record(nanos.max(1));
-                        counts.add_from(&op_counts);
-                    }
                 }
-                Ok((counts, latency_ns))
-            })?;
-            handles.push(handle);
-        }
-        let dispatcher = match (&arrivals, config.rate) {
-            (Some(queue), Some(rate)) => {
-                let (queue, phase) = (Arc::clone(queue), Arc::clone(&phase));
-                let rng = Rng::stream(config.seed ^ 0xD15B, 0);
-                Some(thread::spawn(move || dispatch(&queue, &phase, rate, rng)))
+                let mut op_counts = OpCounts::default();
+                let done = run_op_async(&tree, op, &mut stream, &keys, &mut buf, &mut op_counts);
+                if let Err(e) = done.await {
+                    phase.store(STOP, Ordering::Relaxed);
+                    if let Some(queue) = &arrivals {
+                        queue.close();
+                    }
+                    return Err(e);
+                }
+                if current == MEASURE {
+                    let nanos = u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    latency_ns.saturating_record(nanos.max(1));
+                    counts.add_from(&op_counts);
+                }
             }
-            _ => None,
-        };
-        Ok(Box::new(Running { handles, dispatcher }))
+            Ok((counts, latency_ns))
+        })?;
+        handles.push(handle);
     }
+    let dispatcher = match (&arrivals, config.rate) {
+        (Some(queue), Some(rate)) => {
+            let (queue, phase) = (Arc::clone(queue), Arc::clone(&phase));
+            let rng = Rng::stream(config.seed ^ 0xD15B, 0);
+            Some(thread::spawn(move || dispatch(&queue, &phase, rate, rng)))
+        }
+        _ => None,
+    };
+    Ok(Box::new(Running { handles, dispatcher }))
 }
 
 /// Draws arrivals at `rate` until the run stops, handing each to the queue when it is due.

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use ferrite::io::EngineKind;
 use ferrite_bench::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::lookup::{self, LookupConfig};
+use ferrite_bench::recovery::{self, RecoveryConfig};
 use ferrite_bench::workload::{RunConfig, StoreKind};
 use ferrite_bench::ycsb::{Distribution, Workload};
 
@@ -39,6 +40,8 @@ pub enum Command {
     BenchWorkload(RunConfig),
     /// `bench compare SUITE`.
     BenchCompare(CompareArgs),
+    /// `bench recovery`.
+    BenchRecovery(RecoveryConfig),
 }
 
 /// `ferrite bench compare SUITE`.
@@ -168,6 +171,7 @@ const LOOKUP: Cmd = Cmd { name: "bench lookup", usage: help::LOOKUP_USAGE };
 const IO: Cmd = Cmd { name: "bench io", usage: help::IO_USAGE };
 const WORKLOAD: Cmd = Cmd { name: "bench WORKLOAD", usage: help::WORKLOAD_USAGE };
 const COMPARE: Cmd = Cmd { name: "bench compare", usage: help::COMPARE_USAGE };
+const RECOVERY: Cmd = Cmd { name: "bench recovery", usage: help::RECOVERY_USAGE };
 
 /// An option: its name and, if it takes a value, the value's placeholder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +228,8 @@ const ORDER: Opt = valued("--order", "ORDER");
 const OUT: Opt = valued("--out", "DIR");
 const SYNC: Opt = flag("--sync");
 const COMMITTERS: Opt = valued("--committers", "N");
+const SECONDS_LIST: Opt = valued("--seconds", "S[,S...]");
+const CHECKPOINT_MIB: Opt = valued("--checkpoint-mib", "M");
 
 /// Most committers of `fill --sync` (each may be a thread).
 const MAX_COMMITTERS: u64 = 4096;
@@ -454,6 +460,7 @@ fn parse_help(rest: &[OsString]) -> Result<Command> {
         ["bench", "lookup"] => help::bench_lookup(),
         ["bench", "io"] => help::bench_io(),
         ["bench", "compare"] => help::bench_compare(),
+        ["bench", "recovery"] => help::bench_recovery(),
         ["bench", _] => help::bench_workload(),
         _ => return Err(TOP.error(format!("no help for {:?}", words.join(" ")))),
     };
@@ -553,6 +560,7 @@ fn parse_bench(args: &[OsString]) -> Result<Command> {
         Some("lookup") => parse_bench_lookup(rest),
         Some("io") => parse_bench_io(rest),
         Some("compare") => parse_bench_compare(rest),
+        Some("recovery") => parse_bench_recovery(rest),
         Some(name @ ("fill" | "fill-seq" | "fill-random" | "fill-sync")) => {
             parse_bench_workload(name, rest)
         }
@@ -561,7 +569,7 @@ fn parse_bench(args: &[OsString]) -> Result<Command> {
         }
         _ => Err(BENCH.error(format!(
             "unknown workload {workload:?} (known: lookup, fill, fill-seq, fill-random, \
-             fill-sync, ycsb-a .. ycsb-f, compare, io)"
+             fill-sync, ycsb-a .. ycsb-f, compare, io, recovery)"
         ))),
     }
 }
@@ -841,6 +849,66 @@ fn parse_bench_compare(args: &[OsString]) -> Result<Command> {
     };
     let out = p.value(OUT).map_or_else(|| PathBuf::from("bench-results"), PathBuf::from);
     Ok(Command::BenchCompare(CompareArgs { suite, out, base, stores }))
+}
+
+fn parse_bench_recovery(args: &[OsString]) -> Result<Command> {
+    if wants_help(args) {
+        return Ok(Command::Help(help::bench_recovery()));
+    }
+    let p = Parsed::new(
+        RECOVERY,
+        args,
+        &[DB, SECONDS_LIST, COMMITTERS, WORKERS, CACHE_MIB, CHECKPOINT_MIB, KEEP, NO_DIRECT, JSON],
+    )?;
+    p.positionals([])?;
+    let mut config = RecoveryConfig {
+        keep: p.flag(KEEP),
+        direct_io: !p.flag(NO_DIRECT),
+        json: p.value(JSON).map(PathBuf::from),
+        ..RecoveryConfig::default()
+    };
+    if let Some(dir) = p.value(DB) {
+        if dir.is_empty() {
+            return Err(RECOVERY.error("--db must not be empty"));
+        }
+        config.dir = PathBuf::from(dir);
+    }
+    if let Some(text) = p.text(SECONDS_LIST)? {
+        config.seconds = parse_seconds_list(RECOVERY, text)?;
+    }
+    if let Some(text) = p.text(COMMITTERS)? {
+        config.committers = p.number(COMMITTERS, text, 1, MAX_COMMITTERS)? as usize;
+    }
+    if let Some(text) = p.text(WORKERS)? {
+        config.workers = p.number(WORKERS, text, 1, 1024)? as usize;
+    }
+    if let Some(text) = p.text(CACHE_MIB)? {
+        config.cache_mib = p.number(CACHE_MIB, text, 1, MAX_POOL_MIB)?;
+    }
+    if let Some(text) = p.text(CHECKPOINT_MIB)? {
+        config.checkpoint_bytes = p.number(CHECKPOINT_MIB, text, 1, 1 << 20)? << 20;
+    }
+    config.validate().map_err(|e| RECOVERY.error(e.to_string()))?;
+    Ok(Command::BenchRecovery(config))
+}
+
+/// `--seconds 10,30,60`: one or more run lengths, fractions allowed, at least 1 ms each.
+fn parse_seconds_list(cmd: Cmd, list: &str) -> Result<Vec<f64>> {
+    let seconds = list
+        .split(',')
+        .map(|item| match parse_seconds(cmd, item)? {
+            s if s < 1e-3 => Err(cmd.error(format!("--seconds: {item:?} is shorter than 1 ms"))),
+            s => Ok(s),
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    if seconds.len() > recovery::MAX_RUNS {
+        return Err(cmd.error(format!(
+            "--seconds: {} run lengths, at most {} allowed",
+            seconds.len(),
+            recovery::MAX_RUNS
+        )));
+    }
+    Ok(seconds)
 }
 
 /// `--devices a,b,c`: the paths in order; none may be empty.
@@ -1243,7 +1311,7 @@ mod tests {
         let e = fails(
             &["bench", "ycsb"],
             "unknown workload \"ycsb\" (known: lookup, fill, fill-seq, fill-random, fill-sync, \
-             ycsb-a .. ycsb-f, compare, io)",
+             ycsb-a .. ycsb-f, compare, io, recovery)",
         );
         assert_eq!(e.command, "bench");
     }
@@ -1394,6 +1462,9 @@ mod tests {
         assert_eq!(help_of(&["help", "bench", "lookup"]), help::bench_lookup());
         assert_eq!(help_of(&["bench", "io", "--help"]), help::bench_io());
         assert_eq!(help_of(&["help", "bench", "io"]), help::bench_io());
+        assert_eq!(help_of(&["bench", "recovery", "--help"]), help::bench_recovery());
+        assert_eq!(help_of(&["bench", "recovery", "--seconds", "x", "-h"]), help::bench_recovery());
+        assert_eq!(help_of(&["help", "bench", "recovery"]), help::bench_recovery());
         // After `--`, "--help" is a key.
         let key = parse_strs(&["get", "--db", "d", "--tree", "t", "--", "--help"]).unwrap();
         assert!(matches!(key, Command::Get(KeyArgs { ref key, .. }) if key == b"--help"));
@@ -1559,5 +1630,67 @@ mod tests {
             panic!()
         };
         assert_eq!((c.suite.as_str(), c.stores.len()), ("sync", 2));
+    }
+    #[test]
+    fn bench_recovery_defaults_options_and_errors() {
+        let recovery = |args: &[&str]| match parse_strs(args).unwrap() {
+            Command::BenchRecovery(c) => c,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        let c = recovery(&["bench", "recovery"]);
+        assert_eq!(c, RecoveryConfig::default());
+        assert_eq!(c.dir, PathBuf::from(recovery::DEFAULT_DIR));
+        assert_eq!(c.seconds, vec![5.0, 10.0, 20.0]);
+        assert_eq!((c.committers, c.cache_mib), (16, 64));
+        assert_eq!(c.checkpoint_bytes, ferrite::Options::default().checkpoint_log_bytes);
+        assert!(!c.keep && c.direct_io && c.json.is_none());
+        let c = recovery(&[
+            "bench",
+            "recovery",
+            "--db",
+            "/tmp/r",
+            "--seconds",
+            "10,30,60",
+            "--committers",
+            "64",
+            "--workers=3",
+            "--cache-mib",
+            "8",
+            "--checkpoint-mib",
+            "4",
+            "--keep",
+            "--no-direct",
+            "--json",
+            "runs.jsonl",
+        ]);
+        assert_eq!(c.dir, PathBuf::from("/tmp/r"));
+        assert_eq!(c.seconds, vec![10.0, 30.0, 60.0]);
+        assert_eq!((c.committers, c.workers, c.cache_mib), (64, 3, 8));
+        assert_eq!(c.checkpoint_bytes, 4 << 20);
+        assert!(c.keep && !c.direct_io);
+        assert_eq!(c.json.as_deref(), Some(std::path::Path::new("runs.jsonl")));
+        assert_eq!(recovery(&["bench", "recovery", "--seconds", "0.3,0.6"]).seconds, [0.3, 0.6]);
+        assert_eq!(recovery(&["bench", "recovery", "--seconds", "2"]).seconds, [2.0]);
+        let e = fails(&["bench", "recovery", "--seconds", "10,,30"], "--seconds: \"\" is not a");
+        assert_eq!(e.command, "bench recovery");
+        assert!(e.to_string().contains("usage: ferrite bench recovery"), "{e}");
+        fails(&["bench", "recovery", "--seconds", "10,x"], "--seconds: \"x\" is not a positive");
+        fails(&["bench", "recovery", "--seconds", "0"], "is not a positive number of seconds");
+        fails(&["bench", "recovery", "--seconds", "-5"], "--seconds: \"-5\" is not a positive");
+        fails(&["bench", "recovery", "--seconds", "0.0001"], "shorter than 1 ms");
+        let many = vec!["1"; recovery::MAX_RUNS + 1].join(",");
+        fails(&["bench", "recovery", "--seconds", &many], "at most 64 allowed");
+        fails(&["bench", "recovery", "--committers", "0"], "--committers: 0 is out of range");
+        fails(&["bench", "recovery", "--committers", "4097"], "(1 to 4096)");
+        fails(&["bench", "recovery", "--checkpoint-mib", "0"], "--checkpoint-mib: 0 is out of");
+        fails(&["bench", "recovery", "--checkpoint-mib", "1.5"], "is not a whole number");
+        fails(&["bench", "recovery", "--cache-mib", "0"], "--cache-mib: 0 is out of range");
+        fails(&["bench", "recovery", "--workers", "0"], "--workers: 0 is out of range");
+        fails(&["bench", "recovery", "--db", ""], "--db must not be empty");
+        fails(&["bench", "recovery", "--keep=1"], "--keep takes no value");
+        fails(&["bench", "recovery", "--store", "rocksdb"], "unknown option \"--store\"");
+        fails(&["bench", "recovery", "--threads", "4"], "unknown option \"--threads\"");
+        fails(&["bench", "recovery", "now"], "unexpected argument \"now\"");
+        fails(&["bench", "recovery", "--seconds", "1", "--seconds", "2"], "given twice");
     }
 }

@@ -7,6 +7,7 @@ use std::io::Write;
 use ferrite_bench::compare;
 use ferrite_bench::io::{self as bench_io, IoBenchConfig};
 use ferrite_bench::lookup::{self, LookupConfig};
+use ferrite_bench::recovery::{self, seconds_text, RecoveryConfig};
 use ferrite_bench::report::{bytes, duration, thousands};
 use ferrite_bench::workload::{self, RunConfig};
 use ferrite_bench::Progress;
@@ -129,4 +130,30 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
     )?;
     out.flush()?;
     Ok(if output.failures.is_empty() { Outcome::Done } else { Outcome::Faults })
+}
+
+/// `ferrite bench recovery`: the table, what it shows and a result line per passing run on
+/// `out`; progress and a line per step on stderr. A run that lost acknowledged keys makes the
+/// command fail (exit status 2) after the table.
+pub fn recovery(config: &RecoveryConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let lengths: Vec<String> = config.seconds.iter().map(|&s| seconds_text(s)).collect();
+    eprintln!(
+        "bench recovery: runs of {} s in {}, {}, cache {} MiB, a checkpoint every {} of log; \
+         each run ends in a crash (Db::abandon), a timed reopen and a read-back of every \
+         acknowledged key",
+        lengths.join(", "),
+        config.dir.display(),
+        config.concurrency(),
+        config.cache_mib,
+        bytes(config.checkpoint_bytes)
+    );
+    let bench = recovery::run(config, true, &mut |line| eprintln!("{line}"))?;
+    write!(out, "{}", bench.summary())?;
+    // A failed run prints no result line; the command then fails naming it.
+    for run in bench.runs.iter().filter(|r| r.failure().is_none()) {
+        writeln!(out, "{}", run.result_line(config))?;
+    }
+    out.flush()?;
+    bench.verdict()?;
+    Ok(Outcome::Done)
 }

@@ -3,6 +3,7 @@
 
 use ferrite_bench::io as bench_io;
 use ferrite_bench::lookup;
+use ferrite_bench::recovery;
 
 /// Default pool of the data commands, in MiB.
 pub const DEFAULT_POOL_MIB: u64 = 64;
@@ -20,7 +21,7 @@ pub const TREES_USAGE: &str =
 pub const STATS_USAGE: &str = "ferrite stats --db DIR [--quick] [--pool-mib M] [--no-direct]";
 pub const CHECK_USAGE: &str = "ferrite check --db DIR [--pool-mib M] [--no-direct]";
 pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup, fill, \
-     fill-seq, fill-random, fill-sync, ycsb-a .. ycsb-f, compare, io)";
+     fill-seq, fill-random, fill-sync, ycsb-a .. ycsb-f, compare, io, recovery)";
 pub const WORKLOAD_USAGE: &str = "ferrite bench WORKLOAD [--store STORE] [--db DIR] \
      [--records N] [--cache-mib M] [--seconds S] [--threads T] [--workers N] [--tasks N] \
      [--direct-api] [--distribution uniform|zipfian] [--rate OPS] [--order seq|random] \
@@ -35,6 +36,9 @@ pub const LOOKUP_USAGE: &str = "ferrite bench lookup [--db DIR] [--keys N] [--po
 pub const IO_USAGE: &str = "ferrite bench io [--file PATH] [--engine ENGINE|all] \
      [--pattern PATTERN] [--bs BYTES] [--depth N] [--threads N] [--seconds S] [--size-mib M] \
      [--direct | --no-direct] [--keep]";
+pub const RECOVERY_USAGE: &str = "ferrite bench recovery [--db DIR] [--seconds S[,S...]] \
+     [--committers N] [--workers N] [--cache-mib M] [--checkpoint-mib M] [--keep] [--no-direct] \
+     [--json FILE]";
 pub const TOP_USAGE: &str = "ferrite COMMAND --db DIR [OPTIONS] [ARGUMENTS]";
 
 const COMMON: &str = "\
@@ -335,6 +339,8 @@ WORKLOADS
                tables, JSON lines and charts (ferrite bench compare --help)
     io         the raw device ceiling: reads or writes through each I/O engine, and fio
                with the same parameters when it is installed (ferrite bench io --help)
+    recovery   durable inserts for runs of growing length, each ended by a crash: recovery
+               time and the log on disk stay bounded (ferrite bench recovery --help)
 
     Every workload prints a human-readable summary and ends with one line
     `result name=value ...` of plain numbers, for scripts."],
@@ -524,6 +530,83 @@ OUTPUT
     )
 }
 
+pub fn bench_recovery() -> String {
+    page(
+        "Show that recovery time and the log on disk stay bounded as a run gets longer. For\n\
+         each length S of --seconds, in a fresh database: N committers insert new random keys\n\
+         (8 bytes, 120-byte values), each acknowledged once durable, for S seconds; then the\n\
+         database is given up as a crash would, reopened (recovery replays the log from the\n\
+         last checkpoint) and every acknowledged key is read back.",
+        RECOVERY_USAGE,
+        &[
+            &format!(
+                "\
+OPTIONS
+    --db DIR         the data directory (default {dir});
+                     emptied before each run, removed at the end. A directory that
+                     ferrite bench did not make is never emptied: the run stops instead.
+    --seconds S[,S...]
+                     the run lengths, one run each, in order (default {seconds}); fractions
+                     allowed (0.5), at least 1 ms each, at most {runs} runs
+    --committers N   concurrent committers (default {committers}): tasks spread round robin
+                     over the workers, each inserting and waiting until the insert is
+                     durable (Durability::Sync) before the next, as fill --sync does
+    --workers N      Ferrite's workers (default: the number of cores)
+    --cache-mib M    Ferrite's pool, MiB (default {cache})
+    --checkpoint-mib M
+                     a checkpoint starts once M MiB were logged since the last
+                     (Options::checkpoint_log_bytes; default {checkpoint}, the engine's).
+                     Log segments are the engine's default ({segment} MiB) but at most M MiB:
+                     a checkpoint frees whole segments only
+    --keep           keep the last run's data directory (for ferrite check, say)
+    --no-direct      buffered I/O instead of O_DIRECT
+    --json FILE      append one JSON object per run to FILE (the result line's fields)
+    -h, --help       print this help",
+                dir = recovery::DEFAULT_DIR,
+                seconds = recovery::DEFAULT_SECONDS.map(recovery::seconds_text).join(","),
+                runs = recovery::MAX_RUNS,
+                committers = recovery::DEFAULT_COMMITTERS,
+                cache = recovery::DEFAULT_CACHE_MIB,
+                checkpoint = recovery::default_checkpoint_mib(),
+                segment = ferrite::Options::default().log_segment_bytes >> 20,
+            ),
+            "\
+MEASUREMENT
+    While the committers run, the log bytes on disk that a recovery may read (from the
+    first segment in use to the end) are sampled every 100 ms; the largest is \"log max\".
+    The crash is Db::abandon: the workers stop, no final checkpoint is taken and nothing
+    more is written (a checkpoint under way is let finish). The files keep every write
+    made, so the reopen sees what a power cut would leave (without torn writes). The
+    reopen is timed on the wall clock (\"open\": recovery, then the checkpoint every open
+    takes); \"recovery\" is the replay alone, from the engine's recovery report, with the
+    log bytes and records it replayed and the pages it changed. A key missing, wrong or
+    never inserted after the reopen fails the run: it is marked FAILED in the table and
+    prints no result line, the other runs go on, and the command then exits with status
+    2 (a failed last run leaves its directory, for ferrite check).
+
+    A checkpoint starts once the interval was logged since the last one began, and frees
+    the segments below its start when it ends: the log on disk peaks near the interval,
+    plus a segment, plus what is logged while a checkpoint writes the dirty pages back
+    (twice that when checkpoints outlast the logging of an interval), however long the
+    run. Recovery replays at most about as much.",
+            "\
+OUTPUT
+    Progress and a line per step on stderr. On stdout a table, one row per run: inserts
+    and inserts/s, log written, log max and its ratio to the checkpoint interval, log
+    replayed, records replayed, pages applied, recovery and open time, log segment files,
+    keys verified and mismatches; then the longest run against the shortest (ratios of inserts, log
+    written, recovery and open time, log replayed, log max) and the largest log on disk
+    against the checkpoint interval. Then one line per passing run:
+
+    result workload=recovery seconds=S ops=N ops_per_s=N log_max_bytes=N
+           replayed_bytes=N replayed_records=N recovery_ms=X open_ms=X
+           checkpoint_bytes=N verified=N pages_applied=N torn_bytes=N
+           log_written_bytes=N log_files=N segment_bytes=N run_s=S verify_s=S
+           store=ferrite sync=1 committers=N workers=N cache_mib=M",
+        ],
+    )
+}
+
 pub fn bench_io() -> String {
     page(
         "Measure the raw device: keep requests in flight through one of Ferrite's I/O engines\n\
@@ -630,6 +713,7 @@ mod tests {
             (bench_io(), IO_USAGE),
             (bench_workload(), WORKLOAD_USAGE),
             (bench_compare(), COMPARE_USAGE),
+            (bench_recovery(), RECOVERY_USAGE),
         ] {
             let words: Vec<&str> = text.split_whitespace().collect();
             let usage_words: Vec<&str> = usage.split_whitespace().collect();

@@ -66,5 +66,6 @@ fn run(command: Command) -> Result<Outcome, CliError> {
         Command::BenchIo(config) => bench::io(&config, &mut out),
         Command::BenchWorkload(config) => bench::workload(&config, &mut out),
         Command::BenchCompare(args) => bench::compare(&args, &mut out),
+        Command::BenchRecovery(config) => bench::recovery(&config, &mut out),
     }
 }

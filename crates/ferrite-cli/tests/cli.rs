@@ -313,6 +313,8 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "io", "--pattern", "backwards"],
         vec!["bench", "fill", "--committers", "2"],
         vec!["bench", "ycsb-a", "--sync"],
+        vec!["bench", "recovery", "--seconds", "1,,2"],
+        vec!["bench", "recovery", "--checkpoint-mib", "0"],
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
@@ -333,6 +335,7 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "--help"],
         vec!["bench", "lookup", "--help"],
         vec!["bench", "io", "--help"],
+        vec!["bench", "recovery", "--help"],
     ] {
         let out = ok(&args);
         assert!(out.contains("USAGE"), "{out}");
@@ -428,6 +431,69 @@ fn bench_fill_sync_ends_with_a_result_line() {
     assert!(runs.starts_with("{\"store\":\"ferrite\",\"workload\":\"fill-sync\""), "{runs}");
     assert!(runs.contains("\"committers\":4"), "{runs}");
     assert!(!Path::new(&format!("{db}-fill")).exists(), "the fill's directory is removed");
+}
+
+/// `bench recovery`: two short runs, each ended by a crash and a reopen; the table has a
+/// row per run and the line comparing them, and a result line per run ends stdout with
+/// every acknowledged key verified.
+#[test]
+fn bench_recovery_prints_a_row_and_a_result_line_per_run() {
+    let tmp = TempDir::new("bench-recovery");
+    let db = tmp.db();
+    let json = tmp.0.join("runs.jsonl");
+    let args = [
+        "bench",
+        "recovery",
+        "--db",
+        &db,
+        "--seconds",
+        "0.2,0.4",
+        "--committers",
+        "4",
+        "--workers",
+        "2",
+        "--cache-mib",
+        "16",
+        "--checkpoint-mib",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let results: Vec<&str> = out.lines().filter(|l| l.starts_with("result ")).collect();
+    assert_eq!(results.len(), 2, "{out}");
+    assert!(out.lines().rev().take(2).all(|l| l.starts_with("result workload=recovery ")));
+    for (line, seconds) in results.iter().zip(["0.2", "0.4"]) {
+        let fields: Vec<(String, String)> = line
+            .strip_prefix("result ")
+            .unwrap()
+            .split(' ')
+            .map(|f| {
+                let (name, value) = f.split_once('=').unwrap();
+                (name.to_owned(), value.to_owned())
+            })
+            .collect();
+        assert_eq!(field(&fields, "seconds"), seconds, "{out}");
+        assert_eq!(field(&fields, "checkpoint_bytes"), "1048576", "{out}");
+        let ops: u64 = field(&fields, "ops").parse().unwrap();
+        assert!(ops > 0, "{out}");
+        assert_eq!(field(&fields, "verified"), ops.to_string(), "{out}");
+        for name in ["ops_per_s", "log_max_bytes", "replayed_bytes", "recovery_ms", "open_ms"] {
+            let value: f64 = field(&fields, name).parse().unwrap_or(-1.0);
+            assert!(value >= 0.0, "{name} in {out}");
+        }
+    }
+    assert!(out.contains("longest (0.4 s) vs shortest (0.2 s) run:"), "{out}");
+    assert!(out.contains("the checkpoint interval (1.0 MiB)"), "{out}");
+    let rows = out.lines().filter(|l| l.trim_start().starts_with("0.2 s")).count()
+        + out.lines().filter(|l| l.trim_start().starts_with("0.4 s")).count();
+    assert_eq!(rows, 2, "{out}");
+    assert!(text(&o.stderr).contains("giving the database up as a crash would"));
+    let runs = fs::read_to_string(&json).unwrap();
+    assert_eq!(runs.lines().count(), 2, "{runs}");
+    assert!(!Path::new(&db).exists(), "the directory is removed without --keep");
 }
 
 #[test]
