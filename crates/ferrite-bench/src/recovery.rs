@@ -641,7 +641,7 @@ mod tests {
     /// JSON objects say so, and the directory is gone at the end. The longer run writes a few
     /// intervals of log on any reasonable disk (8 committers share each sync): its
     /// checkpoints must then have freed segments, and recovery started from one of them.
-    /// The pool holds all the data (no evictions: see the ignored test below), and the tree
+    /// The pool holds all the data (evictions: the next test), and the tree
     /// stays small, so that a checkpoint is quick next to the logging of an interval.
     #[test]
     fn short_runs_recover_every_acknowledged_key_with_a_bounded_log() {
@@ -705,13 +705,11 @@ mod tests {
     }
 
     /// A pool far smaller than the data: the workers evict (write back) dirty pages all
-    /// along, and every acknowledged key must still be back after the crash. Ignored until
-    /// the engine is fixed: with evictions, recovery loses acknowledged inserts (found by
-    /// this benchmark: `ferrite bench recovery --seconds 2 --cache-mib 1` loses about two
-    /// thirds of them, and `ferrite check` then finds leaves whose fences disagree with
-    /// their parents). Run it with `cargo test -p ferrite-bench -- --ignored`.
+    /// along, and every acknowledged key must still be back after the crash. Regression: this
+    /// benchmark once lost about two thirds of them (`--seconds 2 --cache-mib 1`), with leaves
+    /// whose fences disagreed with their parents: recovery applied page images logged while
+    /// it evicted pages by their position instead of their content's LSN.
     #[test]
-    #[ignore = "the engine loses acknowledged inserts when dirty pages were evicted"]
     fn acknowledged_keys_survive_a_crash_after_evictions() {
         let dir = TempDir::new("bench-recovery-evict");
         let config = RecoveryConfig {
