@@ -472,8 +472,12 @@ impl Log {
     /// Wakes every waiting task: those now durable finish, the others poll again and one of
     /// them leads the next flush (bytes appended during this flush still need one).
     fn wake_tasks(&self) {
-        let waiters = std::mem::take(&mut *self.task_waiters.lock().unwrap());
-        self.waiting_tasks.store(0, Ordering::Release);
+        let waiters = {
+            let mut waiters = self.task_waiters.lock().unwrap();
+            // Under the lock: a task registering right after must be counted.
+            self.waiting_tasks.store(0, Ordering::Release);
+            std::mem::take(&mut *waiters)
+        };
         waiters.into_iter().for_each(|(_, waker)| waker.wake());
     }
 
