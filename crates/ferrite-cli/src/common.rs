@@ -152,18 +152,7 @@ mod tests {
         assert!(db.check().unwrap().is_ok());
     }
 
-    /// The files of a data directory, `wal/` included, as a crash leaves them (no lock file).
-    fn copy_files(from: &std::path::Path, to: &std::path::Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                copy_files(&entry.path(), &to.join(entry.file_name()));
-            } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-            }
-        }
-    }
+    use ferrite::test_util::copy_crash_image as copy_files;
 
     #[test]
     fn exit_statuses() {

@@ -33,3 +33,18 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+
+/// Copies the files of data directory `from` into `to` (created) as a crash would leave
+/// them: everything but the lock file, the log's `wal/` included. For tests that recover a
+/// crash image of a database still open.
+pub fn copy_crash_image(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("creating the image's directory");
+    for entry in std::fs::read_dir(from).expect("listing the data directory") {
+        let entry = entry.expect("listing the data directory");
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_crash_image(&entry.path(), &to.join(entry.file_name()));
+        } else if entry.file_name() != crate::LOCK_FILE_NAME {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copying a file");
+        }
+    }
+}

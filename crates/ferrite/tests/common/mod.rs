@@ -55,16 +55,5 @@ pub fn assert_check(db: &Db) {
     assert!(faults.is_empty(), "check found faults:\n{}", faults.join("\n"));
 }
 
-/// Copies the files of data directory `from` into `to` (created), as a crash would leave
-/// them: everything but the lock file, `wal/` included.
-pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
+#[allow(unused_imports)] // not every test binary recovers crash images
+pub use ferrite::test_util::copy_crash_image as copy_dir;
