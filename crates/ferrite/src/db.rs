@@ -807,6 +807,10 @@ impl Db {
     /// `Options::checkpoint_log_bytes`.
     pub fn checkpoint(&self) -> Result<()> {
         self.shared.check_writable()?;
+        if crate::sched::on_worker() {
+            // It takes the commit lock blocking, which a task of this worker may hold.
+            return Err(Error::BlockingWriteInTask);
+        }
         self.shared.checkpoint()
     }
 

@@ -409,20 +409,24 @@ fn scans_as_tasks_read_out_of_line_values_without_blocking_their_worker() {
 fn blocking_writes_inside_tasks_are_refused_not_hung() {
     let dir = TempDir::new("tasks-blocking-writes");
     let options = Options { workers: 2, ..tiny(256) };
-    let db = Db::open(dir.path(), options).unwrap();
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let tree = db.tree("t").unwrap();
     let handles: Vec<_> = (0..16u64)
         .map(|task| {
             let tree = tree.clone();
-            db.spawn(async move {
-                for i in 0..50 {
-                    tree.put_async(&key(task, i), b"async").await.unwrap();
-                    assert!(tree.get(&key(task, i)).unwrap().is_some());
-                    let refused = tree.put(&key(task, i), b"blocking").unwrap_err();
+            let db = Arc::clone(&db);
+            db.clone()
+                .spawn(async move {
+                    let refused = db.checkpoint().unwrap_err();
                     assert!(matches!(refused, Error::BlockingWriteInTask), "{refused}");
-                }
-            })
-            .unwrap()
+                    for i in 0..50 {
+                        tree.put_async(&key(task, i), b"async").await.unwrap();
+                        assert!(tree.get(&key(task, i)).unwrap().is_some());
+                        let refused = tree.put(&key(task, i), b"blocking").unwrap_err();
+                        assert!(matches!(refused, Error::BlockingWriteInTask), "{refused}");
+                    }
+                })
+                .unwrap()
         })
         .collect();
     let (done, finished) = std::sync::mpsc::channel();

@@ -82,15 +82,6 @@ impl Capture {
         self.pages.iter().filter(|(_, c)| !matches!(c, Change::Freed)).map(|(id, _)| *id)
     }
 
-    /// The before-images, to put back when the commit fails half-way.
-    pub fn before_images(&self) -> impl Iterator<Item = (PageId, Option<&[u8]>, bool)> + '_ {
-        self.pages.iter().map(|(id, change)| match change {
-            Change::Changed(before) => (*id, Some(&before[..]), false),
-            Change::New => (*id, None, true),
-            Change::Freed => (*id, None, false),
-        })
-    }
-
     /// The commit record: `page(id)` gives a page's bytes now.
     pub fn encode<'a>(&self, next_tree_id: u64, page: impl Fn(PageId) -> &'a [u8]) -> Vec<u8> {
         let mut w = RecordWriter::new(KIND_COMMIT);

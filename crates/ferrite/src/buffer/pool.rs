@@ -954,14 +954,6 @@ impl BufferPool {
         }
     }
 
-    /// Makes the log durable up to `lsn` (blocking), if there is a log.
-    pub fn flush_log(&self, lsn: u64) -> Result<()> {
-        match self.log.get() {
-            Some(log) => log.flush(lsn),
-            None => Ok(()),
-        }
-    }
-
     /// A page write failed: the database refuses writes from now on (what reached the disk
     /// is unknown, and the page's frame cannot be trusted to be written later).
     pub fn note_write_failed(&self, reason: String) {

@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 pub use task::{yield_now, TaskHandle};
+pub(crate) use worker::log_flush_in_flight;
 pub use worker::WorkerStats;
-pub(crate) use worker::{finish_own_log_flush, log_flush_in_flight};
 
 use crate::btree::{back_off, with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};

@@ -153,27 +153,6 @@ thread_local! {
     static LOG_IN_FLIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// On a worker whose ring carries the log's flush (a task waiting for the log with the
-/// blocking API): reaps the worker's engine until that flush is done, handling the other
-/// completions as the worker's loop would. Only that loop could finish it otherwise.
-pub(crate) fn finish_own_log_flush() {
-    with_io(|io| {
-        let mut completions = Vec::new();
-        while io.log_flight.is_some() {
-            if let Err(e) = io.engine.reap(&mut completions, true) {
-                panic!("reaping I/O failed: {e}");
-            }
-            for completion in completions.drain(..) {
-                io.complete(completion);
-            }
-        }
-        if !io.written.is_empty() {
-            io.pool.finish_evict_many(&io.written);
-            io.written.clear();
-        }
-    });
-}
-
 /// Whether the calling thread is a worker whose ring carries a log flush.
 pub(crate) fn log_flush_in_flight() -> bool {
     LOG_IN_FLIGHT.with(|cell| cell.get())
