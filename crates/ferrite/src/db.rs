@@ -34,6 +34,9 @@ use crate::wal::recover::RecoveryReport;
 use crate::wal::Log;
 use std::future::Future;
 
+mod txn;
+pub use txn::Transaction;
+
 /// The page file's name inside a data directory.
 pub const PAGE_FILE_NAME: &str = "pages.ferrite";
 /// In a data directory whose pages live on other devices: their list, one per line (the
@@ -104,6 +107,39 @@ pub struct WriteBatch {
 enum BatchOp {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+}
+
+impl BatchOp {
+    fn key(&self) -> &[u8] {
+        let (BatchOp::Put(key, _) | BatchOp::Delete(key)) = self;
+        key
+    }
+}
+
+/// Applies `ops` in order, inside a commit.
+fn apply_ops(ops: &[(Tree, BatchOp)]) -> Result<()> {
+    for (tree, op) in ops {
+        match op {
+            BatchOp::Put(key, value) => tree.apply_put(key, value)?,
+            BatchOp::Delete(key) => {
+                tree.apply_delete(key)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`apply_ops`] for a task.
+async fn apply_ops_async(ops: &[(Tree, BatchOp)]) -> Result<()> {
+    for (tree, op) in ops {
+        match op {
+            BatchOp::Put(key, value) => tree.apply_put_async(key, value).await?,
+            BatchOp::Delete(key) => {
+                tree.apply_delete_async(key).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl WriteBatch {
@@ -760,20 +796,16 @@ impl Db {
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
         for (tree, op) in &batch.ops {
-            let (BatchOp::Put(key, _) | BatchOp::Delete(key)) = op;
-            tree.prefetch(key);
+            tree.prefetch(op.key());
         }
-        shared.commit(durability, || {
-            for (tree, op) in &batch.ops {
-                match op {
-                    BatchOp::Put(key, value) => tree.apply_put(key, value)?,
-                    BatchOp::Delete(key) => {
-                        tree.apply_delete(key)?;
-                    }
-                }
-            }
-            Ok(())
-        })
+        shared.commit(durability, || apply_ops(&batch.ops))
+    }
+
+    /// Starts a transaction over any trees of this database: reads that see its own
+    /// writes, and a commit that applies the writes only if nothing it read changed
+    /// meanwhile ([`Error::Conflict`] otherwise). See [`Transaction`].
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(Arc::clone(&self.shared))
     }
 
     /// [`Db::write`] as a future (for tasks: waiting for the commit lock or the log yields).
@@ -782,20 +814,10 @@ impl Db {
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
         for (tree, op) in &batch.ops {
-            let (BatchOp::Put(key, _) | BatchOp::Delete(key)) = op;
-            tree.prefetch_async(key).await;
+            tree.prefetch_async(op.key()).await;
         }
         let guard = shared.begin_commit_async().await?;
-        let mut outcome = Ok(());
-        for (tree, op) in &batch.ops {
-            outcome = match op {
-                BatchOp::Put(key, value) => tree.apply_put_async(key, value).await,
-                BatchOp::Delete(key) => tree.apply_delete_async(key).await.map(|_| ()),
-            };
-            if outcome.is_err() {
-                break;
-            }
-        }
+        let outcome = apply_ops_async(&batch.ops).await;
         let (value, end) = shared.end_commit(outcome)?;
         drop(guard);
         shared.after_commit_async(end, durability).await?;

@@ -52,6 +52,8 @@ pub enum Error {
     BlockingWriteInTask,
     /// A batch changes more than the pool can hold pinned while it commits.
     BatchTooLarge { ops: usize, max_ops: usize, pool_pages: u64 },
+    /// A transaction's commit found that a key it read changed since; nothing was written.
+    Conflict { tree: String, key: Vec<u8> },
     /// A write or sync of the log failed: the database refuses writes until reopened.
     LogFailed { reason: String },
     /// The log is damaged before its end (not a torn tail, which recovery cuts).
@@ -135,6 +137,12 @@ impl fmt::Display for Error {
                 f,
                 "a batch of {ops} changes is too large for a pool of {pool_pages} pages (at most \
                  {max_ops}: split it, or raise Options::pool_bytes)"
+            ),
+            Error::Conflict { tree, key } => write!(
+                f,
+                "transaction conflict: key \"{}\" of tree {tree:?} changed after the \
+                 transaction read it; nothing was written (run the transaction again)",
+                key.escape_ascii()
             ),
             Error::LogFailed { reason } => write!(
                 f,

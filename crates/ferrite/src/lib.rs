@@ -31,8 +31,8 @@ pub mod wal;
 
 pub use btree::node::MAX_KEY_LEN;
 pub use db::{
-    CheckReport, Db, DbStats, Iter, Tree, WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME,
-    MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
+    CheckReport, Db, DbStats, Iter, Transaction, Tree, WriteBatch, DEVICES_FILE_NAME,
+    LOCK_FILE_NAME, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
 pub use options::{Durability, Options, MIN_POOL_PAGES};

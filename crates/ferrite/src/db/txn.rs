@@ -1,0 +1,199 @@
+//! Transactions: reads and writes over several trees that commit all together, or not at
+//! all when something they read changed meanwhile.
+//!
+//! Concurrency control is optimistic. A transaction's writes stay in the transaction until
+//! it commits, and its reads see them first (read-your-writes). Every value it read from a
+//! tree is remembered. The commit takes the commit lock, reads each of those keys again and
+//! compares: if one changed, the commit fails with [`Error::Conflict`] and changes nothing;
+//! otherwise the writes apply as one commit, exactly as a [`WriteBatch`] would. Commits are
+//! applied one at a time under that lock, so a committed transaction behaves as if it ran
+//! whole at its commit: transactions are serializable.
+//!
+//! What is not protected: the values a transaction returned before a failed commit may
+//! not be consistent with each other (they were read at different moments; the commit
+//! finds that out). Ranges are not part of a transaction: a key inserted into a range the
+//! transaction scanned is not a conflict (read the keys with [`Transaction::get`] instead).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{
+    apply_ops, apply_ops_async, check_key, check_value, BatchOp, Shared, Tree, WriteBatch,
+};
+use crate::error::{Error, Result};
+use crate::options::Durability;
+
+/// A key of one tree: (tree id, key).
+type TreeKey = (u64, Vec<u8>);
+
+/// A transaction over any trees of one database: see [`Db::transaction`](super::Db::transaction).
+/// Dropping it without committing discards its writes.
+#[derive(Debug)]
+pub struct Transaction {
+    shared: Arc<Shared>,
+    /// What each key read from a tree held then, by (tree id, key).
+    reads: HashMap<TreeKey, (Tree, Option<Vec<u8>>)>,
+    /// The last write of each key, by (tree id, key): a value, or `None` for a delete.
+    writes: BTreeMap<TreeKey, (Tree, Option<Vec<u8>>)>,
+    durability: Option<Durability>,
+}
+
+impl Transaction {
+    pub(super) fn new(shared: Arc<Shared>) -> Transaction {
+        Transaction { shared, reads: HashMap::new(), writes: BTreeMap::new(), durability: None }
+    }
+
+    /// The value of `key` in `tree` as this transaction sees it: its own write if it made
+    /// one, else the value it read before, else the tree's (remembered for the commit's check).
+    pub fn get(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(seen) = self.seen(tree, key)? {
+            return Ok(seen);
+        }
+        let value = tree.get(key)?;
+        self.reads.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), value.clone()));
+        Ok(value)
+    }
+
+    /// [`Transaction::get`] as a future (inside a task, a miss yields instead of blocking).
+    pub async fn get_async(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(seen) = self.seen(tree, key)? {
+            return Ok(seen);
+        }
+        let value = tree.get_async(key).await?;
+        self.reads.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), value.clone()));
+        Ok(value)
+    }
+
+    /// Sets `key` of `tree` to `value` when the transaction commits.
+    pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_tree(tree)?;
+        check_key(key)?;
+        check_value(value)?;
+        self.writes
+            .insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), Some(value.to_vec())));
+        Ok(())
+    }
+
+    /// Removes `key` from `tree` when the transaction commits (nothing if it is absent).
+    pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<()> {
+        self.check_tree(tree)?;
+        check_key(key)?;
+        self.writes.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), None));
+        Ok(())
+    }
+
+    /// This transaction's durability, instead of the database's (`Options::durability`).
+    pub fn durability(&mut self, durability: Durability) -> &mut Self {
+        self.durability = Some(durability);
+        self
+    }
+
+    /// How many keys the transaction read from trees, and how many it writes.
+    pub fn len(&self) -> (usize, usize) {
+        (self.reads.len(), self.writes.len())
+    }
+
+    /// Commits: if every key the transaction read still holds what it read, its writes
+    /// apply as one commit (durable as its durability asks when this returns). Otherwise
+    /// it fails with [`Error::Conflict`], nothing is written, and the caller may run the
+    /// transaction again.
+    pub fn commit(self) -> Result<()> {
+        let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
+        for ((_, key), (tree, _)) in &self.reads {
+            tree.prefetch(key);
+        }
+        for (tree, op) in &batch.ops {
+            tree.prefetch(op.key());
+        }
+        self.shared.commit(durability, || {
+            for ((_, key), (tree, seen)) in &self.reads {
+                if tree.get(key)? != *seen {
+                    return Err(conflict(tree, key));
+                }
+            }
+            apply_ops(&batch.ops)
+        })
+    }
+
+    /// [`Transaction::commit`] as a future (for tasks).
+    pub async fn commit_async(self) -> Result<()> {
+        let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
+        let shared = &self.shared;
+        for ((_, key), (tree, _)) in &self.reads {
+            tree.prefetch_async(key).await;
+        }
+        for (tree, op) in &batch.ops {
+            tree.prefetch_async(op.key()).await;
+        }
+        let guard = shared.begin_commit_async().await?;
+        let mut outcome = Ok(());
+        for ((_, key), (tree, seen)) in &self.reads {
+            match tree.get_async(key).await {
+                Ok(now) if now == *seen => {}
+                Ok(_) => outcome = Err(conflict(tree, key)),
+                Err(e) => outcome = Err(e),
+            }
+            if outcome.is_err() {
+                break;
+            }
+        }
+        if outcome.is_ok() {
+            outcome = apply_ops_async(&batch.ops).await;
+        }
+        let ((), end) = shared.end_commit(outcome)?;
+        drop(guard);
+        shared.after_commit_async(end, durability).await
+    }
+
+    /// What this transaction already knows of `key`: `Some(value)` from its own write or
+    /// its earlier read, `None` if it must read the tree.
+    fn seen(&self, tree: &Tree, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+        self.check_tree(tree)?;
+        check_key(key)?;
+        let id = (tree.btree.tree_id, key.to_vec());
+        if let Some((_, value)) = self.writes.get(&id) {
+            return Ok(Some(value.clone()));
+        }
+        Ok(self.reads.get(&id).map(|(_, value)| value.clone()))
+    }
+
+    fn check_tree(&self, tree: &Tree) -> Result<()> {
+        if !Arc::ptr_eq(&tree.shared, &self.shared) {
+            return Err(Error::BadOptions {
+                reason: format!("tree {:?} belongs to another database", tree.name),
+            });
+        }
+        if tree.dropped.load(Ordering::Acquire) {
+            return Err(Error::TreeNotFound { name: tree.name.to_string() });
+        }
+        Ok(())
+    }
+
+    /// The writes as a batch, checked like one, and the durability to commit with; `None`
+    /// when there is nothing to check or write.
+    fn prepare(&self) -> Result<Option<(WriteBatch, Durability)>> {
+        if self.writes.is_empty() && (self.reads.is_empty() || self.shared.read_only) {
+            // Nothing to write, and (read-only) nothing can have changed what was read.
+            self.shared.check_open()?;
+            return Ok(None);
+        }
+        let mut batch = WriteBatch::new();
+        for ((_, key), (tree, value)) in &self.writes {
+            let op = match value {
+                Some(value) => BatchOp::Put(key.clone(), value.clone()),
+                None => BatchOp::Delete(key.clone()),
+            };
+            batch.ops.push((tree.clone(), op));
+        }
+        self.shared.check_batch(&batch)?;
+        for (tree, _) in self.reads.values() {
+            self.check_tree(tree)?;
+        }
+        Ok(Some((batch, self.durability.unwrap_or(self.shared.durability))))
+    }
+}
+
+fn conflict(tree: &Tree, key: &[u8]) -> Error {
+    Error::Conflict { tree: tree.name.to_string(), key: key.to_vec() }
+}

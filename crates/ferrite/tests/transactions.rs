@@ -1,0 +1,348 @@
+//! Transactions: reads see the transaction's own writes; a commit applies every write or
+//! none, and fails with `Error::Conflict` (writing nothing) when a key it read changed
+//! since. Checked one case at a time, then by invariants under concurrency (transfers
+//! between accounts in two trees keep the total; counters incremented by many threads and
+//! tasks lose no increment), and across simulated crashes.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{assert_check, seeds, tiny, Rng, TempDir};
+use ferrite::io::SimDisk;
+use ferrite::{Db, Durability, Error, Options, Tree};
+
+fn balance(value: Option<Vec<u8>>) -> u64 {
+    u64::from_le_bytes(value.expect("account exists").try_into().expect("8-byte balance"))
+}
+
+fn account(i: u64) -> Vec<u8> {
+    format!("account-{i:04}").into_bytes()
+}
+
+#[test]
+fn reads_see_the_transactions_own_writes_and_nothing_lands_before_commit() {
+    let dir = TempDir::new("txn-basic");
+    let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+    let a = db.tree("a").unwrap();
+    let b = db.tree("b").unwrap();
+    a.put(b"k1", b"old").unwrap();
+
+    let mut txn = db.transaction();
+    assert_eq!(txn.get(&a, b"k1").unwrap().as_deref(), Some(&b"old"[..]));
+    txn.put(&a, b"k1", b"new").unwrap();
+    txn.put(&b, b"k2", b"two").unwrap();
+    txn.delete(&a, b"absent").unwrap();
+    assert_eq!(txn.get(&a, b"k1").unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(txn.get(&b, b"k2").unwrap().as_deref(), Some(&b"two"[..]));
+    assert_eq!(txn.get(&a, b"absent").unwrap(), None);
+    // The trees do not see it yet.
+    assert_eq!(a.get(b"k1").unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(b.get(b"k2").unwrap(), None);
+    assert_eq!(txn.len(), (1, 3));
+    txn.commit().unwrap();
+    assert_eq!(a.get(b"k1").unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(b.get(b"k2").unwrap().as_deref(), Some(&b"two"[..]));
+
+    // Deleting inside a transaction hides the key from its reads, then from the tree.
+    let mut txn = db.transaction();
+    txn.delete(&a, b"k1").unwrap();
+    assert_eq!(txn.get(&a, b"k1").unwrap(), None);
+    txn.commit().unwrap();
+    assert_eq!(a.get(b"k1").unwrap(), None);
+
+    // Dropped without a commit: nothing is written.
+    let mut txn = db.transaction();
+    txn.put(&a, b"k3", b"never").unwrap();
+    drop(txn);
+    assert_eq!(a.get(b"k3").unwrap(), None);
+
+    // Bad input is refused where it is given.
+    let mut txn = db.transaction();
+    assert!(matches!(txn.put(&a, b"", b"v"), Err(Error::KeyEmpty)));
+    let big = vec![0u8; ferrite::MAX_VALUE_LEN + 1];
+    assert!(matches!(txn.put(&a, b"k", &big), Err(Error::ValueTooLarge { .. })));
+    let other_dir = TempDir::new("txn-other");
+    let other = Db::open(other_dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+    let foreign = other.tree("a").unwrap();
+    assert!(matches!(txn.get(&foreign, b"k"), Err(Error::BadOptions { .. })));
+    assert_check(&db);
+}
+
+#[test]
+fn a_commit_after_a_read_key_changed_is_a_conflict_and_writes_nothing() {
+    let dir = TempDir::new("txn-conflict");
+    let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+    let a = db.tree("a").unwrap();
+    let b = db.tree("b").unwrap();
+    a.put(b"seat-1", b"free").unwrap();
+
+    // Changed value.
+    let mut txn = db.transaction();
+    assert_eq!(txn.get(&a, b"seat-1").unwrap().as_deref(), Some(&b"free"[..]));
+    txn.put(&a, b"seat-1", b"alice").unwrap();
+    txn.put(&b, b"booking-alice", b"seat-1").unwrap();
+    a.put(b"seat-1", b"bob").unwrap();
+    let error = txn.commit().unwrap_err();
+    assert!(
+        matches!(&error, Error::Conflict { tree, key } if tree == "a" && key == b"seat-1"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("seat-1"), "{error}");
+    assert_eq!(a.get(b"seat-1").unwrap().as_deref(), Some(&b"bob"[..]));
+    assert_eq!(b.get(b"booking-alice").unwrap(), None);
+
+    // A key read as absent and inserted since.
+    let mut txn = db.transaction();
+    assert_eq!(txn.get(&b, b"new").unwrap(), None);
+    txn.put(&b, b"other", b"x").unwrap();
+    b.put(b"new", b"meanwhile").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict { .. })));
+    assert_eq!(b.get(b"other").unwrap(), None);
+
+    // A key read and deleted since.
+    let mut txn = db.transaction();
+    assert!(txn.get(&b, b"new").unwrap().is_some());
+    assert!(b.delete(b"new").unwrap());
+    assert!(matches!(txn.commit(), Err(Error::Conflict { .. })));
+
+    // Changed and changed back: what was read still holds, so the commit is fine.
+    let mut txn = db.transaction();
+    txn.get(&a, b"seat-1").unwrap();
+    a.put(b"seat-1", b"carol").unwrap();
+    a.put(b"seat-1", b"bob").unwrap();
+    txn.put(&b, b"after", b"1").unwrap();
+    txn.commit().unwrap();
+    assert_eq!(b.get(b"after").unwrap().as_deref(), Some(&b"1"[..]));
+
+    // Writes without reads never conflict; a read-only transaction commits nothing.
+    let mut txn = db.transaction();
+    txn.put(&a, b"seat-1", b"dave").unwrap();
+    a.put(b"seat-1", b"erin").unwrap();
+    txn.commit().unwrap();
+    assert_eq!(a.get(b"seat-1").unwrap().as_deref(), Some(&b"dave"[..]));
+    let mut txn = db.transaction();
+    txn.get(&a, b"seat-1").unwrap();
+    txn.commit().unwrap();
+
+    // A tree dropped under a transaction that read it.
+    let c = db.tree("c").unwrap();
+    let mut txn = db.transaction();
+    txn.get(&c, b"k").unwrap();
+    db.drop_tree("c").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::TreeNotFound { .. })));
+    assert_check(&db);
+}
+
+/// Moves a random amount between two random accounts (spread over `trees`), retrying on
+/// conflicts; returns how many conflicts it met.
+fn transfer(db: &Db, trees: &[Tree], accounts: u64, rng: &mut Rng) -> u64 {
+    let mut conflicts = 0;
+    loop {
+        let (from, to) = (rng.below(accounts), rng.below(accounts));
+        let (from_tree, to_tree) = (&trees[(from % 2) as usize], &trees[(to % 2) as usize]);
+        let mut txn = db.transaction();
+        let from_balance = balance(txn.get(from_tree, &account(from)).unwrap());
+        let to_balance = balance(txn.get(to_tree, &account(to)).unwrap());
+        let amount = rng.below(from_balance + 1);
+        if from == to {
+            return conflicts;
+        }
+        txn.put(from_tree, &account(from), &(from_balance - amount).to_le_bytes()).unwrap();
+        txn.put(to_tree, &account(to), &(to_balance + amount).to_le_bytes()).unwrap();
+        match txn.commit() {
+            Ok(()) => return conflicts,
+            Err(Error::Conflict { .. }) => conflicts += 1,
+            Err(e) => panic!("transfer failed: {e}"),
+        }
+    }
+}
+
+/// The sum of every account, read in one transaction; `None` if its commit conflicted.
+fn audit(db: &Db, trees: &[Tree], accounts: u64) -> Option<u64> {
+    let mut txn = db.transaction();
+    let total = (0..accounts)
+        .map(|i| balance(txn.get(&trees[(i % 2) as usize], &account(i)).unwrap()))
+        .sum();
+    match txn.commit() {
+        Ok(()) => Some(total),
+        Err(Error::Conflict { .. }) => None,
+        Err(e) => panic!("audit failed: {e}"),
+    }
+}
+
+#[test]
+fn concurrent_transfers_keep_the_total_and_every_committed_audit_sees_it() {
+    const ACCOUNTS: u64 = 12;
+    const START: u64 = 1_000;
+    let dir = TempDir::new("txn-bank");
+    let options = Options { workers: 0, durability: Durability::None, ..tiny(64) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let trees = [db.tree("even").unwrap(), db.tree("odd").unwrap()];
+    for i in 0..ACCOUNTS {
+        trees[(i % 2) as usize].put(&account(i), &START.to_le_bytes()).unwrap();
+    }
+    let audits = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (db, trees, audits) = (Arc::clone(&db), trees.clone(), Arc::clone(&audits));
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(t + 1);
+                for _ in 0..300 {
+                    transfer(&db, &trees, ACCOUNTS, &mut rng);
+                    if t == 0 {
+                        if let Some(total) = audit(&db, &trees, ACCOUNTS) {
+                            assert_eq!(
+                                total,
+                                ACCOUNTS * START,
+                                "an audit saw money appear or vanish"
+                            );
+                            audits.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert!(audits.load(Ordering::Relaxed) > 0, "no audit committed");
+    assert_eq!(audit(&db, &trees, ACCOUNTS), Some(ACCOUNTS * START));
+    assert_check(&db);
+}
+
+#[test]
+fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
+    let dir = TempDir::new("txn-counters");
+    let options = Options { workers: 2, durability: Durability::Sync, ..tiny(64) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.tree("counters").unwrap();
+    tree.put(b"hits", &0u64.to_le_bytes()).unwrap();
+    const THREADS: u64 = 3;
+    const TASKS: u64 = 40;
+    const EACH: u64 = 25;
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (db, tree) = (Arc::clone(&db), tree.clone());
+            std::thread::spawn(move || {
+                for _ in 0..EACH {
+                    loop {
+                        let mut txn = db.transaction();
+                        let hits = balance(txn.get(&tree, b"hits").unwrap());
+                        txn.put(&tree, b"hits", &(hits + 1).to_le_bytes()).unwrap();
+                        match txn.commit() {
+                            Ok(()) => break,
+                            Err(Error::Conflict { .. }) => continue,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (task_db, tree) = (Arc::clone(&db), tree.clone());
+            db.spawn(async move {
+                let mut conflicts = 0u64;
+                for _ in 0..EACH {
+                    loop {
+                        let mut txn = task_db.transaction();
+                        let hits = balance(txn.get_async(&tree, b"hits").await.unwrap());
+                        // Other tasks of this worker run here and commit the same count.
+                        ferrite::sched::yield_now().await;
+                        txn.put(&tree, b"hits", &(hits + 1).to_le_bytes()).unwrap();
+                        match txn.commit_async().await {
+                            Ok(()) => break,
+                            Err(Error::Conflict { .. }) => conflicts += 1,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+                conflicts
+            })
+            .unwrap()
+        })
+        .collect();
+    let task_conflicts: u64 = tasks.into_iter().map(|t| t.wait()).sum();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(balance(tree.get(b"hits").unwrap()), (THREADS + TASKS) * EACH);
+    // Every task yields between its read and its commit: others commit meanwhile.
+    assert!(task_conflicts > 0, "no task met a conflict: the test checked nothing");
+    assert_check(&db);
+}
+
+fn sim_options(disk: &Arc<SimDisk>) -> Options {
+    Options {
+        pool_bytes: 64 * 4096,
+        max_size_bytes: 64 << 20,
+        grow_chunk_bytes: 64 << 10,
+        direct_io: false,
+        workers: 0,
+        log_segment_bytes: 1 << 20,
+        checkpoint_log_bytes: 1 << 40,
+        storage: Some(disk.clone()),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn transfers_survive_crashes_whole_or_not_at_all() {
+    const ACCOUNTS: u64 = 40;
+    const START: u64 = 500;
+    let (mut replayed, mut lost) = (0, 0);
+    for seed in seeds(20) {
+        let disk = SimDisk::new(seed);
+        let dir = TempDir::new("txn-crash");
+        let mut rng = Rng::new(seed);
+        // The balances after every commit since the last acknowledged one; the first is
+        // acknowledged (durable), the rest may or may not have reached the log.
+        let mut states: Vec<Vec<u64>> = vec![vec![START; ACCOUNTS as usize]];
+        for cycle in 0..4 {
+            let db = Db::open(dir.path(), sim_options(&disk)).unwrap();
+            replayed += db.recovery_report().records;
+            let tree = db.tree("accounts").unwrap();
+            if cycle == 0 {
+                for i in 0..ACCOUNTS {
+                    tree.put(&account(i), &START.to_le_bytes()).unwrap();
+                }
+            }
+            let found: Vec<u64> =
+                (0..ACCOUNTS).map(|i| balance(tree.get(&account(i)).unwrap())).collect();
+            assert!(
+                states.contains(&found),
+                "seed {seed} cycle {cycle}: recovered balances are no committed state"
+            );
+            assert_eq!(found.iter().sum::<u64>(), ACCOUNTS * START);
+            lost += usize::from(Some(&found) != states.last());
+            assert_check(&db);
+            states = vec![found];
+            for _ in 0..rng.below(60) {
+                let (from, to) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
+                let mut current = states.last().unwrap().clone();
+                let mut txn = db.transaction();
+                let from_balance = balance(txn.get(&tree, &account(from)).unwrap());
+                let amount = rng.below(from_balance + 1);
+                let to_balance = balance(txn.get(&tree, &account(to)).unwrap());
+                if from == to {
+                    continue;
+                }
+                txn.put(&tree, &account(from), &(from_balance - amount).to_le_bytes()).unwrap();
+                txn.put(&tree, &account(to), &(to_balance + amount).to_le_bytes()).unwrap();
+                let sync = rng.below(3) == 0;
+                txn.durability(if sync { Durability::Sync } else { Durability::None });
+                txn.commit().unwrap();
+                current[from as usize] -= amount;
+                current[to as usize] += amount;
+                if sync {
+                    states.clear();
+                }
+                states.push(current);
+            }
+            disk.crash();
+            db.abandon();
+        }
+    }
+    assert!(replayed > 0, "no recovery replayed anything: the crashes tested nothing");
+    assert!(lost > 0, "no crash lost an unacknowledged commit: the crashes tested nothing");
+}
