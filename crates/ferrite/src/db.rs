@@ -585,6 +585,7 @@ impl Db {
                 checkpoint,
                 &pool,
                 fresh,
+                options.direct_io,
             )?;
             pool.set_allocation(recovered.page_count, recovered.free)?;
             sb.page_count = recovered.page_count;
@@ -1331,15 +1332,15 @@ impl Tree {
 
     async fn apply_put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let btree = self.btree;
-        self.run_async(|pool, scratch| btree.put(pool, key, value, scratch)).await
+        self.run_in_commit(|pool, scratch| btree.put(pool, key, value, scratch)).await
     }
 
     async fn apply_delete_async(&self, key: &[u8]) -> Result<bool> {
         let btree = self.btree;
         let (removed, merge) =
-            self.run_async(|pool, scratch| btree.delete(pool, key, scratch)).await?;
+            self.run_in_commit(|pool, scratch| btree.delete(pool, key, scratch)).await?;
         if let Some(leaf) = merge {
-            self.run_async(|pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
+            self.run_in_commit(|pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
         }
         Ok(removed)
     }
@@ -1384,6 +1385,17 @@ impl Tree {
         .await
     }
 
+    /// The value of `key`, read by a task holding the commit lock (see `run_in_commit`).
+    async fn get_in_commit(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let btree = self.btree;
+        let mut resume = crate::btree::tree::Resume::default();
+        let mut read = |value: &[u8]| value.to_vec();
+        self.run_in_commit(|pool, scratch| {
+            btree.get_resuming(pool, key, scratch, &mut read, &mut resume)
+        })
+        .await
+    }
+
     /// [`Tree::put`] as a future.
     pub async fn put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.shared.check_writable()?;
@@ -1422,7 +1434,7 @@ impl Tree {
         let shared = &self.shared;
         let guard = shared.begin_commit_async().await?;
         let outcome =
-            self.run_async(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await;
+            self.run_in_commit(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await;
         let (updated, end) = shared.end_commit(outcome)?;
         drop(guard);
         shared.after_commit_async(end, shared.durability).await?;
@@ -1431,12 +1443,29 @@ impl Tree {
 
     async fn run_async<T>(
         &self,
+        attempt: impl FnMut(&BufferPool, &mut crate::btree::Scratch) -> crate::buffer::Attempt<T>,
+    ) -> Result<T> {
+        self.run_async_with(true, attempt).await
+    }
+
+    /// [`Tree::run_async`] for a task holding the commit lock: it does not give its
+    /// worker's turn away after the operation (only a miss makes it wait).
+    async fn run_in_commit<T>(
+        &self,
+        attempt: impl FnMut(&BufferPool, &mut crate::btree::Scratch) -> crate::buffer::Attempt<T>,
+    ) -> Result<T> {
+        self.run_async_with(false, attempt).await
+    }
+
+    async fn run_async_with<T>(
+        &self,
+        share_turn: bool,
         mut attempt: impl FnMut(&BufferPool, &mut crate::btree::Scratch) -> crate::buffer::Attempt<T>,
     ) -> Result<T> {
         self.shared.check_open()?;
         let pool = &self.shared.pool;
         let dropped = &self.dropped;
-        crate::sched::run_async(pool, |scratch| {
+        crate::sched::run_async_with(pool, share_turn, |scratch| {
             if dropped.load(Ordering::Acquire) {
                 return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
             }

@@ -36,6 +36,11 @@ use crate::wal::Log;
 
 /// `Slot::log_state` bit: changed by the commit in progress.
 const PINNED: u32 = 1 << 31;
+/// `Slot::log_state` bit: a copy of the page is being written by a checkpoint, without the
+/// page's latch; until it is on disk, the page is not evicted nor written again.
+const WRITING: u32 = 1 << 30;
+/// `Slot::log_state` bits of the epoch.
+const EPOCH_MASK: u32 = WRITING - 1;
 
 /// Most victims chosen per eviction round.
 const EVICT_BATCH: usize = 64;
@@ -78,7 +83,7 @@ struct Slot {
     /// epoch not older than the last completed checkpoint, so that a torn write can be
     /// repaired. Bit 31 (`PINNED`): a commit in progress changed the page; it is not
     /// written until the commit's record is logged (its bytes, LSN field included, may be
-    /// anything meanwhile).
+    /// anything meanwhile). Bit 30 (`WRITING`): a checkpoint is writing a copy of it.
     log_state: AtomicU32,
 }
 
@@ -624,6 +629,11 @@ impl BufferPool {
     /// For a latched page: what it needs before it may be written. Appends the page's
     /// image to the log if it has none since the last completed checkpoint.
     pub fn write_check(&self, page_id: PageId) -> Result<WriteCheck> {
+        if self.slot(page_id).log_state.load(Ordering::Acquire) & WRITING != 0 {
+            // Its frame must stay until the checkpoint's copy is on disk (a reader would
+            // load the older page), and another write could land before that copy.
+            return Ok(WriteCheck::Pinned);
+        }
         let memory = self.page_mut(page_id);
         if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
             return Ok(WriteCheck::Clean);
@@ -639,14 +649,14 @@ impl BufferPool {
         }
         // The log must be durable past the page's last change, and past its image.
         let mut needed = page::lsn_of(memory);
-        if state < self.epoch_completed.load(Ordering::Acquire) {
+        if state & EPOCH_MASK < self.epoch_completed.load(Ordering::Acquire) {
             // Read the epoch before appending: an image is counted for a checkpoint only if
             // it follows that checkpoint's redo LSN (see `Shared::checkpoint`). The page keeps
             // its LSN: the image says which content it holds.
             let epoch = self.epoch_started.load(Ordering::Acquire);
             let mut record = encode_image(page_id, memory);
             let (image_lsn, _) = log.append(&mut record)?;
-            slot.log_state.store(epoch, Ordering::Release);
+            set_epoch(&slot.log_state, epoch);
             needed = needed.max(image_lsn);
         }
         if needed >= log.durable() {
@@ -656,26 +666,18 @@ impl BufferPool {
     }
 
     /// Writes every page dirty in memory (blocking; pages a commit in progress changed are
-    /// waited for), then syncs the file.
+    /// waited for), then syncs the file. Runs beside the workers and commits (checkpoints):
+    /// a page is latched only to check it and copy it, never across a write or a wait for
+    /// the log, so commits seldom find a page latched by it.
     pub fn flush_all(&self) -> Result<()> {
         let mut ids = self.resident.ids();
         ids.sort_unstable();
+        let mut copy = AlignedPage::zeroed();
         while !ids.is_empty() {
             let mut pinned = Vec::new();
             for page_id in ids {
-                loop {
-                    match self.lock_exclusive_any(page_id) {
-                        Ok(guard) => {
-                            if !self.write_back(page_id)? {
-                                pinned.push(page_id);
-                            }
-                            drop(guard);
-                            break;
-                        }
-                        Err(Interrupt::Miss(_)) => break,
-                        Err(Interrupt::Restart) => std::thread::yield_now(),
-                        Err(Interrupt::Error(e)) => return Err(e),
-                    }
+                if !self.write_copy(page_id, &mut copy)? {
+                    pinned.push(page_id);
                 }
             }
             if !pinned.is_empty() {
@@ -684,6 +686,62 @@ impl BufferPool {
             ids = pinned;
         }
         self.file.sync()
+    }
+
+    /// `flush_all`'s write of one page: false if a commit in progress has it pinned.
+    fn write_copy(&self, page_id: PageId, copy: &mut AlignedPage) -> Result<bool> {
+        let mut waited_for_log = false;
+        loop {
+            let guard = match self.lock_exclusive_any(page_id) {
+                Ok(guard) => guard,
+                Err(Interrupt::Miss(_)) => return Ok(true),
+                Err(Interrupt::Restart) => {
+                    std::thread::yield_now();
+                    continue;
+                }
+                Err(Interrupt::Error(e)) => return Err(e),
+            };
+            match self.write_check(page_id)? {
+                WriteCheck::Clean => return Ok(true),
+                WriteCheck::Pinned => return Ok(false),
+                WriteCheck::LogFirst(lsn) if !waited_for_log => {
+                    // Wait for the log unlatched, then look again; a page changed again
+                    // meanwhile is waited for latched the second time (no endless chase).
+                    drop(guard);
+                    self.log.get().expect("a log").flush(lsn)?;
+                    waited_for_log = true;
+                    continue;
+                }
+                WriteCheck::LogFirst(lsn) => self.log.get().expect("a log").flush(lsn)?,
+                WriteCheck::Ready => {}
+            }
+            let memory = self.page_mut(page_id);
+            page::seal(memory);
+            copy.bytes_mut().copy_from_slice(memory);
+            let log_state = &self.slot(page_id).log_state;
+            log_state.fetch_or(WRITING, Ordering::AcqRel);
+            drop(guard);
+            let written = self.file.write_page(page_id, copy.bytes());
+            if let Err(e) = written {
+                // The page is dirty again (under its latch), and the database refuses writes.
+                loop {
+                    match self.lock_exclusive_any(page_id) {
+                        Ok(_guard) => {
+                            self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
+                            break;
+                        }
+                        Err(Interrupt::Restart) => std::thread::yield_now(),
+                        Err(_) => break,
+                    }
+                }
+                log_state.fetch_and(!WRITING, Ordering::AcqRel);
+                self.note_write_failed(e.to_string());
+                return Err(e);
+            }
+            log_state.fetch_and(!WRITING, Ordering::AcqRel);
+            self.counters.writes.fetch_add(1, Ordering::Relaxed);
+            return Ok(true);
+        }
     }
 
     /// A new page, zero-filled unless it is a reused one, latched exclusively and dirty.
@@ -1027,7 +1085,9 @@ impl BufferPool {
         self.capture.lock().unwrap().note_new(page_id);
         // Logged whole: counts as an image for the current epoch.
         let epoch = self.epoch_started.load(Ordering::Acquire);
-        self.slot(page_id).log_state.store(epoch | PINNED, Ordering::Release);
+        let log_state = &self.slot(page_id).log_state;
+        set_epoch(log_state, epoch);
+        log_state.fetch_or(PINNED, Ordering::AcqRel);
     }
 
     fn note_freed(&self, page_id: PageId) {
@@ -1267,6 +1327,13 @@ impl Drop for SharedGuard<'_> {
     fn drop(&mut self) {
         self.pool.unlock_shared(self.page_id);
     }
+}
+
+/// Sets the epoch bits of a `Slot::log_state`, keeping its flags.
+fn set_epoch(log_state: &AtomicU32, epoch: u32) {
+    debug_assert_eq!(epoch & !EPOCH_MASK, 0, "epoch {epoch} overflows its bits");
+    let _ = log_state
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| Some(now & !EPOCH_MASK | epoch));
 }
 
 #[cfg(test)]

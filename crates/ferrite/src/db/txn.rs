@@ -129,7 +129,7 @@ impl Transaction {
         let guard = shared.begin_commit_async().await?;
         let mut outcome = Ok(());
         for ((_, key), (tree, seen)) in &self.reads {
-            match tree.get_async(key).await {
+            match tree.get_in_commit(key).await {
                 Ok(now) if now == *seen => {}
                 Ok(_) => outcome = Err(conflict(tree, key)),
                 Err(e) => outcome = Err(e),

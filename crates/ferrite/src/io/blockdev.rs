@@ -80,6 +80,17 @@ impl FileDevice {
         let file = options.open(path)?;
         Ok(FileDevice { file, path: path.to_owned() })
     }
+
+    /// Opens an existing file to write through: `O_DIRECT | O_DSYNC`, so that a write is
+    /// durable when it returns (buffers, offsets and lengths aligned to `IO_ALIGN`).
+    pub fn open_write_through(path: &Path) -> io::Result<FileDevice> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
+            .open(path)?;
+        Ok(FileDevice { file, path: path.to_owned() })
+    }
 }
 
 impl BlockDevice for FileDevice {

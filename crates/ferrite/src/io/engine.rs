@@ -148,11 +148,12 @@ pub trait IoEngine: Send {
     }
 
     /// Queues a write of `len` bytes from `buf` at `offset` of the open file `fd` (any file,
-    /// not one of the devices; buffered I/O), followed by an `fdatasync` of it: one
-    /// completion with `tag`, once both are done (`Ok(len)`), or with the first error. The
-    /// write-ahead log goes out this way, on the worker's own ring. Engines that cannot
-    /// queue it refuse with `QueueError::Unsupported` (the default); callers then write and
-    /// sync with blocking calls.
+    /// not one of the devices), followed, if `then_sync`, by an `fdatasync` of it: one
+    /// completion with `tag`, once both are done (`Ok(len)`; a short write is an error), or
+    /// with the first error. The write-ahead log goes out this way, on the worker's own
+    /// ring (without the sync when `fd` was opened `O_DSYNC`: the write itself is durable
+    /// when it completes). Engines that cannot queue it refuse with
+    /// `QueueError::Unsupported` (the default); callers then write with blocking calls.
     ///
     /// # Safety
     /// `buf` must stay valid and untouched, and `fd` open, until the completion is reaped.
@@ -163,8 +164,9 @@ pub trait IoEngine: Send {
         buf: *const u8,
         len: usize,
         tag: u64,
+        then_sync: bool,
     ) -> Result<(), QueueError> {
-        let _ = (fd, offset, buf, len, tag);
+        let _ = (fd, offset, buf, len, tag, then_sync);
         Err(QueueError::Unsupported)
     }
 }

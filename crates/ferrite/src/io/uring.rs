@@ -52,9 +52,10 @@ pub struct UringEngine {
     ready: VecDeque<IoCompletion>,
     /// Scratch: (user data, result) of the CQEs of one drain.
     cqes: Vec<(u64, i32)>,
-    /// Write-and-sync requests in flight (`queue_write_sync`): tag, length, and the write's
-    /// error if it failed (its linked sync is then cancelled).
-    write_syncs: Vec<(u64, usize, Option<io::Error>)>,
+    /// Write-and-sync requests in flight (`queue_write_sync`): tag, length, whether a sync
+    /// follows the write, and the write's error if it failed (its linked sync is then
+    /// cancelled).
+    write_syncs: Vec<(u64, usize, bool, Option<io::Error>)>,
 }
 
 /// User-data bit of the two SQEs of a write-and-sync request (the others carry slot indexes).
@@ -247,11 +248,10 @@ impl UringEngine {
         let at = self
             .write_syncs
             .iter()
-            .position(|(t, _, _)| *t == tag)
+            .position(|(t, _, _, _)| *t == tag)
             .expect("a write-and-sync request in flight for every such completion");
-        if user_data & WRITE_PART_BIT != 0 {
-            let len = self.write_syncs[at].1;
-            let error = if res < 0 {
+        let write_result = |len: usize| {
+            if res < 0 {
                 Some(io::Error::from_raw_os_error(-res))
             } else if res as usize != len {
                 Some(io::Error::new(
@@ -260,11 +260,14 @@ impl UringEngine {
                 ))
             } else {
                 None
-            };
-            self.write_syncs[at].2 = error;
+            }
+        };
+        if user_data & WRITE_PART_BIT != 0 {
+            self.write_syncs[at].3 = write_result(self.write_syncs[at].1);
             return;
         }
-        let (_, len, error) = self.write_syncs.swap_remove(at);
+        let (_, len, synced, error) = self.write_syncs.swap_remove(at);
+        let error = if synced { error } else { write_result(len) };
         let result = match error {
             Some(e) => Err(e),
             None if res < 0 => Err(io::Error::from_raw_os_error(-res)),
@@ -323,26 +326,30 @@ impl IoEngine for UringEngine {
         buf: *const u8,
         len: usize,
         tag: u64,
+        then_sync: bool,
     ) -> Result<(), QueueError> {
         assert_eq!(tag & (WRITE_SYNC_BIT | WRITE_PART_BIT), 0, "tag {tag:#x} too large");
         let len32 = u32::try_from(len).map_err(|_| QueueError::Unsupported)?;
-        let write = opcode::Write::new(types::Fd(fd), buf, len32)
-            .offset(offset)
-            .build()
-            .flags(squeue::Flags::IO_LINK)
-            .user_data(WRITE_SYNC_BIT | WRITE_PART_BIT | tag);
-        let sync = opcode::Fsync::new(types::Fd(fd))
-            .flags(types::FsyncFlags::DATASYNC)
-            .build()
-            .user_data(WRITE_SYNC_BIT | tag);
+        let write = opcode::Write::new(types::Fd(fd), buf, len32).offset(offset).build();
+        let entries = if then_sync {
+            let write = write
+                .flags(squeue::Flags::IO_LINK)
+                .user_data(WRITE_SYNC_BIT | WRITE_PART_BIT | tag);
+            let sync = opcode::Fsync::new(types::Fd(fd))
+                .flags(types::FsyncFlags::DATASYNC)
+                .build()
+                .user_data(WRITE_SYNC_BIT | tag);
+            vec![write, sync]
+        } else {
+            vec![write.user_data(WRITE_SYNC_BIT | tag)]
+        };
         // Both entries go into the queue together, or the link would not hold (the kernel
         // ends a chain at the end of a submission): submit what waits first if need be.
         for attempt in 0..2 {
             // SAFETY: the write points at the caller's buffer, kept valid and untouched until
-            // the completion is reaped (this function's contract); the linked sync runs after
+            // the completion is reaped (this function's contract); a linked sync runs after
             // it.
-            let pushed =
-                unsafe { self.ring.submission().push_multiple(&[write.clone(), sync.clone()]) };
+            let pushed = unsafe { self.ring.submission().push_multiple(&entries) };
             if pushed.is_ok() {
                 break;
             }
@@ -350,7 +357,7 @@ impl IoEngine for UringEngine {
                 return Err(QueueError::Full);
             }
         }
-        self.write_syncs.push((tag, len, None));
+        self.write_syncs.push((tag, len, then_sync, None));
         Ok(())
     }
 
@@ -496,6 +503,7 @@ mod tests {
                         payload.as_ptr(),
                         payload.len(),
                         100 + round,
+                        true,
                     )
                     .unwrap();
             }
@@ -514,6 +522,37 @@ mod tests {
             );
         }
         assert_eq!(std::fs::read(dir.path().join("log")).unwrap(), b"log byteslog byteslog bytes");
+
+        // Without the sync (a write-through descriptor): one completion per write, whole.
+        let through = crate::io::FileDevice::open_write_through(&dir.path().join("log"))
+            .or_else(|_| crate::io::FileDevice::open(&dir.path().join("log"), false, false))
+            .unwrap();
+        let mut block = AlignedBuf::zeroed(4096);
+        block.as_mut_slice().fill(7);
+        for round in 0..2u64 {
+            // SAFETY: `block` and `through` outlive the request, reaped below.
+            unsafe {
+                engine
+                    .queue_write_sync(
+                        crate::io::BlockDevice::raw_fd(&through).unwrap(),
+                        round * 4096,
+                        block.as_slice().as_ptr(),
+                        4096,
+                        200 + round,
+                        false,
+                    )
+                    .unwrap();
+            }
+        }
+        let mut done = Vec::new();
+        while engine.in_flight() > 0 {
+            engine.reap(&mut done, true).unwrap();
+        }
+        let mut results: Vec<(u64, usize)> =
+            done.iter().map(|c| (c.tag, *c.result.as_ref().unwrap())).collect();
+        results.sort_unstable();
+        assert_eq!(results, [(200, 4096), (201, 4096)]);
+        assert_eq!(std::fs::read(dir.path().join("log")).unwrap(), vec![7u8; 8192]);
     }
 
     #[test]

@@ -210,6 +210,20 @@ impl Future for WaitLoad {
 /// worker, restarts yield to the other tasks. Off a worker it behaves like `btree::run`.
 pub async fn run_async<T>(
     pool: &BufferPool,
+    attempt: impl FnMut(&mut Scratch) -> Attempt<T>,
+) -> Result<T> {
+    run_async_with(pool, true, attempt).await
+}
+
+/// Restarts a task holding the commit lock retries at once before yielding.
+const IMMEDIATE_RETRIES: u32 = 4;
+
+/// [`run_async`]; `share_turn`: after an operation that did not wait, give the worker to
+/// the other tasks when this worker's turn is spent. Commits do not (they hold the commit
+/// lock, which every other commit would then wait for).
+pub async fn run_async_with<T>(
+    pool: &BufferPool,
+    share_turn: bool,
     mut attempt: impl FnMut(&mut Scratch) -> Attempt<T>,
 ) -> Result<T> {
     let mut restarts = 0u32;
@@ -217,7 +231,7 @@ pub async fn run_async<T>(
     loop {
         match with_scratch(&mut attempt) {
             Ok(value) => {
-                if on_worker() && spend_budget() {
+                if share_turn && on_worker() && spend_budget() {
                     yield_now().await;
                 }
                 return Ok(value);
@@ -231,6 +245,12 @@ pub async fn run_async<T>(
             },
             Err(Interrupt::Restart) => {
                 restarts += 1;
+                if !share_turn && restarts <= IMMEDIATE_RETRIES {
+                    // Holding the commit lock: most restarts there are a put's after its
+                    // split, which succeeds at once; yielding would keep every commit
+                    // waiting behind this worker's other tasks.
+                    continue;
+                }
                 if on_worker() {
                     yield_now().await;
                 } else {

@@ -279,7 +279,7 @@ impl WorkerIo {
             Some(pieces) => {
                 let mut queued = 0;
                 let mut error = None;
-                for (i, (fd, offset, bytes)) in pieces.iter().enumerate() {
+                for (i, (fd, offset, bytes, then_sync)) in pieces.iter().enumerate() {
                     // SAFETY: the bytes belong to `job`, kept in `log_flight` until every
                     // piece's completion is reaped; the segment's file stays open as long.
                     let result = unsafe {
@@ -289,6 +289,7 @@ impl WorkerIo {
                             bytes.as_ptr(),
                             bytes.len(),
                             TAG_LOG | i as u64,
+                            *then_sync,
                         )
                     };
                     match result {

@@ -77,7 +77,7 @@ fn discover(storage: &dyn Storage) -> Result<(Vec<Segment>, u32)> {
             .read_at(&mut header, 0)
             .map_err(|e| Error::io(format!("reading the header of {name}"), e))?;
         if let (32, Some((start, capacity))) = (got, decode_segment_header(&header)) {
-            segments.push(Segment { slot, start, capacity, device });
+            segments.push(Segment::new(slot, start, capacity, device));
         }
         slot += 1;
     }
@@ -234,11 +234,12 @@ pub fn recover(
     checkpoint_lsn: Option<u64>,
     pool: &BufferPool,
     fresh: (u64, Vec<PageId>, u64),
+    direct: bool,
 ) -> Result<Recovered> {
     let started = Instant::now();
     let (all, slot_count) = discover(storage.as_ref())?;
     let Some(checkpoint_lsn) = checkpoint_lsn else {
-        let log = Arc::new(Log::new(storage, segment_bytes, Vec::new(), slot_count, 0));
+        let log = Arc::new(Log::new(storage, segment_bytes, Vec::new(), slot_count, 0, direct));
         pool.attach_log(Arc::clone(&log));
         let (page_count, free, next_tree_id) = fresh;
         return Ok(Recovered { log, page_count, free, next_tree_id, report: Default::default() });
@@ -266,7 +267,7 @@ pub fn recover(
     // Segments beyond the one the log continues in hold nothing needed.
     let keep = segments.iter().position(|s| end_lsn < s.end()).map_or(segments.len(), |i| i + 1);
     segments.truncate(keep);
-    let log = Arc::new(Log::new(storage, segment_bytes, segments, slot_count, end_lsn));
+    let log = Arc::new(Log::new(storage, segment_bytes, segments, slot_count, end_lsn, direct));
     pool.attach_log(Arc::clone(&log));
     // Pass 2: replay.
     let mut free: BTreeSet<PageId> = free.into_iter().collect();
