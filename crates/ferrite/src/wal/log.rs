@@ -40,7 +40,9 @@ pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
 pub const SEGMENT_VERSION: u32 = 1;
 /// Flushes in progress at once. One: measured on this project's machine, two flushes in
 /// flight (the second group written and synced while the first waits) made smaller groups
-/// and no more commits per second (docs/benchmarks.md); the format and recovery allow more.
+/// and no more commits per second (docs/benchmarks.md). It must stay one while a flush
+/// rewrites the first block of its own from the previous flush's last one (`LOG_BLOCK`):
+/// two writes of the same block in flight could land in either order.
 pub const MAX_FLIGHTS: usize = 1;
 /// Log bytes of the small segment made when a new segment is needed and no prepared one is
 /// ready (the first of a new database, say).
