@@ -123,9 +123,12 @@ pub fn diff_ranges(before: &[u8], after: &[u8], out: &mut Vec<(u16, Vec<u8>)>) {
     }
 }
 
-/// `diff_ranges` over `from..to`, comparing eight bytes at a time where it can.
+/// `diff_ranges` over `from..to`, eight bytes at a time where it can: over equal bytes,
+/// and along a changed stretch (a slot array shifted by an insert differs for hundreds of
+/// bytes), which the byte-at-a-time version spent ~7 % of a durable insert's CPU on.
 fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Vec<(u16, Vec<u8>)>) {
-    let word = |page: &[u8], at: usize| u64::from_ne_bytes(page[at..at + 8].try_into().unwrap());
+    // Little-endian: byte k of the slice is bits 8k..8k+8 of the word.
+    let word = |page: &[u8], at: usize| u64::from_le_bytes(page[at..at + 8].try_into().unwrap());
     let mut i = from;
     while i < to {
         // Skip equal words, then equal bytes.
@@ -139,14 +142,19 @@ fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Ve
             break;
         }
         let start = i;
+        // One past the last difference; extend while another follows within 8 bytes.
         let mut end = i + 1;
-        let mut j = end;
-        // Extend while another difference follows within 8 bytes.
-        while j < to && j < end + 8 {
-            if before[j] != after[j] {
-                end = j + 1;
+        while end < to {
+            let next = if end + 8 <= to {
+                let differs = word(before, end) ^ word(after, end);
+                (differs != 0).then(|| end + (63 - differs.leading_zeros() as usize) / 8)
+            } else {
+                (end..to).rev().find(|&j| before[j] != after[j])
+            };
+            match next {
+                Some(last) => end = last + 1,
+                None => break,
             }
-            j += 1;
         }
         out.push((start as u16, after[start..end].to_vec()));
         i = end;
@@ -428,6 +436,69 @@ mod tests {
         }
         // Nearby differences share a range.
         assert!(entry.ranges.iter().any(|(o, b)| *o == 30 && b.len() == 2));
+    }
+
+    /// The byte-at-a-time definition of `diff_region`: differences closer than 8 bytes
+    /// share a range.
+    fn diff_region_reference(
+        before: &[u8],
+        after: &[u8],
+        from: usize,
+        to: usize,
+    ) -> Vec<(u16, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut i = from;
+        while i < to {
+            while i < to && before[i] == after[i] {
+                i += 1;
+            }
+            if i >= to {
+                break;
+            }
+            let (start, mut end, mut j) = (i, i + 1, i + 1);
+            while j < to && j < end + 8 {
+                if before[j] != after[j] {
+                    end = j + 1;
+                }
+                j += 1;
+            }
+            out.push((start as u16, after[start..end].to_vec()));
+            i = end;
+        }
+        out
+    }
+
+    #[test]
+    fn word_diffs_match_the_byte_definition() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..2_000 {
+            let before = page_with(|i| (i * 31 + round) as u8);
+            let mut after = before.clone();
+            // Scattered bytes, short and long changed stretches, gaps of every size.
+            for _ in 0..next() % 40 {
+                let at = (next() % PAGE_SIZE as u64) as usize;
+                let len = match next() % 4 {
+                    0 => 1,
+                    1 => (next() % 12) as usize,
+                    2 => (next() % 300) as usize,
+                    _ => (next() % 2000) as usize,
+                };
+                for b in &mut after[at..(at + len).min(PAGE_SIZE)] {
+                    *b ^= (next() % 255 + 1) as u8;
+                }
+            }
+            let from = (next() % 64) as usize;
+            let to = PAGE_SIZE - (next() % 64) as usize;
+            let mut got = Vec::new();
+            diff_region(&before, &after, from, to, &mut got);
+            assert_eq!(got, diff_region_reference(&before, &after, from, to), "round {round}");
+        }
     }
 
     #[test]
