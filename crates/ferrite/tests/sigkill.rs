@@ -1,5 +1,5 @@
 //! A real process crash: the test runs its own binary again as a child that writes to a real
-//! data directory (single puts, deletes and batches over three trees, some values on Value
+//! data directory (single puts, deletes, and batches or transactions over three trees, some values on Value
 //! pages, `Durability::Sync`) and prints `ack N` once write N returned. The parent kills it
 //! with SIGKILL after a seeded number of acknowledgements or milliseconds (some rounds while
 //! it is still opening, i.e. recovering), then:
@@ -184,7 +184,28 @@ fn run_child(dir: &Path, plan: &str) -> ! {
     say(format!("open {}", db.recovery_report().records));
     for number in first.. {
         let commit = commit_number(seed, number);
-        if commit.batch {
+        if commit.batch && number % 2 == 1 {
+            // Half the batches as transactions: each key read first, then written, and read
+            // again to see the transaction's own write.
+            let mut txn = db.transaction();
+            for change in &commit.changes {
+                let (Change::Put(tree, key, _) | Change::Delete(tree, key)) = change;
+                txn.get(&trees[*tree], key)
+                    .unwrap_or_else(|e| panic!("child: transaction {number} read: {e}"));
+                let wrote = match change {
+                    Change::Put(_, _, value) => txn.put(&trees[*tree], key, value),
+                    Change::Delete(_, _) => txn.delete(&trees[*tree], key),
+                };
+                wrote.unwrap_or_else(|e| panic!("child: transaction {number}: {e}"));
+                let own = txn.get(&trees[*tree], key).expect("a read of the transaction's own");
+                let expected = match change {
+                    Change::Put(_, _, value) => Some(value.clone()),
+                    Change::Delete(..) => None,
+                };
+                assert!(own == expected, "child: transaction {number} missed its own write");
+            }
+            txn.commit().unwrap_or_else(|e| panic!("child: transaction {number}: {e}"));
+        } else if commit.batch {
             let mut batch = WriteBatch::new();
             for change in &commit.changes {
                 match change {
