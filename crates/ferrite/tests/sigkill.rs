@@ -1,8 +1,8 @@
 //! A real process crash: the test runs its own binary again as a child that writes to a real
 //! data directory (single puts, deletes, and batches or transactions over three trees, some
-//! values on Value pages, `Durability::Sync`) and prints `ack N` once write N returned. The parent kills it
-//! with SIGKILL after a seeded number of acknowledgements or milliseconds (some rounds while
-//! it is still opening, i.e. recovering), then:
+//! values on Value pages, `Durability::Sync`) and prints `ack N` once write N returned. The
+//! parent kills it with SIGKILL after a seeded number of acknowledgements or milliseconds (some
+//! rounds while it is still opening, i.e. recovering), then:
 //!
 //! - verifies the crash image's log read-only (`check_log`: a torn tail is fine, damage is not);
 //! - recovers it (in place, or a copy while the next child recovers the original itself) and
