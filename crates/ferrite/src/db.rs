@@ -586,6 +586,12 @@ impl Db {
                 &pool,
                 fresh,
                 options.direct_io,
+                // A simulated disk's draws must not depend on the threads' timing.
+                if options.storage.is_some() {
+                    0
+                } else {
+                    options.recovery_read_ahead_pages.min(pool.pool_pages() / 4) as usize
+                },
             )?;
             pool.set_allocation(recovered.page_count, recovered.free)?;
             sb.page_count = recovered.page_count;

@@ -55,6 +55,10 @@ pub struct Options {
     /// A checkpoint starts once this many bytes were logged since the last one: it bounds
     /// both the log on disk and the work recovery replays.
     pub checkpoint_log_bytes: u64,
+    /// Pages recovery reads ahead at once, many reads in flight, for the log records it is
+    /// about to replay (at most a quarter of the pool); 0 reads each page when its record
+    /// needs it. Real files only: a simulated disk always reads one at a time.
+    pub recovery_read_ahead_pages: u64,
     /// Where the data directory's files live; `None` (the default) is the real directory.
     /// Tests put a simulated disk here (`io::sim`) to crash, tear and fail writes.
     #[doc(hidden)]
@@ -94,6 +98,7 @@ impl Default for Options {
             durability: Durability::Sync,
             log_segment_bytes: 64 << 20,
             checkpoint_log_bytes: 256 << 20,
+            recovery_read_ahead_pages: 4096,
             storage: None,
         }
     }

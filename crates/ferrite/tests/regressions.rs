@@ -49,17 +49,19 @@ fn recovery_with_a_small_pool_replays_every_commit() {
     copy_dir(dir.path(), image.path());
     drop(tree);
     db.abandon();
-    for pool_pages in [4_096, 32] {
+    // Each pool size with pages read one at a time and with recovery's read-ahead.
+    for (pool_pages, read_ahead) in [(4_096, 0), (4_096, 4_096), (32, 0), (32, 4_096)] {
         let copy = TempDir::new("small-pool-recovery-copy");
         copy_dir(image.path(), copy.path());
-        let db = Db::open(copy.path(), tiny(pool_pages)).unwrap();
+        let options = Options { recovery_read_ahead_pages: read_ahead, ..tiny(pool_pages) };
+        let db = Db::open(copy.path(), options).unwrap();
         let tree = db.open_tree("t").unwrap();
         let stale: Vec<u64> =
             (0..KEYS).filter(|&i| tree.get(&key(i)).unwrap() != Some(value(i, 1))).collect();
         assert!(
             stale.is_empty(),
-            "recovered with a pool of {pool_pages} pages ({:?}): {} of {KEYS} keys lost their \
-             acknowledged second value, the first: {:?}",
+            "recovered with a pool of {pool_pages} pages, read-ahead {read_ahead} ({:?}): {} of \
+             {KEYS} keys lost their acknowledged second value, the first: {:?}",
             db.recovery_report(),
             stale.len(),
             &stale[..stale.len().min(5)]

@@ -1165,6 +1165,34 @@ impl BufferPool {
     /// For recovery: runs `apply` on page `page_id`'s bytes, loaded from disk if needed,
     /// with whether they passed their checksum (`false`: torn, never written, or beyond
     /// the file). If `apply` returns true the page becomes dirty.
+    /// Reads page `page_id` into the pool ahead of recovery's replay, if it is on the file,
+    /// not in memory, whole (its checksum holds) and not a free page; otherwise leaves it for
+    /// `recover_page` to read and judge. Safe beside the replay and other read-aheads.
+    pub fn read_ahead_for_recovery(&self, page_id: PageId) -> Result<()> {
+        if page_id >= self.next_page.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let now = self.load_state(page_id);
+        if now.state() != EVICTED || !self.cas_state(page_id, now, now.with_state(LOCKED)) {
+            return Ok(());
+        }
+        let frame = self.frame_for(page_id, now)?;
+        fence(Ordering::Release);
+        let memory = self.page_mut(page_id);
+        let whole = self.file.read_page(page_id, memory).is_ok()
+            && page::verify(memory, page_id).is_ok()
+            && memory[OFFSET_KIND] != PageKind::Free as u8;
+        if whole {
+            // In memory it reads as valid, as a fresh read of it would (`recover_page`).
+            self.resident.insert(page_id);
+            self.unlock_exclusive(page_id, false);
+        } else {
+            self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+            self.give_frames([frame]);
+        }
+        Ok(())
+    }
+
     pub fn recover_page(
         &self,
         page_id: PageId,

@@ -235,6 +235,7 @@ pub fn recover(
     pool: &BufferPool,
     fresh: (u64, Vec<PageId>, u64),
     direct: bool,
+    read_ahead: usize,
 ) -> Result<Recovered> {
     let started = Instant::now();
     let (all, slot_count) = discover(storage.as_ref())?;
@@ -274,11 +275,16 @@ pub fn recover(
     let mut page_count = page_count;
     let mut next_tree_id = next_tree_id;
     let mut torn = Deferred::new();
-    for (lsn, record) in records {
+    let mut read_until = 0;
+    for (index, (lsn, record)) in records.iter().enumerate() {
+        if read_ahead > 0 && index == read_until {
+            read_until = read_ahead_from(pool, &records, index, read_ahead);
+        }
+        let lsn = *lsn;
         let entries = match record {
             Record::Commit { next_tree_id: next, pages } => {
-                next_tree_id = next_tree_id.max(next);
-                for entry in &pages {
+                next_tree_id = next_tree_id.max(*next);
+                for entry in pages {
                     match entry.op {
                         OP_FREED => {
                             free.insert(entry.page_id);
@@ -297,7 +303,7 @@ pub fn recover(
             Record::Image { content_lsn, entry } => {
                 // Applied by its content's age, not its position.
                 report.records += 1;
-                if replay(pool, content_lsn, &entry, &mut torn)? {
+                if replay(pool, *content_lsn, entry, &mut torn)? {
                     report.pages_applied += 1;
                 }
                 continue;
@@ -305,7 +311,7 @@ pub fn recover(
             Record::Checkpoint(_) | Record::FlushEnd { .. } => continue,
         };
         report.records += 1;
-        for entry in &entries {
+        for entry in entries {
             if replay(pool, lsn, entry, &mut torn)? {
                 report.pages_applied += 1;
             }
@@ -322,6 +328,49 @@ pub fn recover(
     }
     report.duration = started.elapsed();
     Ok(Recovered { log, page_count, free: free.into_iter().collect(), next_tree_id, report })
+}
+
+/// Threads reading pages ahead of the replay: reads in flight at once.
+const READ_AHEAD_THREADS: usize = 32;
+
+/// Reads into the pool, many at a time, the pages that the records from `first` on touch,
+/// up to `pages` distinct ones; returns the index of the first record not covered.
+fn read_ahead_from(
+    pool: &BufferPool,
+    records: &[(u64, Record)],
+    first: usize,
+    pages: usize,
+) -> usize {
+    let mut ids = Vec::with_capacity(pages);
+    let mut seen = std::collections::HashSet::with_capacity(pages);
+    let mut next = first;
+    while next < records.len() && ids.len() < pages {
+        let entries: &[PageEntry] = match &records[next].1 {
+            Record::Commit { pages, .. } => pages,
+            Record::Image { entry, .. } => std::slice::from_ref(entry),
+            Record::Checkpoint(_) | Record::FlushEnd { .. } => &[],
+        };
+        for entry in entries {
+            if entry.op != OP_FREED && seen.insert(entry.page_id) {
+                ids.push(entry.page_id);
+            }
+        }
+        next += 1;
+    }
+    let share = ids.len().div_ceil(READ_AHEAD_THREADS).max(1);
+    std::thread::scope(|scope| {
+        for chunk in ids.chunks(share) {
+            scope.spawn(move || {
+                for &page_id in chunk {
+                    // Errors are the replay's to meet, when it reads the page itself.
+                    if pool.read_ahead_for_recovery(page_id).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    next
 }
 
 /// Changes read for torn pages, waiting for an image of them: `(lsn, entry)` in log order.
