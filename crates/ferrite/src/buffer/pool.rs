@@ -50,6 +50,8 @@ const EVICT_BATCH: usize = 64;
 pub fn evict_batch_size(pool_pages: u64) -> usize {
     (pool_pages as usize / 16).clamp(1, EVICT_BATCH)
 }
+/// Threads writing pages back in `flush_all` (checkpoints): writes in flight at once.
+const FLUSH_THREADS: usize = 8;
 /// Spins on a latched page before an optimistic reader gives up and restarts.
 const SPIN_LIMIT: u32 = 64;
 
@@ -672,17 +674,36 @@ impl BufferPool {
     pub fn flush_all(&self) -> Result<()> {
         let mut ids = self.resident.ids();
         ids.sort_unstable();
-        let mut copy = AlignedPage::zeroed();
+        // Several writes in flight on real devices (a simulated disk's draws must not depend
+        // on threads, so it gets one).
+        let threads = if self.file.devices().is_some() { FLUSH_THREADS } else { 1 };
         while !ids.is_empty() {
-            let mut pinned = Vec::new();
-            for page_id in ids {
-                if !self.write_copy(page_id, &mut copy)? {
-                    pinned.push(page_id);
-                }
-            }
+            let share = ids.len().div_ceil(threads).max(1);
+            let pinned = std::sync::Mutex::new(Vec::new());
+            let outcome: Result<()> = std::thread::scope(|scope| {
+                let runs: Vec<_> = ids
+                    .chunks(share)
+                    .map(|chunk| {
+                        let pinned = &pinned;
+                        scope.spawn(move || -> Result<()> {
+                            let mut copy = AlignedPage::zeroed();
+                            for &page_id in chunk {
+                                if !self.write_copy(page_id, &mut copy)? {
+                                    pinned.lock().unwrap().push(page_id);
+                                }
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                runs.into_iter().try_for_each(|run| run.join().expect("a flush thread panicked"))
+            });
+            outcome?;
+            let mut pinned = pinned.into_inner().unwrap();
             if !pinned.is_empty() {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
+            pinned.sort_unstable();
             ids = pinned;
         }
         self.file.sync()
