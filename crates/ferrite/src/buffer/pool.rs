@@ -52,6 +52,8 @@ pub fn evict_batch_size(pool_pages: u64) -> usize {
 }
 /// Threads writing pages back in `flush_all` (checkpoints): writes in flight at once.
 const FLUSH_THREADS: usize = 8;
+/// Pages `flush_all` prepares together: their images appended, then one wait for the log.
+const FLUSH_GROUP: usize = 64;
 /// Spins on a latched page before an optimistic reader gives up and restarts.
 const SPIN_LIMIT: u32 = 64;
 
@@ -687,9 +689,12 @@ impl BufferPool {
                         let pinned = &pinned;
                         scope.spawn(move || -> Result<()> {
                             let mut copy = AlignedPage::zeroed();
-                            for &page_id in chunk {
-                                if !self.write_copy(page_id, &mut copy)? {
-                                    pinned.lock().unwrap().push(page_id);
+                            for group in chunk.chunks(FLUSH_GROUP) {
+                                self.log_ahead_of(group)?;
+                                for &page_id in group {
+                                    if !self.write_copy(page_id, &mut copy)? {
+                                        pinned.lock().unwrap().push(page_id);
+                                    }
                                 }
                             }
                             Ok(())
@@ -707,6 +712,32 @@ impl BufferPool {
             ids = pinned;
         }
         self.file.sync()
+    }
+
+    /// Before `flush_all` writes `pages`: appends the images they need and waits, once, for
+    /// the log to be durable past them all (rather than one log flush per page).
+    fn log_ahead_of(&self, pages: &[PageId]) -> Result<()> {
+        let Some(log) = self.log.get() else { return Ok(()) };
+        let mut needed = 0;
+        for &page_id in pages {
+            let guard = loop {
+                match self.lock_exclusive_any(page_id) {
+                    Ok(guard) => break Some(guard),
+                    Err(Interrupt::Restart) => std::thread::yield_now(),
+                    Err(Interrupt::Miss(_)) => break None,
+                    Err(Interrupt::Error(e)) => return Err(e),
+                }
+            };
+            if guard.is_some() {
+                if let WriteCheck::LogFirst(lsn) = self.write_check(page_id)? {
+                    needed = needed.max(lsn);
+                }
+            }
+        }
+        if needed > 0 {
+            log.flush(needed)?;
+        }
+        Ok(())
     }
 
     /// `flush_all`'s write of one page: false if a commit in progress has it pinned.
