@@ -7,11 +7,13 @@
 //! the next one runs. Replay one seed with `FERRITE_SEED=n` (`FERRITE_TRACE=1` prints what
 //! each cycle did).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::TempDir;
 use ferrite::io::{SimDisk, SimFaults};
-use ferrite::test_util::TempDir;
 use ferrite::{Db, Durability, Error, Options, WriteBatch};
 
 /// Disks (seeds), and crash cycles per disk.
@@ -56,20 +58,7 @@ fn apply(state: &mut State, ops: &[Op]) {
 }
 
 fn options(disk: &Arc<SimDisk>) -> Options {
-    Options {
-        pool_bytes: 64 * 4096,
-        max_size_bytes: 64 << 20,
-        grow_chunk_bytes: 64 << 10,
-        direct_io: false,
-        workers: 0,
-        durability: Durability::Sync,
-        log_segment_bytes: 1 << 20,
-        // Checkpoints are taken by the test at chosen moments (a checkpoint thread would make
-        // the run depend on timing).
-        checkpoint_log_bytes: 1 << 40,
-        storage: Some(disk.clone()),
-        ..Options::default()
-    }
+    common::sim_options(disk)
 }
 
 fn random_batch(rng: &mut Rng) -> Vec<Op> {

@@ -9,7 +9,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{assert_check, seeds, tiny, Rng, TempDir};
+use common::{assert_check, seeds, sim_options, tiny, Rng, TempDir};
 use ferrite::io::SimDisk;
 use ferrite::{Db, Durability, Error, Options, Tree};
 
@@ -270,20 +270,6 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
     // Every task yields between its read and its commit: others commit meanwhile.
     assert!(task_conflicts > 0, "no task met a conflict: the test checked nothing");
     assert_check(&db);
-}
-
-fn sim_options(disk: &Arc<SimDisk>) -> Options {
-    Options {
-        pool_bytes: 64 * 4096,
-        max_size_bytes: 64 << 20,
-        grow_chunk_bytes: 64 << 10,
-        direct_io: false,
-        workers: 0,
-        log_segment_bytes: 1 << 20,
-        checkpoint_log_bytes: 1 << 40,
-        storage: Some(disk.clone()),
-        ..Options::default()
-    }
 }
 
 #[test]

@@ -2,7 +2,10 @@
 
 #![allow(dead_code)]
 
-use ferrite::{Db, Options};
+use std::sync::Arc;
+
+use ferrite::io::SimDisk;
+use ferrite::{Db, Durability, Options};
 
 pub use ferrite::test_util::TempDir;
 
@@ -57,3 +60,21 @@ pub fn assert_check(db: &Db) {
 
 #[allow(unused_imports)] // not every test binary recovers crash images
 pub use ferrite::test_util::copy_crash_image as copy_dir;
+
+/// Options for a database on simulated disk `disk`: a small pool, no workers, `Sync`
+/// durability, 1 MiB log segments, and checkpoints only when the test takes them (a
+/// checkpoint thread would make the run depend on timing).
+pub fn sim_options(disk: &Arc<SimDisk>) -> Options {
+    Options {
+        pool_bytes: 64 * 4096,
+        max_size_bytes: 64 << 20,
+        grow_chunk_bytes: 64 << 10,
+        direct_io: false,
+        workers: 0,
+        durability: Durability::Sync,
+        log_segment_bytes: 1 << 20,
+        checkpoint_log_bytes: 1 << 40,
+        storage: Some(disk.clone()),
+        ..Options::default()
+    }
+}
