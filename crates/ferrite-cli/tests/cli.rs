@@ -351,17 +351,21 @@ fn bench_lookup(args: &[&str]) -> (String, Vec<(String, String)>) {
     let out = ok(&all);
     let last = out.lines().last().unwrap_or("");
     assert!(out.ends_with('\n') && last.starts_with("result lookups_per_s="), "{out}");
-    let fields: Vec<(String, String)> = last
-        .strip_prefix("result ")
-        .unwrap()
-        .split(' ')
+    let fields = parse_result(last);
+    (out, fields)
+}
+
+/// The `name=value` fields of a `result …` line.
+#[track_caller]
+fn parse_result(line: &str) -> Vec<(String, String)> {
+    let rest = line.strip_prefix("result ").unwrap_or_else(|| panic!("not a result: {line}"));
+    rest.split(' ')
         .map(|f| {
             let (name, value) =
-                f.split_once('=').unwrap_or_else(|| panic!("field {f:?} in {last}"));
+                f.split_once('=').unwrap_or_else(|| panic!("field {f:?} in {line}"));
             (name.to_owned(), value.to_owned())
         })
-        .collect();
-    (out, fields)
+        .collect()
 }
 
 fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
@@ -401,15 +405,7 @@ fn bench_fill_sync_ends_with_a_result_line() {
     let out = ok(&args);
     let last = out.lines().last().unwrap_or("");
     assert!(last.starts_with("result store=ferrite workload=fill-sync ops_per_s="), "{out}");
-    let fields: Vec<(String, String)> = last
-        .strip_prefix("result ")
-        .unwrap()
-        .split(' ')
-        .map(|f| {
-            let (name, value) = f.split_once('=').unwrap();
-            (name.to_owned(), value.to_owned())
-        })
-        .collect();
+    let fields = parse_result(last);
     for (name, want) in [
         ("ops", "800"),
         ("committers", "4"),
@@ -466,15 +462,7 @@ fn bench_recovery_prints_a_row_and_a_result_line_per_run() {
     assert_eq!(results.len(), 2, "{out}");
     assert!(out.lines().rev().take(2).all(|l| l.starts_with("result workload=recovery ")));
     for (line, seconds) in results.iter().zip(["0.2", "0.4"]) {
-        let fields: Vec<(String, String)> = line
-            .strip_prefix("result ")
-            .unwrap()
-            .split(' ')
-            .map(|f| {
-                let (name, value) = f.split_once('=').unwrap();
-                (name.to_owned(), value.to_owned())
-            })
-            .collect();
+        let fields = parse_result(line);
         assert_eq!(field(&fields, "seconds"), seconds, "{out}");
         assert_eq!(field(&fields, "checkpoint_bytes"), "1048576", "{out}");
         let ops: u64 = field(&fields, "ops").parse().unwrap();
@@ -564,14 +552,7 @@ fn bench_lookup_leaves_other_data_alone() {
 fn result_fields(out: &str) -> Vec<(String, String)> {
     let last = out.lines().last().unwrap_or("");
     assert!(out.ends_with('\n') && last.starts_with("result iops="), "{out}");
-    last.strip_prefix("result ")
-        .unwrap()
-        .split(' ')
-        .map(|f| {
-            let (name, value) = f.split_once('=').unwrap();
-            (name.to_owned(), value.to_owned())
-        })
-        .collect()
+    parse_result(last)
 }
 
 #[test]
