@@ -4,6 +4,13 @@
 //! at once, one `io_uring_enter` per `submit`, and `reap(wait)` blocking in `io_uring_enter`
 //! for one completion (`submit_and_wait(1)`). No polling of any kind: no IOPOLL, no SQPOLL.
 //!
+//! Where the kernel allows it (6.1+) the ring is single-issuer with deferred task running:
+//! the thread that first enters it (a worker, though the engine was made on the opening
+//! thread) is the only one that may, and completions are posted when it asks for them
+//! instead of interrupting it per completion. `reap(false)` then enters once whenever the
+//! kernel's task-run flag says completions wait. Older kernels get a cooperative ring, then
+//! a plain one.
+//!
 //! Each request holds a slot (`request.rs`) whose index is the SQE's user data. The
 //! completion queue has twice the submission queue's entries and at most `depth <= SQ size`
 //! requests are in flight, so it cannot overflow; should the kernel still report an overflow
@@ -40,6 +47,9 @@ const MAX_FIXED_BUFFER: usize = 1 << 30;
 /// An io_uring and the requests it carries.
 pub struct UringEngine {
     ring: IoUring,
+    mode: RingMode,
+    /// Whether the ring still waits to be enabled by the thread that will issue on it.
+    disabled: bool,
     files: Arc<[File]>,
     /// Whether the devices are registered (requests then name them by index).
     fixed: bool,
@@ -88,12 +98,38 @@ fn refusal_hint(error: &io::Error) -> &'static str {
     }
 }
 
-fn build_ring(entries: u32) -> io::Result<IoUring> {
-    // Cooperative task running saves an interrupt per completion batch (Linux 5.19+);
-    // older kernels refuse the flags with EINVAL, and then a plain ring does.
+/// How a ring was set up: the flags decide who may enter it and when completions appear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RingMode {
+    /// `SINGLE_ISSUER | DEFER_TASKRUN` (Linux 6.1+), created disabled: the first thread that
+    /// enters the ring enables it and becomes its only issuer. Completions are posted only
+    /// when that thread enters with `GETEVENTS`, and a thread waiting for `n` completions is
+    /// woken once, when `n` have arrived, instead of once per completion.
+    Deferred,
+    /// `COOP_TASKRUN | TASKRUN_FLAG` (Linux 5.19+): no interrupt of the running thread per
+    /// completion batch.
+    Cooperative,
+    /// A plain ring (older kernels).
+    Plain,
+}
+
+fn build_ring(entries: u32) -> io::Result<(IoUring, RingMode)> {
+    // Older kernels refuse newer flags with EINVAL; the next mode down is tried then.
+    let deferred = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .setup_r_disabled()
+        .build(entries);
+    match deferred {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        other => return other.map(|ring| (ring, RingMode::Deferred)),
+    }
     match IoUring::builder().setup_coop_taskrun().setup_taskrun_flag().build(entries) {
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
-        other => other,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            IoUring::new(entries).map(|ring| (ring, RingMode::Plain))
+        }
+        other => other.map(|ring| (ring, RingMode::Cooperative)),
     }
 }
 
@@ -102,7 +138,7 @@ impl UringEngine {
         // Two entries beyond the depth: a log write and its linked sync always fit beside a
         // full queue of requests (a depth of 1 would otherwise never take the pair).
         let entries = u32::try_from(depth + 2).expect("depth checked by open_engine");
-        let ring = build_ring(entries).map_err(|e| {
+        let (ring, mode) = build_ring(entries).map_err(|e| {
             Error::io(
                 format!(
                     "setting up an io_uring of {entries} entries ({}; choose another engine: \
@@ -118,6 +154,8 @@ impl UringEngine {
         let fixed = ring.submitter().register_files(&fds).is_ok();
         Ok(UringEngine {
             ring,
+            mode,
+            disabled: mode == RingMode::Deferred,
             files,
             fixed,
             buffers: Vec::new(),
@@ -128,6 +166,11 @@ impl UringEngine {
             cqes: Vec::with_capacity(depth),
             write_syncs: Vec::new(),
         })
+    }
+
+    /// Whether completions are deferred to the issuing thread's enters (single issuer).
+    pub fn defers_completions(&self) -> bool {
+        self.mode == RingMode::Deferred
     }
 
     /// Whether the devices are registered with the ring.
@@ -276,9 +319,21 @@ impl UringEngine {
         out.push(IoCompletion { tag, result });
     }
 
+    /// Enables a ring created disabled (`RingMode::Deferred`) from the calling thread, which
+    /// from then on is the only one the kernel lets enter it (others get `EEXIST`). The
+    /// workers make their engines on the opening thread and use them on their own.
+    fn enable(&mut self) -> io::Result<()> {
+        if self.disabled {
+            self.ring.submitter().register_enable_rings()?;
+            self.disabled = false;
+        }
+        Ok(())
+    }
+
     /// One `io_uring_enter`: submits the queue and waits for `want` completions; `EINTR` is
     /// retried, and a kernel that takes nothing is given its completions and a moment.
     fn enter(&mut self, want: usize) -> io::Result<usize> {
+        self.enable()?;
         let mut stalls = 0;
         loop {
             match self.ring.submit_and_wait(want) {
@@ -390,7 +445,7 @@ impl IoEngine for UringEngine {
     }
 
     unsafe fn register_memory(&mut self, base: *mut u8, len: usize) -> bool {
-        if !self.buffers.is_empty() || len == 0 {
+        if !self.buffers.is_empty() || len == 0 || self.enable().is_err() {
             return false;
         }
         let iovecs: Vec<libc::iovec> = (0..len)
@@ -425,7 +480,10 @@ impl IoEngine for UringEngine {
                 continue;
             }
             let overflow = !flushed && self.ring.submission().cq_overflow();
-            if overflow || !self.ring.submission().is_empty() {
+            // Deferred completions (`RingMode::Deferred`) are posted only by an enter that
+            // asks for events; the kernel raises the task-run flag while some wait.
+            let deferred = !flushed && self.ring.submission().taskrun();
+            if overflow || deferred || !self.ring.submission().is_empty() {
                 // Follow-up transfers go out now; an overflow backlog is flushed by the
                 // kernel on this enter (the flag makes it ask for events) and taken on the
                 // next round.
@@ -434,7 +492,7 @@ impl IoEngine for UringEngine {
                 } else {
                     self.submit()?;
                 }
-                if overflow {
+                if overflow || deferred {
                     flushed = true;
                     continue;
                 }
@@ -553,6 +611,67 @@ mod tests {
         results.sort_unstable();
         assert_eq!(results, [(200, 4096), (201, 4096)]);
         assert_eq!(std::fs::read(dir.path().join("log")).unwrap(), vec![7u8; 8192]);
+    }
+
+    #[test]
+    fn a_ring_made_on_one_thread_serves_another_and_polling_reaps_find_completions() {
+        // The workers' pattern: the engine is made by the opening thread and used by the
+        // worker's. Completions must also reach a caller that only ever reaps without
+        // waiting (with deferred task running they are posted by an enter that asks).
+        let dir = TempDir::new("uring-issuer");
+        let path = dir.path().join("d0");
+        let pattern: Vec<u8> = (0..16 * 4096).map(|i| (i / 4096) as u8).collect();
+        std::fs::write(&path, &pattern).unwrap();
+        let options = DeviceOptions { writable: false, ..DeviceOptions::default() };
+        let devices = Devices::open(std::slice::from_ref(&path), &options).unwrap();
+        let mut engine = UringEngine::new(Arc::clone(devices.files()), true, 8).unwrap();
+        let on_linux_6_1 = engine.defers_completions();
+        let read = std::thread::spawn(move || {
+            let mut buf = AlignedBuf::zeroed(16 * 4096);
+            let mut done = Vec::new();
+            for round in 0..2 {
+                for i in 0..8 {
+                    let page = round * 8 + i;
+                    let request = IoRequest {
+                        kind: IoKind::Read,
+                        device: 0,
+                        offset: (page * 4096) as u64,
+                        buf: buf.as_mut_ptr().wrapping_add(page * 4096),
+                        len: 4096,
+                        tag: page as u64,
+                    };
+                    // SAFETY: `buf` outlives the requests, all reaped below.
+                    unsafe { engine.queue(request) }.unwrap();
+                }
+                engine.submit().unwrap();
+                let mut polls = 0u64;
+                while engine.in_flight() > 0 {
+                    engine.reap(&mut done, false).unwrap();
+                    polls += 1;
+                    if polls % 1024 == 0 {
+                        std::thread::yield_now();
+                    }
+                    assert!(polls < 50_000_000, "polling reaps never saw the completions");
+                }
+            }
+            let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+            tags.sort_unstable();
+            (tags, buf.as_slice().to_vec())
+        });
+        let (tags, bytes) = read.join().unwrap();
+        assert_eq!(tags, (0..16).collect::<Vec<u64>>());
+        assert_eq!(bytes, pattern);
+        // Kernels since 6.1 take the single-issuer ring; this machine's does.
+        if std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .and_then(|r| {
+                let mut parts = r.trim().split(['.', '-']);
+                Some((parts.next()?.parse::<u32>().ok()?, parts.next()?.parse::<u32>().ok()?))
+            })
+            .is_some_and(|version| version >= (6, 1))
+        {
+            assert!(on_linux_6_1, "a 6.1+ kernel should give a single-issuer, deferred ring");
+        }
     }
 
     #[test]
