@@ -239,6 +239,21 @@ impl BTree {
         Ok((page_id, version))
     }
 
+    /// The leaf whose range holds `key`, and its version, found reading every node in place
+    /// (`probe.rs`): the way of writers, which then latch the leaf with that version (so a
+    /// leaf changed since fails the latch and the attempt restarts).
+    pub fn locate_leaf(&self, pool: &BufferPool, key: &[u8]) -> Attempt<(PageId, u64)> {
+        let mut page_id = self.root;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        while !probe.is_leaf() {
+            let child = probe.child(probe.lower_bound(key).0);
+            let parent = (page_id, version, probe.level());
+            (version, probe) = self.probe_node(pool, child, Some(parent))?;
+            page_id = child;
+        }
+        Ok((page_id, version))
+    }
+
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
     /// rather than copying them: this is the point-lookup path.
     pub fn get<R>(
@@ -324,10 +339,10 @@ impl BTree {
         value: &[u8],
         scratch: &mut Scratch,
     ) -> Attempt<()> {
-        let found = self.descend(pool, Seek::Key(key), None, scratch)?;
+        let (leaf_id, version) = self.locate_leaf(pool, key)?;
         let out_of_line = key.len() + value.len() > MAX_INLINE_ENTRY;
         let payload_len = if out_of_line { 8 } else { value.len() };
-        let mut guard = pool.lock_exclusive(found.page_id, found.version)?;
+        let mut guard = pool.lock_exclusive(leaf_id, version)?;
         let (slot, exact, fits, old) = {
             let leaf = Node::new(guard.page());
             let (slot, exact) = leaf.lower_bound(key);
@@ -352,7 +367,7 @@ impl BTree {
         };
         if !fits {
             drop(guard);
-            self.split(pool, found.page_id, key, scratch)?;
+            self.split(pool, leaf_id, key, scratch)?;
             return Err(Interrupt::Restart);
         }
         let stored;
@@ -374,7 +389,7 @@ impl BTree {
         } else {
             leaf.insert(key, payload, out_of_line)
         };
-        assert!(done, "leaf {} had room for the entry but refused it", found.page_id);
+        assert!(done, "leaf {leaf_id} had room for the entry but refused it");
         Ok(())
     }
 

@@ -25,9 +25,18 @@ enum Change {
 /// The pages one commit changed.
 #[derive(Debug, Default)]
 pub struct Capture {
+    /// Where each page is in `pages`, kept only once a commit has more than
+    /// `LINEAR_PAGES` (most change one leaf or two: a scan of `pages` is cheaper).
     index: HashMap<PageId, usize>,
     pages: Vec<(PageId, Change)>,
+    /// Page copies of earlier commits, reused for the next before-images.
+    spare: Vec<Box<[u8]>>,
 }
+
+/// Pages a commit may change before `Capture` indexes them.
+const LINEAR_PAGES: usize = 8;
+/// Page copies kept for reuse between commits.
+const SPARE_COPIES: usize = 16;
 
 static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 
@@ -38,26 +47,51 @@ impl Capture {
 
     pub fn clear(&mut self) {
         self.index.clear();
-        self.pages.clear();
+        for (_, change) in self.pages.drain(..) {
+            if let Change::Changed(copy) = change {
+                if self.spare.len() < SPARE_COPIES {
+                    self.spare.push(copy);
+                }
+            }
+        }
+    }
+
+    fn position(&self, page_id: PageId) -> Option<usize> {
+        if self.pages.len() <= LINEAR_PAGES {
+            self.pages.iter().position(|(id, _)| *id == page_id)
+        } else {
+            self.index.get(&page_id).copied()
+        }
     }
 
     fn entry(&mut self, page_id: PageId) -> Option<&mut Change> {
-        let at = *self.index.get(&page_id)?;
+        let at = self.position(page_id)?;
         Some(&mut self.pages[at].1)
     }
 
     fn push(&mut self, page_id: PageId, change: Change) {
-        self.index.insert(page_id, self.pages.len());
         self.pages.push((page_id, change));
+        if self.pages.len() == LINEAR_PAGES + 1 {
+            self.index.extend(self.pages.iter().enumerate().map(|(at, (id, _))| (*id, at)));
+        } else if self.pages.len() > LINEAR_PAGES {
+            self.index.insert(page_id, self.pages.len() - 1);
+        }
     }
 
     /// Notes a change to `page_id`, whose bytes are `before`; returns whether it is the
     /// page's first in this commit (the caller then pins it).
     pub fn note_change(&mut self, page_id: PageId, before: &[u8]) -> bool {
-        if self.index.contains_key(&page_id) {
+        if self.position(page_id).is_some() {
             return false;
         }
-        self.push(page_id, Change::Changed(before.into()));
+        let copy = match self.spare.pop() {
+            Some(mut copy) if copy.len() == before.len() => {
+                copy.copy_from_slice(before);
+                copy
+            }
+            _ => before.into(),
+        };
+        self.push(page_id, Change::Changed(copy));
         true
     }
 
@@ -115,4 +149,44 @@ pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
     w.u64(crate::store::page::lsn_of(page));
     w.page_entry(page_id, OP_NEW, &ranges);
     w.bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(fill: u8) -> Vec<u8> {
+        vec![fill; PAGE_SIZE]
+    }
+
+    #[test]
+    fn pages_are_noted_once_past_the_linear_scan_and_again_after_clear() {
+        let mut capture = Capture::default();
+        for round in 0..3u8 {
+            // More pages than the linear scan covers, so the index takes over mid-commit.
+            for id in 0..(3 * LINEAR_PAGES as u64) {
+                assert!(capture.note_change(id * 7, &page(round)), "first change of {id}");
+                assert!(!capture.note_change(id * 7, &page(99)), "second change of {id}");
+            }
+            capture.note_freed(7);
+            capture.note_new(7);
+            capture.note_freed(14 * 7);
+            capture.note_new(1000);
+            let kept: Vec<PageId> = capture.kept_pages().collect();
+            assert_eq!(kept.len(), 3 * LINEAR_PAGES + 1 - 1, "all but the freed one, plus 1000");
+            assert!(kept.contains(&7) && kept.contains(&1000) && !kept.contains(&(14 * 7)));
+            // The before-images are the first ones (reused copies are overwritten).
+            let now = page(round + 1);
+            let record = capture.encode(1, |_| &now[..]);
+            assert!(record.len() > crate::wal::record::RECORD_HEADER_SIZE);
+            for (id, change) in &capture.pages {
+                if let Change::Changed(before) = change {
+                    assert!(before.iter().all(|&b| b == round), "page {id} before-image");
+                }
+            }
+            capture.clear();
+            assert!(capture.is_empty());
+            assert!(capture.kept_pages().next().is_none());
+        }
+    }
 }

@@ -131,7 +131,10 @@ fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Ve
     let word = |page: &[u8], at: usize| u64::from_le_bytes(page[at..at + 8].try_into().unwrap());
     let mut i = from;
     while i < to {
-        // Skip equal words, then equal bytes.
+        // Skip equal 32-byte blocks (one vector compare each), then words, then bytes.
+        while i + 32 <= to && before[i..i + 32] == after[i..i + 32] {
+            i += 32;
+        }
         while i + 8 <= to && word(before, i) == word(after, i) {
             i += 8;
         }
