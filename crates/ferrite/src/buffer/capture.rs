@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use crate::error::PageId;
 use crate::store::page::PAGE_SIZE;
-use crate::wal::record::{diff_ranges, RecordWriter, KIND_COMMIT, OP_CHANGED, OP_FREED, OP_NEW};
+use crate::wal::record::{diff_spans, RecordWriter, KIND_COMMIT, OP_CHANGED, OP_FREED, OP_NEW};
 
 #[derive(Debug)]
 enum Change {
@@ -121,21 +121,19 @@ impl Capture {
         let mut w = RecordWriter::new(KIND_COMMIT);
         w.u64(next_tree_id);
         w.u32(self.pages.len() as u32);
-        let mut ranges = Vec::new();
+        let mut spans = Vec::new();
         for (page_id, change) in &self.pages {
-            ranges.clear();
-            let op = match change {
-                Change::Changed(before) => {
-                    diff_ranges(before, page(*page_id), &mut ranges);
-                    OP_CHANGED
+            let (op, before) = match change {
+                Change::Changed(before) => (OP_CHANGED, &before[..]),
+                Change::New => (OP_NEW, &ZERO_PAGE[..]),
+                Change::Freed => {
+                    w.page_entry_spans(*page_id, OP_FREED, &[], &[]);
+                    continue;
                 }
-                Change::New => {
-                    diff_ranges(&ZERO_PAGE, page(*page_id), &mut ranges);
-                    OP_NEW
-                }
-                Change::Freed => OP_FREED,
             };
-            w.page_entry(*page_id, op, &ranges);
+            let now = page(*page_id);
+            diff_spans(before, now, &mut spans);
+            w.page_entry_spans(*page_id, op, now, &spans);
         }
         w.bytes
     }
@@ -143,11 +141,11 @@ impl Capture {
 
 /// The page-image record of `page` (for a write-back after a checkpoint).
 pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
-    let mut ranges = Vec::new();
-    diff_ranges(&ZERO_PAGE, page, &mut ranges);
+    let mut spans = Vec::new();
+    diff_spans(&ZERO_PAGE, page, &mut spans);
     let mut w = RecordWriter::new(crate::wal::record::KIND_IMAGE);
     w.u64(crate::store::page::lsn_of(page));
-    w.page_entry(page_id, OP_NEW, &ranges);
+    w.page_entry_spans(page_id, OP_NEW, page, &spans);
     w.bytes
 }
 
