@@ -31,6 +31,31 @@ impl IoCounters {
     }
 }
 
+/// A store's write-ahead log, cumulative since it was opened (Ferrite's: `Log::counters`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogCounters {
+    /// Log writes completed (each one write and its sync: one group commit).
+    pub writes: u64,
+    /// Records appended (commits, page images, checkpoints, flush ends).
+    pub records: u64,
+    /// Bytes the log writes carried.
+    pub bytes: u64,
+    /// Nanoseconds the writes took, from being taken to being durable, summed.
+    pub flight_ns: u64,
+}
+
+impl LogCounters {
+    /// The counts between `earlier` and `self`.
+    pub fn since(self, earlier: LogCounters) -> LogCounters {
+        LogCounters {
+            writes: self.writes.saturating_sub(earlier.writes),
+            records: self.records.saturating_sub(earlier.records),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            flight_ns: self.flight_ns.saturating_sub(earlier.flight_ns),
+        }
+    }
+}
+
 /// An ordered key-value store as a workload uses it, shared by all worker threads.
 pub trait KvStore: Sync {
     /// Short name for result lines (`store=ferrite`).
@@ -76,6 +101,11 @@ pub trait KvStore: Sync {
 
     /// Device and cache counters so far, if the store keeps them.
     fn io_counters(&self) -> Option<IoCounters> {
+        None
+    }
+
+    /// Write-ahead log counters so far, if the store has a log and counts them.
+    fn log_counters(&self) -> Option<LogCounters> {
         None
     }
 }
@@ -141,6 +171,17 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     fn io_counters(&self) -> Option<IoCounters> {
         let stats = self.db.pool().stats();
         Some(IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions })
+    }
+
+    fn log_counters(&self) -> Option<LogCounters> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.db.log()?.counters;
+        Some(LogCounters {
+            writes: c.flushes.load(Relaxed),
+            records: c.records.load(Relaxed),
+            bytes: c.bytes_written.load(Relaxed),
+            flight_ns: c.flight_ns.load(Relaxed),
+        })
     }
 
     fn describe(&self) -> String {

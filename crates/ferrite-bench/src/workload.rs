@@ -35,7 +35,7 @@ use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::rng::Rng;
-use crate::store::KvStore;
+use crate::store::{KvStore, LogCounters};
 use crate::ycsb::{
     check_versioned, versioned_value, Distribution, KeySpace, Op, OpStream, Workload,
 };
@@ -276,6 +276,8 @@ pub struct RunReport {
     pub latency_ns: Hdr<u64>,
     pub cpu: CpuTime,
     pub disk: Option<(String, DiskCounters)>,
+    /// The store's log while measuring (Ferrite with a log that wrote; peers: `None`).
+    pub log: Option<LogCounters>,
     pub bytes_on_disk: u64,
     /// Seconds the load took, or `None` when the data was reused.
     pub load_seconds: Option<f64>,
@@ -323,6 +325,13 @@ impl RunReport {
             if let Some(flushes) = d.flushes {
                 line = line.real("dev_flushes_per_op", self.per_op(flushes as f64), 3);
             }
+        }
+        if let Some(log) = &self.log {
+            line = line
+                .int("log_writes", log.writes)
+                .real("log_records_per_write", log.records as f64 / log.writes as f64, 1)
+                .real("log_kib_per_write", log.bytes as f64 / log.writes as f64 / 1024.0, 1)
+                .real("log_write_us", log.flight_ns as f64 / log.writes as f64 / 1000.0, 1);
         }
         line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
         if let Some(load) = self.load_seconds {
@@ -483,6 +492,20 @@ impl RunReport {
                     );
                 }
             }
+        }
+        if let Some(log) = &self.log {
+            let writes = log.writes as f64;
+            line(
+                "log",
+                format!(
+                    "{} writes (group commits): {:.1} records and {:.1} KiB each, {:.0} us from \
+                     taking one to its being durable",
+                    report::thousands(log.writes),
+                    log.records as f64 / writes,
+                    log.bytes as f64 / writes / 1024.0,
+                    log.flight_ns as f64 / writes / 1000.0
+                ),
+            );
         }
         if let Some((keys, seconds)) = self.verified {
             line(
@@ -728,7 +751,7 @@ fn run_threads(
         OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
     let phase = AtomicU8::new(WARMUP);
     let failure = Mutex::new(None);
-    let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk));
+    let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk, store));
     thread::scope(|scope| {
         let parts: Vec<_> = (0..config.thread_count())
             .map(|t| {
@@ -738,8 +761,8 @@ fn run_threads(
                 })
             })
             .collect();
-        let window = early.unwrap_or_else(|| open_window(config, &phase, disk));
-        let measured = close_window(config, &phase, disk, window, show);
+        let window = early.unwrap_or_else(|| open_window(config, &phase, disk, store));
+        let measured = close_window(config, &phase, disk, store, window, show);
         let mut counts = OpCounts::default();
         let mut latency_ns = new_hdr();
         for part in parts {
@@ -765,6 +788,7 @@ struct Measured {
     seconds: f64,
     cpu: CpuTime,
     disk: Option<DiskCounters>,
+    log: Option<LogCounters>,
 }
 
 /// The start of the measured window: when, and the counters then.
@@ -772,16 +796,23 @@ struct Window {
     start: Instant,
     cpu: CpuTime,
     disk: Option<DiskCounters>,
+    log: Option<LogCounters>,
 }
 
 /// Waits out the warm-up (unless the run stops first), then opens the measured window. Runs
 /// without warm-up (fills) open it before the operations start, so that none goes uncounted.
-fn open_window(config: &RunConfig, phase: &AtomicU8, disk: Option<&Disk>) -> Window {
+fn open_window(
+    config: &RunConfig,
+    phase: &AtomicU8,
+    disk: Option<&Disk>,
+    store: &dyn KvStore,
+) -> Window {
     wait(phase, config.warmup());
     let disk = disk.and_then(Disk::counters);
+    let log = store.log_counters();
     let cpu = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
-    Window { start: Instant::now(), cpu, disk }
+    Window { start: Instant::now(), cpu, disk, log }
 }
 
 /// Waits for the end of the measured window (or for the operations to stop: a fill done),
@@ -790,6 +821,7 @@ fn close_window(
     config: &RunConfig,
     phase: &AtomicU8,
     disk: Option<&Disk>,
+    store: &dyn KvStore,
     w: Window,
     show: bool,
 ) -> Measured {
@@ -814,7 +846,8 @@ fn close_window(
     let seconds = w.start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(w.cpu);
     let disk = w.disk.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
-    Measured { counts: OpCounts::default(), latency_ns: new_hdr(), seconds, cpu, disk }
+    let log = w.log.zip(store.log_counters()).map(|(b, a)| a.since(b));
+    Measured { counts: OpCounts::default(), latency_ns: new_hdr(), seconds, cpu, disk, log }
 }
 
 /// Bytes the files under `dir` take on disk (allocated blocks).
@@ -947,6 +980,7 @@ pub fn run(
         latency_ns: measured.latency_ns,
         cpu: measured.cpu,
         disk: disk.map(|d| d.name.clone()).zip(measured.disk),
+        log: measured.log.filter(|l| l.writes > 0),
         bytes_on_disk: bytes_on_disk(&dir),
         load_seconds,
         device_iops,
@@ -1154,10 +1188,12 @@ impl OpenStore {
         match &self.tasks {
             Some(driver) if config.tasks_mode() => {
                 let phase = Arc::new(AtomicU8::new(WARMUP));
-                let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk));
+                let kv = &*self.kv;
+                let early =
+                    config.warmup().is_zero().then(|| open_window(config, &phase, disk, kv));
                 let running = driver.start(config, Arc::clone(keys), Arc::clone(&phase))?;
-                let window = early.unwrap_or_else(|| open_window(config, &phase, disk));
-                let measured = close_window(config, &phase, disk, window, show);
+                let window = early.unwrap_or_else(|| open_window(config, &phase, disk, kv));
+                let measured = close_window(config, &phase, disk, kv, window, show);
                 let (counts, latency_ns) = running.finish()?;
                 Ok(Measured { counts, latency_ns, ..measured })
             }

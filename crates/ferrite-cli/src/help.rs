@@ -485,13 +485,16 @@ OUTPUT
     result store=S workload=W ops_per_s=N seconds=S ops=N p50_us=L p99_us=L p999_us=L
            max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
            [dev_reads_per_op=X dev_writes_per_op=X]
-           [dev_flushes_per_op=X] bytes_on_disk=N records=N [load_s=S] [reused=0|1]
+           [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
+           log_kib_per_write=X log_write_us=X] bytes_on_disk=N records=N [load_s=S] [reused=0|1]
            [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
            [target_ops_per_s=N] cache_mib=M seed=X config=HASH
 
     dev_flushes_per_op counts device cache flushes (what fsync/fdatasync send a disk with
-    a volatile write cache) on kernels that report them. fill-sync adds committers, sync=1
+    a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
+    its log wrote while measuring): group-commit writes, records and KiB per write, and the
+    mean time from taking a write to its being durable. fill-sync adds committers, sync=1
     and verified (keys read back after reopening); its tasks= counts the committer tasks
     over all workers (the other workloads: tasks per worker).",
         ],

@@ -52,6 +52,9 @@ pub fn evict_batch_size(pool_pages: u64) -> usize {
 }
 /// Threads writing pages back in `flush_all` (checkpoints): writes in flight at once.
 const FLUSH_THREADS: usize = 8;
+/// Fruitless eviction rounds, and time since the first, before a frame is given up for.
+const EXHAUSTED_ROUNDS: u32 = 10_000;
+const EXHAUSTED_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Pages `flush_all` prepares together: their images appended, then one wait for the log.
 const FLUSH_GROUP: usize = 64;
 /// Spins on a latched page before an optimistic reader gives up and restarts.
@@ -534,16 +537,21 @@ impl BufferPool {
         }
     }
 
-    /// Takes a free frame, evicting when none is left.
+    /// Takes a free frame, evicting when none is left. Gives up with `PoolExhausted` only
+    /// after `EXHAUSTED_ROUNDS` fruitless rounds *and* `EXHAUSTED_AFTER`: on a loaded machine
+    /// the holders of the latches may be off the CPU for longer than ten thousand yields take
+    /// (a test failed so, with 256 frames, under the parallel test suite on 2 cores).
     fn reserve_frame(&self) -> Result<u32> {
         let mut idle_rounds = 0;
+        let mut idle_since = None;
         loop {
             if let Some(frame) = self.take_frame() {
                 return Ok(frame);
             }
             if self.evict_batch()? == 0 {
                 idle_rounds += 1;
-                if idle_rounds > 10_000 {
+                let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                if idle_rounds > EXHAUSTED_ROUNDS && since.elapsed() >= EXHAUSTED_AFTER {
                     return Err(Error::PoolExhausted { pool_pages: self.pool_pages });
                 }
                 std::thread::yield_now();
@@ -1459,6 +1467,49 @@ mod tests {
             assert_eq!(read_u64(read(&pool, id).bytes(), 100), n as u64 * 7);
         }
         pool.check_invariants();
+    }
+
+    /// Regression: with every frame latched by a thread kept off the CPU for a while, an
+    /// allocation gave up with `PoolExhausted` after 10,000 yields, which a loaded machine
+    /// runs through in milliseconds. It now waits at least `EXHAUSTED_AFTER`.
+    #[test]
+    fn a_frame_latched_for_a_while_is_waited_for_not_given_up() {
+        let dir = TempDir::new("pool-latched");
+        let pool = pool(&dir, 16);
+        let ids: Vec<PageId> = (0..16)
+            .map(|_| {
+                let mut guard = pool.allocate().unwrap();
+                let id = guard.page_id();
+                init_header(guard.page_mut(), PageKind::Leaf, id);
+                id
+            })
+            .collect();
+        std::thread::scope(|scope| {
+            let (latched, wait) = std::sync::mpsc::channel();
+            let pool = &pool;
+            let ids = &ids;
+            scope.spawn(move || {
+                let guards: Vec<_> =
+                    ids.iter().filter_map(|&id| pool.lock_exclusive_any(id).ok()).collect();
+                latched.send(guards.len()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                drop(guards);
+            });
+            let held = wait.recv().unwrap();
+            assert!(held >= 15, "only {held} of 16 pages latched");
+            let started = std::time::Instant::now();
+            let guard = pool.allocate().expect("a frame once the latches go");
+            assert!(started.elapsed() >= std::time::Duration::from_millis(250) || held < 16);
+            drop(guard);
+        });
+        // A pool that stays latched is still reported, after the wait.
+        let resident = pool.resident.ids();
+        let guards: Vec<_> =
+            resident.iter().filter_map(|&id| pool.lock_exclusive_any(id).ok()).collect();
+        assert_eq!(guards.len(), 16, "every frame latched");
+        let started = std::time::Instant::now();
+        assert!(matches!(pool.allocate(), Err(Error::PoolExhausted { pool_pages: 16 })));
+        assert!(started.elapsed() >= EXHAUSTED_AFTER);
     }
 
     #[test]
