@@ -36,7 +36,8 @@ impl IoCounters {
 pub struct LogCounters {
     /// Log writes completed (each one write and its sync: one group commit).
     pub writes: u64,
-    /// Records appended (commits, page images, checkpoints, flush ends).
+    /// Records appended (commits, page images, checkpoints; not the flush-end marker each
+    /// write closes with).
     pub records: u64,
     /// Bytes the log writes carried.
     pub bytes: u64,

@@ -493,8 +493,9 @@ OUTPUT
 
     dev_flushes_per_op counts device cache flushes (what fsync/fdatasync send a disk with
     a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
-    its log wrote while measuring): group-commit writes, records and KiB per write, and the
-    mean time from taking a write to its being durable. fill-sync adds committers, sync=1
+    its log wrote while measuring): group-commit writes, records (commits, page images,
+    checkpoints) and KiB per write, and the mean time from taking a write to its being
+    durable. fill-sync adds committers, sync=1
     and verified (keys read back after reopening); its tasks= counts the committer tasks
     over all workers (the other workloads: tasks per worker).",
         ],

@@ -421,12 +421,12 @@ fn bench_fill_sync_ends_with_a_result_line() {
         let value: f64 = field(&fields, name).parse().unwrap_or(-1.0);
         assert!(value >= 0.0, "{name} in {out}");
     }
-    // The log's group commits: 800 commits went through at most 800 writes, each carrying
-    // at least one commit and its flush-end record.
+    // The log's group commits: 800 commits went through at most 800 writes (plus the few a
+    // checkpoint may ask for), each carrying at least one record.
     let writes: u64 = field(&fields, "log_writes").parse().unwrap_or(0);
-    assert!((1..=800).contains(&writes), "log_writes in {out}");
+    assert!((1..=810).contains(&writes), "log_writes in {out}");
     let per_write: f64 = field(&fields, "log_records_per_write").parse().unwrap_or(0.0);
-    assert!(per_write >= 2.0, "log_records_per_write in {out}");
+    assert!(per_write >= 1.0, "log_records_per_write in {out}");
     let write_us: f64 = field(&fields, "log_write_us").parse().unwrap_or(0.0);
     assert!(write_us > 0.0, "log_write_us in {out}");
     assert!(out.contains("writes (group commits)"), "{out}");
