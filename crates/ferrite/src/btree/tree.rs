@@ -224,14 +224,7 @@ impl BTree {
         key: &[u8],
         out: &mut AlignedPage,
     ) -> Attempt<(PageId, u64)> {
-        let mut page_id = self.root;
-        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
-        while !probe.is_leaf() {
-            let child = probe.child(probe.lower_bound(key).0);
-            let parent = (page_id, version, probe.level());
-            (version, probe) = self.probe_node(pool, child, Some(parent))?;
-            page_id = child;
-        }
+        let (page_id, version, probe) = self.probe_leaf(pool, key)?;
         probe.copy_page(out.bytes_mut());
         if !pool.validate(page_id, version) {
             return Err(Interrupt::Restart);
@@ -243,6 +236,17 @@ impl BTree {
     /// (`probe.rs`): the way of writers, which then latch the leaf with that version (so a
     /// leaf changed since fails the latch and the attempt restarts).
     pub fn locate_leaf(&self, pool: &BufferPool, key: &[u8]) -> Attempt<(PageId, u64)> {
+        let (page_id, version, _) = self.probe_leaf(pool, key)?;
+        Ok((page_id, version))
+    }
+
+    /// Descends in place to the leaf whose range holds `key`: its page, version and probe
+    /// (not yet validated past its header).
+    fn probe_leaf<'p>(
+        &self,
+        pool: &'p BufferPool,
+        key: &[u8],
+    ) -> Attempt<(PageId, u64, Probe<'p>)> {
         let mut page_id = self.root;
         let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
         while !probe.is_leaf() {
@@ -251,7 +255,7 @@ impl BTree {
             (version, probe) = self.probe_node(pool, child, Some(parent))?;
             page_id = child;
         }
-        Ok((page_id, version))
+        Ok((page_id, version, probe))
     }
 
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
