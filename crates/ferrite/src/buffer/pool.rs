@@ -728,18 +728,9 @@ impl BufferPool {
         let Some(log) = self.log.get() else { return Ok(()) };
         let mut needed = 0;
         for &page_id in pages {
-            let guard = loop {
-                match self.lock_exclusive_any(page_id) {
-                    Ok(guard) => break Some(guard),
-                    Err(Interrupt::Restart) => std::thread::yield_now(),
-                    Err(Interrupt::Miss(_)) => break None,
-                    Err(Interrupt::Error(e)) => return Err(e),
-                }
-            };
-            if guard.is_some() {
-                if let WriteCheck::LogFirst(lsn) = self.write_check(page_id)? {
-                    needed = needed.max(lsn);
-                }
+            let Some(_guard) = self.latch_resident(page_id)? else { continue };
+            if let WriteCheck::LogFirst(lsn) = self.write_check(page_id)? {
+                needed = needed.max(lsn);
             }
         }
         if needed > 0 {
@@ -748,19 +739,24 @@ impl BufferPool {
         Ok(())
     }
 
+    /// Latches page `page_id` exclusively, yielding while others hold it (a blocking
+    /// thread's way: checkpoints); `None` if it is not in memory.
+    fn latch_resident(&self, page_id: PageId) -> Result<Option<ExclusiveGuard<'_>>> {
+        loop {
+            match self.lock_exclusive_any(page_id) {
+                Ok(guard) => return Ok(Some(guard)),
+                Err(Interrupt::Restart) => std::thread::yield_now(),
+                Err(Interrupt::Miss(_)) => return Ok(None),
+                Err(Interrupt::Error(e)) => return Err(e),
+            }
+        }
+    }
+
     /// `flush_all`'s write of one page: false if a commit in progress has it pinned.
     fn write_copy(&self, page_id: PageId, copy: &mut AlignedPage) -> Result<bool> {
         let mut waited_for_log = false;
         loop {
-            let guard = match self.lock_exclusive_any(page_id) {
-                Ok(guard) => guard,
-                Err(Interrupt::Miss(_)) => return Ok(true),
-                Err(Interrupt::Restart) => {
-                    std::thread::yield_now();
-                    continue;
-                }
-                Err(Interrupt::Error(e)) => return Err(e),
-            };
+            let Some(guard) = self.latch_resident(page_id)? else { return Ok(true) };
             match self.write_check(page_id)? {
                 WriteCheck::Clean => return Ok(true),
                 WriteCheck::Pinned => return Ok(false),
@@ -784,15 +780,8 @@ impl BufferPool {
             let written = self.file.write_page(page_id, copy.bytes());
             if let Err(e) = written {
                 // The page is dirty again (under its latch), and the database refuses writes.
-                loop {
-                    match self.lock_exclusive_any(page_id) {
-                        Ok(_guard) => {
-                            self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
-                            break;
-                        }
-                        Err(Interrupt::Restart) => std::thread::yield_now(),
-                        Err(_) => break,
-                    }
+                if let Ok(Some(_guard)) = self.latch_resident(page_id) {
+                    self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
                 }
                 log_state.fetch_and(!WRITING, Ordering::AcqRel);
                 self.note_write_failed(e.to_string());
@@ -1222,9 +1211,6 @@ impl BufferPool {
         Ok(())
     }
 
-    /// For recovery: runs `apply` on page `page_id`'s bytes, loaded from disk if needed,
-    /// with whether they passed their checksum (`false`: torn, never written, or beyond
-    /// the file). If `apply` returns true the page becomes dirty.
     /// Reads page `page_id` into the pool ahead of recovery's replay, if it is on the file,
     /// not in memory, whole (its checksum holds) and not a free page; otherwise leaves it for
     /// `recover_page` to read and judge. Safe beside the replay and other read-aheads.
@@ -1253,6 +1239,9 @@ impl BufferPool {
         Ok(())
     }
 
+    /// For recovery: runs `apply` on page `page_id`'s bytes, loaded from disk if needed,
+    /// with whether they passed their checksum (`false`: torn, never written, or beyond
+    /// the file). If `apply` returns true the page becomes dirty.
     pub fn recover_page(
         &self,
         page_id: PageId,
