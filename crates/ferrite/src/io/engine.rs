@@ -147,6 +147,22 @@ pub trait IoEngine: Send {
         false
     }
 
+    /// Arms a wake-up on `fd`, an eventfd another thread writes to when it hands this
+    /// engine's thread work: a [`IoEngine::reap`] that waits returns (with whatever else
+    /// completed, possibly nothing) once `fd` is readable, instead of sleeping on until its
+    /// own I/O finishes. One-shot: after it fired ([`IoEngine::take_wake`]), the caller
+    /// drains `fd` and arms it again. Returns false if the engine cannot (the default); its
+    /// waits then end only with its own completions. Already armed: does nothing, true.
+    fn arm_wake(&mut self, fd: std::os::fd::RawFd) -> bool {
+        let _ = fd;
+        false
+    }
+
+    /// Whether the armed wake-up fired since the last call (it is then no longer armed).
+    fn take_wake(&mut self) -> bool {
+        false
+    }
+
     /// Queues a write of `len` bytes from `buf` at `offset` of the open file `fd` (any file,
     /// not one of the devices), followed, if `then_sync`, by an `fdatasync` of it: one
     /// completion with `tag`, once both are done (`Ok(len)`; a short write is an error), or

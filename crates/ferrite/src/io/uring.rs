@@ -66,7 +66,21 @@ pub struct UringEngine {
     /// follows the write, and the write's error if it failed (its linked sync is then
     /// cancelled).
     write_syncs: Vec<(u64, usize, bool, Option<io::Error>)>,
+    /// The wake-up poll (`arm_wake`): armed, fired and not yet taken, or neither.
+    wake: Wake,
 }
+
+/// State of the wake-up poll of `IoEngine::arm_wake`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Off,
+    Armed,
+    Fired,
+}
+
+/// User data of the wake-up poll (slot indexes stay far below it; write-and-sync requests
+/// carry `WRITE_SYNC_BIT`).
+const WAKE_USER_DATA: u64 = 1 << 61;
 
 /// User-data bit of the two SQEs of a write-and-sync request (the others carry slot indexes).
 const WRITE_SYNC_BIT: u64 = 1 << 63;
@@ -135,9 +149,10 @@ fn build_ring(entries: u32) -> io::Result<(IoUring, RingMode)> {
 
 impl UringEngine {
     pub(crate) fn new(files: Arc<[File]>, direct: bool, depth: usize) -> Result<Self> {
-        // Two entries beyond the depth: a log write and its linked sync always fit beside a
-        // full queue of requests (a depth of 1 would otherwise never take the pair).
-        let entries = u32::try_from(depth + 2).expect("depth checked by open_engine");
+        // Three entries beyond the depth: a log write and its linked sync always fit beside
+        // a full queue of requests (a depth of 1 would otherwise never take the pair), and
+        // so does the wake-up poll.
+        let entries = u32::try_from(depth + 3).expect("depth checked by open_engine");
         let (ring, mode) = build_ring(entries).map_err(|e| {
             Error::io(
                 format!(
@@ -165,6 +180,7 @@ impl UringEngine {
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(depth),
             write_syncs: Vec::new(),
+            wake: Wake::Off,
         })
     }
 
@@ -269,6 +285,12 @@ impl UringEngine {
         for &(index, res) in &cqes {
             if index & WRITE_SYNC_BIT != 0 {
                 self.finish_write_sync(index, res, out);
+                continue;
+            }
+            if index == WAKE_USER_DATA {
+                // Readable, or the poll failed (cancelled, say): either way the waiter
+                // looks at its inbox and arms it again.
+                self.wake = Wake::Fired;
                 continue;
             }
             let result =
@@ -416,6 +438,35 @@ impl IoEngine for UringEngine {
         Ok(())
     }
 
+    fn arm_wake(&mut self, fd: RawFd) -> bool {
+        if self.wake == Wake::Armed {
+            return true;
+        }
+        let poll = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .build()
+            .user_data(WAKE_USER_DATA);
+        for attempt in 0..2 {
+            // SAFETY: a poll names no memory; the caller keeps `fd` open while the engine
+            // lives.
+            if unsafe { self.ring.submission().push(&poll) }.is_ok() {
+                break;
+            }
+            if attempt == 1 || self.submit().is_err() {
+                return false;
+            }
+        }
+        self.wake = Wake::Armed;
+        true
+    }
+
+    fn take_wake(&mut self) -> bool {
+        let fired = self.wake == Wake::Fired;
+        if fired {
+            self.wake = Wake::Off;
+        }
+        fired
+    }
+
     unsafe fn queue(&mut self, request: IoRequest) -> Result<(), QueueError> {
         admit(&request, self.in_flight(), self.depth, self.files.len(), self.direct)?;
         let index = self.slots.insert(request);
@@ -472,7 +523,10 @@ impl IoEngine for UringEngine {
         loop {
             out.extend(self.ready.drain(..));
             self.drain_cq(out);
-            if wait && out.len() == start && (self.slots.used() > 0 || !self.write_syncs.is_empty())
+            if wait
+                && out.len() == start
+                && self.wake != Wake::Fired
+                && (self.slots.used() > 0 || !self.write_syncs.is_empty())
             {
                 // Submits whatever is queued (follow-up transfers included) and sleeps in
                 // the kernel until a completion arrives.
@@ -611,6 +665,79 @@ mod tests {
         results.sort_unstable();
         assert_eq!(results, [(200, 4096), (201, 4096)]);
         assert_eq!(std::fs::read(dir.path().join("log")).unwrap(), vec![7u8; 8192]);
+    }
+
+    #[test]
+    fn an_armed_wake_up_ends_a_wait_that_the_engines_own_io_would_not() {
+        // A write into a full pipe stays in flight until someone reads the pipe: a waiting
+        // reap can only end through the wake-up, written from another thread.
+        let dir = TempDir::new("uring-wake");
+        let path = dir.path().join("d0");
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        let devices =
+            Devices::open(std::slice::from_ref(&path), &DeviceOptions::default()).unwrap();
+        let mut engine = UringEngine::new(Arc::clone(devices.files()), false, 8).unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: plain system calls on descriptors this test owns.
+        let (kick, reader, writer) = unsafe {
+            assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC), 0);
+            let chunk = [1u8; 4096];
+            while libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) > 0 {}
+            assert_eq!(libc::fcntl(fds[1], libc::F_SETFL, 0), 0, "writer made blocking");
+            let kick = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            assert!(kick >= 0);
+            (kick, fds[0], fds[1])
+        };
+        let payload = [2u8; 512];
+        // SAFETY: `payload` and the pipe outlive the request, reaped below.
+        unsafe { engine.queue_write_sync(writer, 0, payload.as_ptr(), payload.len(), 5, false) }
+            .unwrap();
+        engine.submit().unwrap();
+        let mut done = Vec::new();
+        for round in 0..2 {
+            assert!(engine.arm_wake(kick), "io_uring arms the wake-up");
+            assert!(engine.arm_wake(kick), "arming twice is arming once");
+            let (woke, woken) = std::sync::mpsc::channel::<()>();
+            let waker = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                // SAFETY: writes 8 bytes from a live buffer to the eventfd.
+                unsafe { libc::write(kick, 1u64.to_ne_bytes().as_ptr().cast(), 8) };
+                // Should the wake-up not work, the test fails below instead of hanging: the
+                // pipe is emptied and the write finishes.
+                if woken.recv_timeout(std::time::Duration::from_secs(10)).is_err() {
+                    let mut sink = vec![0u8; 1 << 20];
+                    // SAFETY: reads into a live buffer of that size.
+                    while unsafe { libc::read(reader, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+                }
+            });
+            engine.reap(&mut done, true).unwrap();
+            let _ = woke.send(());
+            waker.join().unwrap();
+            assert!(done.is_empty(), "round {round}: the pipe write cannot have finished");
+            assert!(engine.take_wake(), "round {round}: the wait ended by the wake-up");
+            assert!(!engine.take_wake(), "taken once");
+            assert_eq!(engine.in_flight(), 1, "the wake-up is not a request in flight");
+            // Drained, as the worker does, before arming again.
+            let mut count = [0u8; 8];
+            // SAFETY: reads 8 bytes into a live buffer.
+            assert_eq!(unsafe { libc::read(kick, count.as_mut_ptr().cast(), 8) }, 8);
+        }
+        // Emptying the pipe lets the write finish: the wait ends with its completion.
+        let mut sink = vec![0u8; 1 << 20];
+        // SAFETY: reads into a live buffer of that size.
+        while unsafe { libc::read(reader, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+        while done.is_empty() {
+            engine.reap(&mut done, true).unwrap();
+        }
+        assert_eq!(done.len(), 1);
+        assert_eq!((done[0].tag, *done[0].result.as_ref().unwrap()), (5, payload.len()));
+        drop(engine);
+        // SAFETY: closing descriptors this test opened, once.
+        unsafe {
+            libc::close(kick);
+            libc::close(reader);
+            libc::close(writer);
+        }
     }
 
     #[test]

@@ -48,7 +48,7 @@ impl Workers {
             engine,
         };
         for (index, engine) in engines.into_iter().enumerate() {
-            let inbox = Arc::new(Inbox::default());
+            let inbox = Arc::new(Inbox::new());
             let stats = Arc::new(WorkerStats::default());
             let worker = Worker::new(index, count, Arc::clone(&inbox), Arc::clone(&stats));
             let pool = Arc::clone(pool);

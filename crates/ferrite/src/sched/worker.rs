@@ -27,10 +27,20 @@ use crate::store::page::PAGE_SIZE;
 const TAG_WRITE: u64 = 1;
 
 /// What other threads hand a worker: new tasks, wake-ups, the order to stop.
+///
+/// A worker waits in one of two places: on the condition variable when it has no I/O in
+/// flight, or in its engine's reap while it has. In the second, a hand-off must reach it
+/// through the kernel: the inbox writes its eventfd, on which the worker's engine keeps a
+/// poll armed (`IoEngine::arm_wake`). Without it, a committer woken by the other worker's
+/// log flush waits for one of this worker's reads or page writes to finish first, and may
+/// miss the next group commit (docs/benchmarks.md, "a worker waiting in the kernel").
 #[derive(Debug, Default)]
 pub struct Inbox {
     state: Mutex<InboxState>,
     wakeup: Condvar,
+    /// The eventfd (non-blocking) written to wake the worker out of a wait in its engine;
+    /// `None` if the system gave none.
+    kick: Option<std::os::fd::OwnedFd>,
 }
 
 #[derive(Default)]
@@ -38,6 +48,10 @@ struct InboxState {
     spawned: Vec<BoxedTask>,
     woken: Vec<usize>,
     sleeping: bool,
+    /// The worker waits in its engine, with the wake-up poll on `kick` armed.
+    in_kernel: bool,
+    /// `kick` was written and the worker has not drained it since: no need to write again.
+    kicked: bool,
     shutdown: bool,
 }
 
@@ -52,26 +66,83 @@ impl std::fmt::Debug for InboxState {
 }
 
 impl Inbox {
+    pub fn new() -> Inbox {
+        // SAFETY: plain system call; a valid descriptor is owned by the `OwnedFd` only.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        let kick = (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+        Inbox { kick, ..Inbox::default() }
+    }
+
     pub fn spawn(&self, task: BoxedTask) {
         let mut state = self.state.lock().unwrap();
         state.spawned.push(task);
-        if state.sleeping {
-            self.wakeup.notify_one();
-        }
+        self.rouse(state);
     }
 
     fn wake(&self, task: usize) {
         let mut state = self.state.lock().unwrap();
         state.woken.push(task);
-        if state.sleeping {
-            self.wakeup.notify_one();
-        }
+        self.rouse(state);
     }
 
     pub fn shut_down(&self) {
         let mut state = self.state.lock().unwrap();
         state.shutdown = true;
-        self.wakeup.notify_one();
+        self.rouse(state);
+    }
+
+    /// Gets the worker to look at its inbox: wakes it from the condition variable, or from
+    /// its engine through the eventfd (once until the worker drains it).
+    fn rouse(&self, mut state: std::sync::MutexGuard<'_, InboxState>) {
+        if state.sleeping {
+            self.wakeup.notify_one();
+            return;
+        }
+        if !state.in_kernel || state.kicked {
+            return;
+        }
+        state.kicked = true;
+        drop(state);
+        if let Some(fd) = &self.kick {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes 8 bytes from a live buffer to our own eventfd. It can only fail
+            // when the counter is full, and then the worker is being woken anyway.
+            unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(fd), one.as_ptr().cast(), 8) };
+        }
+    }
+
+    /// Before the worker waits in its engine with the wake-up armed: false if something
+    /// arrived meanwhile (then it must not wait).
+    fn enter_kernel(&self) -> bool {
+        let mut state = self.state.lock().unwrap();
+        if !state.spawned.is_empty() || !state.woken.is_empty() || state.shutdown {
+            return false;
+        }
+        state.in_kernel = true;
+        true
+    }
+
+    fn leave_kernel(&self) {
+        self.state.lock().unwrap().in_kernel = false;
+    }
+
+    /// After the wake-up fired: empties the eventfd, so that the next write makes it
+    /// readable again, and lets the next hand-off write it.
+    fn drain_kick(&self) {
+        if let Some(fd) = &self.kick {
+            let mut count = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a live buffer; `EAGAIN` (already empty) is
+            // fine.
+            unsafe {
+                libc::read(std::os::fd::AsRawFd::as_raw_fd(fd), count.as_mut_ptr().cast(), 8)
+            };
+        }
+        self.state.lock().unwrap().kicked = false;
+    }
+
+    fn kick_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.kick.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 }
 
@@ -516,10 +587,23 @@ impl Worker {
             clock = self.charge(&self.stats.submit_ns, clock);
             let idle = self.ready.is_empty() && !self.has_woken();
             if in_flight > 0 {
-                let wait = idle;
-                with_io(|io| io.engine.reap(&mut completions, wait))
-                    .expect("worker I/O state")
-                    .unwrap_or_else(|e| panic!("reaping I/O failed: {e}"));
+                // Waiting in the kernel: with the wake-up armed, hand-offs from other threads
+                // end the wait (`Inbox`); without it, only this worker's completions do.
+                let armed = idle
+                    && self
+                        .inbox
+                        .kick_fd()
+                        .is_some_and(|fd| with_io(|io| io.engine.arm_wake(fd)) == Some(true));
+                let wait = idle && (!armed || self.inbox.enter_kernel());
+                let reaped =
+                    with_io(|io| io.engine.reap(&mut completions, wait)).expect("worker I/O state");
+                if armed {
+                    self.inbox.leave_kernel();
+                }
+                reaped.unwrap_or_else(|e| panic!("reaping I/O failed: {e}"));
+                if with_io(|io| io.engine.take_wake()) == Some(true) {
+                    self.inbox.drain_kick();
+                }
                 if wait {
                     clock = self.charge(&self.stats.idle_ns, clock);
                 }
