@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferrite::sched::WorkerStats;
 use ferrite::{Db, Tree};
 
 use crate::cpu::CpuTime;
@@ -17,7 +16,7 @@ use crate::keys::{check_value, key};
 use crate::lookup::LookupRun;
 use crate::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::rng::Rng;
-use crate::store::IoCounters;
+use crate::store::{IoCounters, WorkerTimes};
 
 /// Shares of the workers' time, in percent of their total.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -29,44 +28,16 @@ pub struct TimeShares {
     pub idle_pct: f64,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct WorkerTimes {
-    task: u64,
-    evict: u64,
-    submit: u64,
-    complete: u64,
-    idle: u64,
-}
-
-fn snapshot(stats: &[Arc<WorkerStats>]) -> WorkerTimes {
-    let mut t = WorkerTimes::default();
-    for s in stats {
-        t.task += s.task_ns.load(Ordering::Relaxed);
-        t.evict += s.evict_ns.load(Ordering::Relaxed);
-        t.submit += s.submit_ns.load(Ordering::Relaxed);
-        t.complete += s.complete_ns.load(Ordering::Relaxed);
-        t.idle += s.idle_ns.load(Ordering::Relaxed);
-    }
-    t
-}
-
 fn shares(before: WorkerTimes, after: WorkerTimes) -> TimeShares {
-    let d = |a: u64, b: u64| a.saturating_sub(b) as f64;
-    let parts = [
-        d(after.task, before.task),
-        d(after.evict, before.evict),
-        d(after.submit, before.submit),
-        d(after.complete, before.complete),
-        d(after.idle, before.idle),
-    ];
-    let total: f64 = parts.iter().sum::<f64>().max(1.0);
-    let pct = |x: f64| 100.0 * x / total;
+    let t = after.since(before);
+    let total = t.total().max(1) as f64;
+    let pct = |x: u64| 100.0 * x as f64 / total;
     TimeShares {
-        tree_pct: pct(parts[0]),
-        evict_pct: pct(parts[1]),
-        submit_pct: pct(parts[2]),
-        complete_pct: pct(parts[3]),
-        idle_pct: pct(parts[4]),
+        tree_pct: pct(t.task),
+        evict_pct: pct(t.evict),
+        submit_pct: pct(t.submit),
+        complete_pct: pct(t.complete),
+        idle_pct: pct(t.idle),
     }
 }
 
@@ -126,14 +97,15 @@ pub fn run_task_lookups(
     wait(&phase, warmup);
     let warmup_seconds = warmup_start.elapsed().as_secs_f64();
     let stats = db.worker_stats();
-    let (io_before, cpu_before, times_before) = (pool_io(db), CpuTime::now(), snapshot(&stats));
+    let (io_before, cpu_before, times_before) =
+        (pool_io(db), CpuTime::now(), WorkerTimes::of(&stats));
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
     let start = Instant::now();
     wait(&phase, measure);
     phase.store(STOP, Ordering::Release);
     let seconds = start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu_before);
-    let (io_after, times_after) = (pool_io(db), snapshot(&stats));
+    let (io_after, times_after) = (pool_io(db), WorkerTimes::of(&stats));
     let mut latency_ns = Histogram::new();
     let mut lookups = 0;
     for handle in handles {

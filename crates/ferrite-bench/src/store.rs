@@ -57,6 +57,50 @@ impl LogCounters {
     }
 }
 
+/// Where a store's workers spent their time, summed over them, in nanoseconds, cumulative
+/// since the store was opened (Ferrite's `WorkerStats`: polling tasks, evicting, submitting
+/// I/O, reaping completions, waiting with nothing to do).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerTimes {
+    pub task: u64,
+    pub evict: u64,
+    pub submit: u64,
+    pub complete: u64,
+    pub idle: u64,
+}
+
+impl WorkerTimes {
+    /// The sums over `stats`, now.
+    pub fn of(stats: &[std::sync::Arc<ferrite::sched::WorkerStats>]) -> WorkerTimes {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut t = WorkerTimes::default();
+        for s in stats {
+            t.task += s.task_ns.load(Relaxed);
+            t.evict += s.evict_ns.load(Relaxed);
+            t.submit += s.submit_ns.load(Relaxed);
+            t.complete += s.complete_ns.load(Relaxed);
+            t.idle += s.idle_ns.load(Relaxed);
+        }
+        t
+    }
+
+    /// The times between `earlier` and `self`.
+    pub fn since(self, earlier: WorkerTimes) -> WorkerTimes {
+        WorkerTimes {
+            task: self.task.saturating_sub(earlier.task),
+            evict: self.evict.saturating_sub(earlier.evict),
+            submit: self.submit.saturating_sub(earlier.submit),
+            complete: self.complete.saturating_sub(earlier.complete),
+            idle: self.idle.saturating_sub(earlier.idle),
+        }
+    }
+
+    /// All of it, idle included.
+    pub fn total(&self) -> u64 {
+        self.task + self.evict + self.submit + self.complete + self.idle
+    }
+}
+
 /// An ordered key-value store as a workload uses it, shared by all worker threads.
 pub trait KvStore: Sync {
     /// Short name for result lines (`store=ferrite`).
@@ -107,6 +151,11 @@ pub trait KvStore: Sync {
 
     /// Write-ahead log counters so far, if the store has a log and counts them.
     fn log_counters(&self) -> Option<LogCounters> {
+        None
+    }
+
+    /// Its worker threads' time so far, if it runs its own workers and counts it.
+    fn worker_times(&self) -> Option<WorkerTimes> {
         None
     }
 }
@@ -183,6 +232,11 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
             bytes: c.bytes_written.load(Relaxed),
             flight_ns: c.flight_ns.load(Relaxed),
         })
+    }
+
+    fn worker_times(&self) -> Option<WorkerTimes> {
+        let stats = self.db.worker_stats();
+        (!stats.is_empty()).then(|| WorkerTimes::of(&stats))
     }
 
     fn describe(&self) -> String {

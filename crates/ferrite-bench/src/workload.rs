@@ -35,7 +35,7 @@ use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::rng::Rng;
-use crate::store::{KvStore, LogCounters};
+use crate::store::{KvStore, LogCounters, WorkerTimes};
 use crate::ycsb::{
     check_versioned, versioned_value, Distribution, KeySpace, Op, OpStream, Workload,
 };
@@ -278,6 +278,8 @@ pub struct RunReport {
     pub disk: Option<(String, DiskCounters)>,
     /// The store's log while measuring (Ferrite with a log that wrote; peers: `None`).
     pub log: Option<LogCounters>,
+    /// The store's workers while measuring (Ferrite with tasks on workers; else `None`).
+    pub workers: Option<WorkerTimes>,
     pub bytes_on_disk: u64,
     /// Seconds the load took, or `None` when the data was reused.
     pub load_seconds: Option<f64>,
@@ -332,6 +334,15 @@ impl RunReport {
                 .real("log_records_per_write", log.records as f64 / log.writes as f64, 1)
                 .real("log_kib_per_write", log.bytes as f64 / log.writes as f64 / 1024.0, 1)
                 .real("log_write_us", log.flight_ns as f64 / log.writes as f64 / 1000.0, 1);
+        }
+        if let Some(w) = &self.workers {
+            let us = |ns: u64| self.per_op(ns as f64 / 1000.0);
+            line = line
+                .real("worker_task_us_per_op", us(w.task), 2)
+                .real("worker_submit_us_per_op", us(w.submit), 2)
+                .real("worker_complete_us_per_op", us(w.complete), 2)
+                .real("worker_evict_us_per_op", us(w.evict), 2)
+                .real("worker_idle_pct", 100.0 * w.idle as f64 / w.total().max(1) as f64, 1);
         }
         line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
         if let Some(load) = self.load_seconds {
@@ -504,6 +515,21 @@ impl RunReport {
                     log.records as f64 / writes,
                     log.bytes as f64 / writes / 1024.0,
                     log.flight_ns as f64 / writes / 1000.0
+                ),
+            );
+        }
+        if let Some(w) = &self.workers {
+            let us = |ns: u64| self.per_op(ns as f64 / 1000.0);
+            line(
+                "workers",
+                format!(
+                    "per op {:.2} us polling tasks, {:.2} submitting I/O, {:.2} reaping \
+                     completions, {:.2} evicting; idle {:.0} % of the time",
+                    us(w.task),
+                    us(w.submit),
+                    us(w.complete),
+                    us(w.evict),
+                    100.0 * w.idle as f64 / w.total().max(1) as f64
                 ),
             );
         }
@@ -789,6 +815,7 @@ struct Measured {
     cpu: CpuTime,
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
+    workers: Option<WorkerTimes>,
 }
 
 /// The start of the measured window: when, and the counters then.
@@ -797,6 +824,7 @@ struct Window {
     cpu: CpuTime,
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
+    workers: Option<WorkerTimes>,
 }
 
 /// Waits out the warm-up (unless the run stops first), then opens the measured window. Runs
@@ -810,9 +838,10 @@ fn open_window(
     wait(phase, config.warmup());
     let disk = disk.and_then(Disk::counters);
     let log = store.log_counters();
+    let workers = store.worker_times();
     let cpu = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
-    Window { start: Instant::now(), cpu, disk, log }
+    Window { start: Instant::now(), cpu, disk, log, workers }
 }
 
 /// Waits for the end of the measured window (or for the operations to stop: a fill done),
@@ -847,7 +876,16 @@ fn close_window(
     let cpu = CpuTime::now().since(w.cpu);
     let disk = w.disk.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
     let log = w.log.zip(store.log_counters()).map(|(b, a)| a.since(b));
-    Measured { counts: OpCounts::default(), latency_ns: new_hdr(), seconds, cpu, disk, log }
+    let workers = w.workers.zip(store.worker_times()).map(|(b, a)| a.since(b));
+    Measured {
+        counts: OpCounts::default(),
+        latency_ns: new_hdr(),
+        seconds,
+        cpu,
+        disk,
+        log,
+        workers,
+    }
 }
 
 /// Bytes the files under `dir` take on disk (allocated blocks).
@@ -981,6 +1019,7 @@ pub fn run(
         cpu: measured.cpu,
         disk: disk.map(|d| d.name.clone()).zip(measured.disk),
         log: measured.log.filter(|l| l.writes > 0),
+        workers: measured.workers.filter(|w| w.total() > 0),
         bytes_on_disk: bytes_on_disk(&dir),
         load_seconds,
         device_iops,

@@ -486,7 +486,9 @@ OUTPUT
            max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
            [dev_reads_per_op=X dev_writes_per_op=X]
            [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
-           log_kib_per_write=X log_write_us=X] bytes_on_disk=N records=N [load_s=S] [reused=0|1]
+           log_kib_per_write=X log_write_us=X] [worker_task_us_per_op=X
+           worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
+           worker_idle_pct=X] bytes_on_disk=N records=N [load_s=S] [reused=0|1]
            [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
            [target_ops_per_s=N] cache_mib=M seed=X config=HASH
@@ -495,7 +497,10 @@ OUTPUT
     a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
     its log wrote while measuring): group-commit writes, records (commits, page images,
     checkpoints) and KiB per write, and the mean time from taking a write to its being
-    durable. fill-sync adds committers, sync=1
+    durable. The worker_ fields (Ferrite with tasks on its workers): the workers' time
+    per operation polling tasks (tree work, commits), submitting I/O, reaping completions
+    and evicting, and the share of their time they waited with nothing to do. fill-sync
+    adds committers, sync=1
     and verified (keys read back after reopening); its tasks= counts the committer tasks
     over all workers (the other workloads: tasks per worker).",
         ],

@@ -430,6 +430,16 @@ fn bench_fill_sync_ends_with_a_result_line() {
     let write_us: f64 = field(&fields, "log_write_us").parse().unwrap_or(0.0);
     assert!(write_us > 0.0, "log_write_us in {out}");
     assert!(out.contains("writes (group commits)"), "{out}");
+    // The workers' time: the tasks' work is never nothing, idle is a share.
+    let task_us: f64 = field(&fields, "worker_task_us_per_op").parse().unwrap_or(0.0);
+    assert!(task_us > 0.0, "worker_task_us_per_op in {out}");
+    for name in ["worker_submit_us_per_op", "worker_complete_us_per_op", "worker_evict_us_per_op"] {
+        let value: f64 = field(&fields, name).parse().unwrap_or(-1.0);
+        assert!(value >= 0.0, "{name} in {out}");
+    }
+    let idle: f64 = field(&fields, "worker_idle_pct").parse().unwrap_or(-1.0);
+    assert!((0.0..=100.0).contains(&idle), "worker_idle_pct in {out}");
+    assert!(out.contains("us polling tasks"), "{out}");
     assert!(out.contains("durability=Sync"), "{out}");
     assert!(out.contains("read back after reopening"), "{out}");
     let runs = fs::read_to_string(&json).unwrap();
