@@ -561,6 +561,8 @@ impl Drop for UringEngine {
     fn drop(&mut self) {
         let mut sink = Vec::new();
         while self.slots.used() > 0 || !self.write_syncs.is_empty() {
+            // A wake-up that fired would end every wait at once: nobody takes it any more.
+            self.take_wake();
             sink.clear();
             if self.reap(&mut sink, true).is_err() {
                 break;
