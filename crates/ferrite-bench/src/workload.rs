@@ -646,13 +646,8 @@ pub(crate) fn run_op(
     match op {
         Op::Read(i) => {
             counts.reads += 1;
-            if store.get_into(&key(i), buf).map_err(store_err)? {
-                check_versioned(i, buf).map_err(verify)?;
-            } else if i < keys.loaded() {
-                return Err(verify(format!("key {i} is missing")));
-            } else {
-                counts.not_found += 1;
-            }
+            let found = store.get_into(&key(i), buf).map_err(store_err)?;
+            check_read(i, found, buf, keys, counts)?;
         }
         Op::Update(i) => {
             counts.updates += 1;
@@ -681,18 +676,32 @@ pub(crate) fn run_op(
         }
         Op::ReadModifyWrite(i) => {
             counts.rmws += 1;
-            let version = if store.get_into(&key(i), buf).map_err(store_err)? {
-                check_versioned(i, buf).map_err(verify)?
-            } else if i < keys.loaded() {
-                return Err(verify(format!("key {i} is missing")));
-            } else {
-                counts.not_found += 1;
-                0
-            };
+            let found = store.get_into(&key(i), buf).map_err(store_err)?;
+            let version = check_read(i, found, buf, keys, counts)?;
             store.put(&key(i), &versioned_value(i, version.wrapping_add(1))).map_err(store_err)?;
         }
     }
     Ok(())
+}
+
+/// Checks what a read of key `i` found (in `buf`, if `found`): the version of a whole value;
+/// 0 for a key not inserted yet (counted in `not_found`). A loaded key that is missing, or a
+/// value that is not the key's, is an error.
+pub(crate) fn check_read(
+    i: u64,
+    found: bool,
+    buf: &[u8],
+    keys: &KeySpace,
+    counts: &mut OpCounts,
+) -> Result<u64, BenchError> {
+    if found {
+        return check_versioned(i, buf).map_err(verify);
+    }
+    if i < keys.loaded() {
+        return Err(verify(format!("key {i} is missing")));
+    }
+    counts.not_found += 1;
+    Ok(0)
 }
 
 pub(crate) fn check_scanned(k: &[u8], v: &[u8]) -> Result<(), String> {

@@ -32,10 +32,10 @@ use crate::phase::{MEASURE, STOP};
 use crate::rng::Rng;
 use crate::store::FerriteTree;
 use crate::workload::{
-    check_scanned, histogram, key, merge_parts, verify, Arrivals, OpCounts, OpenStore, RunConfig,
-    RunningTasks, TaskDriver,
+    check_read, check_scanned, histogram, key, merge_parts, verify, Arrivals, OpCounts, OpenStore,
+    RunConfig, RunningTasks, TaskDriver,
 };
-use crate::ycsb::{check_versioned, versioned_value, KeySpace, Op, OpStream};
+use crate::ycsb::{versioned_value, KeySpace, Op, OpStream};
 
 const TREE: &str = "bench";
 
@@ -294,13 +294,7 @@ async fn run_op_async(
                 })
                 .await
                 .map_err(engine)?;
-            if found.is_some() {
-                check_versioned(i, buf).map_err(verify)?;
-            } else if i < keys.loaded() {
-                return Err(verify(format!("key {i} is missing")));
-            } else {
-                counts.not_found += 1;
-            }
+            check_read(i, found.is_some(), buf, keys, counts)?;
         }
         Op::Update(i) => {
             counts.updates += 1;
@@ -337,14 +331,7 @@ async fn run_op_async(
                 })
                 .await
                 .map_err(engine)?;
-            let version = if found.is_some() {
-                check_versioned(i, buf).map_err(verify)?
-            } else if i < keys.loaded() {
-                return Err(verify(format!("key {i} is missing")));
-            } else {
-                counts.not_found += 1;
-                0
-            };
+            let version = check_read(i, found.is_some(), buf, keys, counts)?;
             let value = versioned_value(i, version.wrapping_add(1));
             tree.put_async(&key(i), &value).await.map_err(engine)?;
         }
