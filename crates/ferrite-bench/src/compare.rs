@@ -173,13 +173,18 @@ pub struct CompareOutput {
     pub failures: Vec<String>,
 }
 
-/// Runs `steps` on `stores` and writes the tables, JSON lines and charts into `out`.
-/// `say` receives one line per finished run (for progress on the terminal).
+/// Runs `steps` on `stores` `rounds` times (at least once; every step on every store per
+/// round, rounds one after the other) and writes the tables, JSON lines and charts into
+/// `out`. With several rounds each table cell is the run with the median operations/s of its
+/// step and store (every run is in the JSON lines), and the tables are followed by
+/// Ferrite / RocksDB per round. `say` receives one line per finished run (for progress on
+/// the terminal).
 pub fn run(
     suite_name: &str,
     steps: &[Step],
     stores: &[StoreKind],
     base: &RunConfig,
+    rounds: usize,
     out: &Path,
     say: &mut dyn FnMut(&str),
 ) -> Result<CompareOutput, BenchError> {
@@ -187,47 +192,74 @@ pub fn run(
         context: format!("creating {}", out.display()),
         source: e,
     })?;
+    let rounds = rounds.max(1);
     let json = out.join(format!("{suite_name}.jsonl"));
-    let mut rows: Vec<(String, Vec<Option<RunReport>>)> = Vec::new();
+    // The runs of each step on each store, with their round.
+    let mut runs: Vec<Vec<Vec<(usize, RunReport)>>> =
+        steps.iter().map(|_| stores.iter().map(|_| Vec::new()).collect()).collect();
+    let mut labels: Vec<Option<String>> = vec![None; steps.len()];
     let mut failures = Vec::new();
-    let total = steps.len() * stores.len();
+    let total = steps.len() * stores.len() * rounds;
     let mut done = 0;
-    for step in steps {
-        let mut cells = Vec::new();
-        let mut label = None;
-        for &store in stores {
-            done += 1;
-            let Some(config) = config_for(base, step, store) else {
-                cells.push(None);
-                continue;
-            };
-            label.get_or_insert_with(|| row_label(step, &config));
-            let config = RunConfig { json: Some(json.clone()), ..config };
-            match workload::run(&config, &workload::open_store, true) {
-                Ok(report) => {
-                    say(&format!(
-                        "[{done}/{total}] {} {}: {} ops/s, p99 {}, {:.2} us CPU/op",
-                        step.workload,
-                        store.name(),
-                        report::thousands(report.ops_per_s().round() as u64),
-                        report::latency(report.latency_ns.value_at_quantile(0.99)),
-                        report.cpu.total_s() * 1e6 / report.counts.total().max(1) as f64
-                    ));
-                    cells.push(Some(report));
-                }
-                Err(e) => {
-                    let line = format!("{} on {}: {e}", step.workload, store.name());
-                    say(&format!("[{done}/{total}] FAILED {line}"));
-                    failures.push(line);
-                    cells.push(None);
+    for round in 0..rounds {
+        let of_round =
+            if rounds > 1 { format!(" (round {}/{rounds})", round + 1) } else { String::new() };
+        for (at, step) in steps.iter().enumerate() {
+            for (column, &store) in stores.iter().enumerate() {
+                done += 1;
+                let Some(config) = config_for(base, step, store) else { continue };
+                labels[at].get_or_insert_with(|| row_label(step, &config));
+                let config = RunConfig { json: Some(json.clone()), ..config };
+                match workload::run(&config, &workload::open_store, true) {
+                    Ok(report) => {
+                        say(&format!(
+                            "[{done}/{total}] {} {}{of_round}: {} ops/s, p99 {}, {:.2} us CPU/op",
+                            step.workload,
+                            store.name(),
+                            report::thousands(report.ops_per_s().round() as u64),
+                            report::latency(report.latency_ns.value_at_quantile(0.99)),
+                            report.cpu.total_s() * 1e6 / report.counts.total().max(1) as f64
+                        ));
+                        runs[at][column].push((round, report));
+                    }
+                    Err(e) => {
+                        let line = format!("{} on {}{of_round}: {e}", step.workload, store.name());
+                        say(&format!("[{done}/{total}] FAILED {line}"));
+                        failures.push(line);
+                    }
                 }
             }
         }
-        rows.push((label.unwrap_or_else(|| step.workload.name()), cells));
     }
+    let ratios = (rounds > 1).then(|| {
+        let ops: Vec<Vec<Vec<(usize, f64)>>> = runs
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|c| c.iter().map(|(r, run)| (*r, run.ops_per_s())).collect())
+                    .collect()
+            })
+            .collect();
+        let labels: Vec<String> = labels
+            .iter()
+            .zip(steps)
+            .map(|(l, step)| l.clone().unwrap_or_else(|| step.workload.name()))
+            .collect();
+        round_ratios(&labels, stores, &ops, rounds)
+    });
+    let rows: Vec<(String, Vec<Option<RunReport>>)> = runs
+        .into_iter()
+        .zip(steps.iter().zip(labels))
+        .map(|(cells, (step, label))| {
+            (label.unwrap_or_else(|| step.workload.name()), cells.into_iter().map(median).collect())
+        })
+        .collect();
     let markdown = out.join(format!("{suite_name}.md"));
     let charts = charts(suite_name, stores, &rows, out)?;
     let mut text = tables(suite_name, stores, &rows, &failures);
+    if let Some(ratios) = ratios {
+        text.push_str(&ratios);
+    }
     for chart in charts.iter().filter(|c| c.extension().is_some_and(|e| e == "svg")) {
         let name = chart.file_name().unwrap_or_default().to_string_lossy();
         let _ = writeln!(text, "![{name}]({name})\n");
@@ -237,6 +269,69 @@ pub fn run(
         source: e,
     })?;
     Ok(CompareOutput { markdown, json, charts, failures })
+}
+
+/// The run with the median operations/s (the lower of the two middle ones for an even
+/// count); `None` without runs.
+fn median(mut runs: Vec<(usize, RunReport)>) -> Option<RunReport> {
+    if runs.is_empty() {
+        return None;
+    }
+    runs.sort_by(|a, b| a.1.ops_per_s().total_cmp(&b.1.ops_per_s()));
+    Some(runs.swap_remove((runs.len() - 1) / 2).1)
+}
+
+/// The median of `values` (the mean of the two middle ones for an even count).
+fn median_of(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// The note after the tables of a suite run in several rounds: what a cell is, and Ferrite's
+/// operations/s over RocksDB's per row and round (runs of one round are minutes apart, so
+/// the device drifts less between them than between rounds), with their median.
+fn round_ratios(
+    labels: &[String],
+    stores: &[StoreKind],
+    ops: &[Vec<Vec<(usize, f64)>>],
+    rounds: usize,
+) -> String {
+    let mut s = format!(
+        "{rounds} rounds (every step on every store, then again): each cell above is the run \
+         with the median operations/s of its rounds; every run is in the JSON lines.\n\n"
+    );
+    let column = |kind: StoreKind| stores.iter().position(|&k| k == kind);
+    let (Some(ferrite), Some(rocksdb)) = (column(StoreKind::Ferrite), column(StoreKind::RocksDb))
+    else {
+        return s;
+    };
+    let _ = writeln!(s, "**Ferrite / RocksDB operations/s, per round**\n");
+    for (at, label) in labels.iter().enumerate() {
+        let of = |column: usize, round: usize| {
+            ops[at][column].iter().find(|(r, _)| *r == round).map(|&(_, ops)| ops)
+        };
+        let ratios: Vec<Option<f64>> = (0..rounds)
+            .map(|round| Some(of(ferrite, round)? / of(rocksdb, round)?.max(1e-9)))
+            .collect();
+        let shown: Vec<String> = ratios
+            .iter()
+            .map(|r| r.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}x")))
+            .collect();
+        let middle = median_of(ratios.iter().flatten().copied().collect());
+        let _ = writeln!(
+            s,
+            "- {label}: {} (median {})",
+            shown.join(", "),
+            middle.map_or_else(|| "–".to_owned(), |m| format!("{m:.2}x"))
+        );
+    }
+    s.push('\n');
+    s
 }
 
 /// A chart's file name part, axis label, title, log scale, and the value of a run.
@@ -522,7 +617,8 @@ mod tests {
             "fill-sync, 1c"
         );
         let out = dir.path().join("out");
-        let output = run("sync", &steps, &[StoreKind::Ferrite], &base, &out, &mut |_| {}).unwrap();
+        let output =
+            run("sync", &steps, &[StoreKind::Ferrite], &base, 1, &out, &mut |_| {}).unwrap();
         assert!(output.failures.is_empty(), "{:?}", output.failures);
         let md = std::fs::read_to_string(&output.markdown).unwrap();
         assert!(md.contains("| fill-sync, 64 committers [ferrite: tasks on 2 workers] |"), "{md}");
@@ -530,6 +626,65 @@ mod tests {
         let runs = std::fs::read_to_string(&output.json).unwrap();
         assert_eq!(runs.lines().count(), 3);
         assert!(runs.lines().all(|l| l.contains("\"workload\":\"fill-sync\"")));
+    }
+
+    #[test]
+    fn medians_and_ferrite_over_rocksdb_per_round() {
+        assert_eq!(median_of(vec![]), None);
+        assert_eq!(median_of(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median_of(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        let stores = [StoreKind::Ferrite, StoreKind::RocksDb, StoreKind::Lmdb];
+        let labels = ["fill-sync, 64 committers".to_owned(), "lookup".to_owned()];
+        // Row 0: three rounds on both; row 1: RocksDB failed in round 1.
+        let ops = vec![
+            vec![
+                vec![(0, 50_000.0), (1, 48_000.0), (2, 66_000.0)],
+                vec![(0, 25_000.0), (1, 30_000.0), (2, 33_000.0)],
+                vec![(0, 2_000.0)],
+            ],
+            vec![vec![(0, 10.0), (1, 10.0), (2, 10.0)], vec![(0, 5.0), (2, 20.0)], vec![]],
+        ];
+        let text = round_ratios(&labels, &stores, &ops, 3);
+        assert!(text.starts_with("3 rounds"), "{text}");
+        assert!(
+            text.contains("- fill-sync, 64 committers: 2.00x, 1.60x, 2.00x (median 2.00x)"),
+            "{text}"
+        );
+        assert!(text.contains("- lookup: 2.00x, –, 0.50x (median 1.25x)"), "{text}");
+        // Without RocksDB there is nothing to divide by: only what a cell is.
+        let alone = round_ratios(&labels, &stores[..1], &ops, 3);
+        assert!(!alone.contains("Ferrite / RocksDB"), "{alone}");
+    }
+
+    #[test]
+    fn rounds_run_every_step_again_and_the_tables_show_the_median_run() {
+        let dir = ferrite::test_util::TempDir::new("compare-rounds");
+        let base = RunConfig {
+            dir: dir.path().join("data"),
+            records: 2000,
+            cache_mib: 1,
+            seconds: 0.2,
+            workers: 1,
+            tasks: 4,
+            ceiling: false,
+            ..RunConfig::new(Workload::Lookup, StoreKind::Ferrite)
+        };
+        let steps: Vec<Step> = suite("quick").unwrap().into_iter().take(2).collect();
+        let out = dir.path().join("out");
+        let mut lines = Vec::new();
+        let output = run("quick", &steps, &[StoreKind::Ferrite], &base, 2, &out, &mut |l| {
+            lines.push(l.to_owned())
+        })
+        .unwrap();
+        assert!(output.failures.is_empty(), "{:?}", output.failures);
+        assert_eq!(lines.len(), 2 * steps.len());
+        assert!(lines[0].contains("(round 1/2)") && lines[3].contains("(round 2/2)"), "{lines:?}");
+        let runs = std::fs::read_to_string(&output.json).unwrap();
+        assert_eq!(runs.lines().count(), 2 * steps.len());
+        let md = std::fs::read_to_string(&output.markdown).unwrap();
+        assert!(md.contains("2 rounds (every step on every store, then again)"), "{md}");
+        // One table row per step, whatever the rounds.
+        assert_eq!(md.matches("| lookup").count(), 3, "{md}");
     }
 
     #[test]
@@ -548,7 +703,7 @@ mod tests {
         let steps = suite("quick").unwrap();
         let out = dir.path().join("out");
         let mut lines = Vec::new();
-        let output = run("quick", &steps, &[StoreKind::Ferrite], &base, &out, &mut |l| {
+        let output = run("quick", &steps, &[StoreKind::Ferrite], &base, 1, &out, &mut |l| {
             lines.push(l.to_owned())
         })
         .unwrap();

@@ -53,6 +53,8 @@ pub struct CompareArgs {
     /// The template every run starts from (data directory root, sizes, seconds, ...).
     pub base: RunConfig,
     pub stores: Vec<StoreKind>,
+    /// Times the whole suite runs (every step on every store per round).
+    pub rounds: usize,
 }
 
 /// The options every data command takes.
@@ -226,10 +228,14 @@ const JSON: Opt = valued("--json", "FILE");
 const NO_CEILING: Opt = flag("--no-ceiling");
 const ORDER: Opt = valued("--order", "ORDER");
 const OUT: Opt = valued("--out", "DIR");
+const ROUNDS: Opt = valued("--rounds", "N");
 const SYNC: Opt = flag("--sync");
 const COMMITTERS: Opt = valued("--committers", "N");
 const SECONDS_LIST: Opt = valued("--seconds", "S[,S...]");
 const CHECKPOINT_MIB: Opt = valued("--checkpoint-mib", "M");
+
+/// Most rounds of `bench compare`.
+const MAX_ROUNDS: u64 = 100;
 
 /// Most committers of `fill --sync` (each may be a thread).
 const MAX_COMMITTERS: u64 = 4096;
@@ -824,7 +830,7 @@ fn parse_bench_compare(args: &[OsString]) -> Result<Command> {
     }
     let mut opts = WORKLOAD_OPTS.to_vec();
     opts.retain(|o| ![STORE, ORDER, JSON, SYNC, COMMITTERS].contains(o));
-    opts.extend([STORES, OUT]);
+    opts.extend([STORES, OUT, ROUNDS]);
     let p = Parsed::new(COMPARE, args, &opts)?;
     let [suite] = p.positionals(["SUITE"])?;
     let suite = suite.to_str().unwrap_or("").to_owned();
@@ -848,7 +854,17 @@ fn parse_bench_compare(args: &[OsString]) -> Result<Command> {
             .collect::<Result<Vec<_>>>()?,
     };
     let out = p.value(OUT).map_or_else(|| PathBuf::from("bench-results"), PathBuf::from);
-    Ok(Command::BenchCompare(CompareArgs { suite, out, base, stores }))
+    let rounds = match p.text(ROUNDS)? {
+        None => 1,
+        Some(text) => parse_whole(text, false)
+            .filter(|&n| (1..=MAX_ROUNDS).contains(&n))
+            .ok_or_else(|| {
+                COMPARE.error(format!(
+                    "--rounds: {text:?} is not a whole number from 1 to {MAX_ROUNDS}"
+                ))
+            })? as usize,
+    };
+    Ok(Command::BenchCompare(CompareArgs { suite, out, base, stores, rounds }))
 }
 
 fn parse_bench_recovery(args: &[OsString]) -> Result<Command> {
@@ -1558,8 +1574,18 @@ mod tests {
         };
         assert_eq!((c.suite.as_str(), c.stores.as_slice()), ("quick", &[StoreKind::Ferrite][..]));
         assert_eq!(c.base.records, 20_000);
+        assert_eq!(c.rounds, 1, "one round unless asked");
+        let Command::BenchCompare(c) =
+            parse_strs(&["bench", "compare", "sync", "--rounds", "3"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.rounds, 3);
         fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
         fails(&["bench", "compare", "quick", "--stores", "x"], "--stores: unknown store");
+        for bad in ["0", "101", "x", "2.5"] {
+            fails(&["bench", "compare", "sync", "--rounds", bad], "--rounds: ");
+        }
     }
 
     #[test]

@@ -100,19 +100,25 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
     let steps = compare::suite(&args.suite).expect("suite checked by the parser");
     let names: Vec<&str> = args.stores.iter().map(|s| s.name()).collect();
     eprintln!(
-        "bench compare {}: {} steps on {} ({} keys, cache {} MiB, {} per run), results in {}",
+        "bench compare {}: {} steps on {}{} ({} keys, cache {} MiB, {} per run), results in {}",
         args.suite,
         steps.len(),
         names.join(", "),
+        if args.rounds > 1 { format!(", {} rounds", args.rounds) } else { String::new() },
         thousands(args.base.records),
         args.base.cache_mib,
         duration(args.base.seconds),
         args.out.display()
     );
-    let output =
-        compare::run(&args.suite, &steps, &args.stores, &args.base, &args.out, &mut |line| {
-            eprintln!("{line}")
-        })?;
+    let output = compare::run(
+        &args.suite,
+        &steps,
+        &args.stores,
+        &args.base,
+        args.rounds,
+        &args.out,
+        &mut |line| eprintln!("{line}"),
+    )?;
     let table = std::fs::read_to_string(&output.markdown).unwrap_or_default();
     write!(out, "{table}")?;
     writeln!(out, "tables: {}", output.markdown.display())?;
@@ -125,7 +131,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
         "result suite={} stores={} runs={} failed={}",
         args.suite,
         names.join(","),
-        steps.len() * args.stores.len(),
+        steps.len() * args.stores.len() * args.rounds,
         output.failures.len()
     )?;
     out.flush()?;

@@ -28,7 +28,8 @@ pub const WORKLOAD_USAGE: &str = "ferrite bench WORKLOAD [--store STORE] [--db D
      [--sync] [--committers N] [--seed X] [--keep] [--no-direct] [--no-ceiling] [--json FILE]";
 pub const COMPARE_USAGE: &str = "ferrite bench compare SUITE [--stores STORE[,STORE...]] \
      [--out DIR] [--db DIR] [--records N] [--cache-mib M] [--seconds S] [--threads T] \
-     [--workers N] [--tasks N] [--rate OPS] [--seed X] [--no-direct] [--no-ceiling]";
+     [--workers N] [--tasks N] [--rate OPS] [--seed X] [--no-direct] [--no-ceiling] \
+     [--rounds N]";
 pub const LOOKUP_USAGE: &str = "ferrite bench lookup [--db DIR] [--keys N] [--pool-mib M] \
      [--seconds S] [--workers N] [--tasks N] [--engine ENGINE] [--devices PATH[,PATH...]] \
      [--direct-api] [--threads T] [--seed X] [--keep] [--no-direct] [--store ferrite] \
@@ -528,13 +529,17 @@ OPTIONS
     --out DIR        where SUITE.md, SUITE.jsonl and the charts go (default bench-results)
     --db DIR         root of the stores' data directories (default ferrite-data/compare);
                      each store's data set is loaded once and kept for the suite's runs
+    --rounds N       run the whole suite N times, one round after the other (default 1,
+                     at most 100); each table cell is then the run with the median
+                     operations/s, and the tables are followed by Ferrite's operations/s
+                     over RocksDB's for each row and round, with their median
     The other options are those of the workloads (ferrite bench ycsb-a --help) and apply
     to every run.",
             "\
 OUTPUT
     A line per run on stderr; the tables on stdout, then
     result suite=NAME stores=LIST runs=N failed=N
-    Exit status 1 when a run failed (the tables show what did run).",
+    (runs counts every round's.) Exit status 1 when a run failed (the tables show what did run).",
         ],
     )
 }
