@@ -231,6 +231,11 @@ pub fn run(
             }
         }
     }
+    let labels: Vec<String> = labels
+        .into_iter()
+        .zip(steps)
+        .map(|(label, step)| label.unwrap_or_else(|| step.workload.name()))
+        .collect();
     let ratios = (rounds > 1).then(|| {
         let ops: Vec<Vec<Vec<(usize, f64)>>> = runs
             .iter()
@@ -240,19 +245,12 @@ pub fn run(
                     .collect()
             })
             .collect();
-        let labels: Vec<String> = labels
-            .iter()
-            .zip(steps)
-            .map(|(l, step)| l.clone().unwrap_or_else(|| step.workload.name()))
-            .collect();
         round_ratios(&labels, stores, &ops, rounds)
     });
-    let rows: Vec<(String, Vec<Option<RunReport>>)> = runs
+    let rows: Vec<(String, Vec<Option<RunReport>>)> = labels
         .into_iter()
-        .zip(steps.iter().zip(labels))
-        .map(|(cells, (step, label))| {
-            (label.unwrap_or_else(|| step.workload.name()), cells.into_iter().map(median).collect())
-        })
+        .zip(runs)
+        .map(|(label, cells)| (label, cells.into_iter().map(median).collect()))
         .collect();
     let markdown = out.join(format!("{suite_name}.md"));
     let charts = charts(suite_name, stores, &rows, out)?;
@@ -293,8 +291,9 @@ fn median_of(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// The note after the tables of a suite run in several rounds: what a cell is, and Ferrite's
-/// operations/s over RocksDB's per row and round (runs of one round are minutes apart, so
-/// the device drifts less between them than between rounds), with their median.
+/// operations/s over RocksDB's per row and round (the two runs of a row and round are about
+/// a minute apart, so the device drifts less between them than between rounds), with their
+/// median.
 fn round_ratios(
     labels: &[String],
     stores: &[StoreKind],
