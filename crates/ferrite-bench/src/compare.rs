@@ -627,6 +627,20 @@ mod tests {
         assert!(runs.lines().all(|l| l.contains("\"workload\":\"fill-sync\"")));
     }
 
+    /// A suite's template small enough for a test: 2,000 keys, 1 MiB cache, 0.2 s runs.
+    fn tiny_base(dir: &ferrite::test_util::TempDir) -> RunConfig {
+        RunConfig {
+            dir: dir.path().join("data"),
+            records: 2000,
+            cache_mib: 1,
+            seconds: 0.2,
+            workers: 1,
+            tasks: 4,
+            ceiling: false,
+            ..RunConfig::new(Workload::Lookup, StoreKind::Ferrite)
+        }
+    }
+
     #[test]
     fn medians_and_ferrite_over_rocksdb_per_round() {
         assert_eq!(median_of(vec![]), None);
@@ -658,16 +672,7 @@ mod tests {
     #[test]
     fn rounds_run_every_step_again_and_the_tables_show_the_median_run() {
         let dir = ferrite::test_util::TempDir::new("compare-rounds");
-        let base = RunConfig {
-            dir: dir.path().join("data"),
-            records: 2000,
-            cache_mib: 1,
-            seconds: 0.2,
-            workers: 1,
-            tasks: 4,
-            ceiling: false,
-            ..RunConfig::new(Workload::Lookup, StoreKind::Ferrite)
-        };
+        let base = tiny_base(&dir);
         let steps: Vec<Step> = suite("quick").unwrap().into_iter().take(2).collect();
         let out = dir.path().join("out");
         let mut lines = Vec::new();
@@ -689,16 +694,7 @@ mod tests {
     #[test]
     fn a_suite_writes_tables_json_lines_and_charts() {
         let dir = ferrite::test_util::TempDir::new("compare");
-        let base = RunConfig {
-            dir: dir.path().join("data"),
-            records: 2000,
-            cache_mib: 1,
-            seconds: 0.2,
-            workers: 1,
-            tasks: 4,
-            ceiling: false,
-            ..RunConfig::new(Workload::Lookup, StoreKind::Ferrite)
-        };
+        let base = tiny_base(&dir);
         let steps = suite("quick").unwrap();
         let out = dir.path().join("out");
         let mut lines = Vec::new();

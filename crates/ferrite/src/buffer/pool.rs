@@ -1424,6 +1424,19 @@ mod tests {
         BufferPool::new(file, pool_pages, 4096, 0, Vec::new()).unwrap()
     }
 
+    /// Allocates `count` leaves, the n-th holding n at byte 100; returns their ids.
+    fn new_leaves(pool: &BufferPool, count: u64) -> Vec<PageId> {
+        (0..count)
+            .map(|n| {
+                let mut guard = pool.allocate().unwrap();
+                let id = guard.page_id();
+                init_header(guard.page_mut(), PageKind::Leaf, id);
+                write_u64(guard.page_mut(), 100, n);
+                id
+            })
+            .collect()
+    }
+
     fn read(pool: &BufferPool, page_id: PageId) -> AlignedPage {
         let mut copy = AlignedPage::zeroed();
         loop {
@@ -1465,30 +1478,23 @@ mod tests {
     fn a_frame_latched_for_a_while_is_waited_for_not_given_up() {
         let dir = TempDir::new("pool-latched");
         let pool = pool(&dir, 16);
-        let ids: Vec<PageId> = (0..16)
-            .map(|_| {
-                let mut guard = pool.allocate().unwrap();
-                let id = guard.page_id();
-                init_header(guard.page_mut(), PageKind::Leaf, id);
-                id
-            })
-            .collect();
+        new_leaves(&pool, 16);
         std::thread::scope(|scope| {
             let (latched, wait) = std::sync::mpsc::channel();
             let pool = &pool;
-            let ids = &ids;
             scope.spawn(move || {
+                // Every resident page, so that no frame is free while they are held.
+                let resident = pool.resident.ids();
                 let guards: Vec<_> =
-                    ids.iter().filter_map(|&id| pool.lock_exclusive_any(id).ok()).collect();
+                    resident.iter().filter_map(|&id| pool.lock_exclusive_any(id).ok()).collect();
                 latched.send(guards.len()).unwrap();
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 drop(guards);
             });
-            let held = wait.recv().unwrap();
-            assert!(held >= 15, "only {held} of 16 pages latched");
+            assert_eq!(wait.recv().unwrap(), 16, "every frame latched");
             let started = std::time::Instant::now();
             let guard = pool.allocate().expect("a frame once the latches go");
-            assert!(started.elapsed() >= std::time::Duration::from_millis(250) || held < 16);
+            assert!(started.elapsed() >= std::time::Duration::from_millis(250));
             drop(guard);
         });
         // A pool that stays latched is still reported, after the wait.
@@ -1505,12 +1511,7 @@ mod tests {
     fn versions_move_on_every_exclusive_release() {
         let dir = TempDir::new("pool-version");
         let pool = pool(&dir, 16);
-        let id = {
-            let mut guard = pool.allocate().unwrap();
-            let id = guard.page_id();
-            init_header(guard.page_mut(), PageKind::Leaf, id);
-            id
-        };
+        let id = new_leaves(&pool, 1)[0];
         let mut copy = AlignedPage::zeroed();
         let v1 = pool.read_copy(id, &mut copy).unwrap();
         assert!(pool.validate(id, v1));
@@ -1565,15 +1566,7 @@ mod tests {
         }
         let dir = TempDir::new("pool-loading");
         let pool = pool(&dir, 16);
-        let ids: Vec<PageId> = (0..40)
-            .map(|n| {
-                let mut guard = pool.allocate().unwrap();
-                let id = guard.page_id();
-                init_header(guard.page_mut(), PageKind::Leaf, id);
-                write_u64(guard.page_mut(), 100, n);
-                id
-            })
-            .collect();
+        let ids = new_leaves(&pool, 40);
         pool.flush_all().unwrap();
         let id = *ids.iter().find(|&&id| !pool.load_state(id).is_resident()).unwrap();
         while pool.begin_load(id).unwrap() == LoadStart::NoFrame {

@@ -33,7 +33,8 @@ const TAG_WRITE: u64 = 1;
 /// through the kernel: the inbox writes its eventfd, on which the worker's engine keeps a
 /// poll armed (`IoEngine::arm_wake`). Without it, a committer woken by the other worker's
 /// log flush waits for one of this worker's reads or page writes to finish first, and may
-/// miss the next group commit (docs/benchmarks.md, "a worker waiting in the kernel").
+/// miss the next group commit (docs/benchmarks.md, "Where the committers are when a flush
+/// is taken").
 #[derive(Debug, Default)]
 pub struct Inbox {
     state: Mutex<InboxState>,

@@ -112,8 +112,8 @@ pub struct Checkpoint {
     pub free: Vec<PageId>,
 }
 
-/// Appends the ranges where `after` differs from `before` (both `PAGE_SIZE`), skipping the
-/// checksum, flags and LSN bytes; differences closer than 8 bytes share a range.
+/// [`diff_spans`] with the bytes copied out: `(offset, bytes)` per range (tests).
+#[cfg(test)]
 pub fn diff_ranges(before: &[u8], after: &[u8], out: &mut Vec<(u16, Vec<u8>)>) {
     let mut spans = Vec::new();
     diff_spans(before, after, &mut spans);
@@ -122,8 +122,9 @@ pub fn diff_ranges(before: &[u8], after: &[u8], out: &mut Vec<(u16, Vec<u8>)>) {
     );
 }
 
-/// [`diff_ranges`] as `(start, end)` offsets into the pages, without copying any bytes
-/// (`out` is cleared first): what commits encode from.
+/// The ranges where `after` differs from `before` (both `PAGE_SIZE`), as `(start, end)`
+/// offsets into the pages (`out` is cleared first), skipping the checksum, flags and LSN
+/// bytes; differences closer than 8 bytes share a range. What commits and images encode.
 pub fn diff_spans(before: &[u8], after: &[u8], out: &mut Vec<(u16, u16)>) {
     debug_assert_eq!(before.len(), PAGE_SIZE);
     debug_assert_eq!(after.len(), PAGE_SIZE);
@@ -134,7 +135,7 @@ pub fn diff_spans(before: &[u8], after: &[u8], out: &mut Vec<(u16, u16)>) {
     }
 }
 
-/// `diff_ranges` over `from..to`, eight bytes at a time where it can: over equal bytes,
+/// `diff_spans` over `from..to`, eight bytes at a time where it can: over equal bytes,
 /// and along a changed stretch (a slot array shifted by an insert differs for hundreds of
 /// bytes), which the byte-at-a-time version spent ~7 % of a durable insert's CPU on.
 fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Vec<(u16, u16)>) {
@@ -205,25 +206,30 @@ impl RecordWriter {
 
     /// A page entry with `ranges`.
     pub fn page_entry(&mut self, page_id: PageId, op: u8, ranges: &[(u16, Vec<u8>)]) {
-        self.u64(page_id);
-        self.u8(op);
-        self.u16(ranges.len() as u16);
-        for (offset, bytes) in ranges {
-            self.u16(*offset);
-            self.u16(bytes.len() as u16);
-            self.bytes.extend_from_slice(bytes);
-        }
+        self.page_entry_of(page_id, op, ranges.iter().map(|(offset, bytes)| (*offset, &bytes[..])));
     }
 
     /// A page entry whose ranges are the `spans` of `page` (from [`diff_spans`]).
     pub fn page_entry_spans(&mut self, page_id: PageId, op: u8, page: &[u8], spans: &[(u16, u16)]) {
+        let ranges = spans.iter().map(|&(start, end)| (start, &page[start as usize..end as usize]));
+        self.page_entry_of(page_id, op, ranges);
+    }
+
+    /// The one encoder of a page entry: id, op, range count, then offset, length and bytes
+    /// of each range.
+    fn page_entry_of<'a>(
+        &mut self,
+        page_id: PageId,
+        op: u8,
+        ranges: impl ExactSizeIterator<Item = (u16, &'a [u8])>,
+    ) {
         self.u64(page_id);
         self.u8(op);
-        self.u16(spans.len() as u16);
-        for &(start, end) in spans {
-            self.u16(start);
-            self.u16(end - start);
-            self.bytes.extend_from_slice(&page[start as usize..end as usize]);
+        self.u16(ranges.len() as u16);
+        for (offset, bytes) in ranges {
+            self.u16(offset);
+            self.u16(bytes.len() as u16);
+            self.bytes.extend_from_slice(bytes);
         }
     }
 
