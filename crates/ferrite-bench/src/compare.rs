@@ -497,6 +497,30 @@ fn tables(
         if !flushes.is_empty() {
             let _ = writeln!(s, "Device cache flushes per insert: {}.\n", flushes.join("; "));
         }
+        let memory: Vec<String> = all_runs()
+            .filter(|r| r.config.workload.durable())
+            .filter_map(|r| {
+                let m = r.memory?;
+                let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+                Some(format!(
+                    "{} {}: {:.0} MiB ({:.0} cache + {:.0} write buffers)",
+                    r.config.store.name(),
+                    r.config.concurrency(),
+                    mib(m.total()),
+                    mib(m.cache),
+                    mib(m.write_buffers)
+                ))
+            })
+            .collect();
+        if !memory.is_empty() {
+            let _ = writeln!(
+                s,
+                "Data held in memory, at most (sampled every 0.5 s; Ferrite: its whole pool, \
+                 dirty pages included; RocksDB: block cache usage + memtables; WiredTiger's \
+                 `cache_size` bounds all it holds, and LMDB runs in a capped cgroup): {}.\n",
+                memory.join("; ")
+            );
+        }
     }
     let metrics: [Metric; 3] = [
         (

@@ -24,7 +24,7 @@ use std::path::Path;
 use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerError, RocksDb, WiredTiger};
 
 use crate::error::BenchError;
-use crate::store::{KvStore, StoreError};
+use crate::store::{KvStore, StoreError, StoreMemory};
 use crate::workload::{OpenStore, RunConfig, StoreKind};
 
 /// LMDB's map: the most it may ever hold (virtual: it costs nothing until used).
@@ -63,6 +63,10 @@ impl KvStore for PeerStore {
     }
     fn settle(&self) -> Result<(), StoreError> {
         self.0.settle().map_err(boxed)
+    }
+    fn memory(&self) -> Option<StoreMemory> {
+        let m = self.0.memory()?;
+        Some(StoreMemory { cache: m.cache, write_buffers: m.write_buffers })
     }
     fn describe(&self) -> String {
         // (For LMDB the runner adds whether its page cache was capped.)

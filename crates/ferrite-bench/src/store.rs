@@ -101,6 +101,31 @@ impl WorkerTimes {
     }
 }
 
+/// What a store holds of the data in its own memory, in bytes (`KvStore::memory`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    /// Its cache of pages or blocks: Ferrite's buffer pool (all of it: its frames are
+    /// allocated when the database opens, and hold its dirty pages too), RocksDB's block cache
+    /// usage.
+    pub cache: u64,
+    /// Recent writes held beside the cache: RocksDB's memtables, active and immutable.
+    pub write_buffers: u64,
+}
+
+impl StoreMemory {
+    pub fn total(&self) -> u64 {
+        self.cache + self.write_buffers
+    }
+
+    /// The larger of two samples, by their total.
+    pub fn peak(a: Option<StoreMemory>, b: Option<StoreMemory>) -> Option<StoreMemory> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if b.total() > a.total() { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// An ordered key-value store as a workload uses it, shared by all worker threads.
 pub trait KvStore: Sync {
     /// Short name for result lines (`store=ferrite`).
@@ -156,6 +181,11 @@ pub trait KvStore: Sync {
 
     /// Its worker threads' time so far, if it runs its own workers and counts it.
     fn worker_times(&self) -> Option<WorkerTimes> {
+        None
+    }
+
+    /// What it holds in memory now, if it says.
+    fn memory(&self) -> Option<StoreMemory> {
         None
     }
 }
@@ -237,6 +267,10 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     fn worker_times(&self) -> Option<WorkerTimes> {
         let stats = self.db.worker_stats();
         (!stats.is_empty()).then(|| WorkerTimes::of(&stats))
+    }
+
+    fn memory(&self) -> Option<StoreMemory> {
+        Some(StoreMemory { cache: self.db.pool().pool_pages() * 4096, write_buffers: 0 })
     }
 
     fn describe(&self) -> String {

@@ -35,7 +35,7 @@ use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::rng::Rng;
-use crate::store::{KvStore, LogCounters, WorkerTimes};
+use crate::store::{KvStore, LogCounters, StoreMemory, WorkerTimes};
 use crate::ycsb::{
     check_versioned, versioned_value, Distribution, KeySpace, Op, OpStream, Workload,
 };
@@ -280,6 +280,9 @@ pub struct RunReport {
     pub log: Option<LogCounters>,
     /// The store's workers while measuring (Ferrite with tasks on workers; else `None`).
     pub workers: Option<WorkerTimes>,
+    /// The most the store held in memory while measuring, sampled every half second (stores
+    /// that say: Ferrite, RocksDB).
+    pub memory: Option<StoreMemory>,
     pub bytes_on_disk: u64,
     /// Seconds the load took, or `None` when the data was reused.
     pub load_seconds: Option<f64>,
@@ -343,6 +346,12 @@ impl RunReport {
                 .real("worker_complete_us_per_op", us(w.complete), 2)
                 .real("worker_evict_us_per_op", us(w.evict), 2)
                 .real("worker_idle_pct", 100.0 * w.idle as f64 / w.total().max(1) as f64, 1);
+        }
+        if let Some(m) = &self.memory {
+            line = line
+                .real("mem_mib", mib(m.total()), 1)
+                .real("mem_cache_mib", mib(m.cache), 1)
+                .real("mem_write_buffers_mib", mib(m.write_buffers), 1);
         }
         line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
         if let Some(load) = self.load_seconds {
@@ -533,6 +542,19 @@ impl RunReport {
                 ),
             );
         }
+        if let Some(m) = &self.memory {
+            line(
+                "memory",
+                format!(
+                    "at most {:.1} MiB of data held in memory: {:.1} MiB cache + {:.1} MiB \
+                     write buffers (sampled every {} ms)",
+                    mib(m.total()),
+                    mib(m.cache),
+                    mib(m.write_buffers),
+                    SAMPLE_EVERY.as_millis()
+                ),
+            );
+        }
         if let Some((keys, seconds)) = self.verified {
             line(
                 "verified",
@@ -555,6 +577,10 @@ impl RunReport {
         }
         s
     }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 fn json_escape(s: &str) -> String {
@@ -825,7 +851,11 @@ struct Measured {
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
     workers: Option<WorkerTimes>,
+    memory: Option<StoreMemory>,
 }
+
+/// How often a run samples what the store holds in memory (and shows its progress).
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
 /// The start of the measured window: when, and the counters then.
 struct Window {
@@ -871,13 +901,15 @@ fn close_window(
     } else {
         Progress::hidden(total_ms)
     };
+    let mut memory = store.memory();
     loop {
         let left = measure.saturating_sub(w.start.elapsed());
         if left.is_zero() || phase.load(Ordering::Acquire) == STOP {
             break;
         }
-        wait(phase, left.min(Duration::from_millis(500)));
+        wait(phase, left.min(SAMPLE_EVERY));
         progress.set((w.start.elapsed().as_millis() as u64).min(total_ms));
+        memory = StoreMemory::peak(memory, store.memory());
     }
     progress.finish();
     phase.store(STOP, Ordering::Release);
@@ -894,6 +926,7 @@ fn close_window(
         disk,
         log,
         workers,
+        memory,
     }
 }
 
@@ -1029,6 +1062,7 @@ pub fn run(
         disk: disk.map(|d| d.name.clone()).zip(measured.disk),
         log: measured.log.filter(|l| l.writes > 0),
         workers: measured.workers.filter(|w| w.total() > 0),
+        memory: measured.memory,
         bytes_on_disk: bytes_on_disk(&dir),
         load_seconds,
         device_iops,

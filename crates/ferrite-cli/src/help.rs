@@ -489,7 +489,8 @@ OUTPUT
            [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
            log_kib_per_write=X log_write_us=X] [worker_task_us_per_op=X
            worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
-           worker_idle_pct=X] bytes_on_disk=N records=N [load_s=S] [reused=0|1]
+           worker_idle_pct=X] [mem_mib=X mem_cache_mib=X mem_write_buffers_mib=X]
+           bytes_on_disk=N records=N [load_s=S] [reused=0|1]
            [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
            [target_ops_per_s=N] cache_mib=M seed=X config=HASH
@@ -500,7 +501,10 @@ OUTPUT
     checkpoints) and KiB per write, and the mean time from taking a write to its being
     durable. The worker_ fields (Ferrite with tasks on its workers): the workers' time
     per operation polling tasks (tree work, commits), submitting I/O, reaping completions
-    and evicting, and the share of their time they waited with nothing to do. fill-sync
+    and evicting, and the share of their time they waited with nothing to do. The mem_
+    fields (stores that say: Ferrite, RocksDB): the most data the store held in memory
+    while measuring, sampled every 0.5 s: its cache (Ferrite's whole pool, dirty pages
+    included; RocksDB's block cache) plus write buffers (RocksDB's memtables). fill-sync
     adds committers, sync=1
     and verified (keys read back after reopening); its tasks= counts the committer tasks
     over all workers (the other workloads: tasks per worker).",

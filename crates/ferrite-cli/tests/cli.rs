@@ -440,6 +440,12 @@ fn bench_fill_sync_ends_with_a_result_line() {
     let idle: f64 = field(&fields, "worker_idle_pct").parse().unwrap_or(-1.0);
     assert!((0.0..=100.0).contains(&idle), "worker_idle_pct in {out}");
     assert!(out.contains("us polling tasks"), "{out}");
+    // Ferrite's memory is its pool, dirty pages included: nothing beside it.
+    let pool_mib: f64 = field(&fields, "cache_mib").parse().unwrap_or(0.0);
+    assert_eq!(field(&fields, "mem_cache_mib").parse::<f64>().ok(), Some(pool_mib), "{out}");
+    assert_eq!(field(&fields, "mem_write_buffers_mib"), "0.0", "{out}");
+    assert_eq!(field(&fields, "mem_mib").parse::<f64>().ok(), Some(pool_mib), "{out}");
+    assert!(out.contains("MiB of data held in memory"), "{out}");
     assert!(out.contains("durability=Sync"), "{out}");
     assert!(out.contains("read back after reopening"), "{out}");
     let runs = fs::read_to_string(&json).unwrap();

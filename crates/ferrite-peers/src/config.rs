@@ -34,3 +34,13 @@ impl Default for PeerConfig {
         }
     }
 }
+
+/// What an engine holds of the data in its own memory now (`Peer::memory`), in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Its cache of data pages or blocks (RocksDB: `rocksdb.block-cache-usage`).
+    pub cache: u64,
+    /// Recent writes held beside the cache (RocksDB: its memtables, active and immutable,
+    /// `rocksdb.size-all-mem-tables`).
+    pub write_buffers: u64,
+}

@@ -39,7 +39,7 @@ mod sys;
 #[cfg(feature = "link")]
 mod wiredtiger;
 
-pub use config::PeerConfig;
+pub use config::{MemoryUse, PeerConfig};
 pub use error::PeerError;
 
 #[cfg(feature = "link")]

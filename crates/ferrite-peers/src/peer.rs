@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{Lmdb, PeerConfig, PeerError, RocksDb, WiredTiger};
+use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, RocksDb, WiredTiger};
 
 /// One peer engine: the inherent methods of [`RocksDb`], [`WiredTiger`] and [`Lmdb`].
 pub trait Peer: Send + Sync {
@@ -27,6 +27,12 @@ pub trait Peer: Send + Sync {
         self.flush()
     }
     fn describe_config(&self) -> String;
+    /// What it holds in memory now, where the engine says (RocksDB); `None` where it does not
+    /// (WiredTiger's `cache_size` bounds all of its data in memory, dirty pages included;
+    /// LMDB's is the OS page cache).
+    fn memory(&self) -> Option<MemoryUse> {
+        None
+    }
 }
 
 macro_rules! impl_peer {
@@ -73,6 +79,9 @@ impl_peer!(
     RocksDb,
     fn settle(&self) -> Result<(), PeerError> {
         RocksDb::settle(self)
+    },
+    fn memory(&self) -> Option<MemoryUse> {
+        RocksDb::memory(self)
     }
 );
 impl_peer!(WiredTiger);

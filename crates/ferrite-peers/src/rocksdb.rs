@@ -9,7 +9,7 @@ use std::ptr::{self, NonNull};
 
 use crate::sys::bytes;
 use crate::sys::rocksdb::*;
-use crate::{dir, PeerConfig, PeerError};
+use crate::{dir, MemoryUse, PeerConfig, PeerError};
 
 const NAME: &str = "rocksdb";
 const BLOCK_SIZE_BYTES: usize = 4096;
@@ -257,6 +257,20 @@ impl RocksDb {
         // SAFETY: a live database; null bounds mean the whole key range.
         unsafe { rocksdb_compact_range(self.db.as_ptr(), ptr::null(), 0, ptr::null(), 0) };
         Ok(())
+    }
+
+    /// The block cache's usage and the memtables' size now (`None` if RocksDB does not answer).
+    pub fn memory(&self) -> Option<MemoryUse> {
+        let property = |name: &CStr| {
+            let mut value = 0u64;
+            // SAFETY: a live database, a NUL-terminated name, and a u64 to write to.
+            let rc = unsafe { rocksdb_property_int(self.db.as_ptr(), name.as_ptr(), &mut value) };
+            (rc == 0).then_some(value)
+        };
+        Some(MemoryUse {
+            cache: property(c"rocksdb.block-cache-usage")?,
+            write_buffers: property(c"rocksdb.size-all-mem-tables")?,
+        })
     }
 
     /// Every option `open` set, on one line.

@@ -312,3 +312,31 @@ fn sync_without_log_is_refused() {
         assert!(err.to_string().contains("sync needs the write-ahead log"), "{err}");
     }
 }
+
+/// RocksDB says what it holds: writes sit in its memtables until a flush moves them into
+/// table files, after which reads fill the block cache. The others do not say.
+#[test]
+fn rocksdb_reports_its_memtables_and_block_cache() {
+    let dir = TempDir::new("rocksdb", "memory");
+    let db = RocksDb::open(&dir.0, &config(true, false, false)).unwrap();
+    let empty = db.memory().expect("RocksDB answers");
+    let value = [7u8; 100];
+    for i in 0u32..20_000 {
+        db.put(&i.to_be_bytes(), &value).unwrap();
+    }
+    let written = db.memory().unwrap();
+    // 20,000 entries of 104 bytes: at least 2 MB in the memtable.
+    assert!(written.write_buffers >= empty.write_buffers + 2_000_000, "{empty:?} {written:?}");
+    db.flush().unwrap();
+    let mut out = Vec::new();
+    for i in (0u32..20_000).step_by(97) {
+        assert!(db.get(&i.to_be_bytes(), &mut out).unwrap());
+    }
+    let read = db.memory().unwrap();
+    assert!(read.write_buffers < written.write_buffers, "flushed: {written:?} {read:?}");
+    assert!(read.cache > 0, "blocks read are cached: {read:?}");
+
+    let wt_dir = TempDir::new("wiredtiger", "memory");
+    let wt = WiredTiger::open(&wt_dir.0, &config(true, false, false)).unwrap();
+    assert_eq!(Peer::memory(&wt), None);
+}

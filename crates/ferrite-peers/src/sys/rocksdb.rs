@@ -155,6 +155,12 @@ extern "C" {
         errptr: *mut *mut c_char,
     );
     pub(crate) fn rocksdb_free(ptr: *mut c_void);
+    /// 0 on success, -1 if the property is unknown or not an integer.
+    pub(crate) fn rocksdb_property_int(
+        db: *mut rocksdb_t,
+        propname: *const c_char,
+        out_val: *mut u64,
+    ) -> c_int;
     pub(crate) fn rocksdb_compact_range(
         db: *mut rocksdb_t,
         start_key: *const c_char,
