@@ -108,7 +108,8 @@ pub struct StoreMemory {
     /// allocated when the database opens, and hold its dirty pages too), RocksDB's block cache
     /// usage.
     pub cache: u64,
-    /// Recent writes held beside the cache: RocksDB's memtables, active and immutable.
+    /// Recent writes held beside the cache: Ferrite's change buffer (its budget taken from
+    /// the pool's memory), RocksDB's memtables, active and immutable.
     pub write_buffers: u64,
 }
 
@@ -270,7 +271,10 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     }
 
     fn memory(&self) -> Option<StoreMemory> {
-        Some(StoreMemory { cache: self.db.pool().pool_pages() * 4096, write_buffers: 0 })
+        Some(StoreMemory {
+            cache: self.db.pool().pool_pages() * 4096,
+            write_buffers: self.db.change_buffer().1,
+        })
     }
 
     fn describe(&self) -> String {
@@ -283,9 +287,11 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
             None => "durability not given".to_owned(),
         };
         format!(
-            "ferrite: buffer pool {} MiB of 4 KiB frames, O_DIRECT unless --no-direct, B+tree \
-             of 4 KiB nodes, {workers} workers ({engine}), {durability}",
-            (self.db.pool().pool_pages() * 4096) >> 20
+            "ferrite: buffer pool {} MiB of 4 KiB frames and a change buffer of up to {} MiB \
+             (puts into leaves not in memory), O_DIRECT unless --no-direct, B+tree of 4 KiB \
+             nodes, {workers} workers ({engine}), {durability}",
+            (self.db.pool().pool_pages() * 4096) >> 20,
+            self.db.change_buffer_budget() >> 20
         )
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::btree::buffered::ChangeBuffer;
 use crate::btree::check::{self, PageMap, TreeReport};
 use crate::btree::iter::Cursor;
 use crate::btree::node::MAX_KEY_LEN;
@@ -29,7 +30,7 @@ use crate::store::superblock::{Superblock, NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::store::value::MAX_VALUE_LEN;
 use crate::store::{freelist, page};
 use crate::wal::commit::CommitLock;
-use crate::wal::record::{encode_checkpoint, Checkpoint};
+use crate::wal::record::{encode_checkpoint, push_buffered, Checkpoint, RecordWriter, KIND_COMMIT};
 use crate::wal::recover::RecoveryReport;
 use crate::wal::Log;
 use std::future::Future;
@@ -86,6 +87,8 @@ struct Shared {
     /// One checkpoint at a time.
     checkpoint_lock: Mutex<()>,
     checkpointing: AtomicBool,
+    /// Puts into leaves not in memory, waiting for their leaves (`btree/buffered.rs`).
+    buffer: Arc<ChangeBuffer>,
     /// Threads running a checkpoint, or flushing the log periodically; joined at close.
     helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     recovery: RecoveryReport,
@@ -565,6 +568,7 @@ impl Db {
             free,
         )?);
         let mut recovery = RecoveryReport::default();
+        let mut recovered_buffer = std::collections::BTreeMap::new();
         let storage: Arc<dyn crate::io::Storage> = match &options.storage {
             Some(storage) => Arc::clone(storage),
             None => Arc::new(crate::io::DirStorage::new(dir)),
@@ -597,6 +601,7 @@ impl Db {
             sb.page_count = recovered.page_count;
             sb.next_tree_id = recovered.next_tree_id;
             recovery = recovered.report;
+            recovered_buffer = recovered.buffered;
             Some(recovered.log)
         } else {
             None
@@ -630,6 +635,11 @@ impl Db {
             checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),
+            buffer: Arc::new(ChangeBuffer::new(if writable {
+                options.change_buffer_budget()
+            } else {
+                0
+            })),
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,
@@ -640,8 +650,20 @@ impl Db {
             // write and sync it on their rings.
             log.set_flushed_by_workers();
         }
+        if !recovered_buffer.is_empty() {
+            // The trees the recovered buffered puts belong to (a dropped tree's left with
+            // its drop).
+            let trees = shared
+                .catalog_entries()?
+                .into_iter()
+                .filter_map(|(_, tree)| tree)
+                .map(|tree| (tree.tree_id, tree))
+                .collect();
+            shared.buffer.load(recovered_buffer, trees);
+        }
         if writable {
-            // The recovered state (or the new directory) becomes the base the log starts from.
+            // The recovered state (or the new directory) becomes the base the log starts from
+            // (the change buffer with it).
             shared.checkpoint()?;
             if let Durability::Periodic(interval) = options.durability {
                 let flusher = Arc::clone(&shared);
@@ -724,6 +746,9 @@ impl Db {
             }
             if let Some(flag) = self.shared.dropped_flags.lock().unwrap().remove(&btree.tree_id) {
                 flag.store(true, Ordering::Release);
+            }
+            for key in self.shared.buffer.keys_of(btree.tree_id) {
+                self.shared.buffer.stage_remove(btree.tree_id, &key);
             }
             self.shared.free_tree_pages(btree)
         })
@@ -870,6 +895,17 @@ impl Db {
             return Ok(None);
         }
         crate::wal::recover::check_log(self.shared.storage.as_ref(), checkpoint_lsn).map(Some)
+    }
+
+    /// Entries the change buffer holds (puts waiting for their leaves), and the bytes they
+    /// count against its budget (`Options::change_buffer_bytes`).
+    pub fn change_buffer(&self) -> (usize, u64) {
+        (self.shared.buffer.len(), self.shared.buffer.bytes())
+    }
+
+    /// The most the change buffer may hold, in bytes (0: off).
+    pub fn change_buffer_budget(&self) -> u64 {
+        self.shared.buffer.budget()
     }
 
     /// What recovery did when this database was opened.
@@ -1083,6 +1119,9 @@ impl Shared {
     /// changes no record describes: the log is failed, the database must be reopened.
     fn end_commit<T>(&self, outcome: Result<T>) -> Result<(T, Option<u64>)> {
         let log = self.log()?;
+        // The commit's changes to the change buffer: logged with its pages, applied once
+        // logged (a failed commit's are dropped: the buffer never saw them).
+        let buffered = self.buffer.take_staged();
         let value = match outcome {
             Ok(value) => value,
             Err(e) => {
@@ -1093,12 +1132,22 @@ impl Shared {
             }
         };
         let next_tree_id = self.next_tree_id.load(Ordering::Acquire);
-        let Some((mut record, pages)) = self.pool.finish_capture(next_tree_id) else {
+        let (record, pages) = match self.pool.finish_capture(next_tree_id) {
+            Some(captured) => captured,
             // Nothing changed; a commit that waits still waits for every commit before it.
-            return Ok((value, Some(log.tail())));
+            None if buffered.is_empty() => return Ok((value, Some(log.tail()))),
+            None => {
+                let mut w = RecordWriter::new(KIND_COMMIT);
+                w.u64(next_tree_id);
+                w.u32(0);
+                (w.bytes, Vec::new())
+            }
         };
-        let (lsn, end) = log.append(&mut record)?;
+        let mut w = RecordWriter { bytes: record };
+        push_buffered(&mut w, &buffered);
+        let (lsn, end) = log.append(&mut w.bytes)?;
         self.pool.stamp(&pages, lsn);
+        self.buffer.apply(&buffered);
         Ok((value, Some(end)))
     }
 
@@ -1167,6 +1216,7 @@ impl Shared {
                 next_tree_id: self.next_tree_id.load(Ordering::Acquire),
                 catalog_root: self.catalog.root,
                 free: pool.free_pages(),
+                buffered: self.buffer.snapshot(),
             };
             (epoch, snapshot)
         };
@@ -1190,6 +1240,34 @@ impl Shared {
         pool.complete_epoch(epoch);
         log.release_before(snapshot.redo_lsn);
         self.checkpoint_redo.store(snapshot.redo_lsn, Ordering::Release);
+        Ok(())
+    }
+
+    /// Puts every entry of the change buffer into its leaf, a few hundred per commit (blocking
+    /// reads: at close, after the workers stopped).
+    fn drain_all(&self) -> Result<()> {
+        if self.log.is_none() {
+            return Ok(());
+        }
+        // Each commit pins the pages it changes until its record is appended.
+        let per_commit = (self.pool.pool_pages() / 8).clamp(1, 256) as usize;
+        while !self.buffer.is_empty() {
+            let entries = self.buffer.first(per_commit);
+            let _guard = self.commit_lock.lock();
+            self.pool.begin_capture();
+            let outcome = entries.iter().try_for_each(|(tree, key, value)| {
+                let Some(tree) = tree else {
+                    return Err(Error::Corrupt {
+                        page: 0,
+                        file: self.dir.clone(),
+                        reason: "the change buffer holds a key of a tree the catalog lacks".into(),
+                    });
+                };
+                self.buffer.stage_remove(tree.tree_id, key);
+                run(&self.pool, |scratch| tree.put(&self.pool, key, value, scratch))
+            });
+            self.end_commit(outcome)?;
+        }
         Ok(())
     }
 
@@ -1228,6 +1306,8 @@ impl Shared {
         for helper in std::mem::take(&mut *self.helpers.lock().unwrap()) {
             let _ = helper.join();
         }
+        // Every buffered put goes into its leaf: a closed directory needs no log.
+        self.drain_all()?;
         // A last checkpoint writes every page back: the next open replays nothing.
         self.checkpoint()?;
         if let Some(log) = &self.log {
@@ -1252,6 +1332,44 @@ impl Drop for Db {
             eprintln!("ferrite: closing {} failed: {e}", self.shared.dir.display());
         }
     }
+}
+
+fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(&k[..]),
+        Bound::Excluded(k) => Bound::Excluded(&k[..]),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// A leaf's finding as "in memory or not": a miss is `false`, not a read.
+fn in_memory(found: crate::buffer::Attempt<(PageId, u64)>) -> crate::buffer::Attempt<bool> {
+    match found {
+        Ok(_) => Ok(true),
+        Err(Interrupt::Miss(_)) => Ok(false),
+        Err(other) => Err(other),
+    }
+}
+
+/// A range of keys: its low and high bounds.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The key range of the leaf that holds `key`, as bounds (a leaf holds lower < k <= upper;
+/// an empty fence is infinite).
+fn leaf_range(
+    btree: BTree,
+    pool: &BufferPool,
+    key: &[u8],
+    scratch: &mut crate::btree::Scratch,
+) -> crate::buffer::Attempt<KeyRange> {
+    let page = &mut scratch.pages[0];
+    btree.leaf_copy(pool, key, page)?;
+    let node = crate::btree::node::Node::new(page.bytes());
+    let (lower, upper) = (node.lower_fence(), node.upper_fence());
+    Ok((
+        if lower.is_empty() { Bound::Unbounded } else { Bound::Excluded(lower.to_vec()) },
+        if upper.is_empty() { Bound::Unbounded } else { Bound::Included(upper.to_vec()) },
+    ))
 }
 
 fn to_owned_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
@@ -1295,6 +1413,9 @@ impl Tree {
     /// Calls `read` with the value of `key` (without copying it out), if present.
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
         check_key(key)?;
+        if let Some(value) = self.buffered(key)? {
+            return Ok(Some(read(&value)));
+        }
         let btree = self.btree;
         let mut resume = crate::btree::tree::Resume::default();
         self.run(|pool, scratch| btree.get_resuming(pool, key, scratch, &mut read, &mut resume))
@@ -1305,50 +1426,111 @@ impl Tree {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
+        let shared = &self.shared;
+        if shared.buffer.enabled() && !self.leaf_in_memory(key)? {
+            shared.commit(shared.durability, || {
+                shared.buffer.stage_put(self.btree, key, value);
+                Ok(())
+            })?;
+            if shared.buffer.over_budget() {
+                self.prefetch(key);
+                shared.commit(Durability::None, || self.drain_leaf(key))?;
+            }
+            return Ok(());
+        }
         self.prefetch(key);
-        self.shared.commit(self.shared.durability, || self.apply_put(key, value))
+        shared.commit(shared.durability, || self.apply_put(key, value))
     }
 
-    /// The put itself, inside a commit.
+    /// The value the change buffer holds for `key` (the newest, if any).
+    fn buffered(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Error::TreeNotFound { name: self.name.to_string() });
+        }
+        Ok(self.shared.buffer.get(self.btree.tree_id, key))
+    }
+
+    /// Whether the leaf whose range holds `key` is in the pool (without reading it): if not,
+    /// a put of `key` goes to the change buffer.
+    fn leaf_in_memory(&self, key: &[u8]) -> Result<bool> {
+        let btree = self.btree;
+        self.run(|pool, _| in_memory(btree.locate_leaf(pool, key)))
+    }
+
+    async fn leaf_in_memory_async(&self, key: &[u8]) -> Result<bool> {
+        let btree = self.btree;
+        self.run_async(|pool, _| in_memory(btree.locate_leaf(pool, key))).await
+    }
+
+    /// Inside a commit: puts every buffered entry of the leaf whose range holds `key` into
+    /// that leaf (read first, `prefetch`), and removes them from the buffer.
+    fn drain_leaf(&self, key: &[u8]) -> Result<()> {
+        let btree = self.btree;
+        let (low, high) = self.run(|pool, scratch| leaf_range(btree, pool, key, scratch))?;
+        let entries = self.shared.buffer.range(btree.tree_id, as_slice(&low), as_slice(&high));
+        entries.iter().try_for_each(|(key, value)| self.apply_put(key, value))
+    }
+
+    /// [`Tree::drain_leaf`] for a task.
+    async fn drain_leaf_async(&self, key: &[u8]) -> Result<()> {
+        let btree = self.btree;
+        let (low, high) =
+            self.run_in_commit(|pool, scratch| leaf_range(btree, pool, key, scratch)).await?;
+        let entries = self.shared.buffer.range(btree.tree_id, as_slice(&low), as_slice(&high));
+        for (key, value) in &entries {
+            self.apply_put_async(key, value).await?;
+        }
+        Ok(())
+    }
+
+    /// The put itself, inside a commit (the key leaves the change buffer, if there).
     fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let btree = self.btree;
+        self.shared.buffer.stage_remove(btree.tree_id, key);
         self.run(|pool, scratch| btree.put(pool, key, value, scratch))
     }
 
-    /// The delete itself, inside a commit.
+    /// The delete itself, inside a commit. A key in the change buffer leaves it (and was
+    /// present).
     fn apply_delete(&self, key: &[u8]) -> Result<bool> {
         let btree = self.btree;
+        let buffered = self.shared.buffer.stage_remove(btree.tree_id, key).is_some();
         let (removed, merge) = self.run(|pool, scratch| btree.delete(pool, key, scratch))?;
         if let Some(leaf) = merge {
             self.run(|pool, scratch| btree.try_merge(pool, leaf, key, scratch))?;
         }
-        Ok(removed)
+        Ok(removed || buffered)
     }
 
     /// Reads the path to `key`'s leaf into the pool before a commit takes the commit lock,
     /// so that the commit (which holds it) seldom waits for a read. Errors are left for the
-    /// commit itself to meet.
+    /// commit itself to meet. (The tree itself: not answered by the change buffer.)
     fn prefetch(&self, key: &[u8]) {
-        let _ = self.get_with(key, |_| ());
+        let btree = self.btree;
+        let _ = self.run(|pool, scratch| btree.get(pool, key, scratch, &mut |_: &[u8]| ()));
     }
 
     async fn prefetch_async(&self, key: &[u8]) {
-        let _ = self.get_with_async(key, |_| ()).await;
+        let btree = self.btree;
+        let _ =
+            self.run_async(|pool, scratch| btree.get(pool, key, scratch, &mut |_: &[u8]| ())).await;
     }
 
     async fn apply_put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let btree = self.btree;
+        self.shared.buffer.stage_remove(btree.tree_id, key);
         self.run_in_commit(|pool, scratch| btree.put(pool, key, value, scratch)).await
     }
 
     async fn apply_delete_async(&self, key: &[u8]) -> Result<bool> {
         let btree = self.btree;
+        let buffered = self.shared.buffer.stage_remove(btree.tree_id, key).is_some();
         let (removed, merge) =
             self.run_in_commit(|pool, scratch| btree.delete(pool, key, scratch)).await?;
         if let Some(leaf) = merge {
             self.run_in_commit(|pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
         }
-        Ok(removed)
+        Ok(removed || buffered)
     }
 
     /// Removes `key`; returns whether it was present.
@@ -1366,7 +1548,12 @@ impl Tree {
         check_key(key)?;
         let btree = self.btree;
         let mut change = Some(change);
+        self.prefetch(key);
         self.shared.commit(self.shared.durability, || {
+            // A buffered value goes into its leaf first, to be changed there.
+            if let Some(value) = self.shared.buffer.stage_remove(btree.tree_id, key) {
+                self.run(|pool, scratch| btree.put(pool, key, &value, scratch))?;
+            }
             self.run(|pool, scratch| btree.update(pool, key, &mut change, scratch))
         })
     }
@@ -1383,6 +1570,9 @@ impl Tree {
         mut read: impl FnMut(&[u8]) -> R,
     ) -> Result<Option<R>> {
         check_key(key)?;
+        if let Some(value) = self.buffered(key)? {
+            return Ok(Some(read(&value)));
+        }
         let btree = self.btree;
         let mut resume = crate::btree::tree::Resume::default();
         self.run_async(|pool, scratch| {
@@ -1393,6 +1583,9 @@ impl Tree {
 
     /// The value of `key`, read by a task holding the commit lock (see `run_in_commit`).
     async fn get_in_commit(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(value) = self.buffered(key)? {
+            return Ok(Some(value));
+        }
         let btree = self.btree;
         let mut resume = crate::btree::tree::Resume::default();
         let mut read = |value: &[u8]| value.to_vec();
@@ -1408,6 +1601,24 @@ impl Tree {
         check_key(key)?;
         check_value(value)?;
         let shared = &self.shared;
+        if shared.buffer.enabled() && !self.leaf_in_memory_async(key).await? {
+            let guard = shared.begin_commit_async().await?;
+            shared.buffer.stage_put(self.btree, key, value);
+            let (_, end) = shared.end_commit(Ok(()))?;
+            drop(guard);
+            shared.after_commit_async(end, shared.durability).await?;
+            if shared.buffer.over_budget() {
+                // Its leaf is read (outside the commit lock), then drained in one commit
+                // that needs no sync: the puts it moves are durable already.
+                self.prefetch_async(key).await;
+                let guard = shared.begin_commit_async().await?;
+                let outcome = self.drain_leaf_async(key).await;
+                let (_, end) = shared.end_commit(outcome)?;
+                drop(guard);
+                shared.after_commit_async(end, Durability::None).await?;
+            }
+            return Ok(());
+        }
         self.prefetch_async(key).await;
         let guard = shared.begin_commit_async().await?;
         let outcome = self.apply_put_async(key, value).await;
@@ -1503,7 +1714,8 @@ impl Tree {
             other => other,
         };
         let mut cursor =
-            Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false);
+            Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false)
+                .with_buffer(Arc::clone(&self.shared.buffer));
         let pool = &self.shared.pool;
         let mut visited = 0;
         let mut key = Vec::new();
@@ -1549,7 +1761,8 @@ impl Tree {
             shared: Arc::clone(&self.shared),
             name: Arc::clone(&self.name),
             dropped: Arc::clone(&self.dropped),
-            cursor: Cursor::new(self.btree, lower, upper, reverse),
+            cursor: Cursor::new(self.btree, lower, upper, reverse)
+                .with_buffer(Arc::clone(&self.shared.buffer)),
             failed: false,
         }
     }

@@ -55,6 +55,11 @@ pub struct Options {
     /// A checkpoint starts once this many bytes were logged since the last one: it bounds
     /// both the log on disk and the work recovery replays.
     pub checkpoint_log_bytes: u64,
+    /// Memory of `pool_bytes` for the change buffer (`btree/buffered.rs`): puts into leaves that
+    /// are not in memory wait there, instead of reading their leaf, until it is read anyway.
+    /// `None` (the default): a quarter of `pool_bytes` for pools of 16 MiB or more, none
+    /// below. `Some(0)` turns it off. The frames get what is left.
+    pub change_buffer_bytes: Option<u64>,
     /// Pages recovery reads ahead at once, many reads in flight, for the log records it is
     /// about to replay (at most a quarter of the pool); 0 reads each page when its record
     /// needs it. Real files only: a simulated disk always reads one at a time.
@@ -98,6 +103,7 @@ impl Default for Options {
             durability: Durability::Sync,
             log_segment_bytes: 64 << 20,
             checkpoint_log_bytes: 256 << 20,
+            change_buffer_bytes: None,
             recovery_read_ahead_pages: 4096,
             storage: None,
         }
@@ -105,9 +111,18 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Frames in the pool.
+    /// Frames in the pool: `pool_bytes` less the change buffer's.
     pub fn pool_pages(&self) -> u64 {
-        self.pool_bytes / PAGE_SIZE as u64
+        self.pool_bytes.saturating_sub(self.change_buffer_budget()) / PAGE_SIZE as u64
+    }
+
+    /// Bytes the change buffer may hold (see `change_buffer_bytes`).
+    pub fn change_buffer_budget(&self) -> u64 {
+        match self.change_buffer_bytes {
+            Some(bytes) => bytes,
+            None if self.pool_bytes >= 16 << 20 => self.pool_bytes / 4,
+            None => 0,
+        }
     }
 
     /// Page ids the page table addresses.
@@ -124,8 +139,10 @@ impl Options {
         let bad = |reason: String| Err(Error::BadOptions { reason });
         if self.pool_pages() < MIN_POOL_PAGES {
             return bad(format!(
-                "pool_bytes {} is below the minimum of {} pages ({} bytes)",
+                "pool_bytes {} less the change buffer's {} is below the minimum of {} pages \
+                 ({} bytes)",
                 self.pool_bytes,
+                self.change_buffer_budget(),
                 MIN_POOL_PAGES,
                 MIN_POOL_PAGES * PAGE_SIZE as u64
             ));

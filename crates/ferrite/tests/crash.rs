@@ -61,13 +61,27 @@ fn options(disk: &Arc<SimDisk>) -> Options {
     common::sim_options(disk)
 }
 
-fn random_batch(rng: &mut Rng) -> Vec<Op> {
-    let most = if rng.below(4) == 0 { 12 } else { 3 };
+/// What a suite's disks hold: keys drawn from `keys` per tree, and `preload` keys per tree
+/// written (and made durable) before the first crash, so that the trees outgrow the pool.
+#[derive(Debug, Clone, Copy)]
+struct Suite {
+    keys: u64,
+    preload: u64,
+}
+
+const SMALL: Suite = Suite { keys: 300, preload: 0 };
+/// Trees of ~60 leaves each against a pool of 31 frames: puts meet leaves not in memory,
+/// and the change buffer takes them.
+const BUFFERED: Suite = Suite { keys: 3000, preload: 1500 };
+
+fn random_batch(rng: &mut Rng, suite: Suite) -> Vec<Op> {
+    // (At most 7 changes: what the suite's 32-page pool takes in one batch.)
+    let most = if rng.below(4) == 0 { 7 } else { 3 };
     let len = 1 + rng.below(most);
     (0..len)
         .map(|_| {
             let tree = rng.below(2) as u8;
-            let key = format!("key-{:03}", rng.below(300)).into_bytes();
+            let key = format!("key-{:04}", rng.below(suite.keys)).into_bytes();
             if rng.below(4) == 0 {
                 Op::Delete(tree, key)
             } else {
@@ -104,10 +118,15 @@ struct Seen {
     open_commits_lost: u64,
     recoveries_interrupted: u64,
     recoveries_survived_faults: u64,
+    /// Single puts (`Tree::put`), and how many of them the change buffer took.
+    single_puts: u64,
+    buffered_puts: u64,
+    /// Entries recoveries found in the change buffer.
+    recovered_buffered: u64,
 }
 
 /// Runs one disk through its crash cycles.
-fn run_disk(seed: u64, seen: &mut Seen) {
+fn run_disk(seed: u64, seen: &mut Seen, suite: Suite) {
     let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA5A5);
     let disk = SimDisk::new(seed);
     let dir = TempDir::new("crash");
@@ -192,10 +211,32 @@ fn run_disk(seed: u64, seen: &mut Seen) {
         seen.records_replayed += db.recovery_report().records;
         seen.pages_replayed += db.recovery_report().pages_applied;
         seen.torn_tails += (db.recovery_report().torn_bytes > 0) as u64;
+        seen.recovered_buffered += db.recovery_report().buffered;
         let report = db.check().expect("check runs");
         assert!(report.is_ok(), "seed {seed} cycle {cycle}: {:?}", report.all_faults());
         durable = found;
         open.clear();
+        if cycle == 0 && suite.preload > 0 {
+            let preload_trees = [db.open_tree("a").unwrap(), db.open_tree("b").unwrap()];
+            let mut batch = WriteBatch::new();
+            batch.durability(Durability::None);
+            for i in 0..suite.preload {
+                let key = format!("key-{:04}", i * suite.keys / suite.preload).into_bytes();
+                let value = vec![i as u8; 20 + (i % 40) as usize];
+                for (t, tree) in preload_trees.iter().enumerate() {
+                    batch.put(tree, &key, &value);
+                    durable.insert((t as u8, key.clone()), value.clone());
+                }
+                if batch.len() >= 6 {
+                    db.write(&batch).expect("preloading");
+                    batch = WriteBatch::new();
+                    batch.durability(Durability::None);
+                }
+            }
+            db.write(&batch).expect("preloading");
+            // An empty commit that waits: everything before it is durable.
+            db.write(&WriteBatch::new()).expect("syncing the preload");
+        }
         // Faults for this cycle: none, rare write errors, or rare sync errors.
         match rng.below(4) {
             0 => {
@@ -218,7 +259,7 @@ fn run_disk(seed: u64, seen: &mut Seen) {
                 }
                 continue;
             }
-            let ops = random_batch(&mut rng);
+            let ops = random_batch(&mut rng, suite);
             let waits = rng.below(3) != 0;
             let mut batch = WriteBatch::new();
             for op in &ops {
@@ -228,7 +269,18 @@ fn run_disk(seed: u64, seen: &mut Seen) {
                 };
             }
             batch.durability(if waits { Durability::Sync } else { Durability::None });
-            let outcome = db.write(&batch);
+            // A single put that waits goes through `Tree::put` half of the time: into the
+            // change buffer when its leaf is not in memory.
+            let outcome = match &ops[..] {
+                [Op::Put(t, k, v)] if waits && rng.below(2) == 0 => {
+                    let before = db.change_buffer().0;
+                    let outcome = trees[*t as usize].put(k, v);
+                    seen.single_puts += 1;
+                    seen.buffered_puts += (db.change_buffer().0 > before) as u64;
+                    outcome
+                }
+                _ => db.write(&batch),
+            };
             if std::env::var_os("FERRITE_TRACE").is_some() {
                 eprintln!(
                     "cycle {cycle}: batch of {} -> {:?}",
@@ -280,7 +332,7 @@ fn thousands_of_crashes_lose_nothing_acknowledged_and_no_half_batch() {
     };
     let mut seen = Seen::default();
     for &seed in &seeds {
-        run_disk(seed, &mut seen);
+        run_disk(seed, &mut seen, SMALL);
     }
     eprintln!("{seen:?}");
     if seeds.len() > 1 {
@@ -292,6 +344,32 @@ fn thousands_of_crashes_lose_nothing_acknowledged_and_no_half_batch() {
         assert!(seen.failed_commits > 10, "{seen:?}");
         assert!(seen.open_commits_lost > 10, "{seen:?}");
         assert!(seen.recoveries_interrupted > 10, "{seen:?}");
+    }
+}
+
+/// Disks of the change-buffer suite (each with `CYCLES_PER_DISK` cycles).
+const BUFFERED_DISKS: u64 = 60;
+
+/// The same cycles over trees larger than the pool: single puts into leaves not in memory
+/// wait in the change buffer (and drain when it fills), so that crashes meet buffered puts
+/// in the log and in checkpoints. Replay one seed with `FERRITE_SEED=n`.
+#[test]
+fn crashes_with_puts_in_the_change_buffer_lose_nothing_acknowledged() {
+    let seeds: Vec<u64> = match std::env::var("FERRITE_SEED") {
+        Ok(seed) => vec![seed.parse().expect("FERRITE_SEED is a number")],
+        Err(_) => (1000..1000 + BUFFERED_DISKS).collect(),
+    };
+    let mut seen = Seen::default();
+    for &seed in &seeds {
+        run_disk(seed, &mut seen, BUFFERED);
+    }
+    eprintln!("{seen:?}");
+    if seeds.len() > 1 {
+        assert_eq!(seen.cycles, BUFFERED_DISKS * CYCLES_PER_DISK);
+        // Puts went to the change buffer, and recoveries brought buffered entries back.
+        assert!(seen.buffered_puts > 100, "{seen:?}");
+        assert!(seen.recovered_buffered > 100, "{seen:?}");
+        assert!(seen.failed_commits > 5, "{seen:?}");
     }
 }
 

@@ -3,9 +3,17 @@
 //! so it holds no latch between calls and never skips or repeats a key whatever concurrent
 //! splits and merges do. It is not a snapshot of the whole tree: a key changed in a part the
 //! scan has not reached yet is seen changed.
+//!
+//! Entries of the change buffer (`buffered.rs`) are merged in, leaf by leaf: after copying a
+//! leaf the cursor takes the buffered entries of that leaf's range, then checks the leaf did
+//! not change meanwhile (else it copies it again). A buffered key shadows the leaf's. Since a
+//! key leaves the buffer only after its leaf holds its value, and the buffer is read after
+//! the leaf copy but validated against it, a key is never missed between the two.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
+use crate::btree::buffered::ChangeBuffer;
 use crate::btree::node::{Node, Payload};
 use crate::btree::tree::{BTree, Seek};
 use crate::btree::{run, Scratch};
@@ -29,6 +37,54 @@ pub struct Cursor {
     /// Forward: the next slot; reverse: one past the next slot.
     pos: usize,
     done: bool,
+    /// The change buffer to merge, if any.
+    buffer: Option<Arc<ChangeBuffer>>,
+    /// Its entries in the loaded leaf's part of the range, ascending.
+    extra: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Extra entries handed out (from the front forward, from the back in reverse).
+    extra_used: usize,
+}
+
+fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(&k[..]),
+        Bound::Excluded(k) => Bound::Excluded(&k[..]),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The tighter of two upper bounds.
+fn min_upper(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    use Bound::*;
+    match (a, b) {
+        (Unbounded, x) | (x, Unbounded) => x,
+        (Included(x), Included(y)) => Included(x.min(y)),
+        (Excluded(x), Excluded(y)) => Excluded(x.min(y)),
+        (Included(i), Excluded(e)) | (Excluded(e), Included(i)) => {
+            if e <= i {
+                Excluded(e)
+            } else {
+                Included(i)
+            }
+        }
+    }
+}
+
+/// The tighter of two lower bounds.
+fn max_lower(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    use Bound::*;
+    match (a, b) {
+        (Unbounded, x) | (x, Unbounded) => x,
+        (Included(x), Included(y)) => Included(x.max(y)),
+        (Excluded(x), Excluded(y)) => Excluded(x.max(y)),
+        (Included(i), Excluded(e)) | (Excluded(e), Included(i)) => {
+            if e >= i {
+                Excluded(e)
+            } else {
+                Included(i)
+            }
+        }
+    }
 }
 
 impl Cursor {
@@ -46,7 +102,16 @@ impl Cursor {
             loaded: false,
             pos: 0,
             done: false,
+            buffer: None,
+            extra: Vec::new(),
+            extra_used: 0,
         }
+    }
+
+    /// Merges the entries `buffer` holds for this tree into the scan.
+    pub fn with_buffer(mut self, buffer: Arc<ChangeBuffer>) -> Self {
+        self.buffer = Some(buffer);
+        self
     }
 
     /// What the next leaf's descent seeks, and the key it is bound by (owned, so that the
@@ -59,18 +124,21 @@ impl Cursor {
     }
 
     fn load_leaf(&mut self, pool: &BufferPool) -> Result<()> {
-        let (last, key) = self.seek();
-        let (tree, leaf) = (self.tree, &mut self.leaf);
-        let (leaf_id, version) = run(pool, |scratch: &mut Scratch| {
-            if !last {
-                return tree.leaf_copy(pool, &key, leaf);
+        loop {
+            let (last, key) = self.seek();
+            let (tree, leaf) = (self.tree, &mut self.leaf);
+            let (leaf_id, version) = run(pool, |scratch: &mut Scratch| {
+                if !last {
+                    return tree.leaf_copy(pool, &key, leaf);
+                }
+                let found = tree.descend(pool, Seek::Last, None, scratch)?;
+                leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
+                Ok((found.page_id, found.version))
+            })?;
+            if self.after_load(pool, leaf_id, version) {
+                return Ok(());
             }
-            let found = tree.descend(pool, Seek::Last, None, scratch)?;
-            leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
-            Ok((found.page_id, found.version))
-        })?;
-        self.after_load(leaf_id, version);
-        Ok(())
+        }
     }
 
     /// Loads the leaf to resume at, if none is loaded, through the task scheduler: on a
@@ -79,19 +147,22 @@ impl Cursor {
         if self.loaded || self.done {
             return Ok(());
         }
-        let (last, key) = self.seek();
-        let (tree, leaf) = (self.tree, &mut self.leaf);
-        let (leaf_id, version) = crate::sched::run_async(pool, |scratch: &mut Scratch| {
-            if !last {
-                return tree.leaf_copy(pool, &key, leaf);
+        loop {
+            let (last, key) = self.seek();
+            let (tree, leaf) = (self.tree, &mut self.leaf);
+            let (leaf_id, version) = crate::sched::run_async(pool, |scratch: &mut Scratch| {
+                if !last {
+                    return tree.leaf_copy(pool, &key, leaf);
+                }
+                let found = tree.descend(pool, Seek::Last, None, scratch)?;
+                leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
+                Ok((found.page_id, found.version))
+            })
+            .await?;
+            if self.after_load(pool, leaf_id, version) {
+                return Ok(());
             }
-            let found = tree.descend(pool, Seek::Last, None, scratch)?;
-            leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
-            Ok((found.page_id, found.version))
-        })
-        .await?;
-        self.after_load(leaf_id, version);
-        Ok(())
+        }
     }
 
     /// Whether the scan has ended.
@@ -99,10 +170,33 @@ impl Cursor {
         self.done
     }
 
-    fn after_load(&mut self, leaf_id: PageId, version: u64) {
+    /// Positions the cursor in the leaf just copied and takes the buffered entries of its
+    /// part of the range; `false` if the leaf changed meanwhile (copy it again).
+    fn after_load(&mut self, pool: &BufferPool, leaf_id: PageId, version: u64) -> bool {
         self.leaf_id = leaf_id;
         self.leaf_version = version;
         let node = Node::new(self.leaf.bytes());
+        self.extra.clear();
+        self.extra_used = 0;
+        if let Some(buffer) = self.buffer.as_ref().filter(|b| !b.is_empty()) {
+            let fence = |f: &[u8], inclusive: bool| match (f.is_empty(), inclusive) {
+                (true, _) => Bound::Unbounded,
+                (false, true) => Bound::Included(f.to_vec()),
+                (false, false) => Bound::Excluded(f.to_vec()),
+            };
+            // The leaf holds lower < k <= upper.
+            let leaf_low = fence(node.lower_fence(), false);
+            let leaf_high = fence(node.upper_fence(), true);
+            let (low, high) = if self.reverse {
+                (max_lower(leaf_low, self.end.clone()), min_upper(leaf_high, self.resume.clone()))
+            } else {
+                (max_lower(leaf_low, self.resume.clone()), min_upper(leaf_high, self.end.clone()))
+            };
+            self.extra = buffer.range(self.tree.tree_id, as_slice(&low), as_slice(&high));
+            if !pool.validate(leaf_id, version) {
+                return false;
+            }
+        }
         self.pos = match (&self.resume, self.reverse) {
             (Bound::Unbounded, false) => 0,
             (Bound::Unbounded, true) => node.count(),
@@ -118,6 +212,28 @@ impl Cursor {
             (Bound::Excluded(k), true) => node.lower_bound(k).0,
         };
         self.loaded = true;
+        true
+    }
+
+    /// The next buffered entry of the loaded leaf in scan order, if any is left.
+    fn next_extra(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
+        let left = self.extra.len() - self.extra_used;
+        if left == 0 {
+            None
+        } else if self.reverse {
+            self.extra.get(left - 1)
+        } else {
+            self.extra.get(self.extra_used)
+        }
+    }
+
+    /// Whether the buffered entry with `key` comes before (or shadows) the leaf's `leaf_key`.
+    fn extra_first(&self, key: &[u8], leaf_key: Option<&[u8]>) -> bool {
+        match leaf_key {
+            None => true,
+            Some(l) if self.reverse => key >= l,
+            Some(l) => key <= l,
+        }
     }
 
     fn beyond_end(&self, key: &[u8]) -> bool {
@@ -157,16 +273,33 @@ impl Cursor {
         } else {
             (self.pos < node.count()).then_some(self.pos)
         };
+        let mut key = Vec::new();
+        let mut ended = false;
+        let slot = slot.filter(|&slot| {
+            node.key_into(slot, &mut key);
+            ended = self.beyond_end(&key);
+            !ended
+        });
+        if let Some((extra_key, extra_value)) = self.next_extra() {
+            if self.extra_first(extra_key, slot.map(|_| &key[..])) {
+                let entry = (extra_key.clone(), extra_value.clone());
+                if slot.is_some() && key == entry.0 {
+                    // The buffered value shadows the leaf's.
+                    self.step();
+                }
+                self.extra_used += 1;
+                self.resume = Bound::Excluded(entry.0.clone());
+                return Ok(Some(entry));
+            }
+        }
         let Some(slot) = slot else {
-            self.leave_leaf();
+            if ended {
+                self.done = true;
+            } else {
+                self.leave_leaf();
+            }
             return Ok(None);
         };
-        let mut key = Vec::new();
-        node.key_into(slot, &mut key);
-        if self.beyond_end(&key) {
-            self.done = true;
-            return Ok(None);
-        }
         let value = match node.value(slot) {
             Payload::Inline(bytes) => bytes.to_vec(),
             Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
@@ -179,13 +312,18 @@ impl Cursor {
                 }
             },
         };
+        self.step();
+        self.resume = Bound::Excluded(key.clone());
+        Ok(Some((key, value)))
+    }
+
+    /// Moves past the current slot.
+    fn step(&mut self) {
         if self.reverse {
             self.pos -= 1;
         } else {
             self.pos += 1;
         }
-        self.resume = Bound::Excluded(key.clone());
-        Ok(Some((key, value)))
     }
 
     /// Visits up to `limit` entries of the loaded leaf (forward scans), passing `visit` the key
@@ -206,13 +344,34 @@ impl Cursor {
         let mut missing = None;
         while visited < limit && self.loaded && !self.done {
             let node = Node::new(self.leaf.bytes());
-            if self.pos >= node.count() {
-                self.leave_leaf();
-                break;
+            let mut ended = false;
+            let slot = (self.pos < node.count()).then_some(self.pos).filter(|&slot| {
+                node.key_into(slot, key);
+                ended = self.beyond_end(key);
+                !ended
+            });
+            if let Some((extra_key, _)) = self.next_extra() {
+                if self.extra_first(extra_key, slot.map(|_| &key[..])) {
+                    let shadows = slot.is_some() && key == extra_key;
+                    let (extra_key, extra_value) = &self.extra[self.extra_used];
+                    visit(extra_key, extra_value);
+                    key.clear();
+                    key.extend_from_slice(extra_key);
+                    if shadows {
+                        // The buffered value shadows the leaf's.
+                        self.pos += 1;
+                    }
+                    self.extra_used += 1;
+                    visited += 1;
+                    continue;
+                }
             }
-            node.key_into(self.pos, key);
-            if self.beyond_end(key) {
-                self.done = true;
+            if slot.is_none() {
+                if ended {
+                    self.done = true;
+                } else {
+                    self.leave_leaf();
+                }
                 break;
             }
             match node.value(self.pos) {

@@ -1,6 +1,7 @@
 //! The B+tree: node layout (`node`), restartable operations (`tree`), range scans (`iter`),
 //! the structural checker (`check`), and the blocking driver that runs attempts to the end.
 
+pub mod buffered;
 pub mod check;
 pub mod iter;
 pub mod node;

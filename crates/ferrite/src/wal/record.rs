@@ -20,6 +20,13 @@
 //! | 8    | next tree id after the commit                                                |
 //! | 4    | page entries n                                                               |
 //! | ...  | n page entries                                                               |
+//! | 4    | (only if the commit changed the change buffer) buffered changes m, at least 1 |
+//! | ...  | m buffered changes                                                           |
+//!
+//! A buffered change (the change buffer, `btree/buffered.rs`): op (1: 0 = put: the key's value
+//! is now held in the change buffer; 1 = removed: the key left the change buffer, its value
+//! written into its leaf, overwritten or deleted by this same record's page changes), tree
+//! id (8), key length (2), key, and for a put value length (2) and value.
 //!
 //! A page entry: page id (8), op (1: 0 = changed: ranges apply to the page as it was; 1 =
 //! new: ranges apply to a zeroed page, and the page is taken from the free pages; 2 = freed:
@@ -38,7 +45,9 @@
 //! and the LSN below which the log was durable when it began (8).
 //!
 //! **Checkpoint**: redo LSN (8): recovery replays from there; page count (8); next tree id
-//! (8); catalog root (8); free page count n (8); n free page ids (8 each).
+//! (8); catalog root (8); free page count n (8); n free page ids (8 each); then, only if the
+//! change buffer held entries at the redo LSN, their count m (4, at least 1) and m buffered
+//! changes, all puts (recovery starts the change buffer from them).
 
 use crate::error::PageId;
 use crate::store::page::{read_u16, read_u32, read_u64, PAGE_SIZE};
@@ -81,12 +90,50 @@ impl PageEntry {
     }
 }
 
+/// A change a commit made to the change buffer (`btree/buffered.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BufferedOp {
+    /// `key` of tree `tree` has `value`, held in the change buffer (not in its leaf).
+    Put { tree: u64, key: Vec<u8>, value: Vec<u8> },
+    /// `key` of tree `tree` left the change buffer: the same record's page changes wrote its
+    /// value into its leaf, or overwrote or deleted it there.
+    Removed { tree: u64, key: Vec<u8> },
+}
+
+const BUFFERED_PUT: u8 = 0;
+const BUFFERED_REMOVED: u8 = 1;
+
+/// Appends the buffered-changes section (count, then each change) to a record's body; an
+/// empty list appends nothing.
+pub fn push_buffered(w: &mut RecordWriter, ops: &[BufferedOp]) {
+    if ops.is_empty() {
+        return;
+    }
+    w.u32(ops.len() as u32);
+    for op in ops {
+        let (code, tree, key, value) = match op {
+            BufferedOp::Put { tree, key, value } => (BUFFERED_PUT, tree, key, Some(value)),
+            BufferedOp::Removed { tree, key } => (BUFFERED_REMOVED, tree, key, None),
+        };
+        w.u8(code);
+        w.u64(*tree);
+        w.u16(key.len() as u16);
+        w.bytes.extend_from_slice(key);
+        if let Some(value) = value {
+            w.u16(value.len() as u16);
+            w.bytes.extend_from_slice(value);
+        }
+    }
+}
+
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     Commit {
         next_tree_id: u64,
         pages: Vec<PageEntry>,
+        /// Its changes to the change buffer, in the order made.
+        buffered: Vec<BufferedOp>,
     },
     Checkpoint(Checkpoint),
     /// A page's bytes, whose content is as of log position `content_lsn`.
@@ -110,6 +157,8 @@ pub struct Checkpoint {
     pub next_tree_id: u64,
     pub catalog_root: PageId,
     pub free: Vec<PageId>,
+    /// The change buffer at the redo LSN, as puts: `(tree, key, value)`.
+    pub buffered: Vec<(u64, Vec<u8>, Vec<u8>)>,
 }
 
 /// [`diff_spans`] with the bytes copied out: `(offset, bytes)` per range (tests).
@@ -253,6 +302,16 @@ pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
     for &id in &checkpoint.free {
         w.u64(id);
     }
+    let ops: Vec<BufferedOp> = checkpoint
+        .buffered
+        .iter()
+        .map(|(tree, key, value)| BufferedOp::Put {
+            tree: *tree,
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect();
+    push_buffered(&mut w, &ops);
     w.bytes
 }
 
@@ -302,7 +361,8 @@ pub fn decode(bytes: &[u8], lsn: u64) -> Result<Record, String> {
             for _ in 0..count {
                 pages.push(r.page_entry()?);
             }
-            Record::Commit { next_tree_id, pages }
+            let buffered = r.buffered()?;
+            Record::Commit { next_tree_id, pages, buffered }
         }
         KIND_CHECKPOINT => {
             let redo_lsn = r.u64()?;
@@ -314,12 +374,23 @@ pub fn decode(bytes: &[u8], lsn: u64) -> Result<Record, String> {
                 return Err(format!("lists {count} free pages, more than it holds"));
             }
             let free = (0..count).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+            let buffered = r
+                .buffered()?
+                .into_iter()
+                .map(|op| match op {
+                    BufferedOp::Put { tree, key, value } => Ok((tree, key, value)),
+                    BufferedOp::Removed { .. } => {
+                        Err("a checkpoint lists a removal from the change buffer".to_owned())
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             Record::Checkpoint(Checkpoint {
                 redo_lsn,
                 page_count,
                 next_tree_id,
                 catalog_root,
                 free,
+                buffered,
             })
         }
         KIND_FLUSH_END => Record::FlushEnd { start: r.u64()?, synced_below: r.u64()? },
@@ -368,6 +439,37 @@ impl Reader<'_> {
         Ok(read_u64(self.take(8)?, 0))
     }
 
+    /// The buffered-changes section, if the body goes on (else none).
+    fn buffered(&mut self) -> Result<Vec<BufferedOp>, String> {
+        if self.at == self.bytes.len() {
+            return Ok(Vec::new());
+        }
+        let count = self.u32()? as usize;
+        // A change takes at least 12 bytes (op, tree, key length, one key byte).
+        if count == 0 || count > (self.bytes.len() - self.at) / 12 {
+            return Err(format!("a buffered-changes section of {count} changes"));
+        }
+        let mut ops = Vec::with_capacity(count);
+        for _ in 0..count {
+            let code = self.u8()?;
+            let tree = self.u64()?;
+            let key_len = self.u16()? as usize;
+            if key_len == 0 {
+                return Err("a buffered change with an empty key".into());
+            }
+            let key = self.take(key_len)?.to_vec();
+            ops.push(match code {
+                BUFFERED_PUT => {
+                    let value_len = self.u16()? as usize;
+                    BufferedOp::Put { tree, key, value: self.take(value_len)?.to_vec() }
+                }
+                BUFFERED_REMOVED => BufferedOp::Removed { tree, key },
+                other => return Err(format!("a buffered change with op {other}")),
+            });
+        }
+        Ok(ops)
+    }
+
     fn page_entry(&mut self) -> Result<PageEntry, String> {
         let page_id = self.u64()?;
         let op = self.u8()?;
@@ -408,13 +510,14 @@ pub fn fuzz_record(input: &[u8]) {
     let lsn = if input.len() >= 16 { read_u64(input, 8) } else { 0 };
     let Ok(record) = decode(input, lsn) else { return };
     let mut again = match &record {
-        Record::Commit { next_tree_id, pages } => {
+        Record::Commit { next_tree_id, pages, buffered } => {
             let mut w = RecordWriter::new(KIND_COMMIT);
             w.u64(*next_tree_id);
             w.u32(pages.len() as u32);
             for p in pages {
                 w.page_entry(p.page_id, p.op, &p.ranges);
             }
+            push_buffered(&mut w, buffered);
             w.bytes
         }
         Record::Checkpoint(c) => encode_checkpoint(c),
@@ -543,7 +646,10 @@ mod tests {
         let mut bytes = w.bytes;
         RecordWriter::finish(&mut bytes, 4096);
         let record = decode(&bytes, 4096).unwrap();
-        let Record::Commit { next_tree_id: 7, pages } = &record else { panic!("{record:?}") };
+        let Record::Commit { next_tree_id: 7, pages, buffered } = &record else {
+            panic!("{record:?}")
+        };
+        assert!(buffered.is_empty());
         assert_eq!(pages.len(), 2);
         assert_eq!(pages[0].ranges[1], (4000, vec![4]));
         assert!(decode(&bytes, 4097).is_err(), "a record read at the wrong position");
@@ -558,10 +664,66 @@ mod tests {
             next_tree_id: 3,
             catalog_root: 4,
             free: vec![5, 6],
+            buffered: vec![],
         };
         let mut bytes = encode_checkpoint(&checkpoint);
         RecordWriter::finish(&mut bytes, 0);
-        assert_eq!(decode(&bytes, 0), Ok(Record::Checkpoint(checkpoint)));
+        assert_eq!(decode(&bytes, 0), Ok(Record::Checkpoint(checkpoint.clone())));
+        let with_buffer =
+            Checkpoint { buffered: vec![(3, b"k".to_vec(), vec![9; 300])], ..checkpoint };
+        let mut bytes = encode_checkpoint(&with_buffer);
+        RecordWriter::finish(&mut bytes, 0);
+        assert_eq!(decode(&bytes, 0), Ok(Record::Checkpoint(with_buffer)));
+    }
+
+    /// The change buffer's section: a put and a removal come back as written; a section
+    /// that lists no change, an unknown op or an empty key is refused.
+    #[test]
+    fn buffered_changes_round_trip_and_refuse_nonsense() {
+        let ops = vec![
+            BufferedOp::Put { tree: 5, key: b"apple".to_vec(), value: vec![7; 120] },
+            BufferedOp::Removed { tree: 6, key: b"b".to_vec() },
+        ];
+        let encode = |ops: &[BufferedOp], pages: bool| {
+            let mut w = RecordWriter::new(KIND_COMMIT);
+            w.u64(9);
+            w.u32(pages as u32);
+            if pages {
+                w.page_entry(4, OP_CHANGED, &[(40, vec![1, 2])]);
+            }
+            push_buffered(&mut w, ops);
+            let mut bytes = w.bytes;
+            RecordWriter::finish(&mut bytes, 8192);
+            bytes
+        };
+        for pages in [false, true] {
+            let record = decode(&encode(&ops, pages), 8192).unwrap();
+            let Record::Commit { buffered, pages: entries, .. } = record else { panic!() };
+            assert_eq!(buffered, ops);
+            assert_eq!(entries.len(), pages as usize);
+        }
+        // A section counting zero changes.
+        let mut w = RecordWriter::new(KIND_COMMIT);
+        w.u64(9);
+        w.u32(0);
+        w.u32(0);
+        let mut bytes = w.bytes;
+        RecordWriter::finish(&mut bytes, 0);
+        assert!(decode(&bytes, 0).unwrap_err().contains("buffered-changes section"));
+        // An unknown op, then an empty key.
+        // (Header 20 bytes, tree id 8, page count 4, change count 4: the op at 36, the
+        // tree at 37, the key length at 45.)
+        for (at, value, wanted) in [(36, 7u8, "op 7"), (45, 0, "empty key")] {
+            let mut bytes = encode(&ops[..1], false);
+            bytes[at] = value;
+            if at == 45 {
+                bytes[46] = 0;
+            }
+            RecordWriter::finish(&mut bytes, 8192);
+            let err = decode(&bytes, 8192).unwrap_err();
+            assert!(err.contains(wanted), "{err}");
+        }
+        fuzz_record(&encode(&ops, true));
     }
 
     #[test]

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::log::{decode_segment_header, read_stream, segment_name, Log, Segment};
 use super::record::{
-    self, Checkpoint, Header, PageEntry, Record, KIND_FLUSH_END, OP_CHANGED, OP_FREED, OP_NEW,
-    RECORD_HEADER_SIZE,
+    self, BufferedOp, Checkpoint, Header, PageEntry, Record, KIND_FLUSH_END, OP_CHANGED, OP_FREED,
+    OP_NEW, RECORD_HEADER_SIZE,
 };
 use crate::buffer::BufferPool;
 use crate::error::{Error, PageId, Result};
@@ -38,6 +38,8 @@ pub struct RecoveryReport {
     pub pages_applied: u64,
     /// Bytes of a torn last write that were cut, if any.
     pub torn_bytes: u64,
+    /// Entries in the change buffer once replayed (puts that were not yet in their leaves).
+    pub buffered: u64,
     pub duration: Duration,
 }
 
@@ -48,6 +50,8 @@ pub struct Recovered {
     pub page_count: u64,
     pub free: Vec<PageId>,
     pub next_tree_id: u64,
+    /// The change buffer as the log leaves it: `(tree, key)` to value.
+    pub buffered: BTreeMap<(u64, Vec<u8>), Vec<u8>>,
     pub report: RecoveryReport,
 }
 
@@ -243,12 +247,22 @@ pub fn recover(
         let log = Arc::new(Log::new(storage, segment_bytes, Vec::new(), slot_count, 0, direct));
         pool.attach_log(Arc::clone(&log));
         let (page_count, free, next_tree_id) = fresh;
-        return Ok(Recovered { log, page_count, free, next_tree_id, report: Default::default() });
+        return Ok(Recovered {
+            log,
+            page_count,
+            free,
+            next_tree_id,
+            buffered: BTreeMap::new(),
+            report: Default::default(),
+        });
     };
     let Some((Record::Checkpoint(checkpoint), _)) = read_record(&all, checkpoint_lsn)? else {
         return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
     };
-    let Checkpoint { redo_lsn, page_count, next_tree_id, free, .. } = checkpoint;
+    let Checkpoint { redo_lsn, page_count, next_tree_id, free, buffered, .. } = checkpoint;
+    // The change buffer as of the redo LSN; the records replayed below change it in order.
+    let mut buffered: BTreeMap<(u64, Vec<u8>), Vec<u8>> =
+        buffered.into_iter().map(|(tree, key, value)| ((tree, key), value)).collect();
     // The contiguous run of segments that reaches from the redo LSN.
     let mut segments = chain_from(&all, redo_lsn)?;
     // Pass 1: read to the end, checking every record.
@@ -282,8 +296,18 @@ pub fn recover(
         }
         let lsn = *lsn;
         let entries = match record {
-            Record::Commit { next_tree_id: next, pages } => {
+            Record::Commit { next_tree_id: next, pages, buffered: ops } => {
                 next_tree_id = next_tree_id.max(*next);
+                for op in ops {
+                    match op {
+                        BufferedOp::Put { tree, key, value } => {
+                            buffered.insert((*tree, key.clone()), value.clone());
+                        }
+                        BufferedOp::Removed { tree, key } => {
+                            buffered.remove(&(*tree, key.clone()));
+                        }
+                    }
+                }
                 for entry in pages {
                     match entry.op {
                         OP_FREED => {
@@ -327,7 +351,15 @@ pub fn recover(
         }
     }
     report.duration = started.elapsed();
-    Ok(Recovered { log, page_count, free: free.into_iter().collect(), next_tree_id, report })
+    report.buffered = buffered.len() as u64;
+    Ok(Recovered {
+        log,
+        page_count,
+        free: free.into_iter().collect(),
+        next_tree_id,
+        buffered,
+        report,
+    })
 }
 
 /// Threads reading pages ahead of the replay: reads in flight at once.

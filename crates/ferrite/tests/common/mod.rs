@@ -61,12 +61,13 @@ pub fn assert_check(db: &Db) {
 #[allow(unused_imports)] // not every test binary recovers crash images
 pub use ferrite::test_util::copy_crash_image as copy_dir;
 
-/// Options for a database on simulated disk `disk`: a small pool, no workers, `Sync`
+/// Options for a database on simulated disk `disk`: a small pool (smaller than the crash
+/// suite's trees, so that leaves are evicted), no workers, `Sync`
 /// durability, 1 MiB log segments, and checkpoints only when the test takes them (a
 /// checkpoint thread would make the run depend on timing).
 pub fn sim_options(disk: &Arc<SimDisk>) -> Options {
     Options {
-        pool_bytes: 64 * 4096,
+        pool_bytes: 32 * 4096,
         max_size_bytes: 64 << 20,
         grow_chunk_bytes: 64 << 10,
         direct_io: false,
@@ -74,6 +75,9 @@ pub fn sim_options(disk: &Arc<SimDisk>) -> Options {
         durability: Durability::Sync,
         log_segment_bytes: 1 << 20,
         checkpoint_log_bytes: 1 << 40,
+        // A small change buffer, so that puts into leaves not in memory wait there and
+        // drains come often.
+        change_buffer_bytes: Some(4 << 10),
         storage: Some(disk.clone()),
         ..Options::default()
     }

@@ -1,0 +1,289 @@
+//! The change buffer: puts into leaves that are not in memory, held in memory until their
+//! leaf is read anyway, so that a random insert out of memory costs no read of its own.
+//!
+//! A put whose leaf is not in the pool (`Tree::put`, `Tree::put_async`) does not read the
+//! leaf: its commit record carries the key and value as a *buffered put* (`wal/record.rs`),
+//! and the entry goes into this map once the record is appended. Once the map holds more than
+//! its budget (`Options::change_buffer_bytes`, memory taken from the pool's), the committer
+//! that pushed it over reads the leaf of its own key and *drains* it: every buffered entry
+//! whose key falls in that leaf's range is put into the leaf in one commit, whose record
+//! names them as removed from the buffer. A random insert then costs a leaf read and a later
+//! write-back shared by all the entries drained together (as InnoDB's change buffer does for
+//! secondary indexes, and as an LSM's memtable does for everything).
+//!
+//! **The invariant.** If the buffer holds a key, its value there is the key's newest. So
+//! readers look here first (`Tree::get*`: a key found here is the answer; scans merge it in),
+//! and every other change of a key (put into a resident leaf, delete, update, batch,
+//! transaction, drain) first *removes* the key from here, in the same commit. A removal is
+//! staged with the commit and applied when its record is appended, after the commit's page
+//! changes: at every moment a key's newest value is here, in its leaf, or in both, never in
+//! neither (what scans rely on, `btree/iter.rs`).
+//!
+//! **Durability.** Buffered puts and removals are in the commit records; a checkpoint record
+//! lists the whole buffer as of its redo LSN (taken under the commit lock), so recovery starts
+//! from that list and replays the changes after it. A clean close drains everything, so a
+//! closed directory's data is all in its pages (read-only opens and `ferrite check` need no
+//! log).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::btree::BTree;
+use crate::wal::record::BufferedOp;
+
+/// Memory one entry costs beyond its key and value: the map's node share and the two
+/// vectors' headers and allocation rounding, about.
+pub const ENTRY_OVERHEAD: u64 = 64;
+
+/// What an entry of `key` and `value` counts against the budget.
+pub fn entry_cost(key: &[u8], value: &[u8]) -> u64 {
+    key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    map: BTreeMap<(u64, Vec<u8>), Vec<u8>>,
+    /// The tree of each tree id with entries here (for draining at close).
+    trees: HashMap<u64, BTree>,
+    /// The changes of the commit under way (the commit lock's holder's), applied with its
+    /// record.
+    staged: Vec<BufferedOp>,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct ChangeBuffer {
+    budget: u64,
+    /// `entry_cost` summed over the map (0 exactly when it is empty).
+    bytes: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+impl ChangeBuffer {
+    /// A buffer of at most about `budget` bytes; 0 turns buffering off.
+    pub fn new(budget: u64) -> ChangeBuffer {
+        ChangeBuffer { budget, bytes: AtomicU64::new(0), inner: Mutex::default() }
+    }
+
+    /// The most it may hold, in bytes.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Whether puts may be buffered at all.
+    pub fn enabled(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// Bytes held (by `entry_cost`).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes() == 0
+    }
+
+    /// Whether it holds more than its budget: time to drain.
+    pub fn over_budget(&self) -> bool {
+        self.bytes() > self.budget
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap().map.len()
+    }
+
+    /// The value of `key` in tree `tree`, if held here (then it is the key's newest).
+    pub fn get(&self, tree: u64, key: &[u8]) -> Option<Vec<u8>> {
+        if self.is_empty() {
+            return None;
+        }
+        let inner = self.inner.lock().unwrap();
+        inner.map.get(&(tree, key.to_vec())).cloned()
+    }
+
+    /// The entries of tree `tree` with keys between `low` and `high`, ascending.
+    pub fn range(
+        &self,
+        tree: u64,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let at = |b: Bound<&[u8]>, beyond: u64| match b {
+            Bound::Included(k) => Bound::Included((tree, k.to_vec())),
+            Bound::Excluded(k) => Bound::Excluded((tree, k.to_vec())),
+            Bound::Unbounded => Bound::Excluded((beyond, Vec::new())),
+        };
+        // An unbounded low end starts after (tree - 1, everything), that is at (tree, "").
+        let low = match low {
+            Bound::Unbounded => Bound::Included((tree, Vec::new())),
+            b => at(b, tree),
+        };
+        let high = match high {
+            Bound::Unbounded if tree == u64::MAX => Bound::Unbounded,
+            b => at(b, tree + 1),
+        };
+        let inner = self.inner.lock().unwrap();
+        inner.map.range((low, high)).map(|((_, k), v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Stages a buffered put with the commit under way (the caller holds the commit lock).
+    pub fn stage_put(&self, tree: BTree, key: &[u8], value: &[u8]) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.trees.insert(tree.tree_id, tree);
+        inner.staged.push(BufferedOp::Put {
+            tree: tree.tree_id,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
+    }
+
+    /// Stages the removal of `key` with the commit under way, if the buffer holds it (or
+    /// this commit put it there); returns the value it had here.
+    pub fn stage_remove(&self, tree: u64, key: &[u8]) -> Option<Vec<u8>> {
+        if self.is_empty() && self.inner.lock().unwrap().staged.is_empty() {
+            return None;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        let staged = inner.staged.iter().rev().find_map(|op| match op {
+            BufferedOp::Put { tree: t, key: k, value } if *t == tree && k == key => {
+                Some(Some(value.clone()))
+            }
+            BufferedOp::Removed { tree: t, key: k } if *t == tree && k == key => Some(None),
+            _ => None,
+        });
+        let value = match staged {
+            Some(value) => value,
+            None => inner.map.get(&(tree, key.to_vec())).cloned(),
+        };
+        value.inspect(|_| inner.staged.push(BufferedOp::Removed { tree, key: key.to_vec() }))
+    }
+
+    /// The changes staged by the commit under way, taken (to be logged, then `apply`d).
+    pub fn take_staged(&self) -> Vec<BufferedOp> {
+        std::mem::take(&mut self.inner.lock().unwrap().staged)
+    }
+
+    /// Applies logged changes, in order.
+    pub fn apply(&self, ops: &[BufferedOp]) {
+        if ops.is_empty() {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        let mut bytes = self.bytes.load(Ordering::Acquire);
+        for op in ops {
+            match op {
+                BufferedOp::Put { tree, key, value } => {
+                    let old = inner.map.insert((*tree, key.clone()), value.clone());
+                    bytes += entry_cost(key, value);
+                    if let Some(old) = old {
+                        bytes -= entry_cost(key, &old);
+                    }
+                }
+                BufferedOp::Removed { tree, key } => {
+                    if let Some(old) = inner.map.remove(&(*tree, key.clone())) {
+                        bytes -= entry_cost(key, &old);
+                    }
+                }
+            }
+        }
+        self.bytes.store(bytes, Ordering::Release);
+    }
+
+    /// Starts from what recovery found (`trees` names every tree id that has entries).
+    pub fn load(&self, map: BTreeMap<(u64, Vec<u8>), Vec<u8>>, trees: HashMap<u64, BTree>) {
+        let bytes = map.iter().map(|((_, k), v)| entry_cost(k, v)).sum();
+        let mut inner = self.inner.lock().unwrap();
+        inner.map = map;
+        inner.trees = trees;
+        self.bytes.store(bytes, Ordering::Release);
+    }
+
+    /// Every entry, for a checkpoint record: `(tree, key, value)`.
+    pub fn snapshot(&self) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let inner = self.inner.lock().unwrap();
+        inner.map.iter().map(|((t, k), v)| (*t, k.clone(), v.clone())).collect()
+    }
+
+    /// Up to `count` entries from the first, with their trees (draining at close; `None`:
+    /// a tree the buffer was not told of, which is damage).
+    pub fn first(&self, count: usize) -> Vec<(Option<BTree>, Vec<u8>, Vec<u8>)> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .map
+            .iter()
+            .take(count)
+            .map(|((t, k), v)| (inner.trees.get(t).copied(), k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The keys of tree `tree` held here (its drop removes them).
+    pub fn keys_of(&self, tree: u64) -> Vec<Vec<u8>> {
+        self.range(tree, Bound::Unbounded, Bound::Unbounded).into_iter().map(|(k, _)| k).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(id: u64) -> BTree {
+        BTree { root: 100 + id, tree_id: id }
+    }
+
+    #[test]
+    fn staged_changes_count_once_applied_and_the_newest_wins() {
+        let b = ChangeBuffer::new(1 << 20);
+        b.stage_put(tree(1), b"k", b"v1");
+        assert_eq!(b.get(1, b"k"), None, "staged is not yet held");
+        let ops = b.take_staged();
+        b.apply(&ops);
+        assert_eq!(b.get(1, b"k"), Some(b"v1".to_vec()));
+        assert_eq!(b.bytes(), entry_cost(b"k", b"v1"));
+        // An overwrite, then a removal in one commit: the removal sees the staged value.
+        b.stage_put(tree(1), b"k", b"value2");
+        assert_eq!(b.stage_remove(1, b"k"), Some(b"value2".to_vec()));
+        assert_eq!(b.stage_remove(1, b"k"), None, "already removed in this commit");
+        assert_eq!(b.stage_remove(1, b"other"), None);
+        let ops = b.take_staged();
+        assert_eq!(ops.len(), 2);
+        b.apply(&ops);
+        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
+        assert_eq!(b.get(1, b"k"), None);
+    }
+
+    #[test]
+    fn ranges_stay_inside_their_tree() {
+        let b = ChangeBuffer::new(1 << 20);
+        for (t, k) in [(1, "a"), (1, "c"), (2, ""), (2, "b"), (2, "d"), (3, "a")] {
+            b.stage_put(tree(t), k.as_bytes(), b"v");
+        }
+        b.apply(&b.take_staged());
+        let keys = |low, high| -> Vec<Vec<u8>> {
+            b.range(2, low, high).into_iter().map(|(k, _)| k).collect()
+        };
+        assert_eq!(keys(Bound::Unbounded, Bound::Unbounded), [&b""[..], b"b", b"d"]);
+        assert_eq!(keys(Bound::Excluded(b"b"), Bound::Unbounded), [b"d"]);
+        assert_eq!(keys(Bound::Included(b"b"), Bound::Excluded(b"d")), [b"b"]);
+        assert_eq!(keys(Bound::Unbounded, Bound::Included(b"b")), [&b""[..], b"b"]);
+        assert_eq!(b.keys_of(1), [b"a", b"c"]);
+        assert_eq!(b.keys_of(4), Vec::<Vec<u8>>::new());
+        assert_eq!(b.snapshot().len(), 6);
+        assert_eq!(b.first(2).len(), 2);
+        assert!(!b.over_budget());
+        let small = ChangeBuffer::new(10);
+        small.stage_put(tree(1), b"key", b"a value longer than ten bytes");
+        small.apply(&small.take_staged());
+        assert!(small.over_budget());
+    }
+}

@@ -1,0 +1,170 @@
+//! The change buffer (`btree/buffered.rs`) against a model: puts into leaves that are not in
+//! memory wait in the buffer, and every read (gets, scans both ways, the task API), every
+//! other change (deletes, updates, batches, transactions, dropping a tree) and a reopen must
+//! see exactly what a plain map holds.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use common::{tiny, Rng, TempDir};
+use ferrite::{Db, Options, WriteBatch};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A pool of 40 frames and a small buffer: trees of a few thousand keys outgrow the frames.
+fn options() -> Options {
+    Options { workers: 0, change_buffer_bytes: Some(24 << 10), direct_io: false, ..tiny(40 + 6) }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key-{i:05}").into_bytes()
+}
+
+fn assert_same(tree: &ferrite::Tree, model: &Model, when: &str) {
+    let all: Model = tree.iter().map(|e| e.unwrap()).collect();
+    assert!(all == *model, "{when}: a full scan differs ({} against {})", all.len(), model.len());
+    let everything: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Unbounded, Bound::Unbounded);
+    let mut back: Vec<_> = tree.range_rev(everything).map(|e| e.unwrap()).collect();
+    back.reverse();
+    let forward: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert!(back == forward, "{when}: a reverse scan differs");
+}
+
+#[test]
+fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
+    let dir = TempDir::new("buffered-model");
+    let mut model = Model::new();
+    let mut rng = Rng::new(11);
+    let mut buffered_seen = 0;
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        // Enough in key order that the leaves outgrow the pool (sequential: no buffering).
+        let mut batch = WriteBatch::new();
+        for i in (0..4000).step_by(2) {
+            batch.put(&tree, &key(i), &[7; 60]);
+            model.insert(key(i), vec![7; 60]);
+            if batch.len() == 8 {
+                db.write(&batch).unwrap();
+                batch = WriteBatch::new();
+            }
+        }
+        db.write(&batch).unwrap();
+        for step in 0..6000u64 {
+            let k = key(rng.below(4000));
+            match rng.below(20) {
+                0..=11 => {
+                    let value = vec![(step % 251) as u8; 1 + rng.below(90) as usize];
+                    tree.put(&k, &value).unwrap();
+                    model.insert(k.clone(), value);
+                }
+                12 | 13 => {
+                    assert_eq!(tree.delete(&k).unwrap(), model.remove(&k).is_some(), "{step}");
+                }
+                14 => {
+                    let present = tree.update(&k, |v| v[0] = v[0].wrapping_add(1)).unwrap();
+                    assert_eq!(present, model.contains_key(&k), "update at {step}");
+                    if let Some(v) = model.get_mut(&k) {
+                        v[0] = v[0].wrapping_add(1);
+                    }
+                }
+                15 => {
+                    let mut batch = WriteBatch::new();
+                    let other = key(rng.below(4000));
+                    batch.put(&tree, &k, b"batched").delete(&tree, &other);
+                    db.write(&batch).unwrap();
+                    model.insert(k.clone(), b"batched".to_vec());
+                    model.remove(&other);
+                }
+                16 => {
+                    let mut txn = db.transaction();
+                    let seen = txn.get(&tree, &k).unwrap();
+                    assert_eq!(seen.as_ref(), model.get(&k), "a transaction's read at {step}");
+                    txn.put(&tree, &k, b"txn").unwrap();
+                    txn.commit().unwrap();
+                    model.insert(k.clone(), b"txn".to_vec());
+                }
+                _ => {
+                    let low = key(rng.below(4000));
+                    let got: Vec<_> = tree.range(&low[..]..).take(20).map(|e| e.unwrap()).collect();
+                    let want: Vec<_> = model
+                        .range(low.clone()..)
+                        .take(20)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    assert_eq!(got, want, "a range scan at {step}");
+                }
+            }
+            assert_eq!(tree.get(&k).unwrap().as_ref(), model.get(&k), "get at {step}");
+            buffered_seen = buffered_seen.max(db.change_buffer().0);
+        }
+        assert!(buffered_seen > 50, "puts went to the change buffer: at most {buffered_seen}");
+        assert_same(&tree, &model, "before closing");
+        // A tree dropped with entries in the buffer leaves none behind.
+        let doomed = db.tree("doomed").unwrap();
+        for i in 0..3000 {
+            doomed.put(&key(i * 7 % 3000), &[1; 80]).unwrap();
+        }
+        db.drop_tree("doomed").unwrap();
+        assert!(db.check().unwrap().is_ok());
+    }
+    // Closing drained the buffer into the leaves: a read-only open sees everything.
+    let read_only = Options { read_only: true, ..options() };
+    let db = Db::open(dir.path(), read_only).unwrap();
+    assert_same(&db.open_tree("t").unwrap(), &model, "after a clean close");
+    assert!(db.open_tree("doomed").is_err());
+    assert!(db.check().unwrap().is_ok());
+}
+
+#[test]
+fn tasks_put_into_the_buffer_and_read_it_back() {
+    let dir = TempDir::new("buffered-tasks");
+    let db = Db::open(dir.path(), Options { workers: 2, ..options() }).unwrap();
+    let tree = db.tree("t").unwrap();
+    let n = 3000u64;
+    let handles: Vec<_> = (0..8u64)
+        .map(|task| {
+            let tree = tree.clone();
+            db.spawn(async move {
+                for i in (task..n).step_by(8) {
+                    let i = i * 7919 % n;
+                    tree.put_async(&key(i), &[i as u8; 100]).await.unwrap();
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    for h in handles {
+        h.wait();
+    }
+    let (entries, _) = db.change_buffer();
+    let check = tree.clone();
+    let counted = db
+        .spawn(async move {
+            for i in 0..n {
+                let got = check.get_async(&key(i)).await.unwrap();
+                assert_eq!(got, Some(vec![i as u8; 100]), "key {i}");
+            }
+            let mut count = 0;
+            let mut last = Vec::new();
+            check
+                .scan_async(b"", usize::MAX, |k, v| {
+                    assert!(k > &last[..], "keys in order");
+                    assert_eq!(v.len(), 100);
+                    last = k.to_vec();
+                    count += 1;
+                })
+                .await
+                .unwrap()
+        })
+        .unwrap()
+        .wait();
+    assert_eq!(counted, n as usize);
+    assert!(entries > 0, "no put went to the change buffer");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options { workers: 0, ..options() }).unwrap();
+    assert_eq!(db.change_buffer(), (0, 0), "closing drained the buffer");
+    assert_eq!(db.open_tree("t").unwrap().iter().count(), n as usize);
+}
