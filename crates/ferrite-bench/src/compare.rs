@@ -515,9 +515,10 @@ fn tables(
         if !memory.is_empty() {
             let _ = writeln!(
                 s,
-                "Data held in memory, at most (sampled every 0.5 s; Ferrite: its whole pool, \
-                 dirty pages included; RocksDB: block cache usage + memtables; WiredTiger's \
-                 `cache_size` bounds all it holds, and LMDB runs in a capped cgroup): {}.\n",
+                "Data held in memory, at most (sampled every 0.5 s; Ferrite: its frames, dirty \
+                 pages included, + its change buffer; RocksDB: block cache usage + memtables; \
+                 WiredTiger's `cache_size` bounds all it holds, and LMDB runs in a capped \
+                 cgroup): {}.\n",
                 memory.join("; ")
             );
         }

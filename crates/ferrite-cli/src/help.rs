@@ -503,8 +503,9 @@ OUTPUT
     per operation polling tasks (tree work, commits), submitting I/O, reaping completions
     and evicting, and the share of their time they waited with nothing to do. The mem_
     fields (stores that say: Ferrite, RocksDB): the most data the store held in memory
-    while measuring, sampled every 0.5 s: its cache (Ferrite's whole pool, dirty pages
-    included; RocksDB's block cache) plus write buffers (RocksDB's memtables). fill-sync
+    while measuring, sampled every 0.5 s: its cache (Ferrite's frames, dirty pages
+    included; RocksDB's block cache) plus write buffers (Ferrite's change buffer, whose
+    budget comes out of the pool's memory; RocksDB's memtables). fill-sync
     adds committers, sync=1
     and verified (keys read back after reopening); its tasks= counts the committer tasks
     over all workers (the other workloads: tasks per worker).",

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::btree::buffered::ChangeBuffer;
 use crate::btree::check::{self, PageMap, TreeReport};
-use crate::btree::iter::Cursor;
+use crate::btree::iter::{as_slice, Cursor};
 use crate::btree::node::MAX_KEY_LEN;
 use crate::btree::{run, BTree};
 use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
@@ -1331,14 +1331,6 @@ impl Drop for Db {
         if let Err(e) = self.shared.close() {
             eprintln!("ferrite: closing {} failed: {e}", self.shared.dir.display());
         }
-    }
-}
-
-fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match bound {
-        Bound::Included(k) => Bound::Included(&k[..]),
-        Bound::Excluded(k) => Bound::Excluded(&k[..]),
-        Bound::Unbounded => Bound::Unbounded,
     }
 }
 

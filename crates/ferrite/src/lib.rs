@@ -35,7 +35,7 @@ pub use db::{
     LOCK_FILE_NAME, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
-pub use options::{Durability, Options, MIN_POOL_PAGES};
+pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};
 pub use store::value::MAX_VALUE_LEN;
 pub use wal::log::LOG_DIR_NAME;
 pub use wal::recover::{LogReport, RecoveryReport};

@@ -6,6 +6,9 @@ use crate::store::page::PAGE_SIZE;
 
 /// Smallest pool accepted: a few latched pages per thread must always fit.
 pub const MIN_POOL_PAGES: u64 = 16;
+/// The largest change buffer: every checkpoint record lists all of it, and a record must stay
+/// below `wal::record::MAX_RECORD_BYTES` (an entry is logged in fewer bytes than it counts).
+pub const MAX_CHANGE_BUFFER_BYTES: u64 = 128 << 20;
 
 /// How to open a data directory.
 #[derive(Debug, Clone)]
@@ -57,8 +60,8 @@ pub struct Options {
     pub checkpoint_log_bytes: u64,
     /// Memory of `pool_bytes` for the change buffer (`btree/buffered.rs`): puts into leaves that
     /// are not in memory wait there, instead of reading their leaf, until it is read anyway.
-    /// `None` (the default): a quarter of `pool_bytes` for pools of 16 MiB or more, none
-    /// below. `Some(0)` turns it off. The frames get what is left.
+    /// `None` (the default): a quarter of `pool_bytes` (at most 128 MiB) for pools of 16 MiB
+    /// or more, none below. `Some(0)` turns it off. The frames get what is left.
     pub change_buffer_bytes: Option<u64>,
     /// Pages recovery reads ahead at once, many reads in flight, for the log records it is
     /// about to replay (at most a quarter of the pool); 0 reads each page when its record
@@ -120,7 +123,9 @@ impl Options {
     pub fn change_buffer_budget(&self) -> u64 {
         match self.change_buffer_bytes {
             Some(bytes) => bytes,
-            None if self.pool_bytes >= 16 << 20 => self.pool_bytes / 4,
+            None if self.pool_bytes >= 16 << 20 => {
+                (self.pool_bytes / 4).min(MAX_CHANGE_BUFFER_BYTES)
+            }
             None => 0,
         }
     }
@@ -137,6 +142,12 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::BadOptions { reason });
+        if self.change_buffer_budget() > MAX_CHANGE_BUFFER_BYTES {
+            return bad(format!(
+                "change_buffer_bytes {} is above the most, {MAX_CHANGE_BUFFER_BYTES}",
+                self.change_buffer_budget()
+            ));
+        }
         if self.pool_pages() < MIN_POOL_PAGES {
             return bad(format!(
                 "pool_bytes {} less the change buffer's {} is below the minimum of {} pages \

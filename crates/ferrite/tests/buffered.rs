@@ -168,3 +168,31 @@ fn tasks_put_into_the_buffer_and_read_it_back() {
     assert_eq!(db.change_buffer(), (0, 0), "closing drained the buffer");
     assert_eq!(db.open_tree("t").unwrap().iter().count(), n as usize);
 }
+
+/// The budget's default and bounds: a quarter of the pool from 16 MiB up (at most 128 MiB),
+/// none below; too large, or leaving the frames under the minimum, is refused at open.
+#[test]
+fn the_change_buffer_budget_is_a_quarter_of_the_pool_within_bounds() {
+    let budget = |pool_bytes: u64, change_buffer_bytes| {
+        Options { pool_bytes, change_buffer_bytes, ..Options::default() }.change_buffer_budget()
+    };
+    assert_eq!(budget(64 << 20, None), 16 << 20);
+    assert_eq!(budget(8 << 20, None), 0);
+    assert_eq!(budget(4 << 30, None), ferrite::MAX_CHANGE_BUFFER_BYTES);
+    assert_eq!(budget(64 << 20, Some(0)), 0);
+    let dir = TempDir::new("buffered-options");
+    let db =
+        Db::open(dir.path(), Options { workers: 0, direct_io: false, ..tiny(64 << 8) }).unwrap();
+    assert_eq!(db.change_buffer_budget(), 16 << 20, "a 64 MiB pool");
+    assert_eq!(db.pool().pool_pages(), (48 << 20) / 4096, "the frames get the rest");
+    db.close().unwrap();
+    for (change_buffer_bytes, wanted) in [
+        (ferrite::MAX_CHANGE_BUFFER_BYTES + 1, "above the most"),
+        ((64 << 20) - 4096, "below the minimum"),
+    ] {
+        let options =
+            Options { change_buffer_bytes: Some(change_buffer_bytes), workers: 0, ..tiny(64 << 8) };
+        let err = Db::open(dir.path(), options).err().expect("refused");
+        assert!(err.to_string().contains(wanted), "{err}");
+    }
+}

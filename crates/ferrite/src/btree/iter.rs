@@ -45,7 +45,8 @@ pub struct Cursor {
     extra_used: usize,
 }
 
-fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+/// A bound over owned keys as one over borrowed ones.
+pub(crate) fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match bound {
         Bound::Included(k) => Bound::Included(&k[..]),
         Bound::Excluded(k) => Bound::Excluded(&k[..]),
