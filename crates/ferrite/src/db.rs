@@ -1641,9 +1641,16 @@ impl Tree {
         let btree = self.btree;
         let mut change = Some(change);
         let shared = &self.shared;
+        self.prefetch_async(key).await;
         let guard = shared.begin_commit_async().await?;
-        let outcome =
-            self.run_in_commit(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await;
+        let outcome = async {
+            // A buffered value goes into its leaf first, to be changed there.
+            if let Some(value) = shared.buffer.stage_remove(btree.tree_id, key) {
+                self.run_in_commit(|pool, scratch| btree.put(pool, key, &value, scratch)).await?;
+            }
+            self.run_in_commit(|pool, scratch| btree.update(pool, key, &mut change, scratch)).await
+        }
+        .await;
         let (updated, end) = shared.end_commit(outcome)?;
         drop(guard);
         shared.after_commit_async(end, shared.durability).await?;

@@ -163,10 +163,31 @@ fn tasks_put_into_the_buffer_and_read_it_back() {
         .wait();
     assert_eq!(counted, n as usize);
     assert!(entries > 0, "no put went to the change buffer");
+    // Updates by tasks change the newest value, buffered or not (regression: `update_async`
+    // once changed the leaf's older value under a buffered one).
+    let (buffered_before, _) = db.change_buffer();
+    let updater = tree.clone();
+    db.spawn(async move {
+        for i in 0..n {
+            assert!(updater.update_async(&key(i), |v| v[0] = v[0].wrapping_add(1)).await.unwrap());
+        }
+    })
+    .unwrap()
+    .wait();
+    assert!(buffered_before > 0 && db.change_buffer().0 < buffered_before, "updates drained");
+    for i in (0..n).step_by(37) {
+        let mut want = vec![i as u8; 100];
+        want[0] = want[0].wrapping_add(1);
+        assert_eq!(tree.get(&key(i)).unwrap(), Some(want), "key {i} after its update");
+    }
     db.close().unwrap();
     let db = Db::open(dir.path(), Options { workers: 0, ..options() }).unwrap();
     assert_eq!(db.change_buffer(), (0, 0), "closing drained the buffer");
-    assert_eq!(db.open_tree("t").unwrap().iter().count(), n as usize);
+    let reopened = db.open_tree("t").unwrap();
+    assert_eq!(reopened.iter().count(), n as usize);
+    let mut want = vec![7u8; 100];
+    want[0] = 8;
+    assert_eq!(reopened.get(&key(7)).unwrap(), Some(want));
 }
 
 /// The budget's default and bounds: a quarter of the pool from 16 MiB up (at most 128 MiB),
