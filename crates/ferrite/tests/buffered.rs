@@ -213,7 +213,7 @@ fn the_change_buffer_budget_is_a_quarter_of_the_pool_within_bounds() {
     ] {
         let options =
             Options { change_buffer_bytes: Some(change_buffer_bytes), workers: 0, ..tiny(64 << 8) };
-        let err = Db::open(dir.path(), options).err().expect("refused");
+        let Err(err) = Db::open(dir.path(), options) else { panic!("{wanted}: not refused") };
         assert!(err.to_string().contains(wanted), "{err}");
     }
 }
