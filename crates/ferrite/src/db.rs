@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::btree::buffered::ChangeBuffer;
 use crate::btree::check::{self, PageMap, TreeReport};
-use crate::btree::iter::{as_slice, Cursor};
+use crate::btree::iter::{as_slice, key_range, Cursor};
 use crate::btree::node::MAX_KEY_LEN;
 use crate::btree::{run, BTree};
 use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
@@ -1346,8 +1346,7 @@ fn in_memory(found: crate::buffer::Attempt<(PageId, u64)>) -> crate::buffer::Att
 /// A range of keys: its low and high bounds.
 type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
-/// The key range of the leaf that holds `key`, as bounds (a leaf holds lower < k <= upper;
-/// an empty fence is infinite).
+/// The key range of the leaf that holds `key`, as bounds (`iter::key_range`).
 fn leaf_range(
     btree: BTree,
     pool: &BufferPool,
@@ -1356,12 +1355,7 @@ fn leaf_range(
 ) -> crate::buffer::Attempt<KeyRange> {
     let page = &mut scratch.pages[0];
     btree.leaf_copy(pool, key, page)?;
-    let node = crate::btree::node::Node::new(page.bytes());
-    let (lower, upper) = (node.lower_fence(), node.upper_fence());
-    Ok((
-        if lower.is_empty() { Bound::Unbounded } else { Bound::Excluded(lower.to_vec()) },
-        if upper.is_empty() { Bound::Unbounded } else { Bound::Included(upper.to_vec()) },
-    ))
+    Ok(key_range(crate::btree::node::Node::new(page.bytes())))
 }
 
 fn to_owned_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::btree::BTree;
@@ -58,13 +58,22 @@ pub struct ChangeBuffer {
     budget: u64,
     /// `entry_cost` summed over the map (0 exactly when it is empty).
     bytes: AtomicU64,
+    /// Whether the commit under way staged anything: every commit asks (`take_staged`), and
+    /// every direct change of a key (`stage_remove`), so that with nothing held or staged
+    /// neither takes the lock.
+    staged_any: AtomicBool,
     inner: Mutex<Inner>,
 }
 
 impl ChangeBuffer {
     /// A buffer of at most about `budget` bytes; 0 turns buffering off.
     pub fn new(budget: u64) -> ChangeBuffer {
-        ChangeBuffer { budget, bytes: AtomicU64::new(0), inner: Mutex::default() }
+        ChangeBuffer {
+            budget,
+            bytes: AtomicU64::new(0),
+            staged_any: AtomicBool::new(false),
+            inner: Mutex::default(),
+        }
     }
 
     /// The most it may hold, in bytes.
@@ -136,6 +145,7 @@ impl ChangeBuffer {
     /// Stages a buffered put with the commit under way (the caller holds the commit lock).
     pub fn stage_put(&self, tree: BTree, key: &[u8], value: &[u8]) {
         let mut inner = self.inner.lock().unwrap();
+        self.staged_any.store(true, Ordering::Release);
         inner.trees.insert(tree.tree_id, tree);
         inner.staged.push(BufferedOp::Put {
             tree: tree.tree_id,
@@ -147,7 +157,7 @@ impl ChangeBuffer {
     /// Stages the removal of `key` with the commit under way, if the buffer holds it (or
     /// this commit put it there); returns the value it had here.
     pub fn stage_remove(&self, tree: u64, key: &[u8]) -> Option<Vec<u8>> {
-        if self.is_empty() && self.inner.lock().unwrap().staged.is_empty() {
+        if self.is_empty() && !self.staged_any.load(Ordering::Acquire) {
             return None;
         }
         let mut inner = self.inner.lock().unwrap();
@@ -162,11 +172,17 @@ impl ChangeBuffer {
             Some(value) => value,
             None => inner.map.get(&(tree, key.to_vec())).cloned(),
         };
-        value.inspect(|_| inner.staged.push(BufferedOp::Removed { tree, key: key.to_vec() }))
+        value.inspect(|_| {
+            self.staged_any.store(true, Ordering::Release);
+            inner.staged.push(BufferedOp::Removed { tree, key: key.to_vec() })
+        })
     }
 
     /// The changes staged by the commit under way, taken (to be logged, then `apply`d).
     pub fn take_staged(&self) -> Vec<BufferedOp> {
+        if !self.staged_any.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         std::mem::take(&mut self.inner.lock().unwrap().staged)
     }
 

@@ -54,6 +54,15 @@ pub(crate) fn as_slice(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
+/// The keys a node holds, as bounds: lower < k <= upper, an empty fence infinite.
+pub(crate) fn key_range(node: Node<'_>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let (lower, upper) = (node.lower_fence(), node.upper_fence());
+    (
+        if lower.is_empty() { Bound::Unbounded } else { Bound::Excluded(lower.to_vec()) },
+        if upper.is_empty() { Bound::Unbounded } else { Bound::Included(upper.to_vec()) },
+    )
+}
+
 /// The tighter of two upper bounds.
 fn min_upper(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
     use Bound::*;
@@ -180,14 +189,7 @@ impl Cursor {
         self.extra.clear();
         self.extra_used = 0;
         if let Some(buffer) = self.buffer.as_ref().filter(|b| !b.is_empty()) {
-            let fence = |f: &[u8], inclusive: bool| match (f.is_empty(), inclusive) {
-                (true, _) => Bound::Unbounded,
-                (false, true) => Bound::Included(f.to_vec()),
-                (false, false) => Bound::Excluded(f.to_vec()),
-            };
-            // The leaf holds lower < k <= upper.
-            let leaf_low = fence(node.lower_fence(), false);
-            let leaf_high = fence(node.upper_fence(), true);
+            let (leaf_low, leaf_high) = key_range(node);
             let (low, high) = if self.reverse {
                 (max_lower(leaf_low, self.end.clone()), min_upper(leaf_high, self.resume.clone()))
             } else {
