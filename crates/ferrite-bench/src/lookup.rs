@@ -3,7 +3,7 @@
 //!
 //! A run: open (or create) the data directory; reuse the `bench` tree if an earlier `--keep`
 //! run left exactly this data set (tree `bench-meta` says so), else load it in key order;
-//! run lookups from `threads` threads, first for a warm-up that is not counted, then for
+//! close and reopen it read-only (its whole pool as frames); run lookups from `threads` threads, first for a warm-up that is not counted, then for
 //! `seconds`; close; remove the directory unless `--keep`. Any wrong or missing value stops
 //! the run with an error (and no result line).
 
@@ -451,18 +451,13 @@ pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupRepor
     let new_devices: Vec<PathBuf> =
         config.devices.iter().filter(|d| !d.exists()).cloned().collect();
     let mut owned = dir.is_fresh();
-    let outcome = match Db::open(&config.dir, config.options()) {
-        Ok(db) => {
-            let measured = measure(&db, config, progress, &mut owned);
-            let closed = db.close();
-            measured.and_then(|m| closed.map(|()| m).map_err(BenchError::from))
-        }
-        Err(e @ ferrite::Error::NotCleanlyClosed { .. }) => Err(BenchError::Config(format!(
-            "{e}\n(if an earlier benchmark run was interrupted, remove {} and run again)",
-            config.dir.display()
-        ))),
-        Err(e) => Err(e.into()),
-    };
+    // The data is prepared in a writable open, then measured in a read-only one: lookups
+    // change nothing, and a read-only open gives the whole pool to frames (no change buffer).
+    let outcome = with_db(config, config.options(), |db| prepare(db, config, progress, &mut owned))
+        .and_then(|source| {
+            let read_only = Options { read_only: true, ..config.options() };
+            with_db(config, read_only, |db| measure(db, config, source))
+        });
     let fate = if config.keep {
         DirFate::Kept
     } else if owned {
@@ -492,12 +487,34 @@ pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupRepor
 
 type Measured = (DataSource, LookupRun, PoolStats, Option<TaskFigures>);
 
-fn measure(
+/// Opens the run's directory with `options`, runs `f` on it and closes it (a failed close
+/// fails the run).
+fn with_db<T>(
+    config: &LookupConfig,
+    options: Options,
+    f: impl FnOnce(&Db) -> Result<T, BenchError>,
+) -> Result<T, BenchError> {
+    match Db::open(&config.dir, options) {
+        Ok(db) => {
+            let done = f(&db);
+            let closed = db.close();
+            done.and_then(|t| closed.map(|()| t).map_err(BenchError::from))
+        }
+        Err(e @ ferrite::Error::NotCleanlyClosed { .. }) => Err(BenchError::Config(format!(
+            "{e}\n(if an earlier benchmark run was interrupted, remove {} and run again)",
+            config.dir.display()
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Checks that the directory holds only the benchmark's trees, then reuses or loads the data.
+fn prepare(
     db: &Db,
     config: &LookupConfig,
     progress: &mut Progress,
     owned: &mut bool,
-) -> Result<Measured, BenchError> {
+) -> Result<DataSource, BenchError> {
     let foreign: Vec<String> =
         db.tree_names()?.into_iter().filter(|n| n != BENCH_TREE && n != META_TREE).collect();
     if !foreign.is_empty() {
@@ -505,7 +522,11 @@ fn measure(
     }
     // Only the benchmark's trees: the directory is ours to remove.
     *owned = true;
-    let source = prepare_data(db, config.keys, progress)?;
+    prepare_data(db, config.keys, progress)
+}
+
+/// Measures lookups on a prepared data set (`db` opened read-only).
+fn measure(db: &Db, config: &LookupConfig, source: DataSource) -> Result<Measured, BenchError> {
     let store = FerriteTree::new(db, db.open_tree(BENCH_TREE)?);
     let params = LookupParams {
         keys: config.keys,
@@ -518,7 +539,6 @@ fn measure(
         let run = run_lookups(&store, &params)?;
         return Ok((source, run, db.pool().stats(), None));
     }
-    db.pool().flush_all()?;
     // With several devices the ceiling is the first device's (they are alike here).
     let page_file = match config.devices.first() {
         Some(first) => first.clone(),

@@ -635,11 +635,7 @@ impl Db {
             checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),
-            buffer: Arc::new(ChangeBuffer::new(if writable {
-                options.change_buffer_budget()
-            } else {
-                0
-            })),
+            buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,

@@ -61,7 +61,8 @@ pub struct Options {
     /// Memory of `pool_bytes` for the change buffer (`btree/buffered.rs`): puts into leaves that
     /// are not in memory wait there, instead of reading their leaf, until it is read anyway.
     /// `None` (the default): a quarter of `pool_bytes` (at most 128 MiB) for pools of 16 MiB
-    /// or more, none below. `Some(0)` turns it off. The frames get what is left.
+    /// or more, none below. `Some(0)` turns it off. The frames get what is left. A read-only
+    /// open has none (nothing is put): its frames get the whole pool.
     pub change_buffer_bytes: Option<u64>,
     /// Pages recovery reads ahead at once, many reads in flight, for the log records it is
     /// about to replay (at most a quarter of the pool); 0 reads each page when its record
@@ -119,8 +120,16 @@ impl Options {
         self.pool_bytes.saturating_sub(self.change_buffer_budget()) / PAGE_SIZE as u64
     }
 
-    /// Bytes the change buffer may hold (see `change_buffer_bytes`).
+    /// Bytes the change buffer may hold (see `change_buffer_bytes`): none when read-only.
     pub fn change_buffer_budget(&self) -> u64 {
+        if self.read_only {
+            return 0;
+        }
+        self.asked_change_buffer_bytes()
+    }
+
+    /// The change buffer's bytes as configured, read-only or not.
+    fn asked_change_buffer_bytes(&self) -> u64 {
         match self.change_buffer_bytes {
             Some(bytes) => bytes,
             None if self.pool_bytes >= 16 << 20 => {
@@ -142,10 +151,10 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::BadOptions { reason });
-        if self.change_buffer_budget() > MAX_CHANGE_BUFFER_BYTES {
+        if self.asked_change_buffer_bytes() > MAX_CHANGE_BUFFER_BYTES {
             return bad(format!(
                 "change_buffer_bytes {} is above the most, {MAX_CHANGE_BUFFER_BYTES}",
-                self.change_buffer_budget()
+                self.asked_change_buffer_bytes()
             ));
         }
         if self.pool_pages() < MIN_POOL_PAGES {

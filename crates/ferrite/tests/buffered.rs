@@ -191,7 +191,8 @@ fn tasks_put_into_the_buffer_and_read_it_back() {
 }
 
 /// The budget's default and bounds: a quarter of the pool from 16 MiB up (at most 128 MiB),
-/// none below; too large, or leaving the frames under the minimum, is refused at open.
+/// none below, none when read-only; too large, or leaving the frames under the minimum, is
+/// refused at open.
 #[test]
 fn the_change_buffer_budget_is_a_quarter_of_the_pool_within_bounds() {
     let budget = |pool_bytes: u64, change_buffer_bytes| {
@@ -206,6 +207,12 @@ fn the_change_buffer_budget_is_a_quarter_of_the_pool_within_bounds() {
         Db::open(dir.path(), Options { workers: 0, direct_io: false, ..tiny(64 << 8) }).unwrap();
     assert_eq!(db.change_buffer_budget(), 16 << 20, "a 64 MiB pool");
     assert_eq!(db.pool().pool_pages(), (48 << 20) / 4096, "the frames get the rest");
+    db.close().unwrap();
+    let read_only = Options { read_only: true, workers: 0, direct_io: false, ..tiny(64 << 8) };
+    assert_eq!(read_only.change_buffer_budget(), 0);
+    let db = Db::open(dir.path(), read_only).unwrap();
+    assert_eq!(db.change_buffer_budget(), 0, "nothing is put: no change buffer");
+    assert_eq!(db.pool().pool_pages(), (64 << 20) / 4096, "the frames get the whole pool");
     db.close().unwrap();
     for (change_buffer_bytes, wanted) in [
         (ferrite::MAX_CHANGE_BUFFER_BYTES + 1, "above the most"),
