@@ -57,6 +57,25 @@ impl LogCounters {
     }
 }
 
+/// A store's change buffer drains, cumulative since it was opened (Ferrite's: each drain
+/// moves the buffered puts of one leaf into it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrainCounters {
+    pub drains: u64,
+    /// Buffered entries the drains moved into their leaves.
+    pub entries: u64,
+}
+
+impl DrainCounters {
+    /// The counts between `earlier` and `self`.
+    pub fn since(self, earlier: DrainCounters) -> DrainCounters {
+        DrainCounters {
+            drains: self.drains.saturating_sub(earlier.drains),
+            entries: self.entries.saturating_sub(earlier.entries),
+        }
+    }
+}
+
 /// Where a store's workers spent their time, summed over them, in nanoseconds, cumulative
 /// since the store was opened (Ferrite's `WorkerStats`: polling tasks, evicting, submitting
 /// I/O, reaping completions, waiting with nothing to do).
@@ -180,6 +199,11 @@ pub trait KvStore: Sync {
         None
     }
 
+    /// Change buffer drains so far, if the store has a change buffer.
+    fn drain_counters(&self) -> Option<DrainCounters> {
+        None
+    }
+
     /// Its worker threads' time so far, if it runs its own workers and counts it.
     fn worker_times(&self) -> Option<WorkerTimes> {
         None
@@ -263,6 +287,11 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
             bytes: c.bytes_written.load(Relaxed),
             flight_ns: c.flight_ns.load(Relaxed),
         })
+    }
+
+    fn drain_counters(&self) -> Option<DrainCounters> {
+        let (drains, entries) = self.db.change_buffer_drains();
+        (self.db.change_buffer_budget() > 0).then_some(DrainCounters { drains, entries })
     }
 
     fn worker_times(&self) -> Option<WorkerTimes> {

@@ -35,7 +35,7 @@ use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::rng::Rng;
-use crate::store::{KvStore, LogCounters, StoreMemory, WorkerTimes};
+use crate::store::{DrainCounters, KvStore, LogCounters, StoreMemory, WorkerTimes};
 use crate::ycsb::{
     check_versioned, versioned_value, Distribution, KeySpace, Op, OpStream, Workload,
 };
@@ -278,6 +278,8 @@ pub struct RunReport {
     pub disk: Option<(String, DiskCounters)>,
     /// The store's log while measuring (Ferrite with a log that wrote; peers: `None`).
     pub log: Option<LogCounters>,
+    /// The store's change buffer drains while measuring (Ferrite, when some were done).
+    pub drains: Option<DrainCounters>,
     /// The store's workers while measuring (Ferrite with tasks on workers; else `None`).
     pub workers: Option<WorkerTimes>,
     /// The most the store held in memory while measuring, sampled every half second (stores
@@ -337,6 +339,13 @@ impl RunReport {
                 .real("log_records_per_write", log.records as f64 / log.writes as f64, 1)
                 .real("log_kib_per_write", log.bytes as f64 / log.writes as f64 / 1024.0, 1)
                 .real("log_write_us", log.flight_ns as f64 / log.writes as f64 / 1000.0, 1);
+        }
+        if let Some(d) = &self.drains {
+            line = line.int("buffer_drains", d.drains).real(
+                "buffer_entries_per_drain",
+                d.entries as f64 / d.drains as f64,
+                1,
+            );
         }
         if let Some(w) = &self.workers {
             let us = |ns: u64| self.per_op(ns as f64 / 1000.0);
@@ -524,6 +533,17 @@ impl RunReport {
                     log.records as f64 / writes,
                     log.bytes as f64 / writes / 1024.0,
                     log.flight_ns as f64 / writes / 1000.0
+                ),
+            );
+        }
+        if let Some(d) = &self.drains {
+            line(
+                "buffer",
+                format!(
+                    "{} change buffer drains, {:.1} entries each (buffered puts moved into \
+                     their leaves; one leaf read per drain)",
+                    report::thousands(d.drains),
+                    d.entries as f64 / d.drains as f64
                 ),
             );
         }
@@ -850,6 +870,7 @@ struct Measured {
     cpu: CpuTime,
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
+    drains: Option<DrainCounters>,
     workers: Option<WorkerTimes>,
     memory: Option<StoreMemory>,
 }
@@ -863,6 +884,7 @@ struct Window {
     cpu: CpuTime,
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
+    drains: Option<DrainCounters>,
     workers: Option<WorkerTimes>,
 }
 
@@ -877,10 +899,11 @@ fn open_window(
     wait(phase, config.warmup());
     let disk = disk.and_then(Disk::counters);
     let log = store.log_counters();
+    let drains = store.drain_counters();
     let workers = store.worker_times();
     let cpu = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
-    Window { start: Instant::now(), cpu, disk, log, workers }
+    Window { start: Instant::now(), cpu, disk, log, drains, workers }
 }
 
 /// Waits for the end of the measured window (or for the operations to stop: a fill done),
@@ -917,6 +940,7 @@ fn close_window(
     let cpu = CpuTime::now().since(w.cpu);
     let disk = w.disk.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
     let log = w.log.zip(store.log_counters()).map(|(b, a)| a.since(b));
+    let drains = w.drains.zip(store.drain_counters()).map(|(b, a)| a.since(b));
     let workers = w.workers.zip(store.worker_times()).map(|(b, a)| a.since(b));
     Measured {
         counts: OpCounts::default(),
@@ -925,6 +949,7 @@ fn close_window(
         cpu,
         disk,
         log,
+        drains,
         workers,
         memory,
     }
@@ -1061,6 +1086,7 @@ pub fn run(
         cpu: measured.cpu,
         disk: disk.map(|d| d.name.clone()).zip(measured.disk),
         log: measured.log.filter(|l| l.writes > 0),
+        drains: measured.drains.filter(|d| d.drains > 0),
         workers: measured.workers.filter(|w| w.total() > 0),
         memory: measured.memory,
         bytes_on_disk: bytes_on_disk(&dir),

@@ -230,6 +230,15 @@ fn write_log_section(
         count(log.commits, "commit"),
         count(log.images, "page image")
     )?;
+    if log.checkpoint_buffered + log.buffered_changes > 0 {
+        writeln!(
+            out,
+            "log: change buffer: {} in the checkpoint, {} logged since (puts waiting for \
+             their leaves; recovery rebuilds the buffer from them)",
+            count(log.checkpoint_buffered, "buffered put"),
+            count(log.buffered_changes, "buffered change")
+        )?;
+    }
     if log.torn_bytes > 0 {
         writeln!(
             out,
@@ -342,6 +351,8 @@ mod tests {
             records: 1_204,
             commits: 1_000,
             images: 1,
+            checkpoint_buffered: 1,
+            buffered_changes: 2_500,
             torn_bytes: 77,
         };
         let mut out = Vec::new();
@@ -354,6 +365,8 @@ mod tests {
              position 1638, replay from 1435\n\
              log: 1,204 records verified from there to the end (position 9000): 1,000 commits, \
              1 page image\n\
+             log: change buffer: 1 buffered put in the checkpoint, 2,500 buffered changes \
+             logged since (puts waiting for their leaves; recovery rebuilds the buffer from them)\n\
              log: 77 torn bytes after the end: a write a crash cut short (never acknowledged), \
              which recovery drops\n\
              log: not replayed yet: opening the directory for writing (put, del) replays it\n"
@@ -383,6 +396,7 @@ mod tests {
             leaf_pages: 3_400,
             value_pages: 0,
             keys: 320_000,
+            buffered: 0,
             depth: 3,
             faults: vec![],
         };

@@ -487,7 +487,8 @@ OUTPUT
            max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
            [dev_reads_per_op=X dev_writes_per_op=X]
            [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
-           log_kib_per_write=X log_write_us=X] [worker_task_us_per_op=X
+           log_kib_per_write=X log_write_us=X] [buffer_drains=N
+           buffer_entries_per_drain=X] [worker_task_us_per_op=X
            worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
            worker_idle_pct=X] [mem_mib=X mem_cache_mib=X mem_write_buffers_mib=X]
            bytes_on_disk=N records=N [load_s=S] [reused=0|1]
@@ -499,16 +500,18 @@ OUTPUT
     a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
     its log wrote while measuring): group-commit writes, records (commits, page images,
     checkpoints) and KiB per write, and the mean time from taking a write to its being
-    durable. The worker_ fields (Ferrite with tasks on its workers): the workers' time
-    per operation polling tasks (tree work, commits), submitting I/O, reaping completions
-    and evicting, and the share of their time they waited with nothing to do. The mem_
-    fields (stores that say: Ferrite, RocksDB): the most data the store held in memory
-    while measuring, sampled every 0.5 s: its cache (Ferrite's frames, dirty pages
-    included; RocksDB's block cache) plus write buffers (Ferrite's change buffer, whose
-    budget comes out of the pool's memory; RocksDB's memtables). fill-sync
-    adds committers, sync=1
-    and verified (keys read back after reopening); its tasks= counts the committer tasks
-    over all workers (the other workloads: tasks per worker).",
+    durable. The buffer_ fields (Ferrite, when its change buffer drained while
+    measuring): drains, each a leaf read that moves the puts buffered for that leaf into
+    it, and the entries each moved. The worker_ fields (Ferrite with tasks on its
+    workers): the workers' time per operation polling tasks (tree work, commits),
+    submitting I/O, reaping completions and evicting, and the share of their time they
+    waited with nothing to do. The mem_ fields (stores that say: Ferrite, RocksDB): the
+    most data the store held in memory while measuring, sampled every 0.5 s: its cache
+    (Ferrite's frames, dirty pages included; RocksDB's block cache) plus write buffers
+    (Ferrite's change buffer, whose budget comes out of the pool's memory; RocksDB's
+    memtables). fill-sync adds committers, sync=1 and verified (keys read back after
+    reopening); its tasks= counts the committer tasks over all workers (the other
+    workloads: tasks per worker).",
         ],
     )
 }

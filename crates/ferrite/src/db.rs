@@ -19,7 +19,7 @@ use crate::btree::buffered::ChangeBuffer;
 use crate::btree::check::{self, PageMap, TreeReport};
 use crate::btree::iter::{as_slice, key_range, Cursor};
 use crate::btree::node::MAX_KEY_LEN;
-use crate::btree::{run, BTree};
+use crate::btree::{run, with_scratch, BTree};
 use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
 use crate::error::{Error, PageId, Result};
 use crate::io::{IoEngine, PageFile};
@@ -203,7 +203,8 @@ pub struct CheckReport {
     pub free_pages: u64,
     pub catalog: TreeReport,
     pub trees: Vec<(String, TreeReport)>,
-    /// Faults outside any one tree (page accounting, catalog entries).
+    /// Faults outside any one tree (page accounting, catalog entries, change buffer entries
+    /// of no tree).
     pub faults: Vec<String>,
 }
 
@@ -782,12 +783,15 @@ impl Db {
             pages.claim(id, check::USED);
         }
         report.catalog = check::check_tree(pool, self.shared.catalog, &mut pages);
+        let mut buffered = self.shared.buffer.counts_by_tree();
         match self.shared.catalog_entries() {
             Ok(entries) => {
                 for (name, entry) in entries {
                     match entry {
                         Some(btree) => {
-                            let tree_report = check::check_tree(pool, btree, &mut pages);
+                            let mut tree_report = check::check_tree(pool, btree, &mut pages);
+                            tree_report.buffered =
+                                buffered.remove(&btree.tree_id).unwrap_or_default();
                             report.trees.push((name, tree_report));
                         }
                         None => report.faults.push(format!("catalog entry {name:?} is malformed")),
@@ -795,6 +799,12 @@ impl Db {
                 }
             }
             Err(e) => report.faults.push(format!("reading the catalog failed: {e}")),
+        }
+        for (tree_id, entries) in buffered {
+            report.faults.push(format!(
+                "the change buffer holds {entries} entries of tree id {tree_id}, which no \
+                 catalog entry names"
+            ));
         }
         let free = pool.free_pages();
         report.free_pages = free.len() as u64;
@@ -897,6 +907,12 @@ impl Db {
     /// count against its budget (`Options::change_buffer_bytes`).
     pub fn change_buffer(&self) -> (usize, u64) {
         (self.shared.buffer.len(), self.shared.buffer.bytes())
+    }
+
+    /// Drains of the change buffer since open (each moves the buffered entries of one leaf
+    /// into it; `ChangeBuffer::next_victim` picks the leaf), and the entries they moved.
+    pub fn change_buffer_drains(&self) -> (u64, u64) {
+        self.shared.buffer.drain_counts()
     }
 
     /// The most the change buffer may hold, in bytes (0: off).
@@ -1166,6 +1182,95 @@ impl Shared {
         Ok(())
     }
 
+    /// Drains the change buffer's next victim (`ChangeBuffer::next_victim`: the sweep)
+    /// into its leaf, for a committer that pushed the buffer over its budget: the leaf is
+    /// read outside the commit lock, then its buffered entries are put into it in one
+    /// commit that needs no sync (the puts it moves are durable already).
+    fn drain_next(self: &Arc<Self>) -> Result<()> {
+        match self.next_victim() {
+            Some(victim) => self.drain(victim),
+            None => Ok(()),
+        }
+    }
+
+    /// Drains the leaf of `victim` (a tree and a key in the buffer); see `drain_next`.
+    fn drain(self: &Arc<Self>, (btree, key): (BTree, Vec<u8>)) -> Result<()> {
+        let pool = &self.pool;
+        let _ = run(pool, |scratch| btree.get(pool, &key, scratch, &mut |_: &[u8]| ()));
+        let drained = self.commit(Durability::None, || {
+            // Under the commit lock: a victim that left the buffer meanwhile (drained,
+            // changed, or its tree dropped) leaves nothing to do.
+            if self.buffer.get(btree.tree_id, &key).is_none() {
+                return Ok(0);
+            }
+            let (low, high) = run(pool, |scratch| leaf_range(btree, pool, &key, scratch))?;
+            let entries = self.buffer.range(btree.tree_id, as_slice(&low), as_slice(&high));
+            for (key, value) in &entries {
+                self.buffer.stage_remove(btree.tree_id, key);
+                run(pool, |scratch| btree.put(pool, key, value, scratch))?;
+            }
+            Ok(entries.len())
+        })?;
+        self.buffer.count_drain(drained);
+        Ok(())
+    }
+
+    /// [`Shared::drain_next`] for a task.
+    async fn drain_next_async(self: &Arc<Self>) -> Result<()> {
+        match self.next_victim() {
+            Some(victim) => self.drain_async(victim).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Shared::drain`] for a task.
+    async fn drain_async(self: &Arc<Self>, (btree, key): (BTree, Vec<u8>)) -> Result<()> {
+        let pool = &self.pool;
+        let _ = crate::sched::run_async_with(pool, true, |scratch| {
+            btree.get(pool, &key, scratch, &mut |_: &[u8]| ())
+        })
+        .await;
+        let guard = self.begin_commit_async().await?;
+        let outcome = async {
+            // Under the commit lock: a victim that left the buffer meanwhile (drained,
+            // changed, or its tree dropped) leaves nothing to do.
+            if self.buffer.get(btree.tree_id, &key).is_none() {
+                return Ok(0);
+            }
+            let (low, high) = crate::sched::run_async_with(pool, false, |scratch| {
+                leaf_range(btree, pool, &key, scratch)
+            })
+            .await?;
+            let entries = self.buffer.range(btree.tree_id, as_slice(&low), as_slice(&high));
+            for (key, value) in &entries {
+                self.buffer.stage_remove(btree.tree_id, key);
+                crate::sched::run_async_with(pool, false, |scratch| {
+                    btree.put(pool, key, value, scratch)
+                })
+                .await?;
+            }
+            Ok(entries.len())
+        }
+        .await;
+        let (drained, end) = self.end_commit(outcome)?;
+        drop(guard);
+        self.buffer.count_drain(drained);
+        self.after_commit_async(end, Durability::None).await
+    }
+
+    /// The change buffer's next victim, the sweep moved past its leaf (whose upper bound
+    /// the leaf's parent gives, in memory as inner nodes are; without it, past the victim).
+    fn next_victim(&self) -> Option<(BTree, Vec<u8>)> {
+        let pool = &self.pool;
+        self.buffer.next_victim(|btree, key| {
+            with_scratch(|scratch| {
+                let page = &mut scratch.pages[0];
+                // A few tries past restarts; a miss (a parent not in memory) gives up.
+                (0..4).find_map(|_| btree.leaf_upper_bound(pool, key, page).ok())
+            })
+        })
+    }
+
     /// Starts a checkpoint on a thread of its own once the log grew enough since the last.
     fn maybe_checkpoint(self: &Arc<Self>) {
         let Some(log) = &self.log else { return };
@@ -1415,8 +1520,7 @@ impl Tree {
                 Ok(())
             })?;
             if shared.buffer.over_budget() {
-                self.prefetch(key);
-                shared.commit(Durability::None, || self.drain_leaf(key))?;
+                shared.drain_next()?;
             }
             return Ok(());
         }
@@ -1442,27 +1546,6 @@ impl Tree {
     async fn leaf_in_memory_async(&self, key: &[u8]) -> Result<bool> {
         let btree = self.btree;
         self.run_async(|pool, _| in_memory(btree.locate_leaf(pool, key))).await
-    }
-
-    /// Inside a commit: puts every buffered entry of the leaf whose range holds `key` into
-    /// that leaf (read first, `prefetch`), and removes them from the buffer.
-    fn drain_leaf(&self, key: &[u8]) -> Result<()> {
-        let btree = self.btree;
-        let (low, high) = self.run(|pool, scratch| leaf_range(btree, pool, key, scratch))?;
-        let entries = self.shared.buffer.range(btree.tree_id, as_slice(&low), as_slice(&high));
-        entries.iter().try_for_each(|(key, value)| self.apply_put(key, value))
-    }
-
-    /// [`Tree::drain_leaf`] for a task.
-    async fn drain_leaf_async(&self, key: &[u8]) -> Result<()> {
-        let btree = self.btree;
-        let (low, high) =
-            self.run_in_commit(|pool, scratch| leaf_range(btree, pool, key, scratch)).await?;
-        let entries = self.shared.buffer.range(btree.tree_id, as_slice(&low), as_slice(&high));
-        for (key, value) in &entries {
-            self.apply_put_async(key, value).await?;
-        }
-        Ok(())
     }
 
     /// The put itself, inside a commit (the key leaves the change buffer, if there).
@@ -1590,14 +1673,7 @@ impl Tree {
             drop(guard);
             shared.after_commit_async(end, shared.durability).await?;
             if shared.buffer.over_budget() {
-                // Its leaf is read (outside the commit lock), then drained in one commit
-                // that needs no sync: the puts it moves are durable already.
-                self.prefetch_async(key).await;
-                let guard = shared.begin_commit_async().await?;
-                let outcome = self.drain_leaf_async(key).await;
-                let (_, end) = shared.end_commit(outcome)?;
-                drop(guard);
-                shared.after_commit_async(end, Durability::None).await?;
+                shared.drain_next_async().await?;
             }
             return Ok(());
         }

@@ -101,12 +101,29 @@ fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
             buffered_seen = buffered_seen.max(db.change_buffer().0);
         }
         assert!(buffered_seen > 50, "puts went to the change buffer: at most {buffered_seen}");
+        // The buffer filled and drained, each drain moving at least one entry on average.
+        let (drains, drained) = db.change_buffer_drains();
+        assert!(drains > 10 && drained >= drains, "{drains} drains moved {drained} entries");
         assert_same(&tree, &model, "before closing");
         // A tree dropped with entries in the buffer leaves none behind.
         let doomed = db.tree("doomed").unwrap();
         for i in 0..3000 {
             doomed.put(&key(i * 7 % 3000), &[1; 80]).unwrap();
         }
+        // `check` counts each tree's buffered entries; the log check, the buffered changes.
+        let report = db.check().unwrap();
+        let buffered =
+            |name: &str| report.trees.iter().find(|(n, _)| n == name).unwrap().1.buffered;
+        assert!(
+            buffered("doomed") > 0,
+            "the doomed tree has buffered entries: {:?} {:?}",
+            report.trees,
+            db.change_buffer()
+        );
+        assert_eq!(buffered("t") + buffered("doomed"), db.change_buffer().0 as u64);
+        assert!(report.is_ok(), "{:?}", report.all_faults());
+        let log = db.check_log().unwrap().expect("a log");
+        assert!(log.buffered_changes >= buffered("doomed"), "{log:?}");
         db.drop_tree("doomed").unwrap();
         assert!(db.check().unwrap().is_ok());
     }

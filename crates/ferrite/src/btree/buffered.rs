@@ -5,11 +5,17 @@
 //! leaf: its commit record carries the key and value as a *buffered put* (`wal/record.rs`),
 //! and the entry goes into this map once the record is appended. Once the map holds more than
 //! its budget (`Options::change_buffer_bytes`, memory taken from the pool's), the committer
-//! that pushed it over reads the leaf of its own key and *drains* it: every buffered entry
-//! whose key falls in that leaf's range is put into the leaf in one commit, whose record
-//! names them as removed from the buffer. A random insert then costs a leaf read and a later
-//! write-back shared by all the entries drained together (as InnoDB's change buffer does for
-//! secondary indexes, and as an LSM's memtable does for everything).
+//! that pushed it over *drains* a leaf: every buffered entry whose key falls in that leaf's
+//! range is put into the leaf in one commit, whose record names them as removed from the
+//! buffer. A random insert then costs a leaf read and a later write-back shared by all the
+//! entries drained together (as InnoDB's change buffer does for secondary indexes, and as an
+//! LSM's memtable does for everything).
+//!
+//! **Which leaf.** Drains *sweep* the buffer in key order (`next_victim`): the next drain
+//! takes the leaf of the first entry after the previous drain's leaf, wrapping around at the
+//! end. Every leaf with entries is drained once per sweep, so each has gathered entries for
+//! the longest time any order allows, and no entry stays forever (an entry of a leaf nobody
+//! touches again would, were drains to pick the drainer's own leaf).
 //!
 //! **The invariant.** If the buffer holds a key, its value there is the key's newest. So
 //! readers look here first (`Tree::get*`: a key found here is the answer; scans merge it in),
@@ -50,6 +56,8 @@ struct Inner {
     /// The changes of the commit under way (the commit lock's holder's), applied with its
     /// record.
     staged: Vec<BufferedOp>,
+    /// Where the drains' sweep is: the next victim is the first entry after it.
+    sweep: Option<(u64, Vec<u8>)>,
 }
 
 /// See the module documentation.
@@ -62,6 +70,9 @@ pub struct ChangeBuffer {
     /// every direct change of a key (`stage_remove`), so that with nothing held or staged
     /// neither takes the lock.
     staged_any: AtomicBool,
+    /// Drains done (`Db`'s sweep) and the entries they moved into leaves, since open.
+    drains: AtomicU64,
+    drained: AtomicU64,
     inner: Mutex<Inner>,
 }
 
@@ -72,6 +83,8 @@ impl ChangeBuffer {
             budget,
             bytes: AtomicU64::new(0),
             staged_any: AtomicBool::new(false),
+            drains: AtomicU64::new(0),
+            drained: AtomicU64::new(0),
             inner: Mutex::default(),
         }
     }
@@ -98,6 +111,17 @@ impl ChangeBuffer {
     /// Whether it holds more than its budget: time to drain.
     pub fn over_budget(&self) -> bool {
         self.bytes() > self.budget
+    }
+
+    /// Counts a drain that moved `entries` into their leaf.
+    pub fn count_drain(&self, entries: usize) {
+        self.drains.fetch_add(1, Ordering::Relaxed);
+        self.drained.fetch_add(entries as u64, Ordering::Relaxed);
+    }
+
+    /// Drains done since open, and the entries they moved into leaves.
+    pub fn drain_counts(&self) -> (u64, u64) {
+        (self.drains.load(Ordering::Relaxed), self.drained.load(Ordering::Relaxed))
     }
 
     /// Entries held.
@@ -140,6 +164,35 @@ impl ChangeBuffer {
         };
         let inner = self.inner.lock().unwrap();
         inner.map.range((low, high)).map(|((_, k), v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The entry whose leaf the next drain takes, with its tree: the first after the
+    /// sweep's position, or the first of all past the end. The position moves past the
+    /// victim's leaf, whose upper bound `upper_of` gives (`Some(None)`: unbounded, the
+    /// tree's last leaf; `None`: unknown, then past the victim alone), so that drains running
+    /// together take different leaves. `None` if the buffer is empty.
+    pub fn next_victim(
+        &self,
+        upper_of: impl FnOnce(BTree, &[u8]) -> Option<Option<Vec<u8>>>,
+    ) -> Option<(BTree, Vec<u8>)> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut guard = self.inner.lock().unwrap();
+        let inner = &mut *guard;
+        let after = inner.sweep.take().and_then(|position| {
+            inner.map.range((Bound::Excluded(position), Bound::Unbounded)).next()
+        });
+        let (tree, key) = after.or_else(|| inner.map.iter().next()).map(|(at, _)| at.clone())?;
+        let btree = *inner.trees.get(&tree)?;
+        inner.sweep = match upper_of(btree, &key) {
+            Some(Some(upper)) if upper >= key => Some((tree, upper)),
+            // Past every key of the tree: (tree + 1, "") precedes only keys of later trees
+            // (keys are never empty); past the last tree id, the sweep starts over.
+            Some(None) => tree.checked_add(1).map(|next| (next, Vec::new())),
+            _ => Some((tree, key.clone())),
+        };
+        Some((btree, key))
     }
 
     /// Stages a buffered put with the commit under way (the caller holds the commit lock).
@@ -242,6 +295,19 @@ impl ChangeBuffer {
             .collect()
     }
 
+    /// Entries held, per tree id (for `Db::check`).
+    pub fn counts_by_tree(&self) -> BTreeMap<u64, u64> {
+        let mut counts = BTreeMap::new();
+        if self.is_empty() {
+            return counts;
+        }
+        let inner = self.inner.lock().unwrap();
+        for (tree, _) in inner.map.keys() {
+            *counts.entry(*tree).or_default() += 1;
+        }
+        counts
+    }
+
     /// The keys of tree `tree` held here (its drop removes them).
     pub fn keys_of(&self, tree: u64) -> Vec<Vec<u8>> {
         self.range(tree, Bound::Unbounded, Bound::Unbounded).into_iter().map(|(k, _)| k).collect()
@@ -254,6 +320,37 @@ mod tests {
 
     fn tree(id: u64) -> BTree {
         BTree { root: 100 + id, tree_id: id }
+    }
+
+    #[test]
+    fn drains_sweep_the_entries_in_key_order_a_leaf_at_a_time_and_wrap_around() {
+        let buffer = ChangeBuffer::new(1 << 20);
+        assert_eq!(buffer.next_victim(|_, _| unreachable!("empty")), None);
+        for (t, k) in [(1, "a"), (1, "b"), (1, "c"), (1, "m"), (2, "a"), (2, "z")] {
+            buffer.stage_put(tree(t), k.as_bytes(), b"v");
+        }
+        let ops = buffer.take_staged();
+        buffer.apply(&ops);
+        let victim = |upper: Option<Option<&str>>| {
+            let upper = upper.map(|u| u.map(|u| u.as_bytes().to_vec()));
+            let (btree, key) = buffer.next_victim(|_, _| upper).unwrap();
+            (btree.tree_id, String::from_utf8(key).unwrap())
+        };
+        // A leaf holding a..=c: the next victim is past it.
+        assert_eq!(victim(Some(Some("c"))), (1, "a".into()));
+        // The parent could not tell: past the victim alone.
+        assert_eq!(victim(None), (1, "m".into()));
+        // The tree's last leaf: the sweep goes past every key of the tree (2, "z" too)...
+        buffer.stage_put(tree(3), b"q", b"v");
+        let ops = buffer.take_staged();
+        buffer.apply(&ops);
+        assert_eq!(victim(Some(None)), (2, "a".into()));
+        assert_eq!(victim(Some(None)), (3, "q".into()));
+        // ... and after the last entry, starts over.
+        assert_eq!(victim(None), (1, "a".into()));
+        // An upper bound below the victim (inconsistent) moves past the victim alone.
+        assert_eq!(victim(Some(Some("0"))), (1, "b".into()));
+        assert_eq!(victim(None), (1, "c".into()));
     }
 
     #[test]

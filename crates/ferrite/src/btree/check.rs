@@ -16,7 +16,11 @@ pub struct TreeReport {
     pub inner_pages: u64,
     pub leaf_pages: u64,
     pub value_pages: u64,
+    /// Keys in the leaves.
     pub keys: u64,
+    /// Entries of the tree waiting in the change buffer (a new key, or a newer value of a
+    /// key in a leaf): not in `keys` until drained into their leaves.
+    pub buffered: u64,
     pub depth: u16,
     /// Every fault found, each naming its page.
     pub faults: Vec<String>,

@@ -232,6 +232,41 @@ impl BTree {
         Ok((page_id, version))
     }
 
+    /// The upper end of the key range of the leaf that holds `key` (its keys are `<=` it;
+    /// `None`: the last leaf, unbounded), read from the leaf's parent, without the leaf.
+    /// Copies the parent into `out`. A root that is a leaf is the last leaf.
+    pub fn leaf_upper_bound(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        out: &mut AlignedPage,
+    ) -> Attempt<Option<Vec<u8>>> {
+        let mut page_id = self.root;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        if probe.is_leaf() {
+            return Ok(None);
+        }
+        while probe.level() > 1 {
+            let child = probe.child(probe.lower_bound(key).0);
+            let parent = (page_id, version, probe.level());
+            (version, probe) = self.probe_node(pool, child, Some(parent))?;
+            page_id = child;
+        }
+        probe.copy_page(out.bytes_mut());
+        if !pool.validate(page_id, version) {
+            return Err(Interrupt::Restart);
+        }
+        let node = Node::new(out.bytes());
+        let (slot, _) = node.lower_bound(key);
+        if slot < node.count() {
+            let mut upper = Vec::new();
+            node.key_into(slot, &mut upper);
+            return Ok(Some(upper));
+        }
+        let fence = node.upper_fence();
+        Ok((!fence.is_empty()).then(|| fence.to_vec()))
+    }
+
     /// The leaf whose range holds `key`, and its version, found reading every node in place
     /// (`probe.rs`): the way of writers, which then latch the leaf with that version (so a
     /// leaf changed since fails the latch and the attempt restarts).
@@ -616,5 +651,57 @@ impl BTree {
         crate::store::page::write_u64(page, crate::store::page::OFFSET_PAGE_ID, self.root);
         pool.free(child_guard);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::run;
+    use crate::io::PageFile;
+    use crate::test_util::TempDir;
+
+    /// The upper bound the parent gives for a key's leaf is the leaf's own upper fence, for
+    /// keys inside, between and beyond the keys of a tree of several levels.
+    #[test]
+    fn a_leafs_upper_bound_from_its_parent_is_its_upper_fence() {
+        let dir = TempDir::new("leaf-upper");
+        let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
+        let pool = BufferPool::new(file, 1024, 1 << 16, 0, Vec::new()).unwrap();
+        let mut guard = pool.allocate().unwrap();
+        let tree = BTree { root: guard.page_id(), tree_id: 3 };
+        BTree::init_root(guard.page_mut(), tree.root, tree.tree_id);
+        drop(guard);
+        let key = |i: u64| format!("key-{:06}", i * 7919 % 100_000).into_bytes();
+        let mut out = AlignedPage::zeroed();
+        let fence_of = |k: &[u8]| {
+            run(&pool, |scratch| {
+                let page = &mut scratch.pages[0];
+                tree.leaf_copy(&pool, k, page)?;
+                let fence = Node::new(page.bytes()).upper_fence();
+                Ok((!fence.is_empty()).then(|| fence.to_vec()))
+            })
+            .unwrap()
+        };
+        // A root that is a leaf: unbounded.
+        run(&pool, |scratch| tree.put(&pool, &key(1), b"v", scratch)).unwrap();
+        assert_eq!(run(&pool, |_| tree.leaf_upper_bound(&pool, &key(1), &mut out)).unwrap(), None);
+        for i in 2..6000 {
+            run(&pool, |scratch| tree.put(&pool, &key(i), &[i as u8; 100], scratch)).unwrap();
+        }
+        let mut levels = 0;
+        let mut bounded = 0;
+        for i in 0..3000 {
+            let mut query = key(i * 3);
+            if i % 3 == 1 {
+                query.push(b'!');
+            }
+            let from_parent =
+                run(&pool, |_| tree.leaf_upper_bound(&pool, &query, &mut out)).unwrap();
+            assert_eq!(from_parent, fence_of(&query), "{query:?}");
+            bounded += from_parent.is_some() as u32;
+            levels = levels.max(Node::new(out.bytes()).level());
+        }
+        assert!(levels >= 1 && bounded > 2900, "a tree of several leaves: {levels} {bounded}");
     }
 }

@@ -184,6 +184,11 @@ pub struct LogReport {
     pub records: u64,
     pub commits: u64,
     pub images: u64,
+    /// Entries of the change buffer the checkpoint record lists, and buffered changes
+    /// (puts and removals) the commits from the redo LSN on log: what recovery rebuilds the
+    /// change buffer from.
+    pub checkpoint_buffered: u64,
+    pub buffered_changes: u64,
     /// Bytes after the end that a crash left half-written (recovery will cut them).
     pub torn_bytes: u64,
 }
@@ -198,12 +203,16 @@ pub fn check_log(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<LogReport
         return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
     };
     report.redo_lsn = checkpoint.redo_lsn;
+    report.checkpoint_buffered = checkpoint.buffered.len() as u64;
     let segments = chain_from(&all, checkpoint.redo_lsn)?;
     let mut lsn = checkpoint.redo_lsn;
     while let Some((record, len)) = read_record(&segments, lsn)? {
         report.records += 1;
         match record {
-            Record::Commit { .. } => report.commits += 1,
+            Record::Commit { buffered, .. } => {
+                report.commits += 1;
+                report.buffered_changes += buffered.len() as u64;
+            }
             Record::Image { .. } => report.images += 1,
             _ => {}
         }
