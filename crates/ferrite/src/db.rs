@@ -1306,7 +1306,7 @@ impl Shared {
         let log = self.log()?;
         log.check()?;
         let pool = &self.pool;
-        let (epoch, snapshot) = {
+        let (epoch, mut snapshot) = {
             let _commit = self.commit_lock.lock();
             // The redo LSN before the epoch: an image counted for this epoch follows it.
             let redo_lsn = log.tail();
@@ -1317,10 +1317,13 @@ impl Shared {
                 next_tree_id: self.next_tree_id.load(Ordering::Acquire),
                 catalog_root: self.catalog.root,
                 free: pool.free_pages(),
-                buffered: self.buffer.snapshot(),
+                buffered: Vec::new(),
             };
             (epoch, snapshot)
         };
+        // The change buffer is copied after the redo LSN is fixed, without the commit lock
+        // (`ChangeBuffer::snapshot` says why that is enough).
+        snapshot.buffered = self.buffer.snapshot();
         pool.flush_all()?;
         let mut record = encode_checkpoint(&snapshot);
         let (lsn, end) = log.append(&mut record)?;

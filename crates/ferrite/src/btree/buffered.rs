@@ -26,8 +26,8 @@
 //! neither (what scans rely on, `btree/iter.rs`).
 //!
 //! **Durability.** Buffered puts and removals are in the commit records; a checkpoint record
-//! lists the whole buffer as of its redo LSN (taken under the commit lock), so recovery starts
-//! from that list and replays the changes after it. A clean close drains everything, so a
+//! lists the whole buffer, copied after its redo LSN was fixed (`snapshot`, without the
+//! commit lock), so recovery starts from that list and replays the changes after the LSN. A clean close drains everything, so a
 //! closed directory's data is all in its pages (read-only opens and `ferrite check` need no
 //! log).
 
@@ -274,13 +274,28 @@ impl ChangeBuffer {
         self.bytes.store(bytes, Ordering::Release);
     }
 
-    /// Every entry, for a checkpoint record: `(tree, key, value)`.
+    /// Every entry, for a checkpoint record: `(tree, key, value)`, copied a chunk at a time
+    /// (the map's lock is let go between chunks, so commits go on meanwhile). Each entry is
+    /// as it was at some moment of the copy, not all at the same one: that is enough, since
+    /// the checkpoint copies after fixing its redo LSN and recovery replays every change
+    /// logged from that LSN on over the copy, so a key ends as its last change left it (and
+    /// a key no change touched since is as it was at the redo LSN, whenever it was copied).
     pub fn snapshot(&self) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
-        if self.is_empty() {
-            return Vec::new();
+        const CHUNK: usize = 1024;
+        let mut out = Vec::new();
+        let mut after: Bound<(u64, Vec<u8>)> = Bound::Unbounded;
+        while !self.is_empty() {
+            let inner = self.inner.lock().unwrap();
+            let chunk = inner.map.range((after, Bound::Unbounded)).take(CHUNK);
+            let before = out.len();
+            out.extend(chunk.map(|((t, k), v)| (*t, k.clone(), v.clone())));
+            drop(inner);
+            let Some((tree, key, _)) = out.last().filter(|_| out.len() - before == CHUNK) else {
+                break;
+            };
+            after = Bound::Excluded((*tree, key.clone()));
         }
-        let inner = self.inner.lock().unwrap();
-        inner.map.iter().map(|((t, k), v)| (*t, k.clone(), v.clone())).collect()
+        out
     }
 
     /// Up to `count` entries from the first, with their trees (draining at close; `None`:
@@ -351,6 +366,26 @@ mod tests {
         // An upper bound below the victim (inconsistent) moves past the victim alone.
         assert_eq!(victim(Some(Some("0"))), (1, "b".into()));
         assert_eq!(victim(None), (1, "c".into()));
+    }
+
+    #[test]
+    fn a_snapshot_copies_every_entry_in_order_across_chunks() {
+        let buffer = ChangeBuffer::new(1 << 30);
+        assert!(buffer.snapshot().is_empty());
+        let keys: Vec<(u64, Vec<u8>)> = (0..2_600u32)
+            .map(|i| (u64::from(i % 3), format!("k{:05}", i * 7 % 2_600).into_bytes()))
+            .collect();
+        for (t, k) in &keys {
+            buffer.stage_put(tree(*t), k, &k[1..]);
+        }
+        let ops = buffer.take_staged();
+        buffer.apply(&ops);
+        let mut want: Vec<_> = keys.iter().map(|(t, k)| (*t, k.clone(), k[1..].to_vec())).collect();
+        want.sort();
+        want.dedup();
+        let got = buffer.snapshot();
+        assert_eq!(got.len(), buffer.len());
+        assert!(got == want, "{} entries against {}", got.len(), want.len());
     }
 
     #[test]
