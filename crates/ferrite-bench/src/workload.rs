@@ -83,6 +83,9 @@ pub struct RunConfig {
     pub records: u64,
     /// Cache (Ferrite's pool, RocksDB's block cache, WiredTiger's cache), MiB.
     pub cache_mib: u64,
+    /// Ferrite's change buffer, MiB out of `cache_mib` (`Options::change_buffer_bytes`);
+    /// `None`: the engine's default (a quarter of the pool, at most 128 MiB).
+    pub change_buffer_mib: Option<u64>,
     pub seconds: f64,
     /// Threads of the peers (and of Ferrite with `direct_api`).
     pub threads: usize,
@@ -118,6 +121,7 @@ impl RunConfig {
             dir: PathBuf::from(format!("ferrite-data/bench-{}", store.name())),
             records: DEFAULT_RECORDS,
             cache_mib: DEFAULT_CACHE_MIB,
+            change_buffer_mib: None,
             seconds: 20.0,
             threads: cores,
             workers: cores,
@@ -206,9 +210,12 @@ impl RunConfig {
 
     /// Everything that decides what a run measures, as one canonical string.
     pub fn canonical(&self) -> String {
+        // Only when given: the hashes of runs with the default stay what they were.
+        let change_buffer =
+            self.change_buffer_mib.map_or(String::new(), |m| format!(" change_buffer_mib={m}"));
         format!(
             "workload={} store={} records={} cache_mib={} seconds={} concurrency={} \
-             distribution={} rate={} seed={} direct_io={} direct_api={}",
+             distribution={} rate={} seed={} direct_io={} direct_api={}{change_buffer}",
             self.workload,
             self.store.name(),
             self.records,
@@ -390,6 +397,9 @@ impl RunReport {
             .word("loop", if c.rate.is_some() { "open" } else { "closed" });
         if let Some(rate) = c.rate {
             line = line.real("target_ops_per_s", rate, 0);
+        }
+        if let Some(mib) = c.change_buffer_mib {
+            line = line.int("change_buffer_mib", mib);
         }
         line.int("cache_mib", c.cache_mib).int("seed", c.seed).word("config", &c.hash())
     }

@@ -71,6 +71,7 @@ pub(crate) fn ferrite_options(config: &RunConfig) -> Options {
         // of its io_uring, which a ring of one cannot take (the worker panics on it).
         io_depth: tasks_per_worker.clamp(2, 4096),
         durability,
+        change_buffer_bytes: config.change_buffer_mib.map(|mib| mib << 20),
         ..Options::default()
     }
 }
@@ -346,6 +347,17 @@ mod tests {
     use crate::workload::{open_store, run, StoreKind};
     use crate::ycsb::{Distribution, Workload};
     use ferrite::test_util::TempDir;
+
+    #[test]
+    fn the_change_buffer_option_reaches_the_engine() {
+        let mut config = RunConfig::new(Workload::Ycsb('c'), StoreKind::Ferrite);
+        assert_eq!(ferrite_options(&config).change_buffer_bytes, None);
+        config.change_buffer_mib = Some(8);
+        assert_eq!(ferrite_options(&config).change_buffer_bytes, Some(8 << 20));
+        config.change_buffer_mib = Some(0);
+        let options = ferrite_options(&config);
+        assert_eq!(options.pool_pages(), (64 << 20) / 4096, "0: every MiB a frame");
+    }
 
     fn tiny(workload: Workload, dir: &TempDir) -> RunConfig {
         RunConfig {

@@ -222,6 +222,7 @@ const STORE: Opt = valued("--store", "STORE");
 const STORES: Opt = valued("--stores", "STORE[,STORE...]");
 const RECORDS: Opt = valued("--records", "N");
 const CACHE_MIB: Opt = valued("--cache-mib", "M");
+const CHANGE_BUFFER_MIB: Opt = valued("--change-buffer-mib", "M");
 const DISTRIBUTION: Opt = valued("--distribution", "DIST");
 const RATE: Opt = valued("--rate", "OPS");
 const JSON: Opt = valued("--json", "FILE");
@@ -662,13 +663,14 @@ fn has_peer_store(args: &[OsString]) -> bool {
 }
 
 /// The options every comparison workload takes.
-const WORKLOAD_OPTS: [Opt; 21] = [
+const WORKLOAD_OPTS: [Opt; 22] = [
     STORE,
     DB,
     RECORDS,
     KEYS,
     CACHE_MIB,
     POOL_MIB,
+    CHANGE_BUFFER_MIB,
     SECONDS,
     THREADS,
     WORKERS,
@@ -782,6 +784,18 @@ fn workload_options(cmd: Cmd, p: &Parsed<'_>, mut config: RunConfig) -> Result<R
     if let Some(text) = cache {
         config.cache_mib = p.number(CACHE_MIB, text, 1, MAX_POOL_MIB)?;
     }
+    if let Some(text) = p.text(CHANGE_BUFFER_MIB)? {
+        let most = ferrite::MAX_CHANGE_BUFFER_BYTES >> 20;
+        let mib = p.number(CHANGE_BUFFER_MIB, text, 0, most)?;
+        if mib >= config.cache_mib {
+            return Err(cmd.error(format!(
+                "--change-buffer-mib: {mib} leaves nothing of the {} MiB cache for the pool's \
+                 frames",
+                config.cache_mib
+            )));
+        }
+        config.change_buffer_mib = Some(mib);
+    }
     if let Some(text) = p.text(SECONDS)? {
         config.seconds = parse_seconds(cmd, text)?;
     }
@@ -797,6 +811,11 @@ fn workload_options(cmd: Cmd, p: &Parsed<'_>, mut config: RunConfig) -> Result<R
     config.direct_api = p.flag(DIRECT_API);
     if config.direct_api && config.store != StoreKind::Ferrite {
         return Err(cmd.error("--direct-api is for --store ferrite (the peers always use threads)"));
+    }
+    if config.change_buffer_mib.is_some() && config.store != StoreKind::Ferrite {
+        return Err(cmd.error(
+            "--change-buffer-mib is for --store ferrite (the peers' write buffers are theirs)",
+        ));
     }
     if let Some(text) = p.text(DISTRIBUTION)? {
         config.distribution = Distribution::from_name(text).ok_or_else(|| {
@@ -1550,6 +1569,29 @@ mod tests {
             panic!()
         };
         assert_eq!((c.workload, c.store), (Workload::FillSequential, StoreKind::Ferrite));
+        assert_eq!(c.change_buffer_mib, None, "the engine's default");
+        // Ferrite's change buffer: 0 to 128 MiB, below the cache, Ferrite only.
+        let Command::BenchWorkload(c) =
+            parse_strs(&["bench", "ycsb-c", "--change-buffer-mib", "0"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.change_buffer_mib, Some(0));
+        let with = |mib: &str| {
+            let mut c = RunConfig::new(Workload::Ycsb('c'), StoreKind::Ferrite);
+            c.change_buffer_mib = mib.parse().ok();
+            c.hash()
+        };
+        assert_ne!(with("0"), with(""), "the option changes the config hash");
+        fails(&["bench", "fill", "--change-buffer-mib", "129"], "out of range");
+        fails(
+            &["bench", "fill", "--cache-mib", "16", "--change-buffer-mib", "16"],
+            "leaves nothing of the 16 MiB cache",
+        );
+        fails(
+            &["bench", "ycsb-a", "--store", "rocksdb", "--change-buffer-mib", "8"],
+            "is for --store ferrite",
+        );
         // `lookup` on a peer is the comparison workload; on Ferrite, the lookup benchmark.
         assert!(matches!(
             parse_strs(&["bench", "lookup", "--store", "lmdb"]).unwrap(),

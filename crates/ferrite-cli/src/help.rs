@@ -23,11 +23,12 @@ pub const CHECK_USAGE: &str = "ferrite check --db DIR [--pool-mib M] [--no-direc
 pub const BENCH_USAGE: &str = "ferrite bench WORKLOAD [OPTIONS]   (workloads: lookup, fill, \
      fill-seq, fill-random, fill-sync, ycsb-a .. ycsb-f, compare, io, recovery)";
 pub const WORKLOAD_USAGE: &str = "ferrite bench WORKLOAD [--store STORE] [--db DIR] \
-     [--records N] [--cache-mib M] [--seconds S] [--threads T] [--workers N] [--tasks N] \
+     [--records N] [--cache-mib M] [--change-buffer-mib M] [--seconds S] [--threads T] [--workers N] [--tasks N] \
      [--direct-api] [--distribution uniform|zipfian] [--rate OPS] [--order seq|random] \
      [--sync] [--committers N] [--seed X] [--keep] [--no-direct] [--no-ceiling] [--json FILE]";
 pub const COMPARE_USAGE: &str = "ferrite bench compare SUITE [--stores STORE[,STORE...]] \
-     [--out DIR] [--db DIR] [--records N] [--cache-mib M] [--seconds S] [--threads T] \
+     [--out DIR] [--db DIR] [--records N] [--cache-mib M] [--change-buffer-mib M] \
+     [--seconds S] [--threads T] \
      [--workers N] [--tasks N] [--rate OPS] [--seed X] [--no-direct] [--no-ceiling] \
      [--rounds N]";
 pub const LOOKUP_USAGE: &str = "ferrite bench lookup [--db DIR] [--keys N] [--pool-mib M] \
@@ -457,6 +458,11 @@ OPTIONS
                      cache); --keys N is the same
     --cache-mib M    cache of every store, MiB (default 64): Ferrite's pool, RocksDB's block
                      cache, WiredTiger's cache; LMDB has none (it uses the page cache)
+    --change-buffer-mib M
+                     Ferrite only: MiB of the cache for its change buffer (puts into leaves
+                     not in memory), the rest frames; 0 turns it off (default: a quarter of
+                     the cache from 16 MiB up, at most 128). Read-heavy runs read less with
+                     0: every MiB is a frame
     --seconds S      measured time (default 20)
     --threads T      threads of the peers (and of Ferrite with --direct-api); default: cores
     --workers N      Ferrite's workers (default: cores)
