@@ -241,3 +241,84 @@ fn the_change_buffer_budget_is_a_quarter_of_the_pool_within_bounds() {
         assert!(err.to_string().contains(wanted), "{err}");
     }
 }
+
+/// Checkpoints copy the change buffer without the commit lock, a chunk at a time, while
+/// commits go on (`ChangeBuffer::snapshot`): a crash after such checkpoints must still
+/// recover every acknowledged put, buffered or not, with its last value.
+#[test]
+fn checkpoints_taken_while_tasks_buffer_puts_lose_nothing_at_a_crash() {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let dir = TempDir::new("buffered-checkpoints");
+    // A buffer of several snapshot chunks (1,024 entries each) over 40 frames.
+    let options = || Options {
+        workers: 2,
+        change_buffer_bytes: Some(512 << 10),
+        direct_io: false,
+        ..tiny(40 + 128)
+    };
+    let acknowledged = Arc::new(Mutex::new(BTreeMap::new()));
+    let checkpoints;
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        let mut batch = WriteBatch::new();
+        for i in 0..8000 {
+            batch.put(&tree, &key(i), b"preloaded");
+            acknowledged.lock().unwrap().insert(key(i), b"preloaded".to_vec());
+            if batch.len() == 8 {
+                db.write(&batch).unwrap();
+                batch = WriteBatch::new();
+            }
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..8u64)
+            .map(|task| {
+                let (tree, acknowledged) = (tree.clone(), Arc::clone(&acknowledged));
+                db.spawn(async move {
+                    // Each task its own keys (so its model is the truth), three rounds over
+                    // them: values change under the buffer, and buffered keys are put again.
+                    for round in 0..3u64 {
+                        for j in 0..300u64 {
+                            let i = (j * 8 + task) * 3 % 8000;
+                            let value = format!("{round}-{i}").into_bytes();
+                            tree.put_async(&key(i), &value).await.unwrap();
+                            acknowledged.lock().unwrap().insert(key(i), value);
+                        }
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        let waiter = {
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                for h in handles {
+                    h.wait();
+                }
+                done.store(true, Ordering::Release);
+            })
+        };
+        let mut taken = 0;
+        let mut most_buffered = 0;
+        while !done.load(Ordering::Acquire) {
+            // What the buffer held as the checkpoint began (its copy is about as large).
+            most_buffered = most_buffered.max(db.change_buffer().0);
+            db.checkpoint().unwrap();
+            taken += 1;
+        }
+        waiter.join().unwrap();
+        assert!(most_buffered > 1024, "the buffer spanned chunks: at most {most_buffered}");
+        checkpoints = taken;
+        db.abandon();
+    }
+    assert!(checkpoints >= 2, "{checkpoints} checkpoints");
+    let db = Db::open(dir.path(), options()).unwrap();
+    assert!(db.recovery_report().buffered > 0, "{:?}", db.recovery_report());
+    let tree = db.open_tree("t").unwrap();
+    let model = acknowledged.lock().unwrap().clone();
+    assert_same(&tree, &model, "after the crash");
+    assert!(db.check().unwrap().is_ok());
+    db.close().unwrap();
+}
