@@ -301,7 +301,8 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
 
     fn memory(&self) -> Option<StoreMemory> {
         Some(StoreMemory {
-            cache: self.db.pool().pool_pages() * 4096,
+            // The frames the change buffer borrowed are its memory, not the cache's.
+            cache: (self.db.pool().pool_pages() - self.db.pool().retired_frames()) * 4096,
             write_buffers: self.db.change_buffer().1,
         })
     }
@@ -316,9 +317,9 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
             None => "durability not given".to_owned(),
         };
         format!(
-            "ferrite: buffer pool {} MiB of 4 KiB frames and a change buffer of up to {} MiB \
-             (puts into leaves not in memory), O_DIRECT unless --no-direct, B+tree of 4 KiB \
-             nodes, {workers} workers ({engine}), {durability}",
+            "ferrite: buffer pool {} MiB of 4 KiB frames, of which a change buffer (puts into \
+             leaves not in memory) borrows up to {} MiB once puts need it, O_DIRECT unless \
+             --no-direct, B+tree of 4 KiB nodes, {workers} workers ({engine}), {durability}",
             (self.db.pool().pool_pages() * 4096) >> 20,
             self.db.change_buffer_budget() >> 20
         )

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::btree::buffered::ChangeBuffer;
+use crate::btree::buffered::{entry_cost, ChangeBuffer};
 use crate::btree::check::{self, PageMap, TreeReport};
 use crate::btree::iter::{as_slice, key_range, Cursor};
 use crate::btree::node::MAX_KEY_LEN;
@@ -89,6 +89,8 @@ struct Shared {
     checkpointing: AtomicBool,
     /// Puts into leaves not in memory, waiting for their leaves (`btree/buffered.rs`).
     buffer: Arc<ChangeBuffer>,
+    /// Whether the pool was asked to lend its flex frames to the change buffer.
+    buffer_lent: AtomicBool,
     /// Threads running a checkpoint, or flushing the log periodically; joined at close.
     helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     recovery: RecoveryReport,
@@ -561,13 +563,10 @@ impl Db {
             file.sync()?;
         }
         let fresh = (sb.page_count, free.clone(), sb.next_tree_id);
-        let pool = Arc::new(BufferPool::new(
-            file,
-            options.pool_pages(),
-            options.max_pages(),
-            sb.page_count,
-            free,
-        )?);
+        let pool = Arc::new(
+            BufferPool::new(file, options.pool_pages(), options.max_pages(), sb.page_count, free)?
+                .with_flex_frames(options.flex_pages()),
+        );
         let mut recovery = RecoveryReport::default();
         let mut recovered_buffer = std::collections::BTreeMap::new();
         let storage: Arc<dyn crate::io::Storage> = match &options.storage {
@@ -637,6 +636,7 @@ impl Db {
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),
             buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
+            buffer_lent: AtomicBool::new(false),
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,
@@ -657,6 +657,8 @@ impl Db {
                 .map(|tree| (tree.tree_id, tree))
                 .collect();
             shared.buffer.load(recovered_buffer, trees);
+            // The recovered entries need the frames lent to the buffer at once.
+            shared.lend_frames_to_buffer();
         }
         if writable {
             // The recovered state (or the new directory) becomes the base the log starts from
@@ -1182,6 +1184,35 @@ impl Shared {
         Ok(())
     }
 
+    /// The bytes the change buffer may hold now: what the flex frames lent to it hold, at
+    /// most its budget. Its memory comes out of the pool's frames only as it fills.
+    fn buffer_allowed(&self) -> u64 {
+        (self.pool.retired_frames() * PAGE_SIZE as u64).min(self.buffer.budget())
+    }
+
+    /// Whether the change buffer holds more than it may: time to drain.
+    fn buffer_over_budget(&self) -> bool {
+        self.buffer.bytes() > self.buffer_allowed()
+    }
+
+    /// Before the change buffer takes a put of `cost` bytes: if it does not fit in the
+    /// frames lent to the buffer, the flex frames are asked for (they retire as eviction
+    /// frees them; a drain keeps the buffer within what they hold meanwhile). Hot pages may
+    /// keep a few of them for good (the clock never evicts them): that much is not lent.
+    fn buffer_makes_room(&self, cost: u64) {
+        if self.buffer.bytes() + cost > self.buffer_allowed() {
+            self.lend_frames_to_buffer();
+        }
+    }
+
+    /// Asks the pool for every flex frame for the change buffer (once: they stay lent until
+    /// the database is closed).
+    fn lend_frames_to_buffer(&self) {
+        if !self.buffer_lent.swap(true, Ordering::AcqRel) {
+            self.pool.retire_flex_frames(self.pool.flex_frames());
+        }
+    }
+
     /// Drains the change buffer's next victim (`ChangeBuffer::next_victim`: the sweep)
     /// into its leaf, for a committer that pushed the buffer over its budget: the leaf is
     /// read outside the commit lock, then its buffered entries are put into it in one
@@ -1518,11 +1549,12 @@ impl Tree {
         check_value(value)?;
         let shared = &self.shared;
         if shared.buffer.enabled() && !self.leaf_in_memory(key)? {
+            shared.buffer_makes_room(entry_cost(key, value));
             shared.commit(shared.durability, || {
                 shared.buffer.stage_put(self.btree, key, value);
                 Ok(())
             })?;
-            if shared.buffer.over_budget() {
+            if shared.buffer_over_budget() {
                 shared.drain_next()?;
             }
             return Ok(());
@@ -1670,12 +1702,13 @@ impl Tree {
         check_value(value)?;
         let shared = &self.shared;
         if shared.buffer.enabled() && !self.leaf_in_memory_async(key).await? {
+            shared.buffer_makes_room(entry_cost(key, value));
             let guard = shared.begin_commit_async().await?;
             shared.buffer.stage_put(self.btree, key, value);
             let (_, end) = shared.end_commit(Ok(()))?;
             drop(guard);
             shared.after_commit_async(end, shared.durability).await?;
-            if shared.buffer.over_budget() {
+            if shared.buffer_over_budget() {
                 shared.drain_next_async().await?;
             }
             return Ok(());

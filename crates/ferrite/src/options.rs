@@ -61,8 +61,10 @@ pub struct Options {
     /// Memory of `pool_bytes` for the change buffer (`btree/buffered.rs`): puts into leaves that
     /// are not in memory wait there, instead of reading their leaf, until it is read anyway.
     /// `None` (the default): a quarter of `pool_bytes` (at most 128 MiB) for pools of 16 MiB
-    /// or more, none below. `Some(0)` turns it off. The frames get what is left. A read-only
-    /// open has none (nothing is put): its frames get the whole pool.
+    /// or more, none below. `Some(0)` turns it off. The buffer borrows this much of the
+    /// pool's frames only once puts need it (the frames' memory is given back to the system
+    /// meanwhile), and keeps them until the database is closed; until then they hold pages.
+    /// A read-only open has none (nothing is put).
     pub change_buffer_bytes: Option<u64>,
     /// Pages recovery reads ahead at once, many reads in flight, for the log records it is
     /// about to replay (at most a quarter of the pool); 0 reads each page when its record
@@ -115,9 +117,15 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Frames in the pool: `pool_bytes` less the change buffer's.
+    /// Frames in the pool: all of `pool_bytes` (the change buffer borrows `flex_pages` of
+    /// them as it fills).
     pub fn pool_pages(&self) -> u64 {
-        self.pool_bytes.saturating_sub(self.change_buffer_budget()) / PAGE_SIZE as u64
+        self.pool_bytes / PAGE_SIZE as u64
+    }
+
+    /// Frames the change buffer may borrow: its budget, in whole frames.
+    pub fn flex_pages(&self) -> u64 {
+        self.change_buffer_budget().div_ceil(PAGE_SIZE as u64)
     }
 
     /// Bytes the change buffer may hold (see `change_buffer_bytes`): none when read-only.
@@ -157,7 +165,7 @@ impl Options {
                 self.asked_change_buffer_bytes()
             ));
         }
-        if self.pool_pages() < MIN_POOL_PAGES {
+        if self.pool_pages().saturating_sub(self.flex_pages()) < MIN_POOL_PAGES {
             return bad(format!(
                 "pool_bytes {} less the change buffer's {} is below the minimum of {} pages \
                  ({} bytes)",

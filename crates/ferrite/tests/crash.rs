@@ -366,8 +366,11 @@ fn crashes_with_puts_in_the_change_buffer_lose_nothing_acknowledged() {
     eprintln!("{seen:?}");
     if seeds.len() > 1 {
         assert_eq!(seen.cycles, BUFFERED_DISKS * CYCLES_PER_DISK);
-        // Puts went to the change buffer, and recoveries brought buffered entries back.
-        assert!(seen.buffered_puts > 100, "{seen:?}");
+        // Puts went to the change buffer, and recoveries brought buffered entries back. (Each
+        // open lends the buffer its one flex frame only once a put finds its leaf out of
+        // memory, and the frame retires when eviction frees it: some puts of each cycle go to
+        // their leaves first.)
+        assert!(seen.buffered_puts > 50, "{seen:?}");
         assert!(seen.recovered_buffered > 100, "{seen:?}");
         assert!(seen.failed_commits > 5, "{seen:?}");
     }

@@ -102,9 +102,16 @@ pub struct BufferPool {
     max_pages: u64,
     pool_pages: u64,
     resident: ResidentSet,
-    /// Frames in use (`pool_pages` minus the free list's length), readable without the lock.
+    /// Frames pages occupy (`pool_pages` less the free and the retired frames), readable
+    /// without the lock.
     resident_count: AtomicU64,
-    free_frames: Mutex<Vec<u32>>,
+    free_frames: Mutex<FreeFrames>,
+    /// Frames from this one up are *flex* frames, which the change buffer may borrow: they
+    /// are left out of `frames_region` (never pinned by a registration), so that a retired
+    /// one's memory can go back to the system (`retire_flex_frames`).
+    flex_from: u32,
+    /// Flex frames retired (their memory given back, lent to the change buffer).
+    retired_count: AtomicU64,
     file: PageFile,
     /// Page ids below this have been handed out at least once.
     next_page: AtomicU64,
@@ -120,6 +127,15 @@ pub struct BufferPool {
     /// Checkpoint epochs: the last one started and the last one completed.
     epoch_started: AtomicU32,
     epoch_completed: AtomicU32,
+}
+
+/// The frames no page occupies: free ones, and flex frames retired for the change buffer.
+#[derive(Debug, Default)]
+struct FreeFrames {
+    free: Vec<u32>,
+    retired: Vec<u32>,
+    /// How many flex frames should be retired: freed flex frames retire until there are.
+    want_retired: usize,
 }
 
 /// What `write_back_start` decided for a victim.
@@ -213,7 +229,9 @@ impl BufferPool {
             pool_pages,
             resident: ResidentSet::new(pool_pages + 64),
             resident_count: AtomicU64::new(0),
-            free_frames: Mutex::new(free_frames),
+            free_frames: Mutex::new(FreeFrames { free: free_frames, ..FreeFrames::default() }),
+            flex_from: pool_pages as u32,
+            retired_count: AtomicU64::new(0),
             file,
             next_page: AtomicU64::new(page_count),
             free: Mutex::new(free),
@@ -235,10 +253,76 @@ impl BufferPool {
         self.pool_pages
     }
 
-    /// The frames' memory: every page read or written by the pool lies inside it, and it
-    /// stays mapped for the pool's lifetime (for `IoEngine::register_memory`).
+    /// Makes the last `flex` frames flex frames (see `flex_from`); before the pool is shared.
+    pub fn with_flex_frames(mut self, flex: u64) -> Self {
+        self.flex_from = self.pool_pages.saturating_sub(flex) as u32;
+        self
+    }
+
+    /// Frames the change buffer may borrow.
+    pub fn flex_frames(&self) -> u64 {
+        self.pool_pages - u64::from(self.flex_from)
+    }
+
+    /// Flex frames retired now: their memory is the change buffer's.
+    pub fn retired_frames(&self) -> u64 {
+        self.retired_count.load(Ordering::Acquire)
+    }
+
+    /// Asks for `count` flex frames (at most all) to be retired: free ones retire at once,
+    /// the others as eviction frees them; retired ones beyond `count` go back on the free
+    /// list. A retired frame's memory is given back to the system (`MADV_DONTNEED`).
+    pub fn retire_flex_frames(&self, count: u64) {
+        let count = count.min(self.flex_frames()) as usize;
+        let mut frames = self.free_frames.lock().unwrap();
+        let raise = count > frames.want_retired;
+        frames.want_retired = count;
+        if raise {
+            let mut i = 0;
+            while i < frames.free.len() && frames.retired.len() < count {
+                if frames.free[i] >= self.flex_from {
+                    let frame = frames.free.swap_remove(i);
+                    self.release_frame(frame);
+                    frames.retired.push(frame);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        while frames.retired.len() > count {
+            let frame = frames.retired.pop().expect("more than count");
+            frames.free.push(frame);
+        }
+        self.count_frames(&frames);
+    }
+
+    /// Gives a retired frame's memory back to the system (under the free-frames lock: nobody
+    /// takes the frame meanwhile). The frame reads as zeros until it is written again.
+    fn release_frame(&self, frame: u32) {
+        // SAFETY: `frame` lies inside the frames mapping, is no page's (it was free), and no
+        // I/O targets it; MADV_DONTNEED on a private anonymous mapping only drops its
+        // contents. Failing, it keeps its memory: nothing to undo.
+        unsafe {
+            libc::madvise(
+                self.frames.base().add(frame as usize * PAGE_SIZE).cast(),
+                PAGE_SIZE,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+
+    /// Updates the counters of resident and retired frames (under the free-frames lock).
+    fn count_frames(&self, frames: &FreeFrames) {
+        let unoccupied = (frames.free.len() + frames.retired.len()) as u64;
+        debug_assert!(unoccupied <= self.pool_pages);
+        self.retired_count.store(frames.retired.len() as u64, Ordering::Release);
+        self.resident_count.store(self.pool_pages - unoccupied, Ordering::Release);
+    }
+
+    /// The frames' memory that I/O may pin (`IoEngine::register_memory`): every frame but
+    /// the flex frames. It stays mapped for the pool's lifetime.
     pub fn frames_region(&self) -> (*mut u8, usize) {
-        (self.frames.base(), self.pool_pages as usize * PAGE_SIZE)
+        (self.frames.base(), self.flex_from as usize * PAGE_SIZE)
     }
 
     /// Page ids handed out so far: the file's logical size in pages.
@@ -301,18 +385,25 @@ impl BufferPool {
 
     /// Takes a free frame, if any.
     fn take_frame(&self) -> Option<u32> {
-        let mut free = self.free_frames.lock().unwrap();
-        let frame = free.pop()?;
-        self.resident_count.store(self.pool_pages - free.len() as u64, Ordering::Release);
+        let mut frames = self.free_frames.lock().unwrap();
+        let frame = frames.free.pop()?;
+        self.count_frames(&frames);
         Some(frame)
     }
 
-    /// Puts frames no page occupies any more back on the free list.
-    fn give_frames(&self, frames: impl IntoIterator<Item = u32>) {
-        let mut free = self.free_frames.lock().unwrap();
-        free.extend(frames);
-        debug_assert!(free.len() as u64 <= self.pool_pages);
-        self.resident_count.store(self.pool_pages - free.len() as u64, Ordering::Release);
+    /// Puts frames no page occupies any more back on the free list (a flex frame retires
+    /// instead while fewer are retired than wanted).
+    fn give_frames(&self, given: impl IntoIterator<Item = u32>) {
+        let mut frames = self.free_frames.lock().unwrap();
+        for frame in given {
+            if frame >= self.flex_from && frames.retired.len() < frames.want_retired {
+                self.release_frame(frame);
+                frames.retired.push(frame);
+            } else {
+                frames.free.push(frame);
+            }
+        }
+        self.count_frames(&frames);
     }
 
     fn load_state(&self, page_id: PageId) -> PageState {
@@ -895,12 +986,15 @@ impl BufferPool {
         assert_eq!(ids.len() as u64, count, "resident set and resident count disagree");
         assert!(count <= self.pool_pages, "more pages resident than the pool holds");
         let mut owner = vec![None; self.pool_pages as usize];
-        for &frame in self.free_frames.lock().unwrap().iter() {
+        let frames = self.free_frames.lock().unwrap();
+        for &frame in frames.free.iter().chain(&frames.retired) {
             assert!(
                 owner[frame as usize].replace(PageId::MAX).is_none(),
-                "frame {frame} twice free"
+                "frame {frame} twice free (or retired)"
             );
         }
+        assert!(frames.retired.iter().all(|&f| f >= self.flex_from), "a retired frame not flex");
+        drop(frames);
         for &id in &ids {
             let frame = self.frame_of(id) as usize;
             if let Some(other) = owner[frame].replace(id) {
@@ -1016,7 +1110,8 @@ impl BufferPool {
 
     /// Whether fewer than `headroom` frames are free.
     pub fn frames_short(&self, headroom: u64) -> bool {
-        self.resident_count.load(Ordering::Acquire) + headroom >= self.pool_pages
+        self.resident_count.load(Ordering::Acquire) + self.retired_frames() + headroom
+            >= self.pool_pages
     }
 
     /// Slots in the resident set, for callers that keep their own clock hand.
@@ -1468,6 +1563,42 @@ mod tests {
         for (n, &id) in ids.iter().enumerate() {
             assert_eq!(read_u64(read(&pool, id).bytes(), 100), n as u64 * 7);
         }
+        pool.check_invariants();
+    }
+
+    /// Flex frames: kept out of the registrable region, retired at once when free and
+    /// otherwise as eviction frees them (their pages written back first, still readable),
+    /// and given back when fewer are wanted; the pool then holds pages in the others only.
+    #[test]
+    fn flex_frames_retire_when_freed_and_come_back_when_no_longer_wanted() {
+        let dir = TempDir::new("pool-flex");
+        let pool = pool(&dir, 16).with_flex_frames(4);
+        assert_eq!(pool.flex_frames(), 4);
+        assert_eq!(pool.frames_region().1, 12 * PAGE_SIZE, "flex frames are never pinned");
+        pool.retire_flex_frames(2);
+        assert_eq!(pool.retired_frames(), 2, "free flex frames retire at once");
+        pool.check_invariants();
+        let ids = new_leaves(&pool, 14);
+        assert!(pool.frames_short(1), "14 pages and 2 retired frames fill 16");
+        pool.retire_flex_frames(9);
+        assert_eq!(pool.retired_frames(), 2, "no flex frame was free");
+        while pool.retired_frames() < 4 {
+            pool.evict_batch().unwrap();
+        }
+        assert!(pool.stats().resident_pages <= 12);
+        pool.check_invariants();
+        for (n, &id) in ids.iter().enumerate() {
+            assert_eq!(read_u64(read(&pool, id).bytes(), 100), n as u64, "page {id}");
+        }
+        assert_eq!(pool.retired_frames(), 4, "loads never take a retired frame");
+        pool.check_invariants();
+        pool.retire_flex_frames(1);
+        assert_eq!(pool.retired_frames(), 1, "given back at once");
+        let more = new_leaves(&pool, 20);
+        for (n, &id) in more.iter().enumerate() {
+            assert_eq!(read_u64(read(&pool, id).bytes(), 100), n as u64, "page {id}");
+        }
+        assert_eq!(pool.retired_frames(), 1);
         pool.check_invariants();
     }
 
