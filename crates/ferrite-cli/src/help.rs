@@ -459,10 +459,9 @@ OPTIONS
     --cache-mib M    cache of every store, MiB (default 64): Ferrite's pool, RocksDB's block
                      cache, WiredTiger's cache; LMDB has none (it uses the page cache)
     --change-buffer-mib M
-                     Ferrite only: MiB of the cache for its change buffer (puts into leaves
-                     not in memory), the rest frames; 0 turns it off (default: a quarter of
-                     the cache from 16 MiB up, at most 128). Read-heavy runs read less with
-                     0: every MiB is a frame
+                     Ferrite only: MiB of the cache its change buffer (puts into leaves not
+                     in memory) may borrow from the frames once puts need it; 0 turns it off
+                     (default: a quarter of the cache from 16 MiB up, at most 128)
     --seconds S      measured time (default 20)
     --threads T      threads of the peers (and of Ferrite with --direct-api); default: cores
     --workers N      Ferrite's workers (default: cores)
