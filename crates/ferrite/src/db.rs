@@ -1197,10 +1197,13 @@ impl Shared {
 
     /// Before the change buffer takes a put of `cost` bytes: if it does not fit in the
     /// frames lent to the buffer, the flex frames are asked for (they retire as eviction
-    /// frees them; a drain keeps the buffer within what they hold meanwhile). Hot pages may
-    /// keep a few of them for good (the clock never evicts them): that much is not lent.
+    /// frees them; a drain keeps the buffer within what they hold meanwhile). A flex frame
+    /// whose page eviction never frees is not lent.
     fn buffer_makes_room(&self, cost: u64) {
-        if self.buffer.bytes() + cost > self.buffer_allowed() {
+        // Asked once per open: after that, every put gets here for a load and nothing more.
+        if !self.buffer_lent.load(Ordering::Acquire)
+            && self.buffer.bytes() + cost > self.buffer_allowed()
+        {
             self.lend_frames_to_buffer();
         }
     }
@@ -1208,7 +1211,9 @@ impl Shared {
     /// Asks the pool for every flex frame for the change buffer (once: they stay lent until
     /// the database is closed).
     fn lend_frames_to_buffer(&self) {
-        if !self.buffer_lent.swap(true, Ordering::AcqRel) {
+        if !self.buffer_lent.load(Ordering::Acquire)
+            && !self.buffer_lent.swap(true, Ordering::AcqRel)
+        {
             self.pool.retire_flex_frames(self.pool.flex_frames());
         }
     }
@@ -1559,7 +1564,10 @@ impl Tree {
             }
             return Ok(());
         }
-        self.prefetch(key);
+        if !shared.buffer.enabled() {
+            // (With the buffer on, the leaf and its path were just found in memory.)
+            self.prefetch(key);
+        }
         shared.commit(shared.durability, || self.apply_put(key, value))
     }
 
@@ -1713,7 +1721,10 @@ impl Tree {
             }
             return Ok(());
         }
-        self.prefetch_async(key).await;
+        if !shared.buffer.enabled() {
+            // (With the buffer on, the leaf and its path were just found in memory.)
+            self.prefetch_async(key).await;
+        }
         let guard = shared.begin_commit_async().await?;
         let outcome = self.apply_put_async(key, value).await;
         let (value, end) = shared.end_commit(outcome)?;
