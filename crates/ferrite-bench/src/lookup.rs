@@ -494,18 +494,10 @@ fn with_db<T>(
     options: Options,
     f: impl FnOnce(&Db) -> Result<T, BenchError>,
 ) -> Result<T, BenchError> {
-    match Db::open(&config.dir, options) {
-        Ok(db) => {
-            let done = f(&db);
-            let closed = db.close();
-            done.and_then(|t| closed.map(|()| t).map_err(BenchError::from))
-        }
-        Err(e @ ferrite::Error::NotCleanlyClosed { .. }) => Err(BenchError::Config(format!(
-            "{e}\n(if an earlier benchmark run was interrupted, remove {} and run again)",
-            config.dir.display()
-        ))),
-        Err(e) => Err(e.into()),
-    }
+    let db = Db::open(&config.dir, options)?;
+    let done = f(&db);
+    let closed = db.close();
+    done.and_then(|t| closed.map(|()| t).map_err(BenchError::from))
 }
 
 /// Checks that the directory holds only the benchmark's trees, then reuses or loads the data.

@@ -8,7 +8,7 @@ use ferrite::{CheckReport, LogReport};
 use ferrite_bench::report::{bytes, thousands};
 
 use crate::args::{DbArgs, StatsArgs, TreesAction, TreesArgs};
-use crate::common::{open, options, Access, CliError, Outcome};
+use crate::common::{open, Access, CliError, Outcome};
 use crate::encoding::field;
 
 const PAGE_BYTES: u64 = 4096;
@@ -99,21 +99,31 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 }
 
 pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let (db, unclean) = match open(db_args, Access::ReadOnly) {
-        Ok(db) => (db, false),
-        Err(ferrite::Error::NotCleanlyClosed { path }) => {
-            eprintln!(
-                "ferrite: note: {} was not closed cleanly; checking it anyway, read-only, as it \
-                 is on disk: the log is verified but not replayed, so pages changed since the \
-                 last checkpoint may show up as faults. It stays marked as not cleanly closed; \
-                 opening it for writing (put, del) recovers it.",
-                path.display()
-            );
-            let db = ferrite::Db::open(&db_args.dir, options(db_args, Access::ReadOnly, true))?;
-            (db, true)
+    let db = match open(db_args, Access::ReadOnly) {
+        Ok(db) => db,
+        Err(e @ ferrite::Error::LogCorrupt { .. }) => {
+            // Without its log the pages cannot be known: the damage is the finding.
+            writeln!(out, "checked {}", db_args.dir.display())?;
+            writeln!(out, "pages: not checked (what they hold depends on the damaged log)")?;
+            writeln!(out, "log: DAMAGED (see the fault below)")?;
+            writeln!(out, "fault: {e}")?;
+            writeln!(out, "FAILED: 1 fault found")?;
+            out.flush()?;
+            return Ok(Outcome::Faults);
         }
         Err(e) => return Err(e.into()),
     };
+    let recovery = db.recovery_report().clone();
+    let unclean = !recovery.closed_cleanly;
+    if unclean {
+        eprintln!(
+            "ferrite: note: {} was not closed cleanly; it is checked as recovered in memory \
+             ({} replayed from its log); nothing on disk changed (opening it for writing, as \
+             put and del do, recovers it on disk)",
+            db_args.dir.display(),
+            count(recovery.records, "record")
+        );
+    }
     let checked = db.check();
     let logged = db.check_log();
     db.close()?;
@@ -250,7 +260,8 @@ fn write_log_section(
     if unclean && log.commits + log.images > 0 {
         writeln!(
             out,
-            "log: not replayed yet: opening the directory for writing (put, del) replays it"
+            "log: replayed into memory for this check, not on disk: opening the directory for \
+             writing (put, del) replays it there"
         )?;
     }
     Ok(())
@@ -369,7 +380,7 @@ mod tests {
              logged since (puts waiting for their leaves; recovery rebuilds the buffer from them)\n\
              log: 77 torn bytes after the end: a write a crash cut short (never acknowledged), \
              which recovery drops\n\
-             log: not replayed yet: opening the directory for writing (put, del) replays it\n"
+             log: replayed into memory for this check, not on disk: opening the directory for writing (put, del) replays it there\n"
         );
         let mut out = Vec::new();
         let damaged = LogVerdict::Damaged("the write-ahead log in d/wal/000000.log ...".into());
@@ -378,14 +389,15 @@ mod tests {
         let absent = LogVerdict::judge(Ok(None)).unwrap();
         assert!(matches!(absent, LogVerdict::Absent));
         let corrupt = ferrite::Error::LogCorrupt {
-            lsn: 12,
             path: "d/wal/000000.log".into(),
-            reason: "a damaged record before later log writes".into(),
+            offset: Some(4608),
+            lsn: Some(12),
+            reason: "sector checksum mismatch".into(),
         };
         let LogVerdict::Damaged(fault) = LogVerdict::judge(Err(corrupt)).unwrap() else {
             panic!("damage is a fault")
         };
-        assert!(fault.contains("d/wal/000000.log is damaged at position 12"), "{fault}");
+        assert!(fault.contains("d/wal/000000.log at byte 4608 (log position 12)"), "{fault}");
         assert!(LogVerdict::judge(Err(ferrite::Error::Closed)).is_err());
     }
 

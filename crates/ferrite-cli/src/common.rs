@@ -90,13 +90,14 @@ pub enum Access {
 }
 
 /// The engine options for `db`.
-pub fn options(db: &DbArgs, access: Access, accept_unclean: bool) -> Options {
+pub fn options(db: &DbArgs, access: Access) -> Options {
     Options {
         pool_bytes: db.pool_mib << 20,
         direct_io: db.direct_io,
         create_if_missing: access == Access::Create,
-        accept_unclean,
         read_only: access == Access::ReadOnly,
+        // Another command holding the directory (a `put` beside a `get`) is waited for.
+        lock_wait: LOCK_WAIT,
         // One-shot commands use the blocking API on this thread: no workers to start.
         workers: 0,
         // A change is durable (in the synced log) when `put`, `del` or `trees` returns, even
@@ -106,9 +107,13 @@ pub fn options(db: &DbArgs, access: Access, accept_unclean: bool) -> Options {
     }
 }
 
+/// How long a command waits for a directory another process holds (a writer needs it to
+/// itself; readers share it) before failing with the holder's pid.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Opens the data directory of `db`.
 pub fn open(db: &DbArgs, access: Access) -> Result<Db, ferrite::Error> {
-    Db::open(&db.dir, options(db, access, false))
+    Db::open(&db.dir, options(db, access))
 }
 
 #[cfg(test)]
@@ -119,11 +124,12 @@ mod tests {
     #[test]
     fn options_follow_the_arguments() {
         let db = DbArgs { dir: PathBuf::from("d"), pool_mib: 3, direct_io: false };
-        let o = options(&db, Access::Existing, false);
+        let o = options(&db, Access::Existing);
         assert_eq!(o.pool_bytes, 3 << 20);
-        assert!(!o.direct_io && !o.create_if_missing && !o.accept_unclean);
-        let o = options(&DbArgs { direct_io: true, ..db }, Access::Create, true);
-        assert!(o.direct_io && o.create_if_missing && o.accept_unclean);
+        assert!(!o.direct_io && !o.create_if_missing && !o.read_only);
+        let o = options(&DbArgs { direct_io: true, ..db.clone() }, Access::Create);
+        assert!(o.direct_io && o.create_if_missing);
+        assert!(options(&db, Access::ReadOnly).read_only);
         assert_eq!(o.durability, Durability::Sync);
     }
 

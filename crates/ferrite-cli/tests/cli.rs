@@ -718,22 +718,45 @@ fn crash_image(tmp: &TempDir, puts: u64) -> PathBuf {
     image
 }
 
+/// A segment file's sectors (wal/segment.rs): 512 bytes each after a 4096-byte header, 16
+/// bytes of framing (payload bytes used at 4) and 496 of the log stream.
+const SECTOR: u64 = 512;
+const PAYLOAD: u64 = 496;
+
+/// The segment's start LSN (header bytes 16..24).
+fn segment_start(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[16..24].try_into().unwrap())
+}
+
+/// The file offset of log position `lsn` in a segment starting at `start`.
+fn file_offset(start: u64, lsn: u64) -> u64 {
+    4096 + (lsn - start) / PAYLOAD * SECTOR + 16 + (lsn - start) % PAYLOAD
+}
+
 /// Positions of the records from `from` to the end of the log in segment file `segment`
 /// (slot 0), with their kinds (record.rs: length at byte 4, kind at byte 16).
 fn records(segment: &Path, from: u64) -> Vec<(u64, u32, u8)> {
     let bytes = fs::read(segment).unwrap();
-    let start = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
-    let offset = |lsn: u64| (4096 + lsn - start) as usize;
+    let start = segment_start(&bytes);
+    // The stream: each written sector's payload, up to the first partly used one.
+    let mut stream = Vec::new();
+    for sector in bytes[4096..].chunks_exact(SECTOR as usize) {
+        let used = u16::from_le_bytes([sector[4], sector[5]]) as usize;
+        stream.extend_from_slice(&sector[16..16 + used]);
+        if used < PAYLOAD as usize {
+            break;
+        }
+    }
     let mut found = Vec::new();
     let mut lsn = from;
-    while offset(lsn) + 20 <= bytes.len() {
-        let at = offset(lsn);
-        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        let own = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+    while ((lsn - start) as usize) + 20 <= stream.len() {
+        let at = (lsn - start) as usize;
+        let len = u32::from_le_bytes(stream[at + 4..at + 8].try_into().unwrap());
+        let own = u64::from_le_bytes(stream[at + 8..at + 16].try_into().unwrap());
         if len < 20 || own != lsn {
             break;
         }
-        found.push((lsn, len, bytes[at + 16]));
+        found.push((lsn, len, stream[at + 16]));
         lsn += len as u64;
     }
     found
@@ -755,7 +778,7 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
     assert!(text(&o.stderr).contains("was not closed cleanly"), "{}", describe(&args, &o));
     // The tree's creation and the puts.
     assert!(out.contains(": 13 commits, "), "{out}");
-    assert!(out.contains("log: not replayed yet"), "{out}");
+    assert!(out.contains("log: replayed into memory for this check"), "{out}");
     assert!(out.contains("ok: no faults found"), "{out}");
     let checkpoint: u64 = out
         .split("last checkpoint at position ")
@@ -773,9 +796,13 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
         records(&segment, checkpoint).into_iter().filter(|&(_, _, kind)| kind == 1).collect();
     assert_eq!(commits.len(), 13, "{commits:?}");
     let (lsn, len, _) = commits[2];
-    let start = u64::from_le_bytes(fs::read(&segment).unwrap()[16..24].try_into().unwrap());
+    let start = segment_start(&fs::read(&segment).unwrap());
     let mut file = fs::OpenOptions::new().read(true).write(true).open(&segment).unwrap();
-    let offset = 4096 + lsn - start + len as u64 / 2;
+    let flipped = lsn + len as u64 / 2;
+    let offset = file_offset(start, flipped);
+    // Damage is named by the sector that holds it: its file offset and log position.
+    let sector_lsn = start + (flipped - start) / PAYLOAD * PAYLOAD;
+    let sector_offset = 4096 + (flipped - start) / PAYLOAD * SECTOR;
     let mut byte = [0u8];
     file.seek(SeekFrom::Start(offset)).unwrap();
     file.read_exact(&mut byte).unwrap();
@@ -789,15 +816,16 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
     assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
     let out = text(&o.stdout);
     let fault = format!(
-        "fault: the write-ahead log in {} is damaged at position {lsn} before its end",
+        "fault: the write-ahead log is damaged: {} at byte {sector_offset} (log position \
+         {sector_lsn}): sector checksum mismatch",
         segment.display()
     );
     assert!(out.contains(&fault), "{fault}\n{}", describe(&args, &o));
     assert!(out.contains("log: DAMAGED") && out.contains("FAILED: 1 fault found"), "{out}");
 
     match ferrite::Db::open(&damaged, ferrite::Options { workers: 0, ..Default::default() }) {
-        Err(ferrite::Error::LogCorrupt { lsn: at, path, .. }) => {
-            assert_eq!((at, path), (lsn, segment));
+        Err(ferrite::Error::LogCorrupt { lsn: at, offset, path, .. }) => {
+            assert_eq!((at, offset, path), (Some(sector_lsn), Some(sector_offset), segment));
         }
         other => panic!("opening a damaged log: {other:?}"),
     }

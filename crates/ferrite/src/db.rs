@@ -8,9 +8,7 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
 use std::ops::{Bound, RangeBounds};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,20 +20,22 @@ use crate::btree::node::MAX_KEY_LEN;
 use crate::btree::{run, with_scratch, BTree};
 use crate::buffer::{AlignedPage, BufferPool, Interrupt, PoolStats};
 use crate::error::{Error, PageId, Result};
-use crate::io::{IoEngine, PageFile};
-use crate::options::{Durability, Options};
+use crate::io::PageFile;
+use crate::options::Durability;
 use crate::sched::{TaskHandle, WorkerStats, Workers};
 use crate::store::page::{read_u64, PAGE_SIZE};
 use crate::store::superblock::{Superblock, NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::store::value::MAX_VALUE_LEN;
-use crate::store::{freelist, page};
 use crate::wal::commit::CommitLock;
 use crate::wal::record::{encode_checkpoint, push_buffered, Checkpoint, RecordWriter, KIND_COMMIT};
 use crate::wal::recover::RecoveryReport;
 use crate::wal::Log;
 use std::future::Future;
 
+mod lock;
+mod open;
 mod txn;
+pub use lock::LOCK_FILE_NAME;
 pub use txn::Transaction;
 
 /// The page file's name inside a data directory.
@@ -43,12 +43,8 @@ pub const PAGE_FILE_NAME: &str = "pages.ferrite";
 /// In a data directory whose pages live on other devices: their list, one per line (the
 /// superblock on the first device is the authority; this file tells a reader where to look).
 pub const DEVICES_FILE_NAME: &str = "DEVICES";
-/// The lock file's name inside a data directory.
-pub const LOCK_FILE_NAME: &str = "LOCK";
 /// Longest tree name, in bytes.
 pub const MAX_TREE_NAME_LEN: usize = 255;
-const CATALOG_TREE_ID: u64 = 0;
-const CATALOG_ROOT: PageId = 2;
 
 /// An open data directory. Cheap to share: clone the `Tree` handles it gives out, or wrap
 /// it in an `Arc`. Closing writes every page back; dropping the last handle closes too.
@@ -68,6 +64,9 @@ struct Shared {
     catalog: BTree,
     /// The last superblock written; the next write bumps its sequence.
     superblock: Mutex<Superblock>,
+    /// What is wrong with the other superblock copy, if it is damaged (for `check`); the
+    /// next superblock write replaces that copy.
+    superblock_damage: Mutex<Option<String>>,
     next_tree_id: AtomicU64,
     /// Serialises opening, creating and dropping trees (never taken by reads or writes of keys).
     catalog_lock: Mutex<()>,
@@ -75,8 +74,8 @@ struct Shared {
     dropped_flags: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     closed: AtomicBool,
     read_only: bool,
-    /// Holds the directory's `flock`; released at close even if handles live on.
-    lock_file: Mutex<Option<File>>,
+    /// Holds the directory's lock; released at close even if handles live on.
+    lock: Mutex<Option<lock::DirLock>>,
     /// The write-ahead log (`None` when opened read-only).
     log: Option<Arc<Log>>,
     commit_lock: CommitLock,
@@ -268,27 +267,6 @@ fn decode_catalog_entry(bytes: &[u8]) -> Option<BTree> {
     (bytes.len() == 16).then(|| BTree { root: read_u64(bytes, 0), tree_id: read_u64(bytes, 8) })
 }
 
-/// Takes the directory's lock file, or fails with `Error::Locked`.
-fn lock_directory(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE_NAME);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-    // SAFETY: flock only takes the descriptor, which stays open as long as `file`.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(Error::Locked { path: dir.to_owned() });
-        }
-        return Err(Error::io(format!("locking {}", path.display()), err));
-    }
-    Ok(file)
-}
-
 fn write_page_direct(file: &PageFile, page_id: PageId, fill: impl FnOnce(&mut [u8])) -> Result<()> {
     let mut buf = AlignedPage::zeroed();
     fill(buf.bytes_mut());
@@ -301,381 +279,7 @@ fn read_page_direct(file: &PageFile, page_id: PageId) -> Result<AlignedPage> {
     Ok(buf)
 }
 
-/// Writes an empty database: both superblock copies and an empty catalog root.
-fn format(file: &PageFile, options: &Options) -> Result<()> {
-    write_page_direct(file, CATALOG_ROOT, |page| {
-        BTree::init_root(page, CATALOG_ROOT, CATALOG_TREE_ID);
-        page::seal(page);
-    })?;
-    for sequence in 0..2 {
-        let sb = Superblock {
-            sequence,
-            page_count: CATALOG_ROOT + 1,
-            catalog_root: CATALOG_ROOT,
-            free_list_head: 0,
-            free_list_len: 0,
-            next_tree_id: CATALOG_TREE_ID + 1,
-            clean: true,
-            checkpoint_lsn: crate::store::superblock::NO_CHECKPOINT,
-            stripe_chunk_bytes: if options.devices.is_empty() {
-                0
-            } else {
-                options.stripe_chunk_bytes
-            },
-            devices: options.device_names(),
-        };
-        write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
-    }
-    file.sync()
-}
-
-/// The newer valid superblock copy.
-fn read_superblock(file: &PageFile, dir: &Path) -> Result<Superblock> {
-    let mut best: Option<Superblock> = None;
-    let mut reasons = Vec::new();
-    for page_id in SUPERBLOCK_PAGES {
-        let buf = read_page_direct(file, page_id)?;
-        match Superblock::decode(buf.bytes(), page_id) {
-            Ok(sb) if best.as_ref().map_or(true, |b| sb.sequence > b.sequence) => best = Some(sb),
-            Ok(_) => {}
-            Err(reason) => reasons.push(format!("copy {page_id}: {reason}")),
-        }
-    }
-    best.ok_or_else(|| not_a_database(dir, format!("no valid superblock ({})", reasons.join("; "))))
-}
-
-/// Reads the free-list chain: the ids it lists and its own pages.
-fn read_free_list(file: &PageFile, sb: &Superblock) -> Result<Vec<PageId>> {
-    let mut free = Vec::new();
-    let mut next = sb.free_list_head;
-    let mut listed = 0u64;
-    while next != 0 {
-        if next >= sb.page_count || free.len() as u64 > sb.page_count {
-            return Err(Error::Corrupt {
-                page: next,
-                file: file.path().to_owned(),
-                reason: "free-list chain leaves the file or loops".into(),
-            });
-        }
-        let buf = read_page_direct(file, next)?;
-        let corrupt =
-            |reason: String| Error::Corrupt { page: next, file: file.path().to_owned(), reason };
-        page::verify(buf.bytes(), next).map_err(corrupt)?;
-        let (following, ids) = freelist::decode(buf.bytes()).map_err(corrupt)?;
-        listed += ids.len() as u64;
-        free.extend(ids);
-        free.push(next);
-        next = following;
-    }
-    if listed != sb.free_list_len {
-        return Err(Error::Corrupt {
-            page: sb.free_list_head,
-            file: file.path().to_owned(),
-            reason: format!("free list holds {listed} ids, superblock says {}", sb.free_list_len),
-        });
-    }
-    Ok(free)
-}
-
 impl Db {
-    /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
-    /// does not exist or is empty.
-    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
-        Db::open_with_engines(dir, options, |_, pool| {
-            let Some(devices) = pool.file().devices() else {
-                // A page file behind `Options::storage` (a simulated disk): the workers
-                // issue its I/O through the blocking device interface.
-                let device = pool.file().block_device().expect("a page file has a backing");
-                return Ok(Box::new(crate::io::SimEngine::new(Arc::clone(device), depth)?));
-            };
-            match (crate::io::open_engine(kind, devices, depth), fallback) {
-                (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
-                (result, _) => result,
-            }
-        })
-    }
-
-    /// As [`Db::open`], with the workers' I/O engines made by `make_engine(worker, pool)`
-    /// (tests inject failing or simulated engines here).
-    #[doc(hidden)]
-    pub fn open_with_engines(
-        dir: impl AsRef<Path>,
-        options: Options,
-        make_engine: impl Fn(usize, &BufferPool) -> Result<Box<dyn IoEngine>>,
-    ) -> Result<Db> {
-        options.validate()?;
-        let dir = dir.as_ref();
-        if dir.exists() && !dir.is_dir() {
-            return Err(not_a_database(dir, "it is not a directory"));
-        }
-        if !dir.exists() {
-            if !options.create_if_missing {
-                return Err(not_a_database(dir, "it does not exist"));
-            }
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        }
-        let striped = !options.devices.is_empty();
-        if striped && options.storage.is_some() {
-            return Err(Error::BadOptions {
-                reason: "devices cannot be striped over a Storage of their own".into(),
-            });
-        }
-        let page_path = if striped { options.devices[0].clone() } else { dir.join(PAGE_FILE_NAME) };
-        let stored_pages = match &options.storage {
-            Some(storage) => storage
-                .open(PAGE_FILE_NAME, false)
-                .map_err(|e| Error::io(format!("opening {PAGE_FILE_NAME}"), e))?,
-            None => None,
-        };
-        let exists = match (&options.storage, &stored_pages) {
-            (Some(_), Some(device)) => device.len().unwrap_or(0) > 0,
-            (Some(_), None) => false,
-            (None, _) => {
-                page_path.exists()
-                    && (!striped || std::fs::metadata(&page_path).is_ok_and(|m| m.len() > 0))
-            }
-        };
-        let devices_file = dir.join(DEVICES_FILE_NAME);
-        if !striped && devices_file.exists() {
-            let listed = std::fs::read_to_string(&devices_file).unwrap_or_default();
-            return Err(Error::BadOptions {
-                reason: format!(
-                    "{} keeps its pages on [{}]: open it with those devices",
-                    dir.display(),
-                    listed.lines().collect::<Vec<_>>().join(", ")
-                ),
-            });
-        }
-        if !exists && !striped {
-            let others = std::fs::read_dir(dir)
-                .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
-                .filter_map(|entry| entry.ok())
-                .any(|entry| entry.file_name() != LOCK_FILE_NAME);
-            if others {
-                return Err(not_a_database(dir, format!("it has files but no {PAGE_FILE_NAME}")));
-            }
-            if !options.create_if_missing {
-                return Err(not_a_database(dir, format!("it has no {PAGE_FILE_NAME}")));
-            }
-        }
-        if options.read_only && !exists {
-            return Err(not_a_database(dir, format!("it has no {PAGE_FILE_NAME}")));
-        }
-        let lock_file = lock_directory(dir)?;
-        let writable = !options.read_only;
-        let file = if let Some(storage) = &options.storage {
-            let device = match stored_pages {
-                Some(device) => device,
-                None => storage
-                    .open(PAGE_FILE_NAME, true)
-                    .map_err(|e| Error::io(format!("creating {PAGE_FILE_NAME}"), e))?
-                    .expect("created"),
-            };
-            PageFile::open_on(device, writable, options.grow_chunk_bytes)?
-        } else if striped {
-            PageFile::open_striped(
-                &options.devices,
-                options.create_if_missing,
-                writable,
-                options.direct_io,
-                options.grow_chunk_bytes,
-                options.stripe_chunk_bytes,
-            )?
-        } else {
-            PageFile::open(
-                &page_path,
-                !exists,
-                writable,
-                options.direct_io,
-                options.grow_chunk_bytes,
-            )?
-        };
-        // Format only a file that holds nothing at all: a file of someone else's is refused
-        // below (no valid superblock), never overwritten.
-        let empty = match file.block_device() {
-            Some(device) => device.is_empty().unwrap_or(false),
-            None => {
-                std::fs::metadata(&page_path)
-                    .map_err(|e| {
-                        Error::io(format!("reading the size of {}", page_path.display()), e)
-                    })?
-                    .len()
-                    == 0
-            }
-        };
-        if !exists || (writable && empty) {
-            format(&file, &options)?;
-            if striped {
-                let listed: String =
-                    options.device_names().iter().map(|d| format!("{d}\n")).collect();
-                std::fs::write(&devices_file, listed)
-                    .map_err(|e| Error::io(format!("writing {}", devices_file.display()), e))?;
-            }
-        }
-        let mut sb = read_superblock(&file, dir)?;
-        let recorded_chunk = if sb.devices.is_empty() { 0 } else { sb.stripe_chunk_bytes };
-        let given_chunk = if striped { options.stripe_chunk_bytes } else { 0 };
-        if sb.devices != options.device_names() || recorded_chunk != given_chunk {
-            let show = |d: &[String]| {
-                if d.is_empty() {
-                    format!("its own {PAGE_FILE_NAME}")
-                } else {
-                    format!("[{}]", d.join(", "))
-                }
-            };
-            return Err(Error::BadOptions {
-                reason: format!(
-                    "{} keeps its pages on {} (stripe chunk {recorded_chunk} bytes); it was \
-                     opened with devices {} (stripe chunk {given_chunk} bytes)",
-                    dir.display(),
-                    show(&sb.devices),
-                    show(&options.device_names())
-                ),
-            });
-        }
-        if !sb.clean && options.read_only && !options.accept_unclean {
-            // Recovery writes; a read-only open cannot replay the log.
-            return Err(Error::NotCleanlyClosed { path: dir.to_owned() });
-        }
-        if sb.page_count > options.max_pages() {
-            return Err(Error::BadOptions {
-                reason: format!(
-                    "the data holds {} pages but max_size_bytes allows {}",
-                    sb.page_count,
-                    options.max_pages()
-                ),
-            });
-        }
-        let free = if sb.checkpoint_lsn == NO_CHECKPOINT {
-            read_free_list(&file, &sb)?
-        } else {
-            Vec::new()
-        };
-        if writable {
-            // From here until a clean close, the superblock says "open": a crash is detected.
-            sb.sequence += 1;
-            sb.clean = false;
-            sb.free_list_head = 0;
-            sb.free_list_len = 0;
-            write_page_direct(&file, sb.page_id(), |page| sb.encode(page))?;
-            file.sync()?;
-        }
-        let fresh = (sb.page_count, free.clone(), sb.next_tree_id);
-        let pool = Arc::new(
-            BufferPool::new(file, options.pool_pages(), options.max_pages(), sb.page_count, free)?
-                .with_flex_frames(options.flex_pages()),
-        );
-        let mut recovery = RecoveryReport::default();
-        let mut recovered_buffer = std::collections::BTreeMap::new();
-        let storage: Arc<dyn crate::io::Storage> = match &options.storage {
-            Some(storage) => Arc::clone(storage),
-            None => Arc::new(crate::io::DirStorage::new(dir)),
-        };
-        if !writable && sb.checkpoint_lsn != NO_CHECKPOINT {
-            // The free pages are in the last checkpoint record (exact after a clean close; a
-            // directory not closed cleanly, opened anyway, is as it is).
-            let checkpoint =
-                crate::wal::recover::read_checkpoint(storage.as_ref(), sb.checkpoint_lsn)?;
-            pool.set_allocation(checkpoint.page_count, checkpoint.free)?;
-        }
-        let log = if writable {
-            let storage = Arc::clone(&storage);
-            let checkpoint = (sb.checkpoint_lsn != NO_CHECKPOINT).then_some(sb.checkpoint_lsn);
-            let recovered = crate::wal::recover::recover(
-                storage,
-                options.log_segment_bytes,
-                checkpoint,
-                &pool,
-                fresh,
-                options.direct_io,
-                // A simulated disk's draws must not depend on the threads' timing.
-                if options.storage.is_some() {
-                    0
-                } else {
-                    options.recovery_read_ahead_pages.min(pool.pool_pages() / 4) as usize
-                },
-            )?;
-            pool.set_allocation(recovered.page_count, recovered.free)?;
-            sb.page_count = recovered.page_count;
-            sb.next_tree_id = recovered.next_tree_id;
-            recovery = recovered.report;
-            recovered_buffer = recovered.buffered;
-            Some(recovered.log)
-        } else {
-            None
-        };
-        let workers = if options.workers > 0 {
-            let engines = (0..options.workers)
-                .map(|worker| make_engine(worker, &pool))
-                .collect::<Result<Vec<_>>>()?;
-            Some(Workers::start(&pool, engines)?)
-        } else {
-            None
-        };
-        let engine = workers.as_ref().map(Workers::engine);
-        let shared = Shared {
-            dir: dir.to_owned(),
-            pool,
-            workers: Mutex::new(workers),
-            engine: Mutex::new(engine),
-            catalog: BTree { root: sb.catalog_root, tree_id: CATALOG_TREE_ID },
-            next_tree_id: AtomicU64::new(sb.next_tree_id),
-            superblock: Mutex::new(sb),
-            catalog_lock: Mutex::new(()),
-            dropped_flags: Mutex::new(HashMap::new()),
-            closed: AtomicBool::new(false),
-            read_only: options.read_only,
-            lock_file: Mutex::new(Some(lock_file)),
-            log,
-            commit_lock: CommitLock::default(),
-            durability: options.durability,
-            checkpoint_log_bytes: options.checkpoint_log_bytes,
-            checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
-            checkpoint_lock: Mutex::new(()),
-            checkpointing: AtomicBool::new(false),
-            buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
-            buffer_lent: AtomicBool::new(false),
-            helpers: Mutex::new(Vec::new()),
-            recovery,
-            storage,
-        };
-        let shared = Arc::new(shared);
-        if let (Some(log), true) = (&shared.log, shared.workers.lock().unwrap().is_some()) {
-            // Commits made by tasks wait for the log without flushing it: the workers' loops
-            // write and sync it on their rings.
-            log.set_flushed_by_workers();
-        }
-        if !recovered_buffer.is_empty() {
-            // The trees the recovered buffered puts belong to (a dropped tree's left with
-            // its drop).
-            let trees = shared
-                .catalog_entries()?
-                .into_iter()
-                .filter_map(|(_, tree)| tree)
-                .map(|tree| (tree.tree_id, tree))
-                .collect();
-            shared.buffer.load(recovered_buffer, trees);
-            // The recovered entries need the frames lent to the buffer at once.
-            shared.lend_frames_to_buffer();
-        }
-        if writable {
-            // The recovered state (or the new directory) becomes the base the log starts from
-            // (the change buffer with it).
-            shared.checkpoint()?;
-            if let Durability::Periodic(interval) = options.durability {
-                let flusher = Arc::clone(&shared);
-                let handle = std::thread::Builder::new()
-                    .name("ferrite-log-flush".into())
-                    .spawn(move || flusher.flush_periodically(interval))
-                    .map_err(|e| Error::io("starting the periodic log flush", e))?;
-                shared.helpers.lock().unwrap().push(handle);
-            }
-        }
-        Ok(Db { shared })
-    }
-
     /// The data directory.
     pub fn path(&self) -> &Path {
         &self.shared.dir
@@ -756,13 +360,7 @@ impl Db {
     /// The names of all trees, in order.
     pub fn tree_names(&self) -> Result<Vec<String>> {
         self.shared.check_open()?;
-        let mut cursor =
-            Cursor::new(self.shared.catalog, Bound::Unbounded, Bound::Unbounded, false);
-        let mut names = Vec::new();
-        while let Some((key, _)) = cursor.next(&self.shared.pool)? {
-            names.push(String::from_utf8_lossy(&key).into_owned());
-        }
-        Ok(names)
+        Ok(self.shared.catalog_entries()?.into_iter().map(|(name, _)| name).collect())
     }
 
     pub fn stats(&self) -> Result<DbStats> {
@@ -783,6 +381,9 @@ impl Db {
         let mut report = CheckReport { page_count, ..CheckReport::default() };
         for id in SUPERBLOCK_PAGES {
             pages.claim(id, check::USED);
+        }
+        if let Some(damage) = self.shared.superblock_damage.lock().unwrap().clone() {
+            report.faults.push(damage);
         }
         report.catalog = check::check_tree(pool, self.shared.catalog, &mut pages);
         let mut buffered = self.shared.buffer.counts_by_tree();
@@ -891,7 +492,7 @@ impl Db {
         if let Some(log) = &self.shared.log {
             log.join_helpers();
         }
-        self.shared.lock_file.lock().unwrap().take();
+        self.shared.lock.lock().unwrap().take();
     }
 
     /// Verifies the log (read-only): every record a recovery would replay, from the last
@@ -992,11 +593,24 @@ impl Shared {
     fn catalog_entries(&self) -> Result<Vec<(String, Option<BTree>)>> {
         let mut cursor = Cursor::new(self.catalog, Bound::Unbounded, Bound::Unbounded, false);
         let mut entries = Vec::new();
-        while let Some((key, value)) = cursor.next(&self.pool)? {
+        while let Some((key, value)) = cursor.next(&self.pool).map_err(|e| self.catalog_error(e))? {
             let name = String::from_utf8_lossy(&key).into_owned();
             entries.push((name, decode_catalog_entry(&value)));
         }
         Ok(entries)
+    }
+
+    /// An error reading the catalog: the catalog is never dropped, so where a tree would be
+    /// "not found" (its root is not a node of it) the catalog's root page is damaged.
+    fn catalog_error(&self, e: Error) -> Error {
+        match e {
+            Error::TreeNotFound { .. } => Error::Corrupt {
+                page: self.catalog.root,
+                file: self.pool.file().path().to_owned(),
+                reason: "the catalog's root page is not a node of the catalog".into(),
+            },
+            e => e,
+        }
     }
 
     fn handle(self: &Arc<Self>, name: &str, btree: BTree) -> Tree {
@@ -1010,7 +624,8 @@ impl Shared {
         let catalog = self.catalog;
         let entry = run(pool, |scratch| {
             catalog.get(pool, name.as_bytes(), scratch, &mut |bytes: &[u8]| bytes.to_vec())
-        })?;
+        })
+        .map_err(|e| self.catalog_error(e))?;
         match entry {
             None => Ok(None),
             Some(bytes) => decode_catalog_entry(&bytes).map(Some).ok_or_else(|| Error::Corrupt {
@@ -1364,18 +979,14 @@ impl Shared {
         let mut record = encode_checkpoint(&snapshot);
         let (lsn, end) = log.append(&mut record)?;
         log.flush(end)?;
-        {
-            let mut sb = self.superblock.lock().unwrap();
-            sb.sequence += 1;
+        let written = self.write_superblock(|sb| {
             sb.checkpoint_lsn = lsn;
             sb.page_count = snapshot.page_count;
             sb.next_tree_id = snapshot.next_tree_id;
-            let written = write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))
-                .and_then(|()| pool.file().sync());
-            if let Err(e) = written {
-                log.fail(format!("writing the superblock failed: {e}"));
-                return Err(e);
-            }
+        });
+        if let Err(e) = written {
+            log.fail(format!("writing the superblock failed: {e}"));
+            return Err(e);
         }
         pool.complete_epoch(epoch);
         log.release_before(snapshot.redo_lsn);
@@ -1440,7 +1051,7 @@ impl Shared {
             return Ok(());
         }
         if self.read_only {
-            self.lock_file.lock().unwrap().take();
+            self.lock.lock().unwrap().take();
             return Ok(());
         }
         for helper in std::mem::take(&mut *self.helpers.lock().unwrap()) {
@@ -1453,14 +1064,24 @@ impl Shared {
         if let Some(log) = &self.log {
             log.join_helpers();
         }
-        let pool = &self.pool;
+        self.write_superblock(|sb| sb.clean = true)?;
+        self.lock.lock().unwrap().take();
+        Ok(())
+    }
+
+    /// Writes the next superblock (the other copy: a torn write never loses both), changed
+    /// by `update`, and syncs the page file.
+    fn write_superblock(&self, update: impl FnOnce(&mut Superblock)) -> Result<()> {
         let mut sb = self.superblock.lock().unwrap();
-        sb.sequence += 1;
-        sb.clean = true;
-        let sb = sb.clone();
-        write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))?;
-        pool.file().sync()?;
-        self.lock_file.lock().unwrap().take();
+        let mut next = sb.clone();
+        next.sequence += 1;
+        update(&mut next);
+        let file = self.pool.file();
+        write_page_direct(file, next.page_id(), |page| next.encode(page))?;
+        file.sync()?;
+        *sb = next;
+        // The copy written is the one that was damaged, if one was (see `open.rs`).
+        self.superblock_damage.lock().unwrap().take();
         Ok(())
     }
 }

@@ -18,11 +18,9 @@ pub enum Error {
     Corrupt { page: PageId, file: PathBuf, reason: String },
     /// The directory is not a Ferrite data directory (no or unreadable superblock).
     NotADatabase { path: PathBuf, reason: String },
-    /// Another `Db` (in this or another process) has the directory open.
-    Locked { path: PathBuf },
-    /// A read-only open of a data directory that was not closed cleanly: recovering it from
-    /// its log needs a writable open.
-    NotCleanlyClosed { path: PathBuf },
+    /// Another `Db` (in this or another process) has the directory open in a way this open
+    /// cannot share (a writer needs it to itself; readers share it): `by` names the holders.
+    Locked { path: PathBuf, by: String },
     /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
     KeyTooLarge { len: usize, max: usize },
     /// Keys must hold at least one byte.
@@ -56,8 +54,11 @@ pub enum Error {
     Conflict { tree: String, key: Vec<u8> },
     /// A write or sync of the log failed: the database refuses writes until reopened.
     LogFailed { reason: String },
-    /// The log is damaged before its end (not a torn tail, which recovery cuts).
-    LogCorrupt { lsn: u64, path: PathBuf, reason: String },
+    /// The log is damaged: bytes that were written whole read back wrong, a segment is missing
+    /// or damaged, or the pages prove the log was cut (never a tail torn by a crash, which
+    /// recovery cuts). `path` is the file (a segment, or the log directory), `offset` the byte
+    /// in it and `lsn` the log position, where known.
+    LogCorrupt { path: PathBuf, offset: Option<u64>, lsn: Option<u64>, reason: String },
 }
 
 impl Error {
@@ -97,13 +98,9 @@ impl fmt::Display for Error {
             Error::NotADatabase { path, reason } => {
                 write!(f, "{} is not a Ferrite data directory: {reason}", path.display())
             }
-            Error::Locked { path } => {
-                write!(f, "{} is already open (by this or another process)", path.display())
-            }
-            Error::NotCleanlyClosed { path } => write!(
+            Error::Locked { path, by } => write!(
                 f,
-                "{} was not closed cleanly: open it for writing once to recover it from its log \
-                 (or set Options::accept_unclean to read it as it is, unrecovered)",
+                "{} is in use by {by} (a writer needs the directory to itself; readers share it)",
                 path.display()
             ),
             Error::KeyTooLarge { len, max } => {
@@ -149,12 +146,18 @@ impl fmt::Display for Error {
                 "the write-ahead log failed ({reason}); the database refuses writes until it \
                  is reopened"
             ),
-            Error::LogCorrupt { lsn, path, reason } => write!(
-                f,
-                "the write-ahead log in {} is damaged at position {lsn} before its end: \
-                 {reason}",
-                path.display()
-            ),
+            Error::LogCorrupt { path, offset, lsn, reason } => {
+                write!(f, "the write-ahead log is damaged: {}", path.display())?;
+                match (offset, lsn) {
+                    (Some(offset), Some(lsn)) => {
+                        write!(f, " at byte {offset} (log position {lsn})")?
+                    }
+                    (Some(offset), None) => write!(f, " at byte {offset}")?,
+                    (None, Some(lsn)) => write!(f, " at log position {lsn}")?,
+                    (None, None) => {}
+                }
+                write!(f, ": {reason}")
+            }
         }
     }
 }

@@ -37,5 +37,5 @@ pub use db::{
 pub use error::{Error, PageId, Result};
 pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};
 pub use store::value::MAX_VALUE_LEN;
-pub use wal::log::LOG_DIR_NAME;
 pub use wal::recover::{LogReport, RecoveryReport};
+pub use wal::segment::LOG_DIR_NAME;

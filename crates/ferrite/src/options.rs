@@ -6,6 +6,8 @@ use crate::store::page::PAGE_SIZE;
 
 /// Smallest pool accepted: a few latched pages per thread must always fit.
 pub const MIN_POOL_PAGES: u64 = 16;
+/// Largest pool accepted: frames are numbered with 32 bits (16 TiB of 4 KiB frames).
+pub const MAX_POOL_PAGES: u64 = u32::MAX as u64;
 /// The largest change buffer: every checkpoint record lists all of it, and a record must stay
 /// below `wal::record::MAX_RECORD_BYTES` (an entry is logged in fewer bytes than it counts).
 pub const MAX_CHANGE_BUFFER_BYTES: u64 = 128 << 20;
@@ -24,13 +26,15 @@ pub struct Options {
     pub direct_io: bool,
     /// Create the data directory and its files when they do not exist.
     pub create_if_missing: bool,
-    /// With `read_only`: open a directory that was not closed cleanly as it is, without
-    /// replaying its log (which needs writes), so its pages may miss changes or be torn. A
-    /// writable open always recovers such a directory from its log.
-    pub accept_unclean: bool,
-    /// Change nothing on disk: writes fail with `Error::ReadOnly`, and neither open nor close
-    /// writes the superblock (a directory not closed cleanly stays marked so).
+    /// Change nothing on disk: writes fail with `Error::ReadOnly`. A directory that was not
+    /// closed cleanly is recovered in memory: its log is replayed into the pool (which grows
+    /// by the pages the log changed since the last checkpoint) and never written. Read-only
+    /// opens share the directory with each other, never with a writer, and work on
+    /// read-only media.
     pub read_only: bool,
+    /// How long an open waits for the directory while another `Db` holds it in a way this
+    /// open cannot share, before failing with `Error::Locked` (zero: fail at once).
+    pub lock_wait: std::time::Duration,
     /// Worker threads that run tasks (`Db::spawn`, the `*_async` calls of `Tree`); each owns
     /// an I/O engine. The default is one per core (`std::thread::available_parallelism`).
     /// 0 starts none: the blocking API works without them, and a short-lived process that
@@ -98,8 +102,8 @@ impl Default for Options {
             grow_chunk_bytes: 64 << 20,
             direct_io: true,
             create_if_missing: true,
-            accept_unclean: false,
             read_only: false,
+            lock_wait: std::time::Duration::ZERO,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             engine: EngineKind::IoUring,
             engine_fallback: None,
@@ -159,6 +163,14 @@ impl Options {
 
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(Error::BadOptions { reason });
+        if self.pool_pages() > MAX_POOL_PAGES {
+            return bad(format!(
+                "pool_bytes {} is above the most, {} ({} frames of 4 KiB)",
+                self.pool_bytes,
+                MAX_POOL_PAGES * PAGE_SIZE as u64,
+                MAX_POOL_PAGES
+            ));
+        }
         if self.asked_change_buffer_bytes() > MAX_CHANGE_BUFFER_BYTES {
             return bad(format!(
                 "change_buffer_bytes {} is above the most, {MAX_CHANGE_BUFFER_BYTES}",

@@ -386,16 +386,26 @@ fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
     // Room for a few more log bytes and pages, not for many.
     disk.set_faults(SimFaults { capacity_bytes: Some(used + (256 << 10)), ..Default::default() });
     let mut acknowledged = Vec::new();
-    let error = loop {
-        let key = format!("key-{:06}", acknowledged.len()).into_bytes();
+    let mut refused = Vec::new();
+    // Puts until the disk is full: a put that meets ENOSPC fails with it (a commit that
+    // changed nothing leaves the database usable; one whose log write failed fails the log,
+    // and every later write gets `LogFailed`). Go on until the log failed.
+    let mut next = 0;
+    loop {
+        let key = format!("key-{next:06}").into_bytes();
+        next += 1;
         match tree.put(&key, &[7u8; 900]) {
             Ok(()) => acknowledged.push(key),
-            Err(e) => break e,
+            Err(Error::LogFailed { .. }) => break,
+            Err(e) => {
+                let message = e.to_string();
+                assert!(message.contains("No space left on device"), "{message}");
+                refused.push(key);
+            }
         }
-        assert!(acknowledged.len() < 100_000, "the disk never filled up");
-    };
-    let message = error.to_string();
-    assert!(message.contains("No space left on device"), "{message}");
+        assert!(next < 100_000, "the disk never filled up");
+    }
+    assert!(!refused.is_empty(), "no put met the full disk before the log failed");
     // Writes are refused from then on, with the reason.
     let again = tree.put(b"more", b"x").unwrap_err();
     assert!(matches!(again, Error::LogFailed { .. }), "{again}");
@@ -407,6 +417,9 @@ fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
     for key in &acknowledged {
         assert_eq!(tree.get(key).unwrap().as_deref(), Some(&[7u8; 900][..]), "{key:?} lost");
     }
+    // A refused put is not there, unless it was the one in flight when the log failed.
+    let present = refused.iter().filter(|key| tree.get(key).unwrap().is_some()).count();
+    assert!(present <= 1, "{present} refused puts are there");
     assert!(db.check().unwrap().is_ok());
     assert!(acknowledged.len() > 10, "only {} puts before the disk filled", acknowledged.len());
 }

@@ -224,6 +224,24 @@ fn directories_that_are_not_databases_are_refused() {
     assert!(matches!(err, Error::NotADatabase { .. }), "{err}");
 }
 
+/// Every file under `dir` (but the lock file) and its bytes, by path.
+fn dir_bytes(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.file_name() != Some(std::ffi::OsStr::new("LOCK")) {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 #[test]
 fn a_directory_opens_once_and_an_unclean_one_is_recovered() {
     let dir = TempDir::new("lock");
@@ -234,10 +252,16 @@ fn a_directory_opens_once_and_an_unclean_one_is_recovered() {
     let copy = TempDir::new("lock-copy");
     copy_dir(dir.path(), copy.path());
     db.close().unwrap();
-    // Read-only, the log cannot be replayed: refused unless asked to open anyway.
+    // Read-only, the log is replayed into memory: the put is there, and nothing on disk
+    // changes (a writable open recovers the same state below).
+    let before = dir_bytes(copy.path());
     let read_only = Options { read_only: true, create_if_missing: false, ..tiny(16) };
-    let err = Db::open(copy.path(), read_only).unwrap_err();
-    assert!(matches!(err, Error::NotCleanlyClosed { .. }), "{err}");
+    let image = Db::open(copy.path(), read_only).unwrap();
+    assert!(image.recovery_report().in_memory && image.recovery_report().records >= 2);
+    assert_eq!(image.open_tree("t").unwrap().get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_check(&image);
+    image.close().unwrap();
+    assert!(dir_bytes(copy.path()) == before, "a read-only open changed the directory");
     // Opened for writing, recovery replays the log: the acknowledged put is there.
     let recovered = Db::open(copy.path(), tiny(16)).unwrap();
     assert!(recovered.recovery_report().records >= 2, "{:?}", recovered.recovery_report());

@@ -493,14 +493,16 @@ fn acknowledged_writes_survive_sigkill() {
         if let Some(keep) = std::env::var_os(KEEP_VAR) {
             copy_dir(&dir, &Path::new(&keep).join(format!("round-{round}")));
         }
-        // The crash image's log, read-only: a torn tail is fine, damage is not.
-        let read_only =
-            Options { read_only: true, accept_unclean: true, ..options(POOL_PAGES, 0, 1 << 20) };
+        // The crash image, read-only: its log verified (a torn tail is fine, damage is not)
+        // and replayed into memory; what it reads is what the writable recovery reads below.
+        let read_only = Options { read_only: true, ..options(POOL_PAGES, 0, 1 << 20) };
         let image = Db::open(&dir, read_only).unwrap_or_else(|e| panic!("{context}: {e}"));
         let log = image
             .check_log()
             .unwrap_or_else(|e| panic!("{context}: check_log on the crash image: {e}"))
             .expect("the directory has a log");
+        let image_has = contents(&image)
+            .unwrap_or_else(|e| panic!("{context}: reading the crash image read-only: {e}"));
         image.close().unwrap();
 
         // Recover (the directory, or a copy of it) and compare with the model.
@@ -521,6 +523,11 @@ fn acknowledged_writes_survive_sigkill() {
         );
         let have =
             contents(&db).unwrap_or_else(|e| panic!("{context}: reading the recovered trees: {e}"));
+        assert!(
+            image_has == have,
+            "{context}: the read-only (in-memory) recovery read other contents than the \
+             writable one"
+        );
         let mut with_in_flight = model.clone();
         apply(&mut with_in_flight, &commit_number(seed, in_flight));
         let present = if have == model {

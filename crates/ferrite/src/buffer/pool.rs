@@ -113,6 +113,9 @@ pub struct BufferPool {
     /// Flex frames retired (their memory given back, lent to the change buffer).
     retired_count: AtomicU64,
     file: PageFile,
+    /// Whether pages may be written: a read-only pool keeps dirty pages (a replay's) in
+    /// memory for good.
+    writable: bool,
     /// Page ids below this have been handed out at least once.
     next_page: AtomicU64,
     free: Mutex<Vec<PageId>>,
@@ -232,6 +235,7 @@ impl BufferPool {
             free_frames: Mutex::new(FreeFrames { free: free_frames, ..FreeFrames::default() }),
             flex_from: pool_pages as u32,
             retired_count: AtomicU64::new(0),
+            writable: file.is_writable(),
             file,
             next_page: AtomicU64::new(page_count),
             free: Mutex::new(free),
@@ -740,6 +744,10 @@ impl BufferPool {
         let memory = self.page_mut(page_id);
         if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
             return Ok(WriteCheck::Clean);
+        }
+        if !self.writable {
+            // A read-only open's replay keeps its changes in memory, never written.
+            return Ok(WriteCheck::Pinned);
         }
         let Some(log) = self.log.get() else { return Ok(WriteCheck::Ready) };
         if !page::is_logged(page::kind_of(memory)) {
@@ -1296,9 +1304,11 @@ impl BufferPool {
         self.epoch_completed.fetch_max(epoch, Ordering::AcqRel);
     }
 
-    /// Sets the allocator's state (after recovery): page count and free pages.
+    /// Sets the allocator's state (after recovery): page count and free pages. A writable
+    /// file grows to hold them; a read-only one stays as it is (pages past its end exist only
+    /// in memory, from the log).
     pub fn set_allocation(&self, page_count: u64, free: Vec<PageId>) -> Result<()> {
-        if page_count > 0 {
+        if page_count > 0 && self.writable {
             self.file.ensure_page(page_count - 1)?;
         }
         self.next_page.store(page_count, Ordering::Release);
@@ -1350,7 +1360,9 @@ impl BufferPool {
             });
         }
         if page_id >= self.next_page.load(Ordering::Acquire) {
-            self.file.ensure_page(page_id)?;
+            if self.writable {
+                self.file.ensure_page(page_id)?;
+            }
             self.next_page.fetch_max(page_id + 1, Ordering::AcqRel);
         }
         loop {

@@ -7,6 +7,8 @@
 //! The submission engines (`engine.rs`) stay on real file descriptors: a simulated disk is
 //! driven through the blocking paths only.
 
+#![allow(unsafe_code)] // fcntl
+
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -59,6 +61,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
 
     /// Makes the creation and removal of files durable (`fsync` of the directories).
     fn sync_names(&self) -> io::Result<()>;
+
+    /// The names (relative, `/`-separated, `dir/…`) of the files in directory `dir`, sorted;
+    /// none if the directory does not exist.
+    fn list(&self, dir: &str) -> io::Result<Vec<String>>;
+
+    /// The path of file `name`, to name in messages.
+    fn path(&self, name: &str) -> PathBuf;
 }
 
 /// A real file, read and written with `pread` / `pwrite`.
@@ -74,10 +83,13 @@ impl FileDevice {
     pub fn open(path: &Path, create: bool, direct: bool) -> io::Result<FileDevice> {
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(create);
-        if direct {
-            options.custom_flags(libc::O_DIRECT);
-        }
-        let file = options.open(path)?;
+        let file = open_regular(&mut options, path, if direct { libc::O_DIRECT } else { 0 })?;
+        Ok(FileDevice { file, path: path.to_owned() })
+    }
+
+    /// Opens an existing `path` for reading only.
+    pub fn open_read_only(path: &Path) -> io::Result<FileDevice> {
+        let file = open_regular(OpenOptions::new().read(true), path, 0)?;
         Ok(FileDevice { file, path: path.to_owned() })
     }
 
@@ -136,27 +148,69 @@ impl BlockDevice for FileDevice {
     }
 }
 
+/// Opens `path` with `options` and `flags`, never blocking (a FIFO in a file's place would
+/// block the open until a peer came), and refuses anything but a regular file.
+pub fn open_regular(options: &mut OpenOptions, path: &Path, flags: i32) -> io::Result<File> {
+    let file = options.custom_flags(flags | libc::O_NONBLOCK).open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    // O_NONBLOCK means nothing for a regular file's reads and writes; clear it all the same.
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor `file` owns, with integer arguments only.
+    unsafe {
+        let status = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if status >= 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, status & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
 /// The files of a directory on the real file system.
 #[derive(Debug)]
 pub struct DirStorage {
     dir: PathBuf,
+    /// Files are opened read-only and never created (a read-only open: it also works on
+    /// read-only media).
+    read_only: bool,
 }
 
 impl DirStorage {
     pub fn new(dir: &Path) -> DirStorage {
-        DirStorage { dir: dir.to_owned() }
+        DirStorage { dir: dir.to_owned(), read_only: false }
+    }
+
+    /// The directory's files for reading only.
+    pub fn read_only(dir: &Path) -> DirStorage {
+        DirStorage { dir: dir.to_owned(), read_only: true }
     }
 }
 
 impl Storage for DirStorage {
     fn open(&self, name: &str, create: bool) -> io::Result<Option<Arc<dyn BlockDevice>>> {
         let path = self.dir.join(name);
+        if self.read_only && create {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{} cannot be created: the storage is read-only", path.display()),
+            ));
+        }
         if create {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
             }
         }
-        match FileDevice::open(&path, create, false) {
+        let opened = if self.read_only {
+            FileDevice::open_read_only(&path)
+        } else {
+            FileDevice::open(&path, create, false)
+        };
+        match opened {
             Ok(device) => Ok(Some(Arc::new(device))),
             Err(e) if e.kind() == io::ErrorKind::NotFound && !create => Ok(None),
             Err(e) => Err(e),
@@ -183,6 +237,27 @@ impl Storage for DirStorage {
             File::open(&dir)?.sync_all()?;
         }
         Ok(())
+    }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let entries = match std::fs::read_dir(self.dir.join(dir)) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(format!("{dir}/{name}"));
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
     }
 }
 

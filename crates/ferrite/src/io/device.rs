@@ -253,16 +253,19 @@ impl Devices {
         Ok(self.locate(logical_offset))
     }
 
-    /// Logical bytes addressable from 0 without a gap: up to the first chunk that its device
-    /// does not hold.
+    /// Logical bytes addressable from 0 without a gap: up to the first byte whose device
+    /// does not hold it (a device may end inside a chunk: a file not grown by Ferrite).
     pub fn capacity_bytes(&self) -> u64 {
         let chunk_bytes = self.options.chunk_bytes;
         let n = self.count() as u64;
-        let first_missing = (0..self.count())
-            .map(|i| (self.size_bytes(i) / chunk_bytes) * n + i as u64)
+        (0..self.count())
+            .map(|i| {
+                let size = self.size_bytes(i);
+                let whole_chunks = size / chunk_bytes;
+                (whole_chunks * n + i as u64) * chunk_bytes + size % chunk_bytes
+            })
             .min()
-            .expect("at least one device");
-        first_missing * chunk_bytes
+            .expect("at least one device")
     }
 
     /// Bytes device `index` must hold for logical bytes `0..logical_bytes` to exist.
@@ -426,5 +429,15 @@ mod tests {
         assert_eq!(read_only.capacity_bytes(), 8192);
         assert!(read_only.ensure_capacity(4096).is_ok());
         assert!(matches!(read_only.ensure_capacity(8193), Err(Error::ReadOnly)));
+        // A file that ends inside a chunk holds what it holds.
+        std::fs::write(&path[0], vec![1u8; 3 * 4096]).unwrap();
+        let options = DeviceOptions {
+            writable: false,
+            chunk_bytes: 8192,
+            grow_bytes: 8192,
+            ..Default::default()
+        };
+        let partial = Devices::open(&path, &options).unwrap();
+        assert_eq!(partial.capacity_bytes(), 3 * 4096);
     }
 }

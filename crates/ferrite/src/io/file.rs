@@ -189,6 +189,14 @@ impl PageFile {
         }
     }
 
+    /// Whether pages may be written (and the devices grown).
+    pub fn is_writable(&self) -> bool {
+        match &self.backing {
+            Backing::Devices(devices) => devices.is_writable(),
+            Backing::Block(block) => block.writable,
+        }
+    }
+
     /// Pages the devices hold from page 0 without a gap.
     pub fn size_pages(&self) -> u64 {
         let bytes = match &self.backing {

@@ -547,7 +547,7 @@ impl Storage for SimDisk {
             shared: Arc::clone(&self.shared),
             inode: id,
             generation: state.generation,
-            path: PathBuf::from(format!("sim://{name}")),
+            path: self.path(name),
         };
         Ok(Some(Arc::new(file)))
     }
@@ -571,6 +571,16 @@ impl Storage for SimDisk {
             return Err(eio());
         }
         Ok(())
+    }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let prefix = format!("{dir}/");
+        let state = lock(&self.shared);
+        Ok(state.names.keys().filter(|name| name.starts_with(&prefix)).cloned().collect())
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("sim://{name}"))
     }
 }
 

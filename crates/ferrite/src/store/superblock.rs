@@ -32,6 +32,8 @@ pub const MAGIC: &[u8; 8] = b"FERRITE\0";
 pub const FORMAT_VERSION: u32 = 2;
 /// Page ids of the two superblock copies.
 pub const SUPERBLOCK_PAGES: [PageId; 2] = [0, 1];
+/// The catalog tree's root page: always this one (a root page never changes).
+pub const CATALOG_ROOT: PageId = 2;
 
 /// Bytes the device list may take.
 pub const MAX_DEVICE_LIST_BYTES: usize = PAGE_SIZE - 106;
@@ -129,6 +131,12 @@ impl Superblock {
         }
         if sb.catalog_root >= sb.page_count || sb.free_list_head >= sb.page_count {
             return Err(format!("root or free list beyond the page count {}", sb.page_count));
+        }
+        if sb.catalog_root != CATALOG_ROOT {
+            return Err(format!("catalog root {}, always {CATALOG_ROOT}", sb.catalog_root));
+        }
+        if sb.next_tree_id == 0 || bytes[80] > 1 {
+            return Err("next tree id 0, or a clean flag other than 0 or 1".into());
         }
         Ok(sb)
     }

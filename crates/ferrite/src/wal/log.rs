@@ -1,25 +1,20 @@
 //! The log: records appended to a buffer in memory, written and synced in groups (one write
 //! and one `fdatasync` for every commit that waits meanwhile), laid over segment files that
-//! are reused once a checkpoint no longer needs them.
-//!
-//! Segment file `wal/NNNNNN.log` (NNNNNN: its slot number; slots are created densely from 0
-//! and never removed, only reused):
-//!
-//! | offset | size | meaning                                                  |
-//! |--------|------|----------------------------------------------------------|
-//! | 0      | 4    | CRC-32C of bytes 4..32                                    |
-//! | 4      | 8    | magic `FERRLOG\0`                                         |
-//! | 12     | 4    | format version (1)                                        |
-//! | 16     | 8    | start LSN: the log position of the segment's first byte   |
-//! | 24     | 8    | capacity: log bytes the segment holds                     |
-//! | 4096   | ...  | log bytes `start..start + capacity`                       |
+//! are reused once a checkpoint no longer needs them (their format: `segment.rs`).
 //!
 //! States of the log's bytes: *buffered* (appended, in `State::buf`) → *writing* (taken by
 //! a flush in progress; at most `MAX_FLIGHTS` at once) → *durable* (written and synced, and
 //! so is everything before: below `durable`). Every flush ends with a flush-end record naming
 //! where it began and how far the log was durable when it began: a crash can only tear
-//! bytes that were not durable, so damage below a later flush's durable mark is corruption,
-//! damage above all of them a torn tail (`recover.rs`).
+//! bytes that were not durable, so a hole in bytes a later flush calls durable is damage
+//! (`recover.rs`).
+//!
+//! States of a segment slot (a file `wal/NNNNNN.log`): *vacant* (no file) → *prepared* (the
+//! file made at its full size, zero-filled and synced; header zero) → *in use* (header written
+//! and synced before any sector: in `State::segments`) → *free* (wholly before the last
+//! checkpoint's redo position: in `State::free_slots`, its header left as it was, its bytes
+//! never read again) → in use again (a new header). A preparation that fails removes its
+//! file and the slot is vacant again.
 //!
 //! After a failed write or sync the log is *failed*: nothing more is written, every waiter and
 //! every later commit gets the error, until the database is reopened. A failed sync is never
@@ -32,93 +27,35 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use super::record::{RecordWriter, KIND_FLUSH_END};
+use super::segment::{
+    capacity_of_body, encode_segment_header, file_bytes, frame, segment_name, Segment,
+    SegmentHeader, StreamReader, SEGMENT_HEADER_BYTES,
+};
 use crate::error::{Error, Result};
 use crate::io::{BlockDevice, Storage};
-use crate::store::page::{read_u32, read_u64, PAGE_SIZE};
 
-pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
-pub const SEGMENT_VERSION: u32 = 1;
 /// Flushes in progress at once. One: measured on this project's machine, two flushes in
 /// flight (the second group written and synced while the first waits) made smaller groups
 /// and no more commits per second (docs/benchmarks.md). It must stay one while a flush
-/// rewrites the first block of its own from the previous flush's last one (`LOG_BLOCK`):
-/// two writes of the same block in flight could land in either order.
+/// rewrites the first block of its own from the previous flush's last one: two writes of the
+/// same block in flight could land in either order.
 pub const MAX_FLIGHTS: usize = 1;
-/// Log bytes of the small segment made when a new segment is needed and no prepared one is
-/// ready (the first of a new database, say).
+/// File bytes (header excluded) of the small segment made when a new segment is needed and no
+/// prepared one is ready (the first of a new database, say).
 pub const SMALL_SEGMENT_BYTES: u64 = 1 << 20;
-/// Bytes before a segment's log bytes.
-pub const SEGMENT_HEADER_BYTES: u64 = PAGE_SIZE as u64;
-
-/// The directory of the log segments, inside the data directory.
-pub const LOG_DIR_NAME: &str = "wal";
-
-/// The name of segment slot `slot`.
-pub fn segment_name(slot: u32) -> String {
-    format!("{LOG_DIR_NAME}/{slot:06}.log")
-}
-
-/// One segment file in use.
-#[derive(Debug, Clone)]
-pub struct Segment {
-    pub slot: u32,
-    pub start: u64,
-    pub capacity: u64,
-    pub device: Arc<dyn BlockDevice>,
-    /// A second descriptor of the file, `O_DIRECT | O_DSYNC`, that flushes write through
-    /// (opened at the segment's first flush; `None` for simulated disks, buffered logs, and
-    /// file systems that refuse `O_DIRECT`).
-    pub writer: Option<Arc<crate::io::FileDevice>>,
-}
-
-impl Segment {
-    pub fn new(slot: u32, start: u64, capacity: u64, device: Arc<dyn BlockDevice>) -> Segment {
-        Segment { slot, start, capacity, device, writer: None }
-    }
-
-    pub fn end(&self) -> u64 {
-        self.start + self.capacity
-    }
-
-    /// The file offset of log position `lsn` (inside this segment).
-    fn offset(&self, lsn: u64) -> u64 {
-        SEGMENT_HEADER_BYTES + (lsn - self.start)
-    }
-}
-
-/// Log writes start and end on multiples of this many file bytes, so that they can go
-/// through `O_DIRECT`: a flush rewrites the part of its first block that the flush before
-/// wrote (with the same bytes: a torn rewrite leaves them intact sector by sector) and pads
-/// its last block with zeros (overwritten by the next flush).
-const LOG_BLOCK: u64 = crate::io::IO_ALIGN as u64;
-
-pub fn encode_segment_header(start: u64, capacity: u64) -> Vec<u8> {
-    let mut header = vec![0u8; SEGMENT_HEADER_BYTES as usize];
-    header[4..12].copy_from_slice(SEGMENT_MAGIC);
-    header[12..16].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
-    header[16..24].copy_from_slice(&start.to_le_bytes());
-    header[24..32].copy_from_slice(&capacity.to_le_bytes());
-    let crc = crc32c::crc32c(&header[4..32]);
-    header[0..4].copy_from_slice(&crc.to_le_bytes());
-    header
-}
-
-/// `(start, capacity)` from a segment header, if it is one.
-pub fn decode_segment_header(header: &[u8]) -> Option<(u64, u64)> {
-    if header.len() < 32
-        || &header[4..12] != SEGMENT_MAGIC
-        || read_u32(header, 12) != SEGMENT_VERSION
-        || read_u32(header, 0) != crc32c::crc32c(&header[4..32])
-    {
-        return None;
-    }
-    Some((read_u64(header, 16), read_u64(header, 24)))
-}
+/// After a segment preparation failed (a full disk, say), the helper tries again only after
+/// this long.
+const PREPARE_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Writes zeros over the first `bytes` of `device` and syncs them: past the page cache where
 /// it can (O_DIRECT through a second descriptor of the file: no copy into the cache, nothing
-/// to evict later).
+/// to evict later). A device that is not a real file (a simulated disk) is grown instead,
+/// which reads as zeros too.
 fn zero_fill(device: &dyn BlockDevice, bytes: u64) -> std::io::Result<()> {
+    if device.raw_fd().is_none() {
+        device.allocate(bytes)?;
+        return device.sync();
+    }
     let direct = crate::io::FileDevice::open(device.path(), false, true).ok();
     let zeros = crate::io::AlignedBuf::zeroed(1 << 20);
     let mut at = 0;
@@ -137,25 +74,17 @@ fn zero_fill(device: &dyn BlockDevice, bytes: u64) -> std::io::Result<()> {
     device.sync()
 }
 
-/// Reads log bytes `lsn..lsn + buf.len()` from `segments` (sorted, contiguous); bytes not on
-/// disk read as zero. Returns false if the range leaves the segments.
-pub fn read_stream(segments: &[Segment], mut lsn: u64, buf: &mut [u8]) -> Result<bool> {
-    let mut done = 0;
-    while done < buf.len() {
-        let Some(segment) = segments.iter().find(|s| s.start <= lsn && lsn < s.end()) else {
-            return Ok(false);
-        };
-        let take = ((segment.end() - lsn) as usize).min(buf.len() - done);
-        let offset = SEGMENT_HEADER_BYTES + (lsn - segment.start);
-        let part = &mut buf[done..done + take];
-        let got = segment.device.read_at(part, offset).map_err(|e| {
-            Error::io(format!("reading the log at {lsn} in {}", segment.device.path().display()), e)
-        })?;
-        part[got..].fill(0);
-        done += take;
-        lsn += take as u64;
+/// Reads stream bytes `lsn..lsn + buf.len()` from `segments` (contiguous framed segments);
+/// false if they are not all written there.
+pub fn read_stream(segments: &[Segment], lsn: u64, buf: &mut [u8]) -> Result<bool> {
+    let mut reader = StreamReader::new(segments, lsn);
+    match reader.bytes(lsn, buf.len())? {
+        Some(bytes) => {
+            buf.copy_from_slice(bytes);
+            Ok(true)
+        }
+        None => Ok(false),
     }
-    Ok(true)
 }
 
 #[derive(Debug)]
@@ -167,15 +96,29 @@ struct State {
     /// Flushes in progress, oldest first: `(start, end, finished)`. The durable LSN moves to
     /// a flush's end once it and every older one finished.
     flights: std::collections::VecDeque<(u64, u64, bool)>,
-    /// Segments holding log bytes a recovery may need, in log order; the last one is written.
+    /// Segments holding log bytes a recovery may need, in log order; the last one is written
+    /// (or, if the log reached its end, the next one is made before anything else).
     segments: Vec<Segment>,
     /// The log bytes from the start of `buf_start`'s block in its segment to `buf_start`
     /// (written by the last flush; the next one writes them again); `None` until the first
     /// flush after opening reads them back.
     carry: Option<Vec<u8>>,
-    /// Slots of segments no longer needed, to reuse.
+    /// Slots whose files are no longer needed, to reuse.
     free_slots: Vec<u32>,
+    /// Slot numbers below `next_slot` with no file (a preparation failed), to use again.
+    vacant_slots: Vec<u32>,
     next_slot: u32,
+    /// When a segment preparation last failed.
+    prepare_failed: Option<std::time::Instant>,
+}
+
+/// The slots a log starts with, besides its segments (see [`Log::new`]).
+#[derive(Debug, Default, Clone)]
+pub struct Slots {
+    /// Slots whose files may be reused (their segments are not needed).
+    pub free: Vec<u32>,
+    /// One past the highest slot with a file.
+    pub next: u32,
 }
 
 /// Counters, for stats and benchmarks.
@@ -214,7 +157,8 @@ pub struct Log {
     /// writes costs ~145 µs in a zeroed file, ~267 µs in a fallocated one, ~344 µs in a
     /// growing one; docs/benchmarks.md).
     spares: Spares,
-    preparer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The helper preparing a spare; it returns the slot it failed to prepare, if it failed.
+    preparer: Mutex<Option<std::thread::JoinHandle<std::result::Result<(), u32>>>>,
     /// Flushes write through `O_DIRECT | O_DSYNC` descriptors (no `fdatasync` after them):
     /// measured here under a read and write-back load, 330 µs per 8 KiB durable write
     /// against 450 µs for a buffered write and `fdatasync` (fio; docs/benchmarks.md).
@@ -298,18 +242,25 @@ impl FlushJob {
 }
 
 impl Log {
-    /// The log continuing at `tail` (everything before it durable), over `segments` (the
-    /// last one holds `tail`, or is empty) with `slot_count` slot files existing.
+    /// The log continuing at `tail` (everything before it durable), over `segments`
+    /// (contiguous; the last one holds `tail` or ends there; none for a new log), with the
+    /// other slot files in `slots`.
     pub fn new(
         storage: Arc<dyn Storage>,
         segment_bytes: u64,
         segments: Vec<Segment>,
-        slot_count: u32,
+        slots: Slots,
         tail: u64,
         direct: bool,
     ) -> Log {
+        debug_assert!(segments.last().map_or(true, |s| s.start <= tail && tail <= s.end()));
         let used: Vec<u32> = segments.iter().map(|s| s.slot).collect();
-        let free_slots = (0..slot_count).filter(|s| !used.contains(s)).rev().collect();
+        let vacant_slots = (0..slots.next)
+            .filter(|slot| !used.contains(slot) && !slots.free.contains(slot))
+            .rev()
+            .collect();
+        let mut free_slots = slots.free;
+        free_slots.sort_unstable_by(|a, b| b.cmp(a));
         Log {
             storage,
             segment_bytes,
@@ -321,7 +272,9 @@ impl Log {
                 segments,
                 carry: None,
                 free_slots,
-                next_slot: slot_count,
+                vacant_slots,
+                next_slot: slots.next,
+                prepare_failed: None,
             }),
             flush_done: Condvar::new(),
             durable: AtomicU64::new(tail),
@@ -476,19 +429,27 @@ impl Log {
         }
     }
 
-    /// The writes of log bytes `start..end` (the buffer's): whole blocks of each segment
-    /// they fall in, beginning with what the last flush wrote of `start`'s block, padded
-    /// with zeros. Leaves the new carry in `state`.
+    /// The writes of log bytes `start..end` (the buffer's): whole blocks of sectors of each
+    /// segment they fall in, beginning with what the last flush wrote of `start`'s block
+    /// (the same bytes again: a torn rewrite leaves them intact sector by sector), sectors
+    /// past `end` left zero. Leaves the new carry in `state`.
     fn block_writes(&self, state: &mut State, start: u64, end: u64) -> Result<Vec<LogWrite>> {
         let segments = self.segments_for(state, start, end)?;
         let mut carry = match state.carry.take() {
             Some(carry) => carry,
             None => {
                 // The first flush since opening: read the start of the block back.
-                let segment = &segments[0];
-                let lead = segment.offset(start) % LOG_BLOCK;
-                let mut carry = vec![0u8; lead as usize];
-                read_stream(&state.segments, start - lead, &mut carry)?;
+                let block = segments[0].block_lsn(start);
+                let mut carry = vec![0u8; (start - block) as usize];
+                if !read_stream(&state.segments, block, &mut carry)? {
+                    let segment = &segments[0];
+                    return Err(Error::LogCorrupt {
+                        path: segment.path().to_owned(),
+                        offset: None,
+                        lsn: Some(block),
+                        reason: "the log's last block does not read back whole".into(),
+                    });
+                }
                 carry
             }
         };
@@ -496,23 +457,19 @@ impl Log {
         for mut segment in segments {
             let from = start.max(segment.start);
             let to = end.min(segment.end());
-            let lead = if from == start { std::mem::take(&mut carry) } else { Vec::new() };
-            debug_assert_eq!(segment.offset(from) % LOG_BLOCK, lead.len() as u64);
-            let data = &state.buf[(from - start) as usize..(to - start) as usize];
-            let len = lead.len() + data.len();
-            let mut buf = crate::io::AlignedBuf::zeroed(len.next_multiple_of(LOG_BLOCK as usize));
-            buf.as_mut_slice()[..lead.len()].copy_from_slice(&lead);
-            buf.as_mut_slice()[lead.len()..len].copy_from_slice(data);
+            let mut bytes = if from == start { std::mem::take(&mut carry) } else { Vec::new() };
+            let block = segment.block_lsn(from);
+            debug_assert_eq!(block + bytes.len() as u64, from);
+            bytes.extend_from_slice(&state.buf[(from - start) as usize..(to - start) as usize]);
+            let (offset, buf) = frame(&segment, block, &bytes);
             // The next flush starts with this segment's last partial block, unless the
             // segment is full (it then starts at the next one's first block).
-            let tail = segment.offset(to) % LOG_BLOCK;
             carry = if to < segment.end() {
-                buf.as_slice()[len - tail as usize..len].to_vec()
+                bytes.split_off((segment.block_lsn(to) - block) as usize)
             } else {
                 Vec::new()
             };
             self.open_writer(state, &mut segment);
-            let offset = segment.offset(from) - lead.len() as u64;
             writes.push(LogWrite { segment, offset, buf });
         }
         state.carry = Some(carry);
@@ -611,69 +568,107 @@ impl Log {
         waiters.into_iter().for_each(|(_, waker)| waker.wake());
     }
 
-    /// The segments that log bytes up to `end` go to, adding (reusing a free slot, or
-    /// creating one) segments as needed.
+    /// The segments that log bytes `from..end` go to, adding segments as needed: up to and
+    /// including one that starts at or after `end` (a stream that reaches a segment's end
+    /// always has the next segment on disk, so that recovery can tell a missing one).
     fn segments_for(&self, state: &mut State, from: u64, end: u64) -> Result<Vec<Segment>> {
-        while state.segments.last().map_or(true, |s| s.end() < end) {
+        while state.segments.last().map_or(true, |s| s.end() <= end) {
             let start = state.segments.last().map_or(from, |s| s.end());
-            let spare = self.spares.lock().unwrap().pop();
-            let (slot, device) = match (state.free_slots.pop(), spare) {
-                (Some(slot), spare) => {
-                    self.spares.lock().unwrap().extend(spare);
-                    (slot, None)
-                }
-                (None, Some((slot, device))) => (slot, Some(device)),
-                (None, None) => {
-                    state.next_slot += 1;
-                    (state.next_slot - 1, None)
-                }
-            };
-            let name = segment_name(slot);
-            let fresh = device.is_none();
-            let device = match device {
-                Some(device) => device,
-                None => self
-                    .storage
-                    .open(&name, true)
-                    .map_err(|e| Error::io(format!("opening log segment {name}"), e))?
-                    .expect("created"),
-            };
-            let on_disk = device.len().unwrap_or(0).saturating_sub(SEGMENT_HEADER_BYTES);
-            let capacity = if fresh && on_disk == 0 && device.raw_fd().is_some() {
-                // A new file with no spare ready: a small segment, zeroed now (a few ms), so
-                // that syncs into it need no block allocation either; the helper prepares a
-                // full one meanwhile.
-                let capacity = SMALL_SEGMENT_BYTES.min(self.segment_bytes);
-                zero_fill(device.as_ref(), SEGMENT_HEADER_BYTES + capacity)
-                    .map_err(|e| Error::io(format!("preparing log segment {name}"), e))?;
-                capacity
-            } else if fresh && on_disk >= SMALL_SEGMENT_BYTES {
-                // A reused slot keeps the size its file has.
-                on_disk
-            } else {
-                self.segment_bytes
-            };
-            let header = encode_segment_header(start, capacity);
-            device
-                .write_at(&header, 0)
-                .map_err(|e| Error::io(format!("writing the header of log segment {name}"), e))?;
-            self.storage
-                .sync_names()
-                .map_err(|e| Error::io(format!("syncing the directory of {name}"), e))?;
-            state.segments.push(Segment::new(slot, start, capacity, device));
+            let segment = self.new_segment(state, start)?;
+            state.segments.push(segment);
         }
         Ok(state.segments.iter().filter(|s| s.end() > from && s.start < end).cloned().collect())
     }
 
+    /// Puts a segment starting at `start` in a slot: a free one (its file keeps its size), a
+    /// prepared spare, or a new file (small, zero-filled now). Its header is written and
+    /// synced before it is returned.
+    fn new_segment(&self, state: &mut State, start: u64) -> Result<Segment> {
+        let (slot, device, capacity) = if let Some(slot) = state.free_slots.pop() {
+            let name = segment_name(slot);
+            let opened = self.storage.open(&name, false);
+            let device = match opened {
+                Ok(Some(device)) => device,
+                Ok(None) => {
+                    // Gone (removed by hand?): the slot is vacant now.
+                    state.vacant_slots.push(slot);
+                    return self.new_segment(state, start);
+                }
+                Err(e) => {
+                    state.free_slots.push(slot);
+                    return Err(Error::io(format!("opening log segment {name}"), e));
+                }
+            };
+            let body = device.len().unwrap_or(0).saturating_sub(SEGMENT_HEADER_BYTES);
+            let capacity = capacity_of_body(body);
+            if capacity < capacity_of_body(SMALL_SEGMENT_BYTES.min(self.segment_bytes)) {
+                // Too small to be worth it (a truncated file): made anew below.
+                self.prepare_file(&device, self.segment_bytes).map_err(|e| {
+                    state.free_slots.push(slot);
+                    Error::io(format!("preparing log segment {name}"), e)
+                })?;
+                (slot, device, capacity_of_body(self.segment_bytes))
+            } else {
+                (slot, device, capacity)
+            }
+        } else if let Some((slot, device)) = self.spares.lock().unwrap().pop() {
+            (slot, device, capacity_of_body(self.segment_bytes))
+        } else {
+            // No spare ready: a small segment, zeroed now (a few ms), so that syncs into it
+            // need no block allocation either; the helper prepares a full one meanwhile.
+            let body = SMALL_SEGMENT_BYTES.min(self.segment_bytes);
+            let slot = state.vacant_slots.pop().unwrap_or_else(|| {
+                state.next_slot += 1;
+                state.next_slot - 1
+            });
+            let device = self.make_file(slot, body).inspect_err(|_| {
+                state.vacant_slots.push(slot);
+            })?;
+            (slot, device, capacity_of_body(body))
+        };
+        let name = segment_name(slot);
+        let header = encode_segment_header(start, capacity);
+        let written = device.write_at(&header, 0).and_then(|()| device.sync());
+        if let Err(e) = written {
+            // Nothing of it is in use: the slot stays free for a later try.
+            state.free_slots.push(slot);
+            return Err(Error::io(format!("writing the header of log segment {name}"), e));
+        }
+        Ok(Segment::new(slot, SegmentHeader { start, capacity }, device))
+    }
+
+    /// Creates slot `slot`'s file with `body` bytes of sectors, zero-filled and synced (its
+    /// name too); on failure the file is removed again.
+    fn make_file(&self, slot: u32, body: u64) -> Result<Arc<dyn BlockDevice>> {
+        let name = segment_name(slot);
+        let made = self.storage.open(&name, true).and_then(|device| {
+            let device = device.expect("created");
+            self.prepare_file(&device, body)?;
+            self.storage.sync_names()?;
+            Ok(device)
+        });
+        made.map_err(|e| {
+            let _ = self.storage.remove(&name);
+            Error::io(format!("preparing log segment {name}"), e)
+        })
+    }
+
+    /// Zero-fills `device` for a segment of `body` bytes of sectors, header included.
+    fn prepare_file(&self, device: &Arc<dyn BlockDevice>, body: u64) -> std::io::Result<()> {
+        zero_fill(device.as_ref(), file_bytes(capacity_of_body(body)))
+    }
+
     /// Once the log is a quarter into a segment with no reusable one behind, starts a helper
     /// thread writing the next segment file full of zeros (real files only: a simulated
-    /// disk's draws must not depend on a thread's timing).
+    /// disk's draws must not depend on a thread's timing). A preparation that fails removes
+    /// its file, and the next is tried only after `PREPARE_RETRY_AFTER`.
     fn prepare_spare(&self, state: &mut State, end: u64) {
         let Some(last) = state.segments.last() else { return };
         if !state.free_slots.is_empty()
             || last.device.raw_fd().is_none()
             || (end - last.start) * 4 < last.capacity
             || !self.spares.lock().unwrap().is_empty()
+            || state.prepare_failed.is_some_and(|at| at.elapsed() < PREPARE_RETRY_AFTER)
         {
             return;
         }
@@ -682,22 +677,42 @@ impl Log {
             return;
         }
         if let Some(done) = preparer.take() {
-            let _ = done.join();
+            if let Ok(Err(slot)) = done.join() {
+                state.vacant_slots.push(slot);
+                state.prepare_failed = Some(std::time::Instant::now());
+                return;
+            }
         }
-        let slot = state.next_slot;
-        state.next_slot += 1;
+        let slot = state.vacant_slots.pop().unwrap_or_else(|| {
+            state.next_slot += 1;
+            state.next_slot - 1
+        });
         let (storage, spares) = (Arc::clone(&self.storage), Arc::clone(&self.spares));
-        let bytes = SEGMENT_HEADER_BYTES + self.segment_bytes;
+        let bytes = file_bytes(capacity_of_body(self.segment_bytes));
         let spawned =
             std::thread::Builder::new().name("ferrite-log-prep".into()).spawn(move || {
                 let name = segment_name(slot);
-                let Ok(Some(device)) = storage.open(&name, true) else { return };
-                let zeroed = zero_fill(device.as_ref(), bytes);
-                if zeroed.is_ok() && storage.sync_names().is_ok() {
-                    spares.lock().unwrap().push((slot, device));
+                let made = storage.open(&name, true).and_then(|device| {
+                    let device = device.expect("created");
+                    zero_fill(device.as_ref(), bytes)?;
+                    storage.sync_names()?;
+                    Ok(device)
+                });
+                match made {
+                    Ok(device) => {
+                        spares.lock().unwrap().push((slot, device));
+                        Ok(())
+                    }
+                    Err(_) => {
+                        let _ = storage.remove(&name);
+                        Err(slot)
+                    }
                 }
             });
-        *preparer = spawned.ok();
+        match spawned {
+            Ok(handle) => *preparer = Some(handle),
+            Err(_) => state.vacant_slots.push(slot),
+        }
     }
 
     /// Waits for the helper thread preparing a segment, if any (at close).
@@ -809,8 +824,9 @@ mod tests {
             }
             let job = log.start_flush().expect("bytes to flush");
             for write in &job.writes {
-                assert_eq!(write.offset % LOG_BLOCK, 0, "write at {}", write.offset);
-                assert_eq!(write.buf.len() as u64 % LOG_BLOCK, 0);
+                let block = crate::io::IO_ALIGN as u64;
+                assert_eq!(write.offset % block, 0, "write at {}", write.offset);
+                assert_eq!(write.buf.len() as u64 % block, 0);
             }
             let result = job.write_blocking();
             log.finish_flush(job, result).unwrap();
@@ -828,7 +844,7 @@ mod tests {
         let dir = TempDir::new("log-blocks");
         let storage: Arc<dyn Storage> = Arc::new(DirStorage::new(dir.path()));
         let mut kept = Vec::new();
-        let log = Log::new(Arc::clone(&storage), 1 << 20, Vec::new(), 0, 0, true);
+        let log = Log::new(Arc::clone(&storage), 1 << 20, Vec::new(), Slots::default(), 0, true);
         // About 3 MiB: the small first segment fills, then 1 MiB segments follow.
         append_and_flush(&log, 1, 120, &mut kept);
         let (segments, slots, tail) = {
@@ -840,6 +856,7 @@ mod tests {
         drop(log);
         // As after recovery: the next flush reads the start of its block back first.
         let segments = segments.into_iter().map(|s| Segment { writer: None, ..s }).collect();
+        let slots = Slots { free: Vec::new(), next: slots };
         let log = Log::new(storage, 1 << 20, segments, slots, tail, true);
         append_and_flush(&log, 2, 40, &mut kept);
         log.join_helpers();

@@ -502,10 +502,20 @@ impl Reader<'_> {
 /// what decodes encodes back to the same bytes.
 #[doc(hidden)]
 pub fn fuzz_record(input: &[u8]) {
-    // The segment header decoder takes the same bytes.
-    if let Some((start, capacity)) = crate::wal::log::decode_segment_header(input) {
-        let again = crate::wal::log::encode_segment_header(start, capacity);
-        assert_eq!(crate::wal::log::decode_segment_header(&again), Some((start, capacity)));
+    // The segment header and sector decoders take the same bytes.
+    use crate::wal::segment::{self, HeaderRead};
+    if let HeaderRead::Valid(header) = segment::decode_segment_header(input) {
+        let again = segment::encode_segment_header(header.start, header.capacity);
+        assert_eq!(segment::decode_segment_header(&again), HeaderRead::Valid(header));
+    }
+    if input.len() >= segment::SECTOR_BYTES {
+        let sector = &input[..segment::SECTOR_BYTES];
+        let lsn = read_u64(sector, 8);
+        if let segment::SectorRead::Written(payload) = segment::read_sector(sector, lsn) {
+            let mut again = vec![0u8; segment::SECTOR_BYTES];
+            segment::encode_sector(&mut again, lsn, payload);
+            assert_eq!(&again[..], sector, "a written sector re-encodes to its bytes");
+        }
     }
     let lsn = if input.len() >= 16 { read_u64(input, 8) } else { 0 };
     let Ok(record) = decode(input, lsn) else { return };

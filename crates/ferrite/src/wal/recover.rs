@@ -1,24 +1,41 @@
-//! Recovery at open: find the last checkpoint, read the log from its redo LSN to the end,
-//! cut a torn tail, refuse damage before it, and replay every record into the pages whose
-//! LSN is older. Then the allocator gets the checkpoint's free pages with the log's
-//! allocations and frees applied, and the caller takes a checkpoint.
+//! Recovery at open: find the last checkpoint, read the log from its redo position to the
+//! end, judge where it ends (a tail torn by a crash is cut; anything else is refused), and
+//! replay every record into the pages whose LSN is older. Then the allocator gets the
+//! checkpoint's free pages with the log's allocations and frees applied, and the caller takes
+//! a checkpoint. A read-only open replays the same way into memory and writes nothing.
 //!
-//! Tail or damage: every log write ends with a flush-end record naming how far the log was
-//! durable when the write began. A crash only tears bytes that were not yet durable. When a
-//! record at position `p` fails its checks, recovery looks beyond `p` for valid flush-end
-//! records: if one says the log was durable beyond `p` when its write began, the bytes at `p`
-//! had been synced: damage, `Error::LogCorrupt`. Otherwise `p` lies in writes that never
-//! completed: a torn tail, cut (and erased, so that a later crash cannot mistake it for new
-//! records).
+//! Where the log ends, and why (segments and sectors: `segment.rs`; the chain: `chain.rs`):
+//! records are read while their bytes are written sectors. Where they stop, at position
+//! `p`:
+//! - a record whose bytes were all written but which does not decode is damage (a crash
+//!   tears writes only at sector boundaries, and every sector's checksum held);
+//! - a damaged sector, there or anywhere after, is damage;
+//! - a stream that runs to the end of the chain's last segment is a cut log: a segment is
+//!   made before a write reaches the end of the one before, so the next one is missing;
+//! - a flush-end record after `p` saying the log was durable beyond `p` when its write began
+//!   proves the bytes at `p` had been synced: damage (a hole, say a lost write);
+//! - otherwise `p` lies in the one write a crash interrupted: a torn tail. It is cut, and its
+//!   written sectors are zeroed (a later crash must not take them for new records), and
+//!   the segments after the one the log continues in are retired.
+//!
+//! Replay then refuses a page whose LSN is at or beyond the end: the write-ahead rule never
+//! lets a page reach the disk before the log is durable past its LSN, so such a page proves
+//! the log lost durable records.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::log::{decode_segment_header, read_stream, segment_name, Log, Segment};
+use super::chain::{self, damaged, Discovered};
+use super::log::{read_stream, Log, Slots};
 use super::record::{
     self, BufferedOp, Checkpoint, Header, PageEntry, Record, KIND_FLUSH_END, OP_CHANGED, OP_FREED,
     OP_NEW, RECORD_HEADER_SIZE,
+};
+use super::segment::{
+    Segment, Stop, StreamReader, WrittenSector, LOG_DIR_NAME, SECTOR_BYTES, SECTOR_HEADER_BYTES,
+    SECTOR_PAYLOAD,
 };
 use crate::buffer::BufferPool;
 use crate::error::{Error, PageId, Result};
@@ -36,144 +53,460 @@ pub struct RecoveryReport {
     pub records: u64,
     /// Page changes applied (entries whose page was older than the record).
     pub pages_applied: u64,
-    /// Bytes of a torn last write that were cut, if any.
+    /// Bytes of a torn last write that were cut (a read-only open only leaves them).
     pub torn_bytes: u64,
     /// Entries in the change buffer once replayed (puts that were not yet in their leaves).
     pub buffered: u64,
+    /// Whether the replay was kept in memory only (a read-only open): pages changed by it
+    /// stay in the pool, never written.
+    pub in_memory: bool,
+    /// Whether the directory had been closed cleanly (its superblock said so at open).
+    pub closed_cleanly: bool,
     pub duration: Duration,
 }
 
-/// The log, ready to append, and the allocator state after replay.
+/// The change buffer as a replay leaves it: `(tree, key)` to value.
+pub type BufferedEntries = BTreeMap<(u64, Vec<u8>), Vec<u8>>;
+
+/// Where the replay leaves the allocator and the change buffer.
 #[derive(Debug)]
-pub struct Recovered {
-    pub log: Arc<Log>,
+pub struct Replayed {
     pub page_count: u64,
     pub free: Vec<PageId>,
     pub next_tree_id: u64,
-    /// The change buffer as the log leaves it: `(tree, key)` to value.
-    pub buffered: BTreeMap<(u64, Vec<u8>), Vec<u8>>,
+    /// The change buffer as the log leaves it.
+    pub buffered: BufferedEntries,
     pub report: RecoveryReport,
 }
 
-fn corrupt(segments: &[Segment], lsn: u64, reason: impl Into<String>) -> Error {
-    let path = segments
-        .iter()
-        .find(|s| s.start <= lsn && lsn < s.end())
-        .or(segments.last())
-        .map(|s| s.device.path().to_owned())
-        .unwrap_or_default();
-    Error::LogCorrupt { lsn, path, reason: reason.into() }
+/// What reading the log found, before anything was replayed or changed.
+#[derive(Debug)]
+pub struct LogScan {
+    pub checkpoint_lsn: u64,
+    pub checkpoint: Checkpoint,
+    /// Every record from the redo position to the end, in order.
+    pub records: Vec<(u64, Record)>,
+    /// Where the log ends (the torn tail, if any, starts here).
+    pub end_lsn: u64,
+    found: Discovered,
+    /// The segments from the one holding the redo position to the last.
+    chain: Vec<Segment>,
+    torn: TornTail,
+    started: Instant,
 }
 
-/// The segment files that exist, by slot: `(segments with a valid header, slot count)`.
-fn discover(storage: &dyn Storage) -> Result<(Vec<Segment>, u32)> {
-    let mut segments = Vec::new();
-    let mut slot = 0u32;
-    loop {
-        let name = segment_name(slot);
-        let Some(device) =
-            storage.open(&name, false).map_err(|e| Error::io(format!("opening {name}"), e))?
-        else {
-            break;
-        };
-        let mut header = [0u8; 32];
-        let got = device
-            .read_at(&mut header, 0)
-            .map_err(|e| Error::io(format!("reading the header of {name}"), e))?;
-        if let (32, Some((start, capacity))) = (got, decode_segment_header(&header)) {
-            segments.push(Segment::new(slot, start, capacity, device));
+/// The written bytes of a torn last write, after the end.
+#[derive(Debug, Default)]
+struct TornTail {
+    /// Stream bytes found written after the end.
+    bytes: u64,
+    /// Written sectors after the end's own: `(chain index, file offset)`, to zero.
+    sectors: Vec<(usize, u64)>,
+}
+
+/// The file and offset of log position `lsn` in `chain`, for messages.
+fn locate(chain: &[Segment], lsn: u64) -> (PathBuf, Option<u64>) {
+    match chain.iter().find(|s| s.holds(lsn)) {
+        Some(s) => {
+            let sector = s.sector_of(lsn);
+            let within = (lsn - s.sector_lsn(sector)) as usize;
+            (
+                s.path().to_owned(),
+                Some(Segment::sector_offset(sector) + (SECTOR_HEADER_BYTES + within) as u64),
+            )
         }
-        slot += 1;
+        None => (chain.last().map(|s| s.path().to_owned()).unwrap_or_default(), None),
     }
-    segments.sort_by_key(|s| s.start);
-    Ok((segments, slot))
 }
 
-/// The record at `lsn`, if a valid one is there.
-fn read_record(segments: &[Segment], lsn: u64) -> Result<Option<(Record, usize)>> {
-    let mut header = [0u8; RECORD_HEADER_SIZE];
-    if !read_stream(segments, lsn, &mut header)? {
-        return Ok(None);
-    }
-    let Header::Record { len } = record::parse_header(&header, lsn) else { return Ok(None) };
-    let mut bytes = vec![0u8; len];
-    if !read_stream(segments, lsn, &mut bytes)? {
-        return Ok(None);
-    }
-    Ok(record::decode(&bytes, lsn).ok().map(|r| (r, len)))
+fn damaged_at(chain: &[Segment], lsn: u64, reason: impl Into<String>) -> Error {
+    let (path, offset) = locate(chain, lsn);
+    damaged(path, offset, Some(lsn), reason)
 }
 
-/// Decides whether the bad record at `bad` is a torn tail (`Ok`) or damage (`Err`). For a
-/// torn tail, returns where the last thing that looks like a record of this position ends:
-/// bytes of writes that never completed, which recovery erases before the log goes on (a
-/// later crash must not find them behind new records and take them for new ones).
-fn judge_tail(segments: &[Segment], bad: u64) -> Result<u64> {
-    let end = segments.last().map_or(bad, |s| s.end());
-    let mut rest = vec![0u8; (end - bad) as usize];
-    read_stream(segments, bad, &mut rest)?;
-    let mut furthest = bad;
-    let mut offset = 0;
-    while offset + RECORD_HEADER_SIZE <= rest.len() {
-        let lsn = bad + offset as u64;
-        if read_u64(&rest, offset + 8) != lsn {
-            offset += 1;
+/// Reads the checkpoint record at `checkpoint_lsn`.
+fn read_checkpoint(found: &Discovered, checkpoint_lsn: u64, log_dir: &Path) -> Result<Checkpoint> {
+    let chain = chain::chain_from(found, checkpoint_lsn, log_dir)?;
+    let mut reader = StreamReader::new(&chain, checkpoint_lsn);
+    let unreadable = |why: String| {
+        damaged_at(
+            &chain,
+            checkpoint_lsn,
+            format!("the checkpoint record the superblock names {why}"),
+        )
+    };
+    // Where the written bytes stop short of the record: why.
+    let short = |reader: &StreamReader<'_>| match reader.stop() {
+        Some((lsn, Stop::Damaged { path, offset, reason })) => {
+            damaged(path.clone(), Some(*offset), Some(*lsn), reason.clone())
+        }
+        _ => unreadable("is not written whole".into()),
+    };
+    let Some(head) = reader.bytes(checkpoint_lsn, RECORD_HEADER_SIZE)? else {
+        return Err(short(&reader));
+    };
+    let Header::Record { len } = record::parse_header(head, checkpoint_lsn) else {
+        return Err(unreadable("is not there (no record header)".into()));
+    };
+    let Some(bytes) = reader.bytes(checkpoint_lsn, len)? else {
+        return Err(short(&reader));
+    };
+    match record::decode(bytes, checkpoint_lsn) {
+        Ok(Record::Checkpoint(checkpoint)) if checkpoint.redo_lsn <= checkpoint_lsn => {
+            Ok(checkpoint)
+        }
+        Ok(_) => Err(unreadable("is another kind of record".into())),
+        Err(reason) => Err(unreadable(format!("is damaged ({reason})"))),
+    }
+}
+
+/// Reads the log of `storage` from the checkpoint at `checkpoint_lsn` to its end and judges
+/// the end (module documentation), changing nothing.
+pub fn scan(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<LogScan> {
+    let started = Instant::now();
+    let log_dir = storage.path(LOG_DIR_NAME);
+    let found = chain::discover(storage)?;
+    let checkpoint = read_checkpoint(&found, checkpoint_lsn, &log_dir)?;
+    let chain = chain::chain_from(&found, checkpoint.redo_lsn, &log_dir)?;
+    let mut reader = StreamReader::new(&chain, checkpoint.redo_lsn);
+    let mut records = Vec::new();
+    let mut lsn = checkpoint.redo_lsn;
+    while let Some(head) = reader.bytes(lsn, RECORD_HEADER_SIZE)? {
+        let Header::Record { len } = record::parse_header(head, lsn) else {
+            return Err(damaged_at(&chain, lsn, "no record starts where the last one ended, although the bytes there were written whole"));
+        };
+        let Some(bytes) = reader.bytes(lsn, len)? else { break };
+        match record::decode(bytes, lsn) {
+            Ok(record) => records.push((lsn, record)),
+            Err(reason) => {
+                return Err(damaged_at(
+                    &chain,
+                    lsn,
+                    format!("a record written whole does not decode: {reason}"),
+                ));
+            }
+        }
+        lsn += len as u64;
+        reader.consume_to(lsn);
+    }
+    let end_lsn = lsn;
+    let (stop_lsn, stop) = reader.stop().cloned().expect("the stream stopped");
+    let torn = match stop {
+        Stop::Damaged { path, offset, reason } => {
+            return Err(damaged(path, Some(offset), Some(stop_lsn), reason));
+        }
+        Stop::ChainEnd => {
+            let last = chain.last().expect("a chain");
+            return Err(damaged(
+                last.path(),
+                None,
+                Some(stop_lsn),
+                "the log runs to the end of this segment, but no segment follows it (the next \
+                 segment is missing, or its header was damaged or retired)",
+            ));
+        }
+        Stop::Unwritten => judge_tail(&chain, reader, end_lsn, stop_lsn)?,
+    };
+    Ok(LogScan { checkpoint_lsn, checkpoint, records, end_lsn, found, chain, torn, started })
+}
+
+/// The stream's records end at `end` and its written bytes at `stop` (>= `end`): a torn
+/// tail, or damage (module documentation).
+fn judge_tail(
+    chain: &[Segment],
+    reader: StreamReader<'_>,
+    end: u64,
+    stop: u64,
+) -> Result<TornTail> {
+    let rest = reader.rest()?;
+    if let Some((lsn, Stop::Damaged { path, offset, reason })) = rest.damaged {
+        return Err(damaged(
+            path,
+            Some(offset),
+            Some(lsn),
+            format!("a damaged sector after the end of the log's records at {end}: {reason}"),
+        ));
+    }
+    for (run_lsn, bytes) in &rest.runs {
+        if let Some(synced_below) = durable_mark_beyond(bytes, *run_lsn, end) {
+            return Err(damaged_at(
+                chain,
+                end,
+                format!(
+                    "the log's records stop here, but a later write began when the log was \
+                     durable up to {synced_below}: bytes that had been synced are missing"
+                ),
+            ));
+        }
+    }
+    // Written sectors after the end's own: those up to the stop, and those after it.
+    let mut sectors = Vec::new();
+    let (first, last) =
+        (sector_after(chain, end), sector_after(chain, stop.saturating_sub(1).max(end)));
+    if let (Some(first), Some(last)) = (first, last) {
+        let mut at = first;
+        while at <= last && stop > end {
+            sectors.push((at.0, Segment::sector_offset(at.1)));
+            at = next_sector(chain, at);
+        }
+    }
+    sectors.extend(
+        rest.written.iter().map(|&WrittenSector { segment, offset, .. }| (segment, offset)),
+    );
+    let rest_bytes: u64 = rest.runs.iter().map(|(_, bytes)| bytes.len() as u64).sum();
+    Ok(TornTail { bytes: stop - end + rest_bytes, sectors })
+}
+
+/// The sector after the one holding `lsn`: `(chain index, sector index)`.
+fn sector_after(chain: &[Segment], lsn: u64) -> Option<(usize, u64)> {
+    let index = chain.iter().position(|s| s.holds(lsn))?;
+    Some(next_sector(chain, (index, chain[index].sector_of(lsn))))
+}
+
+fn next_sector(chain: &[Segment], (index, sector): (usize, u64)) -> (usize, u64) {
+    if sector + 1 < chain[index].capacity / SECTOR_PAYLOAD as u64 {
+        (index, sector + 1)
+    } else {
+        (index + 1, 0)
+    }
+}
+
+/// The durable mark of a valid flush-end record in `bytes` (stream bytes from `lsn`) that
+/// says the log was durable beyond `end`, if there is one.
+fn durable_mark_beyond(bytes: &[u8], lsn: u64, end: u64) -> Option<u64> {
+    for offset in 0..bytes.len().saturating_sub(RECORD_HEADER_SIZE - 1) {
+        let at = lsn + offset as u64;
+        if read_u64(bytes, offset + 8) != at || bytes[offset + 16] != KIND_FLUSH_END {
             continue;
         }
-        if let Header::Record { len } = record::parse_header(&rest[offset..], lsn) {
-            furthest = furthest.max((lsn + len as u64).min(end));
+        let Header::Record { len } = record::parse_header(&bytes[offset..], at) else { continue };
+        let Some(whole) = bytes.get(offset..offset + len) else { continue };
+        if let Ok(Record::FlushEnd { synced_below, .. }) = record::decode(whole, at) {
+            if synced_below > end {
+                return Some(synced_below);
+            }
         }
-        if offset > 0 && rest[offset + 16] == KIND_FLUSH_END {
-            if let Some((Record::FlushEnd { synced_below, .. }, _)) = read_record(segments, lsn)? {
-                if synced_below > bad {
-                    return Err(corrupt(
-                        segments,
-                        bad,
-                        format!(
-                            "a damaged record in bytes that were durable (a later write began \
-                             when the log was durable up to {synced_below})"
-                        ),
+    }
+    None
+}
+
+impl LogScan {
+    /// Distinct pages the records change (what an in-memory replay keeps in the pool).
+    pub fn pages_touched(&self) -> u64 {
+        let mut seen = HashSet::new();
+        for (_, record) in &self.records {
+            match record {
+                Record::Commit { pages, .. } => {
+                    seen.extend(pages.iter().filter(|e| e.op != OP_FREED).map(|e| e.page_id))
+                }
+                Record::Image { entry, .. } => {
+                    seen.insert(entry.page_id);
+                }
+                Record::Checkpoint(_) | Record::FlushEnd { .. } => {}
+            }
+        }
+        seen.len() as u64
+    }
+
+    /// Bytes of a torn last write found after the end.
+    pub fn torn_bytes(&self) -> u64 {
+        self.torn.bytes
+    }
+
+    /// What [`check_log`] reports.
+    fn report(&self) -> LogReport {
+        let mut report = LogReport {
+            segments: self.found.segments.len(),
+            slots: self.found.next_slot,
+            checkpoint_lsn: self.checkpoint_lsn,
+            redo_lsn: self.checkpoint.redo_lsn,
+            end_lsn: self.end_lsn,
+            checkpoint_buffered: self.checkpoint.buffered.len() as u64,
+            torn_bytes: self.torn.bytes,
+            ..Default::default()
+        };
+        for (_, record) in &self.records {
+            report.records += 1;
+            match record {
+                Record::Commit { buffered, .. } => {
+                    report.commits += 1;
+                    report.buffered_changes += buffered.len() as u64;
+                }
+                Record::Image { .. } => report.images += 1,
+                _ => {}
+            }
+        }
+        report
+    }
+
+    /// Makes the log ready to go on at the end (a writable open): the torn tail's sectors
+    /// zeroed (the sector holding the end rewritten with the bytes before it), the segments
+    /// after the one holding the end retired. Returns the log, continuing at the end.
+    pub fn continue_log(
+        &self,
+        storage: Arc<dyn Storage>,
+        segment_bytes: u64,
+        direct: bool,
+    ) -> Result<Arc<Log>> {
+        let end = self.end_lsn;
+        let keep = self.chain.iter().position(|s| s.holds(end)).map_or(self.chain.len(), |i| i + 1);
+        if self.torn.bytes > 0 {
+            self.erase_tail()?;
+        }
+        chain::retire(&self.chain[keep..])?;
+        let segments = self.chain[..keep].to_vec();
+        let in_use: HashSet<u32> = segments.iter().map(|s| s.slot).collect();
+        let free = self
+            .found
+            .segments
+            .iter()
+            .map(|s| s.slot)
+            .chain(self.found.unused.iter().map(|(slot, _)| *slot))
+            .filter(|slot| !in_use.contains(slot))
+            .collect();
+        let slots = Slots { free, next: self.found.next_slot };
+        Ok(Arc::new(Log::new(storage, segment_bytes, segments, slots, end, direct)))
+    }
+
+    /// Zeroes the torn tail's written sectors and cuts the one holding the end at the end.
+    fn erase_tail(&self) -> Result<()> {
+        let end = self.end_lsn;
+        let fail = |segment: &Segment, e| {
+            Error::io(format!("erasing the torn end of the log in {}", segment.path().display()), e)
+        };
+        let mut touched = BTreeSet::new();
+        if let Some(index) = self.chain.iter().position(|s| s.holds(end)) {
+            let segment = &self.chain[index];
+            let sector = segment.sector_of(end);
+            let from = segment.sector_lsn(sector);
+            let mut image = vec![0u8; SECTOR_BYTES];
+            if end > from {
+                let mut kept = vec![0u8; (end - from) as usize];
+                if !read_stream(&self.chain, from, &mut kept)? {
+                    return Err(damaged_at(
+                        &self.chain,
+                        from,
+                        "the log's last sector does not read back",
                     ));
+                }
+                super::segment::encode_sector(&mut image, from, &kept);
+            }
+            segment
+                .device
+                .write_at(&image, Segment::sector_offset(sector))
+                .map_err(|e| fail(segment, e))?;
+            touched.insert(index);
+        }
+        let zeros = vec![0u8; SECTOR_BYTES];
+        for &(index, offset) in &self.torn.sectors {
+            let segment = &self.chain[index];
+            segment.device.write_at(&zeros, offset).map_err(|e| fail(segment, e))?;
+            touched.insert(index);
+        }
+        for index in touched {
+            let segment = &self.chain[index];
+            segment.device.sync().map_err(|e| fail(segment, e))?;
+        }
+        Ok(())
+    }
+
+    /// Replays every record into `pool` (see the module documentation); with `read_ahead`,
+    /// reads the pages of the next records ahead, many at a time.
+    pub fn replay(self, pool: &BufferPool, read_ahead: usize, in_memory: bool) -> Result<Replayed> {
+        let Checkpoint { redo_lsn, page_count, next_tree_id, free, buffered, .. } = self.checkpoint;
+        let end_lsn = self.end_lsn;
+        // The change buffer as of the redo LSN; the records replayed below change it in order.
+        let mut buffered: BTreeMap<(u64, Vec<u8>), Vec<u8>> =
+            buffered.into_iter().map(|(tree, key, value)| ((tree, key), value)).collect();
+        let mut report = RecoveryReport {
+            redo_lsn,
+            end_lsn,
+            torn_bytes: self.torn.bytes,
+            in_memory,
+            ..Default::default()
+        };
+        let records = self.records;
+        let mut free: BTreeSet<PageId> = free.into_iter().collect();
+        let mut page_count = page_count;
+        let mut next_tree_id = next_tree_id;
+        let mut torn = Deferred::new();
+        let mut read_until = 0;
+        for (index, (lsn, record)) in records.iter().enumerate() {
+            if read_ahead > 0 && index == read_until {
+                read_until = read_ahead_from(pool, &records, index, read_ahead);
+            }
+            let lsn = *lsn;
+            let entries = match record {
+                Record::Commit { next_tree_id: next, pages, buffered: ops } => {
+                    next_tree_id = next_tree_id.max(*next);
+                    for op in ops {
+                        match op {
+                            BufferedOp::Put { tree, key, value } => {
+                                buffered.insert((*tree, key.clone()), value.clone());
+                            }
+                            BufferedOp::Removed { tree, key } => {
+                                buffered.remove(&(*tree, key.clone()));
+                            }
+                        }
+                    }
+                    for entry in pages {
+                        match entry.op {
+                            OP_FREED => {
+                                free.insert(entry.page_id);
+                            }
+                            OP_NEW => {
+                                free.remove(&entry.page_id);
+                            }
+                            _ => {}
+                        }
+                        // Freed pages too: a page allocated and freed in one commit is logged
+                        // as freed only, and it did raise the page count.
+                        page_count = page_count.max(entry.page_id + 1);
+                    }
+                    pages
+                }
+                Record::Image { content_lsn, entry } => {
+                    // Applied by its content's age, not its position.
+                    report.records += 1;
+                    if replay(pool, *content_lsn, entry, &mut torn, end_lsn)? {
+                        report.pages_applied += 1;
+                    }
+                    continue;
+                }
+                Record::Checkpoint(_) | Record::FlushEnd { .. } => continue,
+            };
+            report.records += 1;
+            for entry in entries {
+                if replay(pool, lsn, entry, &mut torn, end_lsn)? {
+                    report.pages_applied += 1;
                 }
             }
         }
-        offset += 1;
-    }
-    Ok(furthest)
-}
-
-/// Overwrites log bytes `from..to` with zeros and syncs them.
-fn erase(segments: &[Segment], from: u64, to: u64) -> Result<()> {
-    for segment in segments {
-        let (lo, hi) = (from.max(segment.start), to.min(segment.end()));
-        if lo >= hi {
-            continue;
+        for &page_id in torn.keys() {
+            if !free.contains(&page_id) {
+                return Err(Error::Corrupt {
+                    page: page_id,
+                    file: pool.file().path().to_owned(),
+                    reason: "torn by a crash, and the log holds no image of it".into(),
+                });
+            }
         }
-        let zeros = vec![0u8; (hi - lo) as usize];
-        let offset = super::log::SEGMENT_HEADER_BYTES + (lo - segment.start);
-        let path = segment.device.path().display().to_string();
-        segment
-            .device
-            .write_at(&zeros, offset)
-            .and_then(|()| segment.device.sync())
-            .map_err(|e| Error::io(format!("erasing the torn end of the log in {path}"), e))?;
-    }
-    Ok(())
-}
-
-/// The checkpoint record at `checkpoint_lsn`, read without changing anything (a read-only
-/// open takes the free pages from it).
-pub fn read_checkpoint(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<Checkpoint> {
-    let (all, _) = discover(storage)?;
-    match read_record(&all, checkpoint_lsn)? {
-        Some((Record::Checkpoint(checkpoint), _)) => Ok(checkpoint),
-        _ => Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable")),
+        report.duration = self.started.elapsed();
+        report.buffered = buffered.len() as u64;
+        Ok(Replayed {
+            page_count,
+            free: free.into_iter().collect(),
+            next_tree_id,
+            buffered,
+            report,
+        })
     }
 }
 
 /// What [`check_log`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogReport {
-    /// Segment files with a valid header, and slots existing.
+    /// Segment files with a valid header, and one past the highest slot.
     pub segments: usize,
     pub slots: u32,
     pub checkpoint_lsn: u64,
@@ -194,181 +527,65 @@ pub struct LogReport {
 }
 
 /// Verifies the log of `storage` without changing anything: the checkpoint record at
-/// `checkpoint_lsn`, then every record from its redo LSN to the end (checksums, positions,
-/// decoding), and whether what follows is a torn tail (fine) or damage (`LogCorrupt`).
+/// `checkpoint_lsn`, then every record from its redo LSN to the end, and how it ends.
 pub fn check_log(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<LogReport> {
-    let (all, slots) = discover(storage)?;
-    let mut report = LogReport { segments: all.len(), slots, checkpoint_lsn, ..Default::default() };
-    let Some((Record::Checkpoint(checkpoint), _)) = read_record(&all, checkpoint_lsn)? else {
-        return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
-    };
-    report.redo_lsn = checkpoint.redo_lsn;
-    report.checkpoint_buffered = checkpoint.buffered.len() as u64;
-    let segments = chain_from(&all, checkpoint.redo_lsn)?;
-    let mut lsn = checkpoint.redo_lsn;
-    while let Some((record, len)) = read_record(&segments, lsn)? {
-        report.records += 1;
-        match record {
-            Record::Commit { buffered, .. } => {
-                report.commits += 1;
-                report.buffered_changes += buffered.len() as u64;
-            }
-            Record::Image { .. } => report.images += 1,
-            _ => {}
-        }
-        lsn += len as u64;
-    }
-    report.end_lsn = lsn;
-    report.torn_bytes = judge_tail(&segments, lsn)? - lsn;
-    Ok(report)
+    Ok(scan(storage, checkpoint_lsn)?.report())
 }
 
-/// The contiguous run of segments from the one holding `lsn`.
-fn chain_from(all: &[Segment], lsn: u64) -> Result<Vec<Segment>> {
-    let from = all
+/// The log of a directory whose superblock names no checkpoint yet (a new database, or one
+/// whose first open crashed before its first checkpoint was recorded): a new log at 0. A log
+/// that holds anything but such a first open's records is refused: the superblock would have
+/// lost its checkpoint, and starting a new log over the old one would lose it all.
+pub fn new_log(storage: Arc<dyn Storage>, segment_bytes: u64, direct: bool) -> Result<Arc<Log>> {
+    let found = chain::discover(storage.as_ref())?;
+    check_no_log(storage.as_ref(), &found)?;
+    chain::retire(&found.segments)?;
+    let free = found
+        .segments
         .iter()
-        .position(|s| s.start <= lsn && lsn < s.end())
-        .ok_or_else(|| corrupt(all, lsn, "no log segment holds the redo position"))?;
-    let mut segments = vec![all[from].clone()];
-    for segment in &all[from + 1..] {
-        if segment.start != segments.last().expect("one").end() {
-            break;
-        }
-        segments.push(segment.clone());
-    }
-    Ok(segments)
+        .map(|s| s.slot)
+        .chain(found.unused.iter().map(|(slot, _)| *slot))
+        .collect();
+    let slots = Slots { free, next: found.next_slot };
+    Ok(Arc::new(Log::new(storage, segment_bytes, Vec::new(), slots, 0, direct)))
 }
 
-/// Opens the log of a directory whose last checkpoint record is at `checkpoint_lsn`
-/// (`None`: a new directory, no log yet) and replays it into `pool`.
-pub fn recover(
-    storage: Arc<dyn Storage>,
-    segment_bytes: u64,
-    checkpoint_lsn: Option<u64>,
-    pool: &BufferPool,
-    fresh: (u64, Vec<PageId>, u64),
-    direct: bool,
-    read_ahead: usize,
-) -> Result<Recovered> {
-    let started = Instant::now();
-    let (all, slot_count) = discover(storage.as_ref())?;
-    let Some(checkpoint_lsn) = checkpoint_lsn else {
-        let log = Arc::new(Log::new(storage, segment_bytes, Vec::new(), slot_count, 0, direct));
-        pool.attach_log(Arc::clone(&log));
-        let (page_count, free, next_tree_id) = fresh;
-        return Ok(Recovered {
-            log,
-            page_count,
-            free,
-            next_tree_id,
-            buffered: BTreeMap::new(),
-            report: Default::default(),
-        });
+/// Fails unless the segments `found` hold at most a crashed first open's records.
+pub fn check_no_log(storage: &dyn Storage, found: &Discovered) -> Result<()> {
+    let refuse = |segment: &Segment, why: String| {
+        damaged(
+            segment.path(),
+            None,
+            None,
+            format!(
+                "the superblock names no checkpoint, but the log holds {why}: the superblock was \
+                 damaged or replaced, or the page file belongs to another log; refusing to start \
+                 a new log over this one"
+            ),
+        )
     };
-    let Some((Record::Checkpoint(checkpoint), _)) = read_record(&all, checkpoint_lsn)? else {
-        return Err(corrupt(&all, checkpoint_lsn, "the checkpoint record is unreadable"));
-    };
-    let Checkpoint { redo_lsn, page_count, next_tree_id, free, buffered, .. } = checkpoint;
-    // The change buffer as of the redo LSN; the records replayed below change it in order.
-    let mut buffered: BTreeMap<(u64, Vec<u8>), Vec<u8>> =
-        buffered.into_iter().map(|(tree, key, value)| ((tree, key), value)).collect();
-    // The contiguous run of segments that reaches from the redo LSN.
-    let mut segments = chain_from(&all, redo_lsn)?;
-    // Pass 1: read to the end, checking every record.
-    let mut records = Vec::new();
-    let mut lsn = redo_lsn;
-    while let Some((record, len)) = read_record(&segments, lsn)? {
-        records.push((lsn, record));
+    let _ = storage;
+    for segment in &found.segments {
+        if segment.start > 0 {
+            return Err(refuse(segment, format!("a segment from log position {}", segment.start)));
+        }
+    }
+    let Some(first) = found.segments.first() else { return Ok(()) };
+    let chain = std::slice::from_ref(first);
+    let mut reader = StreamReader::new(chain, 0);
+    let mut lsn = 0;
+    while let Some(head) = reader.bytes(lsn, RECORD_HEADER_SIZE)? {
+        let Header::Record { len } = record::parse_header(head, lsn) else { break };
+        let Some(bytes) = reader.bytes(lsn, len)? else { break };
+        match record::decode(bytes, lsn) {
+            Ok(Record::Checkpoint(_) | Record::FlushEnd { .. }) => {}
+            Ok(_) => return Err(refuse(first, format!("changes (a record at position {lsn})"))),
+            Err(_) => break,
+        }
         lsn += len as u64;
+        reader.consume_to(lsn);
     }
-    let torn_end = judge_tail(&segments, lsn)?;
-    let end_lsn = lsn;
-    if torn_end > end_lsn {
-        erase(&segments, end_lsn, torn_end)?;
-    }
-    let torn_bytes = torn_end - end_lsn;
-    let mut report = RecoveryReport { redo_lsn, end_lsn, torn_bytes, ..Default::default() };
-    // Segments beyond the one the log continues in hold nothing needed.
-    let keep = segments.iter().position(|s| end_lsn < s.end()).map_or(segments.len(), |i| i + 1);
-    segments.truncate(keep);
-    let log = Arc::new(Log::new(storage, segment_bytes, segments, slot_count, end_lsn, direct));
-    pool.attach_log(Arc::clone(&log));
-    // Pass 2: replay.
-    let mut free: BTreeSet<PageId> = free.into_iter().collect();
-    let mut page_count = page_count;
-    let mut next_tree_id = next_tree_id;
-    let mut torn = Deferred::new();
-    let mut read_until = 0;
-    for (index, (lsn, record)) in records.iter().enumerate() {
-        if read_ahead > 0 && index == read_until {
-            read_until = read_ahead_from(pool, &records, index, read_ahead);
-        }
-        let lsn = *lsn;
-        let entries = match record {
-            Record::Commit { next_tree_id: next, pages, buffered: ops } => {
-                next_tree_id = next_tree_id.max(*next);
-                for op in ops {
-                    match op {
-                        BufferedOp::Put { tree, key, value } => {
-                            buffered.insert((*tree, key.clone()), value.clone());
-                        }
-                        BufferedOp::Removed { tree, key } => {
-                            buffered.remove(&(*tree, key.clone()));
-                        }
-                    }
-                }
-                for entry in pages {
-                    match entry.op {
-                        OP_FREED => {
-                            free.insert(entry.page_id);
-                        }
-                        OP_NEW => {
-                            free.remove(&entry.page_id);
-                        }
-                        _ => {}
-                    }
-                    // Freed pages too: a page allocated and freed in one commit is logged as
-                    // freed only, and it did raise the page count.
-                    page_count = page_count.max(entry.page_id + 1);
-                }
-                pages
-            }
-            Record::Image { content_lsn, entry } => {
-                // Applied by its content's age, not its position.
-                report.records += 1;
-                if replay(pool, *content_lsn, entry, &mut torn)? {
-                    report.pages_applied += 1;
-                }
-                continue;
-            }
-            Record::Checkpoint(_) | Record::FlushEnd { .. } => continue,
-        };
-        report.records += 1;
-        for entry in entries {
-            if replay(pool, lsn, entry, &mut torn)? {
-                report.pages_applied += 1;
-            }
-        }
-    }
-    for &page_id in torn.keys() {
-        if !free.contains(&page_id) {
-            return Err(Error::Corrupt {
-                page: page_id,
-                file: pool.file().path().to_owned(),
-                reason: "torn by a crash, and the log holds no image of it".into(),
-            });
-        }
-    }
-    report.duration = started.elapsed();
-    report.buffered = buffered.len() as u64;
-    Ok(Recovered {
-        log,
-        page_count,
-        free: free.into_iter().collect(),
-        next_tree_id,
-        buffered,
-        report,
-    })
+    Ok(())
 }
 
 /// Threads reading pages ahead of the replay: reads in flight at once.
@@ -421,13 +638,21 @@ type Deferred = BTreeMap<PageId, Vec<(u64, PageEntry)>>;
 /// the page is older; returns whether it did. A change to a torn page waits in `torn` for a
 /// full image of the page (a page image, or the page allocated anew); once one comes, the
 /// changes newer than it are applied on top, in order. (An image can lie in the log after
-/// changes newer than its content: one logged while a recovery evicted pages.)
-fn replay(pool: &BufferPool, lsn: u64, entry: &PageEntry, torn: &mut Deferred) -> Result<bool> {
+/// changes newer than its content: one logged while a recovery evicted pages.) A page on
+/// disk whose LSN is at or past `end` (where the log ends) is refused: the log lost records.
+fn replay(
+    pool: &BufferPool,
+    lsn: u64,
+    entry: &PageEntry,
+    torn: &mut Deferred,
+    end: u64,
+) -> Result<bool> {
     if entry.op == OP_FREED {
         torn.remove(&entry.page_id);
         return Ok(false);
     }
     let mut applied = false;
+    let mut beyond = None;
     pool.recover_page(entry.page_id, |memory, valid| {
         if !valid {
             if entry.op == OP_CHANGED {
@@ -445,7 +670,12 @@ fn replay(pool: &BufferPool, lsn: u64, entry: &PageEntry, torn: &mut Deferred) -
             applied = true;
             return true;
         }
-        if page::lsn_of(memory) >= lsn {
+        let page_lsn = page::lsn_of(memory);
+        if page_lsn >= end {
+            beyond = Some(page_lsn);
+            return false;
+        }
+        if page_lsn >= lsn {
             return false;
         }
         entry.apply(memory);
@@ -453,5 +683,18 @@ fn replay(pool: &BufferPool, lsn: u64, entry: &PageEntry, torn: &mut Deferred) -
         applied = true;
         true
     })?;
+    if let Some(page_lsn) = beyond {
+        return Err(Error::LogCorrupt {
+            path: pool.file().path().to_owned(),
+            offset: Some(entry.page_id * page::PAGE_SIZE as u64),
+            lsn: Some(end),
+            reason: format!(
+                "page {} carries log position {page_lsn}, at or past where the log ends ({end}): \
+                 a page is written only once the log is durable past it, so the log lost \
+                 records (a segment missing, damaged or replaced)",
+                entry.page_id
+            ),
+        });
+    }
     Ok(applied)
 }

@@ -1,0 +1,159 @@
+//! The directory lock: the data directory itself, held with `flock` on a descriptor of it
+//! while a `Db` has it open: exclusively by a writable open, shared by read-only ones (any
+//! number of readers together, never beside a writer). A refused open names the processes
+//! that hold the lock (from `/proc/locks`).
+//!
+//! Locking the directory rather than a file in it means a reader creates nothing (it works
+//! on read-only media, and leaves a directory that is not a database as it found it), and
+//! no file in the directory can stand in the lock's way (a FIFO named like the lock file
+//! would block its open). Earlier versions locked a file named `LOCK`; one left in a
+//! directory is harmless and ignored.
+
+#![allow(unsafe_code)] // flock
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// The lock file earlier versions kept in a data directory (ignored now).
+pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// A held directory lock; released when dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    _dir: File,
+}
+
+impl DirLock {
+    /// Takes the lock of `dir`: exclusive for a writer, shared for a reader; while another
+    /// holder keeps it, tries again until `wait` has passed, then fails with `Error::Locked`.
+    pub fn acquire(dir: &Path, exclusive: bool, wait: Duration) -> Result<DirLock> {
+        let file = File::open(dir)
+            .map_err(|e| Error::io(format!("opening {} to lock it", dir.display()), e))?;
+        let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // SAFETY: flock only takes the descriptor, which stays open as long as `file`.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(DirLock { _dir: file });
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(Error::io(format!("locking {}", dir.display()), err));
+            }
+            if started.elapsed() >= wait {
+                return Err(Error::Locked { path: dir.to_owned(), by: holders(&file) });
+            }
+            std::thread::sleep(pause.min(wait.saturating_sub(started.elapsed())));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Who holds `file`'s lock, as `/proc/locks` tells: "process 123 (writing)", or "processes
+/// 4, 5 (reading)"; "another holder" where it does not say.
+fn holders(file: &File) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = file.metadata() else { return "another holder".into() };
+    let (major, minor) = (libc::major(metadata.dev()), libc::minor(metadata.dev()));
+    let inode = metadata.ino();
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return "another holder".into();
+    };
+    let (mut writers, mut readers) = (Vec::new(), Vec::new());
+    for line in locks.lines() {
+        if let Some((pid, writing)) = holder_of(line, major, minor, inode) {
+            let list = if writing { &mut writers } else { &mut readers };
+            if !list.contains(&pid) {
+                list.push(pid);
+            }
+        }
+    }
+    let name = |pids: &[u32], how: &str| {
+        let listed: Vec<String> = pids.iter().map(u32::to_string).collect();
+        let noun = if pids.len() == 1 { "process" } else { "processes" };
+        format!("{noun} {} ({how})", listed.join(", "))
+    };
+    match (writers.is_empty(), readers.is_empty()) {
+        (false, _) => name(&writers, "writing"),
+        (true, false) => name(&readers, "reading"),
+        (true, true) => "another holder".into(),
+    }
+}
+
+/// A `/proc/locks` line's holder of a flock on the file `major:minor:inode`: its pid, and
+/// whether it holds it exclusively. Lines look like
+/// `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF` (device numbers in hex); a line for
+/// a waiter (`1: -> FLOCK …`) is not a holder.
+fn holder_of(line: &str, major: u32, minor: u32, inode: u64) -> Option<(u32, bool)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let [_, "FLOCK", _, mode, pid, file, ..] = fields[..] else { return None };
+    let mut parts = file.split(':');
+    let (maj, min, ino) = (parts.next()?, parts.next()?, parts.next()?);
+    let same = u32::from_str_radix(maj, 16).ok()? == major
+        && u32::from_str_radix(min, 16).ok()? == minor
+        && ino.parse::<u64>().ok()? == inode;
+    same.then(|| Some((pid.parse().ok()?, mode == "WRITE"))).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::TempDir;
+
+    #[test]
+    fn readers_share_and_a_writer_is_refused_naming_this_process() {
+        let dir = TempDir::new("dir-lock");
+        let wait = Duration::ZERO;
+        let first = DirLock::acquire(dir.path(), false, wait).unwrap();
+        let second = DirLock::acquire(dir.path(), false, wait).unwrap();
+        let Err(Error::Locked { by, .. }) = DirLock::acquire(dir.path(), true, wait) else {
+            panic!("a writer beside readers")
+        };
+        let me = std::process::id().to_string();
+        assert!(by.contains(&me) && by.contains("reading"), "{by}");
+        drop((first, second));
+        let writer = DirLock::acquire(dir.path(), true, wait).unwrap();
+        let Err(Error::Locked { by, .. }) = DirLock::acquire(dir.path(), false, wait) else {
+            panic!("a reader beside a writer")
+        };
+        assert!(by.contains(&me) && by.contains("writing"), "{by}");
+        // Waiting: the lock is given up meanwhile.
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(writer);
+        });
+        DirLock::acquire(dir.path(), false, Duration::from_secs(10)).unwrap();
+        released.join().unwrap();
+    }
+
+    #[test]
+    fn proc_locks_lines_are_read_for_this_file_only() {
+        let line = "3: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF";
+        assert_eq!(holder_of(line, 0xfd, 1, 1_234_567), Some((4242, true)));
+        assert_eq!(holder_of(line, 0xfd, 1, 1_234_568), None);
+        let shared = "4: FLOCK  ADVISORY  READ 77 08:10:99 0 EOF";
+        assert_eq!(holder_of(shared, 8, 16, 99), Some((77, false)));
+        assert_eq!(holder_of("5: -> FLOCK  ADVISORY  WRITE 1 08:10:99 0 EOF", 8, 16, 99), None);
+        assert_eq!(holder_of("6: POSIX  ADVISORY  WRITE 1 08:10:99 0 EOF", 8, 16, 99), None);
+    }
+
+    #[test]
+    fn a_fifo_named_lock_is_no_obstacle_and_readers_create_nothing() {
+        let dir = TempDir::new("dir-lock-fifo");
+        let path =
+            std::ffi::CString::new(dir.path().join(LOCK_FILE_NAME).to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path only.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+        for exclusive in [true, false] {
+            drop(DirLock::acquire(dir.path(), exclusive, Duration::ZERO).unwrap());
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the FIFO");
+    }
+}

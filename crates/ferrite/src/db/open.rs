@@ -1,0 +1,544 @@
+//! Opening a data directory, one step at a time.
+//!
+//! Nothing on disk changes until every check that can refuse the open has passed: the
+//! options, the directory, its lock, the page file and its superblock, the log read to its
+//! end and judged (`wal/recover.rs`), the pool and the workers' engines. Only then does a
+//! writable open change anything, in this order: cut a torn log tail, replay the log into
+//! the pool, take a checkpoint (which writes the superblock, marked "open" until a clean
+//! close), start the workers. A read-only open replays the log into memory and writes
+//! nothing, so it works beside other readers, on a directory not closed cleanly, and on
+//! read-only media.
+//!
+//! A new database is made only where nothing of one exists: no page file (or an empty one)
+//! and no log. A page file missing or empty beside a log is damage, never a new database.
+//! The page file of a new database is written under a temporary name and renamed into
+//! place, so that a crash while it is made leaves either no page file or a whole one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use super::lock::{DirLock, LOCK_FILE_NAME};
+use super::{
+    not_a_database, read_page_direct, write_page_direct, Db, Shared, DEVICES_FILE_NAME,
+    PAGE_FILE_NAME,
+};
+use crate::btree::buffered::ChangeBuffer;
+use crate::btree::BTree;
+use crate::buffer::BufferPool;
+use crate::error::{Error, PageId, Result};
+use crate::io::{DirStorage, IoEngine, PageFile, Storage};
+use crate::options::{Durability, Options};
+use crate::sched::Workers;
+use crate::store::superblock::{Superblock, CATALOG_ROOT, NO_CHECKPOINT, SUPERBLOCK_PAGES};
+use crate::store::{freelist, page};
+use crate::wal::commit::CommitLock;
+use crate::wal::recover::{self, BufferedEntries, LogScan, RecoveryReport};
+use crate::wal::segment::LOG_DIR_NAME;
+
+/// The catalog's tree id.
+pub(super) const CATALOG_TREE_ID: u64 = 0;
+/// A new page file is written under this name, then renamed to `PAGE_FILE_NAME`.
+const NEW_PAGE_FILE_NAME: &str = "pages.ferrite.new";
+
+impl Db {
+    /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
+    /// does not exist or is empty.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
+        Db::open_with_engines(dir, options, |_, pool| {
+            let Some(devices) = pool.file().devices() else {
+                // A page file behind `Options::storage` (a simulated disk): the workers
+                // issue its I/O through the blocking device interface.
+                let device = pool.file().block_device().expect("a page file has a backing");
+                return Ok(Box::new(crate::io::SimEngine::new(Arc::clone(device), depth)?));
+            };
+            match (crate::io::open_engine(kind, devices, depth), fallback) {
+                (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
+                (result, _) => result,
+            }
+        })
+    }
+
+    /// As [`Db::open`], with the workers' I/O engines made by `make_engine(worker, pool)`
+    /// (tests inject failing or simulated engines here).
+    #[doc(hidden)]
+    pub fn open_with_engines(
+        dir: impl AsRef<Path>,
+        options: Options,
+        make_engine: impl Fn(usize, &BufferPool) -> Result<Box<dyn IoEngine>>,
+    ) -> Result<Db> {
+        options.validate()?;
+        let writable = !options.read_only;
+        let dir = prepare_dir(dir.as_ref(), &options)?;
+        let lock = DirLock::acquire(&dir, writable, options.lock_wait)?;
+        let storage: Arc<dyn Storage> = match &options.storage {
+            Some(storage) => Arc::clone(storage),
+            None if writable => Arc::new(DirStorage::new(&dir)),
+            None => Arc::new(DirStorage::read_only(&dir)),
+        };
+        let file = open_page_file(&dir, &options, storage.as_ref())?;
+        let (mut sb, superblock_damage) = read_superblock(&file, &dir)?;
+        check_superblock(&sb, &options, &file, &dir)?;
+        let scan = match sb.checkpoint_lsn {
+            NO_CHECKPOINT => {
+                let found = crate::wal::chain::discover(storage.as_ref())?;
+                recover::check_no_log(storage.as_ref(), &found)?;
+                None
+            }
+            checkpoint_lsn => Some(recover::scan(storage.as_ref(), checkpoint_lsn)?),
+        };
+        // The free-list chain of format version 1, kept only by a directory whose log holds
+        // no checkpoint yet; checkpoint records list the free pages since.
+        let chained_free = match sb.checkpoint_lsn {
+            NO_CHECKPOINT => read_free_list(&file, &sb)?,
+            _ => Vec::new(),
+        };
+        // A read-only replay keeps every page it changes in memory: room for them beside
+        // the pool asked for.
+        let replayed_pages = match (&scan, writable) {
+            (Some(scan), false) => scan.pages_touched(),
+            _ => 0,
+        };
+        let pool = Arc::new(
+            BufferPool::new(
+                file,
+                options.pool_pages() + replayed_pages,
+                options.max_pages(),
+                sb.page_count,
+                chained_free.clone(),
+            )?
+            .with_flex_frames(options.flex_pages()),
+        );
+        let engines = (0..options.workers)
+            .map(|worker| make_engine(worker, &pool))
+            .collect::<Result<Vec<_>>>()?;
+        // Everything that can refuse the open has passed: from here a writable open changes
+        // the directory.
+        let log = match (&scan, writable) {
+            (_, false) => None,
+            (Some(scan), true) => Some(scan.continue_log(
+                Arc::clone(&storage),
+                options.log_segment_bytes,
+                options.direct_io,
+            )?),
+            (None, true) => Some(recover::new_log(
+                Arc::clone(&storage),
+                options.log_segment_bytes,
+                options.direct_io,
+            )?),
+        };
+        if let Some(log) = &log {
+            pool.attach_log(Arc::clone(log));
+        }
+        let closed_cleanly = sb.clean;
+        let (mut recovery, buffered) = match scan {
+            Some(scan) => replay(scan, &pool, &options, &mut sb)?,
+            None => {
+                pool.set_allocation(sb.page_count, chained_free)?;
+                (RecoveryReport::default(), BTreeMap::new())
+            }
+        };
+        recovery.closed_cleanly = closed_cleanly;
+        if writable {
+            // The checkpoint below writes the superblock: from then until a clean close it
+            // says "open" (and the free pages are in the checkpoint record, not a chain).
+            sb.clean = false;
+            sb.free_list_head = 0;
+            sb.free_list_len = 0;
+        }
+        let shared = Arc::new(Shared {
+            dir: dir.clone(),
+            pool: Arc::clone(&pool),
+            workers: Mutex::new(None),
+            engine: Mutex::new(None),
+            catalog: BTree { root: CATALOG_ROOT, tree_id: CATALOG_TREE_ID },
+            next_tree_id: AtomicU64::new(sb.next_tree_id),
+            superblock: Mutex::new(sb),
+            superblock_damage: Mutex::new(superblock_damage),
+            catalog_lock: Mutex::new(()),
+            dropped_flags: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            read_only: options.read_only,
+            lock: Mutex::new(Some(lock)),
+            log,
+            commit_lock: CommitLock::default(),
+            durability: options.durability,
+            checkpoint_log_bytes: options.checkpoint_log_bytes,
+            checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
+            checkpoint_lock: Mutex::new(()),
+            checkpointing: AtomicBool::new(false),
+            buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
+            buffer_lent: AtomicBool::new(false),
+            helpers: Mutex::new(Vec::new()),
+            recovery,
+            storage,
+        });
+        if !buffered.is_empty() {
+            // The trees the recovered buffered puts belong to (a dropped tree's left with
+            // its drop).
+            let trees = shared
+                .catalog_entries()?
+                .into_iter()
+                .filter_map(|(_, tree)| tree)
+                .map(|tree| (tree.tree_id, tree))
+                .collect();
+            shared.buffer.load(buffered, trees);
+            if writable {
+                // The recovered entries need the frames lent to the buffer at once.
+                shared.lend_frames_to_buffer();
+            }
+        }
+        if writable {
+            // The recovered state (or the new directory) becomes the base the log starts from
+            // (the change buffer with it).
+            shared.checkpoint()?;
+        }
+        start_workers(&shared, engines, &options)?;
+        Ok(Db { shared })
+    }
+}
+
+/// Replays the log into `pool` (into memory only when read-only), sets the allocator, and
+/// brings `sb` up to date; returns the report and the change buffer the log leaves.
+fn replay(
+    scan: LogScan,
+    pool: &BufferPool,
+    options: &Options,
+    sb: &mut Superblock,
+) -> Result<(RecoveryReport, BufferedEntries)> {
+    // A simulated disk's draws must not depend on the threads' timing: no read-ahead there.
+    let read_ahead = match options.storage {
+        Some(_) => 0,
+        None => options.recovery_read_ahead_pages.min(options.pool_pages() / 4) as usize,
+    };
+    let replayed = scan.replay(pool, read_ahead, options.read_only)?;
+    pool.set_allocation(replayed.page_count, replayed.free)?;
+    sb.page_count = replayed.page_count;
+    sb.next_tree_id = replayed.next_tree_id;
+    Ok((replayed.report, replayed.buffered))
+}
+
+/// Starts the workers (if asked for) and the periodic log flush (if the durability asks).
+fn start_workers(
+    shared: &Arc<Shared>,
+    engines: Vec<Box<dyn IoEngine>>,
+    options: &Options,
+) -> Result<()> {
+    if !engines.is_empty() {
+        let workers = Workers::start(&shared.pool, engines)?;
+        *shared.engine.lock().unwrap() = Some(workers.engine());
+        *shared.workers.lock().unwrap() = Some(workers);
+        if let Some(log) = &shared.log {
+            // Commits made by tasks wait for the log without flushing it: the workers'
+            // loops write and sync it on their rings.
+            log.set_flushed_by_workers();
+        }
+    }
+    if let (Some(_), Durability::Periodic(interval)) = (&shared.log, options.durability) {
+        let flusher = Arc::clone(shared);
+        let handle = std::thread::Builder::new()
+            .name("ferrite-log-flush".into())
+            .spawn(move || flusher.flush_periodically(interval))
+            .map_err(|e| Error::io("starting the periodic log flush", e))?;
+        shared.helpers.lock().unwrap().push(handle);
+    }
+    Ok(())
+}
+
+/// The data directory as an absolute path, made (with its parents, durably) if it is
+/// missing and the options allow.
+fn prepare_dir(dir: &Path, options: &Options) -> Result<PathBuf> {
+    let dir = std::path::absolute(dir)
+        .map_err(|e| Error::io(format!("resolving the path {}", dir.display()), e))?;
+    match std::fs::metadata(&dir) {
+        Ok(metadata) if metadata.is_dir() => Ok(dir),
+        Ok(_) => Err(not_a_database(&dir, "it is not a directory")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if options.read_only || !options.create_if_missing {
+                return Err(not_a_database(&dir, "it does not exist"));
+            }
+            // The first ancestor that exists: its new entry, and each new one below it, must
+            // be synced, or a crash could lose the directory with the database in it.
+            let mut existing = dir.parent();
+            while let Some(parent) = existing.filter(|p| !p.exists()) {
+                existing = parent.parent();
+            }
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+            let mut sync = dir.clone();
+            while let Some(parent) = sync.parent() {
+                sync_dir(parent)?;
+                if Some(parent) == existing {
+                    break;
+                }
+                sync = parent.to_owned();
+            }
+            Ok(dir)
+        }
+        Err(e) => Err(Error::io(format!("inspecting {}", dir.display()), e)),
+    }
+}
+
+/// Makes the entries of directory `dir` durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(format!("syncing the directory {}", dir.display()), e))
+}
+
+/// Opens the page file, or makes a new database's (see the module documentation).
+fn open_page_file(dir: &Path, options: &Options, storage: &dyn Storage) -> Result<PageFile> {
+    let writable = !options.read_only;
+    if let Some(storage) = &options.storage {
+        let device = storage
+            .open(PAGE_FILE_NAME, false)
+            .map_err(|e| Error::io(format!("opening {PAGE_FILE_NAME}"), e))?;
+        let existing = device.filter(|d| d.len().unwrap_or(0) > 0);
+        let device = match existing {
+            Some(device) => device,
+            None => {
+                refuse_new_database(dir, options, storage.as_ref())?;
+                let device = storage
+                    .open(PAGE_FILE_NAME, true)
+                    .map_err(|e| Error::io(format!("creating {PAGE_FILE_NAME}"), e))?
+                    .expect("created");
+                let file = PageFile::open_on(device, true, options.grow_chunk_bytes)?;
+                format(&file, options)?;
+                return Ok(file);
+            }
+        };
+        return PageFile::open_on(device, writable, options.grow_chunk_bytes);
+    }
+    if !options.devices.is_empty() {
+        return open_striped(dir, options, storage);
+    }
+    let devices_file = dir.join(DEVICES_FILE_NAME);
+    if devices_file.exists() {
+        let listed = std::fs::read_to_string(&devices_file).unwrap_or_default();
+        return Err(Error::BadOptions {
+            reason: format!(
+                "{} keeps its pages on [{}]: open it with those devices",
+                dir.display(),
+                listed.lines().collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
+    let path = dir.join(PAGE_FILE_NAME);
+    let len = match std::fs::metadata(&path) {
+        Ok(metadata) if !metadata.is_file() => {
+            return Err(not_a_database(dir, format!("{PAGE_FILE_NAME} is not a regular file")));
+        }
+        Ok(metadata) => Some(metadata.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(format!("inspecting {}", path.display()), e)),
+    };
+    if len.is_some_and(|len| len > 0) {
+        return PageFile::open(&path, false, writable, options.direct_io, options.grow_chunk_bytes);
+    }
+    refuse_new_database(dir, options, storage)?;
+    let others = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name())
+        .any(|name| name != LOCK_FILE_NAME && name != PAGE_FILE_NAME && name != NEW_PAGE_FILE_NAME);
+    if others {
+        return Err(not_a_database(dir, format!("it has files but no {PAGE_FILE_NAME}")));
+    }
+    // Made whole under another name, then renamed: a crash leaves no page file or a whole one.
+    let new_path = dir.join(NEW_PAGE_FILE_NAME);
+    let _ = std::fs::remove_file(&new_path);
+    let file = PageFile::open(&new_path, true, true, options.direct_io, options.grow_chunk_bytes)?;
+    format(&file, options)?;
+    drop(file);
+    std::fs::rename(&new_path, &path)
+        .map_err(|e| Error::io(format!("renaming {} into place", new_path.display()), e))?;
+    sync_dir(dir)?;
+    PageFile::open(&path, false, true, options.direct_io, options.grow_chunk_bytes)
+}
+
+/// The page file striped over `options.devices`; a new database's if the superblock pages
+/// hold nothing at all (a device of someone else's is refused later: no valid superblock).
+fn open_striped(dir: &Path, options: &Options, storage: &dyn Storage) -> Result<PageFile> {
+    let writable = !options.read_only;
+    let file = PageFile::open_striped(
+        &options.devices,
+        options.create_if_missing && writable,
+        writable,
+        options.direct_io,
+        options.grow_chunk_bytes,
+        options.stripe_chunk_bytes,
+    )?;
+    let mut blank = true;
+    for page_id in SUPERBLOCK_PAGES {
+        blank &= read_page_direct(&file, page_id)?.bytes().iter().all(|&b| b == 0);
+    }
+    if blank {
+        refuse_new_database(dir, options, storage)?;
+        format(&file, options)?;
+        let devices_file = dir.join(DEVICES_FILE_NAME);
+        let listed: String = options.device_names().iter().map(|d| format!("{d}\n")).collect();
+        std::fs::write(&devices_file, listed)
+            .map_err(|e| Error::io(format!("writing {}", devices_file.display()), e))?;
+        sync_dir(dir)?;
+    }
+    Ok(file)
+}
+
+/// Fails unless a new database may be made in `dir`: a writable open that may create, and
+/// no log (a log without its page file is damage).
+fn refuse_new_database(dir: &Path, options: &Options, storage: &dyn Storage) -> Result<()> {
+    let logged = storage
+        .list(LOG_DIR_NAME)
+        .map_err(|e| Error::io(format!("listing {}", storage.path(LOG_DIR_NAME).display()), e))?;
+    if !logged.is_empty() {
+        return Err(not_a_database(
+            dir,
+            format!(
+                "{PAGE_FILE_NAME} is missing or empty, but {LOG_DIR_NAME}/ holds a write-ahead \
+                 log ({} files): the page file was lost or truncated; a new database is never \
+                 made over a log",
+                logged.len()
+            ),
+        ));
+    }
+    if options.read_only || !options.create_if_missing {
+        return Err(not_a_database(dir, format!("it has no {PAGE_FILE_NAME} (or it is empty)")));
+    }
+    Ok(())
+}
+
+/// Writes an empty database: both superblock copies and an empty catalog root.
+fn format(file: &PageFile, options: &Options) -> Result<()> {
+    write_page_direct(file, CATALOG_ROOT, |page| {
+        BTree::init_root(page, CATALOG_ROOT, CATALOG_TREE_ID);
+        page::seal(page);
+    })?;
+    for sequence in 0..2 {
+        let sb = Superblock {
+            sequence,
+            page_count: CATALOG_ROOT + 1,
+            catalog_root: CATALOG_ROOT,
+            free_list_head: 0,
+            free_list_len: 0,
+            next_tree_id: CATALOG_TREE_ID + 1,
+            clean: true,
+            checkpoint_lsn: NO_CHECKPOINT,
+            stripe_chunk_bytes: if options.devices.is_empty() {
+                0
+            } else {
+                options.stripe_chunk_bytes
+            },
+            devices: options.device_names(),
+        };
+        write_page_direct(file, sb.page_id(), |page| sb.encode(page))?;
+    }
+    file.sync()
+}
+
+/// The newer valid superblock copy, and what is wrong with the other if it is damaged.
+fn read_superblock(file: &PageFile, dir: &Path) -> Result<(Superblock, Option<String>)> {
+    let mut best: Option<Superblock> = None;
+    let mut reasons = Vec::new();
+    for page_id in SUPERBLOCK_PAGES {
+        let buf = read_page_direct(file, page_id)?;
+        match Superblock::decode(buf.bytes(), page_id) {
+            Ok(sb) if best.as_ref().map_or(true, |b| sb.sequence > b.sequence) => best = Some(sb),
+            Ok(_) => {}
+            Err(reason) => reasons.push(format!("copy {page_id}: {reason}")),
+        }
+    }
+    let Some(best) = best else {
+        return Err(not_a_database(dir, format!("no valid superblock ({})", reasons.join("; "))));
+    };
+    let damage = reasons.pop().map(|reason| {
+        format!(
+            "superblock {reason}; the other copy (sequence {}) is in use, and the next \
+             superblock write replaces the damaged one",
+            best.sequence
+        )
+    });
+    Ok((best, damage))
+}
+
+/// Fails unless `sb` fits the options and the page file.
+fn check_superblock(sb: &Superblock, options: &Options, file: &PageFile, dir: &Path) -> Result<()> {
+    let recorded_chunk = if sb.devices.is_empty() { 0 } else { sb.stripe_chunk_bytes };
+    let given_chunk = if options.devices.is_empty() { 0 } else { options.stripe_chunk_bytes };
+    if sb.devices != options.device_names() || recorded_chunk != given_chunk {
+        let show = |d: &[String]| {
+            if d.is_empty() {
+                format!("its own {PAGE_FILE_NAME}")
+            } else {
+                format!("[{}]", d.join(", "))
+            }
+        };
+        return Err(Error::BadOptions {
+            reason: format!(
+                "{} keeps its pages on {} (stripe chunk {recorded_chunk} bytes); it was opened \
+                 with devices {} (stripe chunk {given_chunk} bytes)",
+                dir.display(),
+                show(&sb.devices),
+                show(&options.device_names())
+            ),
+        });
+    }
+    // Pages are allocated only in space the file holds, and the file is synced before a
+    // superblock counts them: a count beyond the file is damage (or a truncated file).
+    let held = file.size_pages();
+    if sb.page_count > held {
+        return Err(Error::Corrupt {
+            page: sb.page_id(),
+            file: file.path().to_owned(),
+            reason: format!(
+                "the superblock counts {} pages, but the page file holds {held} (damaged \
+                 superblock, or a truncated page file)",
+                sb.page_count
+            ),
+        });
+    }
+    if sb.page_count > options.max_pages() {
+        return Err(Error::BadOptions {
+            reason: format!(
+                "the data holds {} pages but max_size_bytes allows {}",
+                sb.page_count,
+                options.max_pages()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Reads the free-list chain: the ids it lists and its own pages.
+fn read_free_list(file: &PageFile, sb: &Superblock) -> Result<Vec<PageId>> {
+    let mut free = Vec::new();
+    let mut next = sb.free_list_head;
+    let mut listed = 0u64;
+    while next != 0 {
+        if next >= sb.page_count || free.len() as u64 > sb.page_count {
+            return Err(Error::Corrupt {
+                page: next,
+                file: file.path().to_owned(),
+                reason: "free-list chain leaves the file or loops".into(),
+            });
+        }
+        let buf = read_page_direct(file, next)?;
+        let corrupt =
+            |reason: String| Error::Corrupt { page: next, file: file.path().to_owned(), reason };
+        page::verify(buf.bytes(), next).map_err(corrupt)?;
+        let (following, ids) = freelist::decode(buf.bytes()).map_err(corrupt)?;
+        listed += ids.len() as u64;
+        free.extend(ids);
+        free.push(next);
+        next = following;
+    }
+    if listed != sb.free_list_len {
+        return Err(Error::Corrupt {
+            page: sb.free_list_head,
+            file: file.path().to_owned(),
+            reason: format!("free list holds {listed} ids, superblock says {}", sb.free_list_len),
+        });
+    }
+    Ok(free)
+}
