@@ -8,17 +8,19 @@ use ferrite::{CheckReport, LogReport};
 use ferrite_bench::report::{bytes, thousands};
 
 use crate::args::{DbArgs, StatsArgs, TreesAction, TreesArgs};
-use crate::common::{open, options, Access, CliError, Outcome};
+use crate::common::{open, operate_then_close, options, Access, Change, CliError, Outcome};
 use crate::encoding::field;
 
 const PAGE_BYTES: u64 = 4096;
 
 pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let dir = &args.db.dir;
     match &args.action {
         TreesAction::List => {
             let db = open(&args.db, Access::ReadOnly)?;
-            let names = db.tree_names()?;
-            db.close()?;
+            let names = operate_then_close(db, dir, |db| {
+                Ok((db.tree_names()?, Change::Nothing("the listing".into())))
+            })?;
             for name in names {
                 writeln!(out, "{}", field(name.as_bytes(), false))?;
             }
@@ -26,13 +28,17 @@ pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         }
         TreesAction::Create(name) => {
             let db = open(&args.db, Access::Create)?;
-            db.create_tree(name)?;
-            db.close()?;
+            operate_then_close(db, dir, |db| {
+                db.create_tree(name)?;
+                Ok(((), Change::Durable(format!("the creation of tree {name:?}"))))
+            })?;
         }
         TreesAction::Drop(name) => {
             let db = open(&args.db, Access::Existing)?;
-            db.drop_tree(name)?;
-            db.close()?;
+            operate_then_close(db, dir, |db| {
+                db.drop_tree(name)?;
+                Ok(((), Change::Durable(format!("the drop of tree {name:?}"))))
+            })?;
         }
     }
     Ok(Outcome::Done)
@@ -40,9 +46,11 @@ pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::ReadOnly)?;
-    let stats = db.stats()?;
-    let report = if args.quick { None } else { Some(db.check()?) };
-    db.close()?;
+    let (stats, report) = operate_then_close(db, &args.db.dir, |db| {
+        let stats = db.stats()?;
+        let report = if args.quick { None } else { Some(db.check()?) };
+        Ok(((stats, report), Change::Nothing("stats".into())))
+    })?;
     let pool = &stats.pool;
     let mut lines = vec![
         ("directory", args.db.dir.display().to_string()),
@@ -114,9 +122,10 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         }
         Err(e) => return Err(e.into()),
     };
-    let checked = db.check();
-    let logged = db.check_log();
-    db.close()?;
+    // Both results are judged below, after the close: neither ends the command here.
+    let (checked, logged) = operate_then_close(db, &db_args.dir, |db| {
+        Ok(((db.check(), db.check_log()), Change::Nothing("the check".into())))
+    })?;
     let log = LogVerdict::judge(logged)?;
     let report = match checked {
         Ok(report) => report,

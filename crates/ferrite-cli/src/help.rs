@@ -64,6 +64,13 @@ KEYS AND VALUES
     )
 }
 
+/// What a failed close after a committed change means for the exit status.
+const CLOSE_AFTER_CHANGE: &str =
+    "    If only closing the data directory fails afterwards (a full disk, say), the change
+    stands: it is durable in the write-ahead log, the exit status is the change's, and a
+    warning on stderr says that the next open for writing (put, del, trees --create or
+    --drop) applies it.";
+
 // (Not a `"\` continuation: that would eat the first line's indentation.)
 const READ_ONLY: &str =
     "    This command never creates a data directory: pointed at a directory that is
@@ -146,7 +153,12 @@ EXIT STATUS
     1    the key is absent (get, del), or check found faults
     2    an error: bad arguments, a directory that is not a Ferrite data directory, an
          I/O error, corrupt data, a failed benchmark; the message starts with
-         \"ferrite: \" on stderr",
+         \"ferrite: \" on stderr
+
+    The status is the operation's. A change that was made (put, del, trees --create or
+    --drop: durable in the write-ahead log when made) exits 0 even if closing the data
+    directory afterwards fails, with a warning on stderr saying the next open for
+    writing applies it; a read whose data was printed likewise exits 0 with a warning.",
         ],
     )
 }
@@ -165,6 +177,12 @@ OPTIONS
     --hex            KEY and VALUE are hexadecimal",
             &keys_and_values(),
             COMMON,
+            &format!(
+                "\
+EXIT STATUS
+    0 when the put was made, 2 when it failed.
+{CLOSE_AFTER_CHANGE}"
+            ),
         ],
     )
 }
@@ -208,10 +226,13 @@ OPTIONS
     --hex            KEY is hexadecimal",
             &keys_and_values(),
             COMMON,
-            "\
+            &format!(
+                "\
 EXIT STATUS
     0 when the key was removed, 1 when it was absent, 2 on an error (including a tree or
-    data directory that does not exist: del creates neither).",
+    data directory that does not exist: del creates neither).
+{CLOSE_AFTER_CHANGE}"
+            ),
         ],
     )
 }
@@ -255,9 +276,16 @@ OPTIONS
                      if it does not exist
     --drop NAME      drop tree NAME and free its pages (an error if it does not exist)",
             COMMON,
-            "\
+            &format!(
+                "\
 NOTES
-    Listing never creates a data directory. Names are escaped like scan's text output.",
+    Listing never creates a data directory. Names are escaped like scan's text output.
+    --create and --drop are durable once made (in the synced write-ahead log).
+
+EXIT STATUS
+    0 when the trees were listed or the tree created or dropped, 2 on an error.
+{CLOSE_AFTER_CHANGE}"
+            ),
         ],
     )
 }

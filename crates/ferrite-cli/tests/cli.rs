@@ -802,3 +802,140 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
         other => panic!("opening a damaged log: {other:?}"),
     }
 }
+
+/// A tmpfs mounted for one test, unmounted when dropped. Mounting needs root (or the
+/// capability): elsewhere `mount` returns `None` and the test says it skipped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+        fs::create_dir_all(path).unwrap();
+        let options = format!("size={size}");
+        let mounted =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &options, "tmpfs"]).arg(path).output();
+        let o = match mounted {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("skipping: cannot run mount: {e}");
+                return None;
+            }
+        };
+        if !o.status.success() {
+            eprintln!("skipping: cannot mount a tmpfs (needs root): {}", text(&o.stderr).trim());
+            return None;
+        }
+        Some(Tmpfs(path.to_owned()))
+    }
+
+    fn resize(&self, size: &str) {
+        let options = format!("remount,size={size}");
+        let o = Command::new("mount").args(["-o", &options]).arg(&self.0).output().unwrap();
+        assert!(o.status.success(), "remounting: {}", text(&o.stderr));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Exit status and stderr of `ferrite put` of `key` in tree "t" of `db`, `value` as value.
+fn put_on_full_disk(db: &str, key: &str, value: &str) -> (Option<i32>, String) {
+    let o = run(&["put", "--db", db, "--tree", "t", key, value]);
+    (o.status.code(), text(&o.stderr))
+}
+
+/// On a full disk a put is logged (the log's segment is preallocated) but its close fails:
+/// the change buffer takes the put, and draining it at close needs a page the page file
+/// cannot grow to hold (ENOSPC). The exit status says what happened to the put: 0, with a
+/// warning that it is durable; and every put that exited 0 is there once the disk has room
+/// (shared/repro/r4_enospc.sh). A `del` likewise. Runs as root only (it mounts a tmpfs).
+#[test]
+fn a_committed_change_exits_0_when_only_the_close_fails() {
+    let tmp = TempDir::new("full-disk");
+    // 200 values of a page each, then the page file cut to the next 64 KiB above the pages
+    // in use: the next few new pages fit, then the page file must grow by 64 MiB.
+    let value = "E".repeat(4000);
+    let source = tmp.0.join("source");
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        // Segment files as small as allowed: the copy must fit on the small file system.
+        log_segment_bytes: 1 << 20,
+        ..Default::default()
+    };
+    let db = ferrite::Db::open(&source, options.clone()).unwrap();
+    let tree = db.tree("t").unwrap();
+    for i in 1..=200 {
+        tree.put(format!("k{i:03}").as_bytes(), value.as_bytes()).unwrap();
+    }
+    drop(tree);
+    db.close().unwrap();
+    let read_only = ferrite::Options { read_only: true, ..options };
+    let db = ferrite::Db::open(&source, read_only).unwrap();
+    let pages = db.stats().unwrap().pool.page_count;
+    db.close().unwrap();
+    let pages_file = fs::OpenOptions::new().write(true).open(source.join("pages.ferrite")).unwrap();
+    pages_file.set_len(pages.div_ceil(16) * 16 * 4096).unwrap();
+    drop(pages_file);
+
+    // 8 MiB: the directory and new log segments fit, a 64 MiB page file does not.
+    let Some(mount) = Tmpfs::mount(&tmp.0.join("mnt"), "8m") else { return };
+    let dir = mount.0.join("db");
+    copy_dir(&source, &dir);
+    let db = dir.to_str().unwrap();
+    let mut committed = Vec::new();
+    let mut warned = 0;
+    for i in 201..=220 {
+        let key = format!("k{i:03}");
+        let (status, stderr) = put_on_full_disk(db, &key, &value);
+        match status {
+            Some(0) => {
+                if !stderr.is_empty() {
+                    assert!(
+                        stderr.starts_with(
+                            "ferrite: warning: the put is durable (in the synced write-ahead \
+                             log), but closing "
+                        ) && stderr.contains("No space left on device")
+                            && stderr.contains("which applies the put;"),
+                        "{key}: {stderr}"
+                    );
+                    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+                    warned += 1;
+                }
+                committed.push(key);
+            }
+            // The put itself failed (its open, say): that is an error, and it says so.
+            Some(2) => assert!(stderr.starts_with("ferrite: ") && !stderr.contains("warning")),
+            other => panic!("{key}: exit status {other:?}: {stderr}"),
+        }
+    }
+    assert!(warned > 0, "no close failed: the disk never filled up ({committed:?})");
+    let args = ["del", "--db", db, "--tree", "t", "k001"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert!(
+        text(&o.stderr).starts_with("ferrite: warning: the del is durable"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let args = ["trees", "--db", db, "--create", "u"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let warning = "ferrite: warning: the creation of tree \"u\" is durable";
+    assert!(text(&o.stderr).starts_with(warning), "{}", describe(&args, &o));
+
+    // With room again, the next open for writing recovers the directory from its log.
+    mount.resize("128m");
+    put(db, "probe", "k", "v");
+    for key in &committed {
+        assert_eq!(ok(&["get", "--db", db, "--tree", "t", key]), format!("{value}\n"), "{key}");
+    }
+    expect(1, &["get", "--db", db, "--tree", "t", "k001"]);
+    assert_eq!(ok(&["trees", "--db", db]), "probe\nt\nu\n");
+    let out = ok(&["check", "--db", db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
+}
