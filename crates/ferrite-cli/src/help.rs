@@ -152,8 +152,10 @@ EXIT STATUS
     0    success
     1    the key is absent (get, del), or check found faults
     2    an error: bad arguments, a directory that is not a Ferrite data directory, an
-         I/O error, corrupt data, a failed benchmark; the message starts with
-         \"ferrite: \" on stderr
+         I/O error, corrupt data, a failed benchmark, output that cannot be written
+         (a command that prints checks standard output before it starts: closed, not
+         open for writing, a full device); the message starts with \"ferrite: \" on
+         stderr. A reader that goes away (ferrite scan | head) ends a command quietly.
 
     The status is the operation's. A change that was made (put, del, trees --create or
     --drop: durable in the write-ahead log when made) exits 0 even if closing the data

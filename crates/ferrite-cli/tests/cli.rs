@@ -939,3 +939,95 @@ fn a_committed_change_exits_0_when_only_the_close_fails() {
     let out = ok(&["check", "--db", db]);
     assert!(out.contains("ok: no faults found"), "{out}");
 }
+
+/// `ferrite ARGS` run by the shell with `redirect` applied to it (`>&-` closes stdout).
+fn run_redirected(redirect: &str, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" {redirect}"))
+        .arg(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .output()
+        .expect("running sh")
+}
+
+/// A command that prints fails (exit status 2) when its output cannot be written: stdout
+/// closed (Rust's runtime put /dev/null in its place, and the output vanished with exit
+/// status 0), opened read-only (writes fail with EBADF, which `io::Stdout` ignores), or
+/// a full device. It fails before it starts: a benchmark does not run for nothing. A
+/// command that prints nothing does not care.
+#[test]
+fn a_command_whose_output_cannot_be_written_fails() {
+    let tmp = TempDir::new("stdout");
+    let db = tmp.db();
+    put(&db, "t", "k", "v");
+    let bench_dir = tmp.0.join("bench");
+    let bench_dir = bench_dir.to_str().unwrap();
+    let printing: [Vec<&str>; 8] = [
+        vec!["get", "--db", &db, "--tree", "t", "k"],
+        vec!["get", "--db", &db, "--tree", "t", "absent"],
+        vec!["scan", "--db", &db, "--tree", "t"],
+        vec!["trees", "--db", &db],
+        vec!["stats", "--db", &db],
+        vec!["check", "--db", &db],
+        vec!["--help"],
+        vec!["bench", "lookup", "--db", bench_dir, "--keys", "100", "--seconds", "0.1"],
+    ];
+    for (redirect, reason) in [
+        (">&-", "writing the output failed: standard output is closed"),
+        ("1</dev/null", "writing the output failed: standard output is not open for writing"),
+        (">/dev/full", "writing the output failed: No space left on device"),
+    ] {
+        for args in &printing {
+            let o = run_redirected(redirect, args);
+            let what = format!("{redirect}\n{}", describe(args, &o));
+            assert_eq!(o.status.code(), Some(2), "{what}");
+            assert!(text(&o.stderr).starts_with(&format!("ferrite: {reason}")), "{what}");
+        }
+        assert!(!Path::new(bench_dir).exists(), "the benchmark ran ({redirect})");
+    }
+    // Commands that print nothing run as usual.
+    for args in [
+        vec!["put", "--db", &db, "--tree", "t", "k2", "v2"],
+        vec!["del", "--db", &db, "--tree", "t", "k"],
+        vec!["trees", "--db", &db, "--create", "u"],
+    ] {
+        let o = run_redirected(">&-", &args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    }
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t"]), "k2\tv2\n");
+    // /dev/null opened for writing is a place to print to.
+    let o = run_redirected(">/dev/null", &["get", "--db", &db, "--tree", "t", "k2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// A reader that goes away (`ferrite scan | head -n 1`) ends a command quietly, status 0.
+#[test]
+fn scan_into_a_closed_pipe_stops_quietly() {
+    let tmp = TempDir::new("pipe");
+    let db = tmp.db();
+    let source = tmp.0.join("db");
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        ..Default::default()
+    };
+    let opened = ferrite::Db::open(&source, options).unwrap();
+    let tree = opened.tree("t").unwrap();
+    for i in 0..20_000 {
+        tree.put(format!("key{i:06}").as_bytes(), b"a value long enough to fill a pipe").unwrap();
+    }
+    drop(tree);
+    opened.close().unwrap();
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg("set -o pipefail; \"$0\" \"$@\" | head -n 1")
+        .arg(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["scan", "--db", &db, "--tree", "t"])
+        .output()
+        .expect("running bash");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "key000000\ta value long enough to fill a pipe\n");
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+}
