@@ -416,7 +416,8 @@ OPTIONS
     --no-direct      buffered I/O instead of O_DIRECT
     --store STORE    ferrite (this benchmark); another store runs the comparison workload
                      `lookup` on it (ferrite bench ycsb-a --help)
-    --json FILE      append the result as one JSON object to FILE
+    --json FILE      append the result as one JSON object to FILE (opened, or created,
+                     before the run: a FILE that cannot be appended to fails at once)
     -h, --help       print this help",
                 dir = lookup::DEFAULT_DIR,
                 keys = lookup::DEFAULT_KEYS,
@@ -510,7 +511,9 @@ OPTIONS
     --no-direct      buffered I/O instead of O_DIRECT
     --no-ceiling     skip the device ceiling (it writes a 1 GiB file beside DIR once)
     --json FILE      append one JSON object per run to FILE (with a hash of the
-                     configuration: runs with the same `config` measured the same thing)",
+                     configuration: runs with the same `config` measured the same thing);
+                     FILE is opened, or created, before the run: one that cannot be
+                     appended to fails at once",
             "\
 OUTPUT
     Load progress on stderr; on stdout a summary (throughput, operation counts, latency
@@ -569,7 +572,9 @@ SUITES
 
 OPTIONS
     --stores LIST    the stores to run (default: every store built in)
-    --out DIR        where SUITE.md, SUITE.jsonl and the charts go (default bench-results)
+    --out DIR        where SUITE.md, SUITE.jsonl and the charts go (default bench-results);
+                     DIR and SUITE.jsonl are made before the runs: a DIR that cannot be
+                     made or written to fails at once
     --db DIR         root of the stores' data directories (default ferrite-data/compare);
                      each store's data set is loaded once and kept for the suite's runs
     --rounds N       run the whole suite N times, one round after the other (default 1,
@@ -617,7 +622,9 @@ OPTIONS
                      a checkpoint frees whole segments only
     --keep           keep the last run's data directory (for ferrite check, say)
     --no-direct      buffered I/O instead of O_DIRECT
-    --json FILE      append one JSON object per run to FILE (the result line's fields)
+    --json FILE      append one JSON object per run to FILE (the result line's fields);
+                     opened, or created, before the runs: a FILE that cannot be appended
+                     to fails at once
     -h, --help       print this help",
                 dir = recovery::DEFAULT_DIR,
                 seconds = recovery::DEFAULT_SECONDS.map(recovery::seconds_text).join(","),

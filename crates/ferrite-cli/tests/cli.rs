@@ -1031,3 +1031,60 @@ fn scan_into_a_closed_pipe_stops_quietly() {
     assert_eq!(text(&o.stdout), "key000000\ta value long enough to fill a pipe\n");
     assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
 }
+
+/// Where a benchmark's results go is opened before it runs: `--json` in a directory that does
+/// not exist, or `--out` under a regular file, fails at once (exit status 2, naming the path)
+/// instead of after the whole run; nothing was loaded.
+#[test]
+fn bench_output_paths_are_checked_before_the_run() {
+    let tmp = TempDir::new("bench-paths");
+    let db = tmp.db();
+    let json = tmp.0.join("missing/runs.jsonl");
+    let json = json.to_str().unwrap();
+    for args in [
+        vec!["bench", "fill", "--db", &db, "--records", "100", "--no-ceiling", "--json", json],
+        vec!["bench", "ycsb-c", "--db", &db, "--records", "100", "--no-ceiling", "--json", json],
+        vec!["bench", "fill", "--sync", "--db", &db, "--records", "100", "--json", json],
+        vec!["bench", "lookup", "--db", &db, "--keys", "100", "--seconds", "0.1", "--json", json],
+        vec!["bench", "recovery", "--db", &db, "--seconds", "0.1", "--json", json],
+    ] {
+        let started = std::time::Instant::now();
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        let expected = format!(
+            "ferrite: bench: opening --json {json} for appending (checked before the run): No \
+             such file or directory"
+        );
+        assert!(text(&o.stderr).contains(&expected), "{}", describe(&args, &o));
+        assert!(o.stdout.is_empty(), "{}", describe(&args, &o));
+        assert!(started.elapsed().as_secs() < 10, "{}", describe(&args, &o));
+        for dir in [db.clone(), format!("{db}-fill")] {
+            assert!(!Path::new(&dir).exists(), "{dir} was made: {}", describe(&args, &o));
+        }
+    }
+    // A file that exists takes the runs' objects after what it holds: opening it changes
+    // nothing.
+    let kept = tmp.0.join("kept.jsonl");
+    fs::write(&kept, "{}\n").unwrap();
+    let foreign = tmp.0.join("foreign");
+    fs::create_dir_all(&foreign).unwrap();
+    fs::write(foreign.join("hello.txt"), "hi").unwrap();
+    let (foreign, kept_path) = (foreign.to_str().unwrap(), kept.to_str().unwrap());
+    let args = ["bench", "recovery", "--db", foreign, "--seconds", "0.1", "--json", kept_path];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+    assert!(text(&o.stderr).contains("was not made by ferrite bench"), "{}", describe(&args, &o));
+    assert_eq!(fs::read_to_string(&kept).unwrap(), "{}\n");
+
+    let file = tmp.0.join("a-file");
+    fs::write(&file, "").unwrap();
+    for out in [file.join("results"), file.clone()] {
+        let out = out.to_str().unwrap();
+        let args = ["bench", "compare", "quick", "--stores", "ferrite", "--db", &db, "--out", out];
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        let expected = format!("ferrite: bench: creating --out {out} (checked before the runs): ");
+        assert!(text(&o.stderr).starts_with(&expected), "{}", describe(&args, &o));
+        assert!(!Path::new(&db).exists(), "{}", describe(&args, &o));
+    }
+}
