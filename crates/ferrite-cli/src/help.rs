@@ -484,7 +484,7 @@ OPTIONS
     --store STORE    ferrite (default), rocksdb, wiredtiger or lmdb; the peers need a build
                      with --features peers and their Debian -dev packages
     --db DIR         the store's data directory (default ferrite-data/bench-STORE); fills
-                     use DIR-fill, emptied first
+                     use DIR-fill, emptied first; both removed at the end unless --keep
     --records N      keys loaded (fills: keys inserted), default 4.6M (~10x the default
                      cache); --keys N is the same
     --cache-mib M    cache of every store, MiB (default 64): Ferrite's pool, RocksDB's block
@@ -507,7 +507,9 @@ OPTIONS
     --rate OPS       open loop: offer OPS operations/s in all (Poisson arrivals); latency
                      counts from each operation's scheduled arrival. Default: closed loop
     --seed X         seed of the operation streams (default 1)
-    --keep           keep the loaded data for the next run with the same --records
+    --keep           keep the data directory after the run: loaded data for the next run
+                     with the same --records to reuse; a fill's DIR-fill to look at
+                     (ferrite check, say), which the next fill empties first
     --no-direct      buffered I/O instead of O_DIRECT
     --no-ceiling     skip the device ceiling (it writes a 1 GiB file beside DIR once)
     --json FILE      append one JSON object per run to FILE (with a hash of the

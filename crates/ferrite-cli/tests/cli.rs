@@ -1088,3 +1088,51 @@ fn bench_output_paths_are_checked_before_the_run() {
         assert!(!Path::new(&db).exists(), "{}", describe(&args, &o));
     }
 }
+
+/// `bench fill --keep` keeps the fill's directory (DIR-fill), as `bench lookup --keep` keeps
+/// its own: a Ferrite data directory that `ferrite check` passes, holding the keys the fill
+/// inserted. The next fill empties it first and, without --keep, removes it.
+#[test]
+fn bench_fill_keep_keeps_the_fills_directory() {
+    let tmp = TempDir::new("bench-fill-keep");
+    let db = tmp.db();
+    let fill_dir = format!("{db}-fill");
+    for sync in [false, true] {
+        let mut args = vec![
+            "bench",
+            "fill",
+            "--db",
+            &db,
+            "--records",
+            "300",
+            "--cache-mib",
+            "1",
+            "--seconds",
+            "30",
+            "--workers",
+            "1",
+            "--no-ceiling",
+            "--keep",
+        ];
+        if sync {
+            args.push("--sync");
+        }
+        let out = ok(&args);
+        let last = out.lines().last().unwrap_or("");
+        let fields = parse_result(last);
+        let inserts: u64 = field(&fields, "ops").parse().unwrap();
+        assert!(inserts > 0, "{out}");
+        assert!(
+            out.contains(&format!("kept          {fill_dir} (--keep): the next fill")),
+            "{out}"
+        );
+        let checked = ok(&["check", "--db", &fill_dir]);
+        assert!(checked.contains("ok: no faults found"), "{checked}");
+        let keys = checked.lines().find(|l| l.trim_start().starts_with("bench ")).unwrap_or("");
+        assert_eq!(keys.split_whitespace().nth(1), Some(inserts.to_string().as_str()), "{checked}");
+    }
+    let args = ["bench", "fill", "--db", &db, "--records", "300", "--cache-mib", "1"];
+    let out = ok(&[&args[..], &["--seconds", "30", "--workers", "1", "--no-ceiling"]].concat());
+    assert!(!out.contains("kept"), "{out}");
+    assert!(!Path::new(&fill_dir).exists(), "removed without --keep");
+}
