@@ -332,7 +332,14 @@ OUTPUT
     there is little more than the close's checkpoint). Torn bytes after the end, a log
     write a crash cut short and never acknowledged, get a line of their own: recovery
     drops them. A record damaged before the end (later log writes follow it) is a fault
-    naming its position and segment file: recovery would refuse the directory.",
+    naming its position and segment file: recovery would refuse the directory.
+
+    Then one line per fault, `fault: ...`, and `ok: no faults found` or
+    `FAILED: N faults [and P lost pages] found`. Pages neither in use nor free (lost)
+    come last, on one line of page ranges (`fault: 615 pages neither in use nor free
+    (lost): 4-618`; past 160 characters the rest is counted, not listed): a node that
+    cannot be read hides every page below it from the walk, and its own fault is printed
+    before them.",
             "\
 NOTES
     A directory that was not closed cleanly (a crash, a killed process) is checked too,

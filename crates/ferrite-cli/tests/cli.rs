@@ -1136,3 +1136,57 @@ fn bench_fill_keep_keeps_the_fills_directory() {
     assert!(!out.contains("kept"), "{out}");
     assert!(!Path::new(&fill_dir).exists(), "removed without --keep");
 }
+
+/// A node `check` cannot read hides every page below it from the walk; those pages are lost
+/// (neither in use nor free). The node's fault comes first, and the lost pages follow as one
+/// line of ranges, not one line each.
+#[test]
+fn check_names_the_corrupt_node_first_and_summarises_the_lost_pages() {
+    let tmp = TempDir::new("check-lost");
+    let db = tmp.db();
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        ..Default::default()
+    };
+    let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
+    let tree = opened.tree("t").unwrap();
+    for i in 0..20_000 {
+        tree.put(format!("key{i:06}").as_bytes(), &[b'v'; 100]).unwrap();
+    }
+    drop(tree);
+    opened.close().unwrap();
+
+    // The first inner node in the file (store/page.rs: the kind at byte 4, 3 for inner
+    // nodes; the page's own id at byte 8): flip a byte in its middle.
+    let pages = Path::new(&db).join("pages.ferrite");
+    let mut bytes = fs::read(&pages).unwrap();
+    let inner = (3..bytes.len() / 4096)
+        .find(|&id| {
+            let page = &bytes[id * 4096..(id + 1) * 4096];
+            page[4] == 3 && u64::from_le_bytes(page[8..16].try_into().unwrap()) == id as u64
+        })
+        .expect("an inner node");
+    bytes[inner * 4096 + 2048] ^= 0x5a;
+    fs::write(&pages, &bytes).unwrap();
+
+    let args = ["check", "--db", &db];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let faults: Vec<&str> = out.lines().filter(|l| l.starts_with("fault: ")).collect();
+    let lost: Vec<&&str> = faults.iter().filter(|l| l.contains("(lost)")).collect();
+    assert_eq!(lost.len(), 1, "{out}");
+    assert_eq!(faults.last(), lost.first().copied(), "the lost pages come last: {out}");
+    assert!(faults[0].contains(&format!("page {inner}")), "the node's fault first: {out}");
+    let line = lost[0];
+    let pages_lost: u64 = line["fault: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(pages_lost > 10, "{out}");
+    assert!(line.contains(" pages neither in use nor free (lost) (a node the walk"), "{out}");
+    assert!(line.len() < 300, "{line}");
+    let causes = faults.len() - 1;
+    let plural = if causes == 1 { "" } else { "s" };
+    let failed = format!("FAILED: {causes} fault{plural} and {pages_lost} lost pages found");
+    assert_eq!(out.lines().last(), Some(failed.as_str()), "{out}");
+}
