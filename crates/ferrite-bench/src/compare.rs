@@ -129,8 +129,9 @@ pub fn config_for(base: &RunConfig, step: &Step, store: StoreKind) -> Option<Run
         (_, Some(t), _) => config.threads = t,
         _ => {}
     }
-    // Every run but the last of a data set keeps it for the next.
-    config.keep = true;
+    // A data set is loaded once and kept for the suite's later runs on it; a fill's
+    // directory is not wanted afterwards.
+    config.keep = step.workload.needs_data();
     config.json = None;
     Some(config)
 }

@@ -457,6 +457,14 @@ impl RunReport {
             },
         );
         line("on disk", report::bytes(self.bytes_on_disk));
+        if c.keep {
+            let next = if c.workload.needs_data() {
+                "a later run with the same --records reuses the data"
+            } else {
+                "the next fill empties it first"
+            };
+            line("kept", format!("{} (--keep): {next}", c.data_dir().display()));
+        }
         line(
             "throughput",
             format!(
@@ -1107,7 +1115,9 @@ pub fn run(
     if let Some(path) = &config.json {
         append_json(path, &report.json())?;
     }
-    if !config.keep || !needs_data {
+    // Kept, a data set is reused by the next run with the same records; a fill's directory
+    // is there to look at (the next fill empties it first).
+    if !config.keep {
         remove_bench_dir(&dir)?;
     }
     Ok(report)

@@ -8,17 +8,19 @@ use ferrite::{CheckReport, LogReport};
 use ferrite_bench::report::{bytes, thousands};
 
 use crate::args::{DbArgs, StatsArgs, TreesAction, TreesArgs};
-use crate::common::{open, Access, CliError, Outcome};
+use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::field;
 
 const PAGE_BYTES: u64 = 4096;
 
 pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let dir = &args.db.dir;
     match &args.action {
         TreesAction::List => {
             let db = open(&args.db, Access::ReadOnly)?;
-            let names = db.tree_names()?;
-            db.close()?;
+            let names = operate_then_close(db, dir, |db| {
+                Ok((db.tree_names()?, Change::Nothing("the listing".into())))
+            })?;
             for name in names {
                 writeln!(out, "{}", field(name.as_bytes(), false))?;
             }
@@ -26,13 +28,17 @@ pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         }
         TreesAction::Create(name) => {
             let db = open(&args.db, Access::Create)?;
-            db.create_tree(name)?;
-            db.close()?;
+            operate_then_close(db, dir, |db| {
+                db.create_tree(name)?;
+                Ok(((), Change::Durable(format!("the creation of tree {name:?}"))))
+            })?;
         }
         TreesAction::Drop(name) => {
             let db = open(&args.db, Access::Existing)?;
-            db.drop_tree(name)?;
-            db.close()?;
+            operate_then_close(db, dir, |db| {
+                db.drop_tree(name)?;
+                Ok(((), Change::Durable(format!("the drop of tree {name:?}"))))
+            })?;
         }
     }
     Ok(Outcome::Done)
@@ -40,9 +46,11 @@ pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::ReadOnly)?;
-    let stats = db.stats()?;
-    let report = if args.quick { None } else { Some(db.check()?) };
-    db.close()?;
+    let (stats, report) = operate_then_close(db, &args.db.dir, |db| {
+        let stats = db.stats()?;
+        let report = if args.quick { None } else { Some(db.check()?) };
+        Ok(((stats, report), Change::Nothing("stats".into())))
+    })?;
     let pool = &stats.pool;
     let mut lines = vec![
         ("directory", args.db.dir.display().to_string()),
@@ -84,12 +92,12 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
     if let Some(report) = report {
         writeln!(out, "\nper tree (counted by walking every page of every tree, as check does):")?;
         write_tree_table(out, &report, false)?;
-        let faults = report.all_faults().len();
-        if faults > 0 {
+        let faults = Faults::split(report.all_faults());
+        if !faults.is_empty() {
             writeln!(
                 out,
-                "\n{faults} fault{} found while counting: run `ferrite check --db {}`",
-                plural(faults),
+                "\n{} found while counting: run `ferrite check --db {}`",
+                faults.counted(),
                 args.db.dir.display()
             )?;
         }
@@ -124,9 +132,10 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
             count(recovery.records, "record")
         );
     }
-    let checked = db.check();
-    let logged = db.check_log();
-    db.close()?;
+    // Both results are judged below, after the close: neither ends the command here.
+    let (checked, logged) = operate_then_close(db, &db_args.dir, |db| {
+        Ok(((db.check(), db.check_log()), Change::Nothing("the check".into())))
+    })?;
     let log = LogVerdict::judge(logged)?;
     let report = match checked {
         Ok(report) => report,
@@ -146,22 +155,115 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         thousands(report.free_pages)
     )?;
     write_log_section(out, &db_args.dir.join(ferrite::LOG_DIR_NAME), &log, unclean)?;
-    let mut faults = report.all_faults();
+    let mut faults = Faults::split(report.all_faults());
     if let LogVerdict::Damaged(damage) = &log {
-        faults.push(damage.clone());
+        faults.causes.push(damage.clone());
     }
-    for fault in &faults {
+    for fault in &faults.causes {
         writeln!(out, "fault: {fault}")?;
+    }
+    if !faults.lost.is_empty() {
+        writeln!(out, "fault: {}", faults.lost_line())?;
     }
     let outcome = if faults.is_empty() {
         writeln!(out, "ok: no faults found")?;
         Outcome::Done
     } else {
-        writeln!(out, "FAILED: {} fault{} found", faults.len(), plural(faults.len()))?;
+        writeln!(out, "FAILED: {} found", faults.counted())?;
         Outcome::Faults
     };
     out.flush()?;
     Ok(outcome)
+}
+
+/// The faults of a check, for printing. A node that cannot be read hides every page below it
+/// from the walk, and each of those pages is then reported lost (neither in use nor free):
+/// hundreds of lines that would bury the fault that caused them. They are printed after the
+/// other faults, as one line of page ranges.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Faults {
+    /// Every fault but the lost pages, in the order found.
+    causes: Vec<String>,
+    /// The lost pages, in increasing order.
+    lost: Vec<u64>,
+}
+
+/// Longest list of lost page ranges printed, in characters.
+const LOST_RANGES_CHARS: usize = 160;
+
+impl Faults {
+    fn split(faults: Vec<String>) -> Faults {
+        let mut split = Faults::default();
+        for fault in faults {
+            match lost_page(&fault) {
+                Some(id) => split.lost.push(id),
+                None => split.causes.push(fault),
+            }
+        }
+        split.lost.sort_unstable();
+        split.lost.dedup();
+        split
+    }
+
+    fn is_empty(&self) -> bool {
+        self.causes.is_empty() && self.lost.is_empty()
+    }
+
+    /// `3 faults`, `3 faults and 724 lost pages`, `724 lost pages`.
+    fn counted(&self) -> String {
+        match (self.causes.len(), self.lost.len()) {
+            (causes, 0) => count(causes as u64, "fault"),
+            (0, lost) => count(lost as u64, "lost page"),
+            (causes, lost) => {
+                format!("{} and {}", count(causes as u64, "fault"), count(lost as u64, "lost page"))
+            }
+        }
+    }
+
+    /// `724 pages neither in use nor free (lost): 3-40, 57, 60-700, …`.
+    fn lost_line(&self) -> String {
+        let below = if self.causes.is_empty() {
+            ""
+        } else {
+            " (a node the walk could not read loses every page below it)"
+        };
+        format!(
+            "{} neither in use nor free (lost){below}: {}",
+            count(self.lost.len() as u64, "page"),
+            page_ranges(&self.lost, LOST_RANGES_CHARS)
+        )
+    }
+}
+
+/// The page of the engine's fault `page N is neither in use nor free (lost)`.
+fn lost_page(fault: &str) -> Option<u64> {
+    fault.strip_prefix("page ")?.strip_suffix(" is neither in use nor free (lost)")?.parse().ok()
+}
+
+/// Increasing page ids as ranges (`3-40, 57, 60-700`), at most about `max_chars` of them; the
+/// rest as `… (N more ranges)`.
+fn page_ranges(ids: &[u64], max_chars: usize) -> String {
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for &id in ids {
+        match ranges.last_mut() {
+            Some((_, last)) if *last + 1 == id => *last = id,
+            _ => ranges.push((id, id)),
+        }
+    }
+    let mut text = String::new();
+    for (shown, &(first, last)) in ranges.iter().enumerate() {
+        let range = if first == last { first.to_string() } else { format!("{first}-{last}") };
+        if shown > 0 && text.len() + 2 + range.len() > max_chars {
+            let left = ranges.len() - shown;
+            text.push_str(&format!(", … ({} more range{})", thousands(left as u64), plural(left)));
+            break;
+        }
+        if shown > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(&range);
+    }
+    text
 }
 
 /// What verifying the write-ahead log found.
@@ -337,6 +439,42 @@ fn render_table<const N: usize>(rows: &[[String; N]]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_pages_become_ranges_after_the_other_faults() {
+        assert_eq!(page_ranges(&[3, 4, 5, 7, 9, 10], 100), "3-5, 7, 9-10");
+        assert_eq!(page_ranges(&[42], 100), "42");
+        assert_eq!(page_ranges(&[], 100), "");
+        let every_other: Vec<u64> = (0..1000).map(|i| i * 2).collect();
+        let capped = page_ranges(&every_other, 30);
+        assert_eq!(capped, "0, 2, 4, 6, 8, 10, 12, 14, 16, … (991 more ranges)");
+        assert_eq!(page_ranges(&[1, 3], 1), "1, … (1 more range)");
+
+        let lost = |id: u64| format!("page {id} is neither in use nor free (lost)");
+        let mut faults: Vec<String> = (60..=700).rev().map(lost).collect();
+        faults.insert(0, lost(57));
+        faults.push("tree \"t\": page 59: checksum mismatch".to_owned());
+        faults.extend((3..=40).map(lost));
+        let split = Faults::split(faults);
+        assert_eq!(split.causes, ["tree \"t\": page 59: checksum mismatch"]);
+        assert_eq!(split.lost.len(), 38 + 1 + 641);
+        assert_eq!(
+            split.lost_line(),
+            "680 pages neither in use nor free (lost) (a node the walk could not read loses \
+             every page below it): 3-40, 57, 60-700"
+        );
+        assert_eq!(split.counted(), "1 fault and 680 lost pages");
+        let only_lost = Faults::split(vec![lost(9)]);
+        assert_eq!(only_lost.lost_line(), "1 page neither in use nor free (lost): 9");
+        assert_eq!(only_lost.counted(), "1 lost page");
+        let no_lost = Faults::split(vec!["a".into(), "b".into()]);
+        assert_eq!((no_lost.counted(), no_lost.lost.len()), ("2 faults".to_owned(), 0));
+        assert!(Faults::split(vec![]).is_empty());
+        // Only the engine's exact wording is a lost page.
+        assert_eq!(lost_page("page 12 is neither in use nor free (lost)"), Some(12));
+        assert_eq!(lost_page("tree \"t\": page 12 is neither in use nor free (lost)"), None);
+        assert_eq!(lost_page("page x is neither in use nor free (lost)"), None);
+    }
 
     #[test]
     fn table_columns_align() {

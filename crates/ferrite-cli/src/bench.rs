@@ -1,8 +1,12 @@
 //! `ferrite bench WORKLOAD`: hands the parsed configuration to the workload in
 //! `ferrite-bench` and prints what it reports. New workloads are one function here and one
-//! arm in the argument parser.
+//! arm in the argument parser. Where the results go (`--json FILE`, `--out DIR`) is opened
+//! before anything runs: a path that cannot take them fails the command at once, not after
+//! the whole run.
 
+use std::fs::OpenOptions;
 use std::io::Write;
+use std::path::Path;
 
 use ferrite_bench::compare;
 use ferrite_bench::io::{self as bench_io, IoBenchConfig};
@@ -10,7 +14,7 @@ use ferrite_bench::lookup::{self, LookupConfig};
 use ferrite_bench::recovery::{self, seconds_text, RecoveryConfig};
 use ferrite_bench::report::{bytes, duration, thousands};
 use ferrite_bench::workload::{self, RunConfig};
-use ferrite_bench::Progress;
+use ferrite_bench::{BenchError, Progress};
 
 use crate::args::CompareArgs;
 
@@ -18,6 +22,7 @@ use crate::common::{CliError, Outcome};
 
 /// `ferrite bench lookup`: the summary and the result line on `out`, progress on stderr.
 pub fn lookup(config: &LookupConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    open_json(config.json.as_deref())?;
     let who = if config.direct_api {
         format!(
             "{} thread{} (blocking API)",
@@ -69,6 +74,7 @@ pub fn io(config: &IoBenchConfig, out: &mut dyn Write) -> Result<Outcome, CliErr
 
 /// `ferrite bench WORKLOAD --store S`: the comparison workloads.
 pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    open_json(config.json.as_deref())?;
     let keys = if config.workload.needs_data() {
         format!("{} keys", thousands(config.records))
     } else {
@@ -98,6 +104,12 @@ pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliE
 /// `ferrite bench compare SUITE`: every step of the suite on every store, then the tables.
 pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let steps = compare::suite(&args.suite).expect("suite checked by the parser");
+    // The directory, and the JSON lines the runs append to as they end.
+    std::fs::create_dir_all(&args.out).map_err(|e| BenchError::Io {
+        context: format!("creating --out {} (checked before the runs)", args.out.display()),
+        source: e,
+    })?;
+    open_for_appending(&args.out.join(format!("{}.jsonl", args.suite)), "the runs' JSON lines")?;
     let names: Vec<&str> = args.stores.iter().map(|s| s.name()).collect();
     eprintln!(
         "bench compare {}: {} steps on {}{} ({} keys, cache {} MiB, {} per run), results in {}",
@@ -142,6 +154,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
 /// `out`; progress and a line per step on stderr. A run that lost acknowledged keys makes the
 /// command fail (exit status 2) after the table.
 pub fn recovery(config: &RecoveryConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    open_json(config.json.as_deref())?;
     let lengths: Vec<String> = config.seconds.iter().map(|&s| seconds_text(s)).collect();
     eprintln!(
         "bench recovery: runs of {} s in {}, {}, cache {} MiB, a checkpoint every {} of log; \
@@ -162,4 +175,24 @@ pub fn recovery(config: &RecoveryConfig, out: &mut dyn Write) -> Result<Outcome,
     out.flush()?;
     bench.verdict()?;
     Ok(Outcome::Done)
+}
+
+/// Opens `--json FILE` (creating it) before the run: a file that cannot be appended to fails
+/// the command now.
+fn open_json(path: Option<&Path>) -> Result<(), CliError> {
+    match path {
+        Some(path) => open_for_appending(path, "--json"),
+        None => Ok(()),
+    }
+}
+
+fn open_for_appending(path: &Path, what: &str) -> Result<(), CliError> {
+    OpenOptions::new().create(true).append(true).open(path).map_err(|e| BenchError::Io {
+        context: format!(
+            "opening {what} {} for appending (checked before the run)",
+            path.display()
+        ),
+        source: e,
+    })?;
+    Ok(())
 }

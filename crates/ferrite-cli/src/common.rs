@@ -1,8 +1,10 @@
-//! What every command shares: opening the data directory with the right options, the
-//! outcome of a command and its exit status, and the errors a command can end with.
+//! What every command shares: opening the data directory with the right options, running
+//! an operation on it and closing it, the outcome of a command and its exit status, and the
+//! errors a command can end with.
 
 use std::fmt;
-use std::io;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use ferrite::{Db, Durability, Options};
 use ferrite_bench::BenchError;
@@ -39,12 +41,23 @@ pub enum CliError {
     Bench(BenchError),
     /// Writing the output failed.
     Output(io::Error),
+    /// The operation failed (`error`), and closing the data directory `dir` after it failed
+    /// too (`close`).
+    AndClose {
+        error: Box<CliError>,
+        dir: PathBuf,
+        close: ferrite::Error,
+    },
 }
 
 impl CliError {
     /// A reader that went away (`ferrite scan | head`) is not an error worth a message.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, CliError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
+        match self {
+            CliError::Output(e) => e.kind() == io::ErrorKind::BrokenPipe,
+            CliError::AndClose { error, .. } => error.is_broken_pipe(),
+            _ => false,
+        }
     }
 }
 
@@ -54,6 +67,9 @@ impl fmt::Display for CliError {
             CliError::Engine(e) => write!(f, "{e}"),
             CliError::Bench(e) => write!(f, "bench: {e}"),
             CliError::Output(e) => write!(f, "writing the output failed: {e}"),
+            CliError::AndClose { error, dir, close } => {
+                write!(f, "{error} (closing {} afterwards failed too: {close})", dir.display())
+            }
         }
     }
 }
@@ -116,6 +132,68 @@ pub fn open(db: &DbArgs, access: Access) -> Result<Db, ferrite::Error> {
     Db::open(&db.dir, options(db, access))
 }
 
+/// What an operation did to the data directory, for the warning printed when closing the
+/// directory after it fails. `what` names the operation: "the put", "creating tree \"t\"".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing was changed: a read, or a `del` of an absent key.
+    Nothing(String),
+    /// A change committed to the synced write-ahead log (`Durability::Sync`): the next open
+    /// applies it whatever the close does.
+    Durable(String),
+}
+
+/// Runs `operation` on `db`, then closes `db`. The command's result is the operation's: a
+/// close that fails after the operation succeeded is a warning on stderr saying what became
+/// of the operation (its change is durable, or there was none), not a failure.
+pub fn operate_then_close<T>(
+    db: ferrite::Db,
+    dir: &Path,
+    operation: impl FnOnce(&ferrite::Db) -> Result<(T, Change), CliError>,
+) -> Result<T, CliError> {
+    let outcome = operation(&db);
+    let closed = db.close();
+    settle(dir, outcome, closed, &mut io::stderr())
+}
+
+/// The result of a command whose operation ended with `outcome` and whose close of `dir`
+/// then ended with `closed`; warnings go to `warnings` (stderr).
+pub fn settle<T>(
+    dir: &Path,
+    outcome: Result<(T, Change), CliError>,
+    closed: ferrite::Result<()>,
+    warnings: &mut dyn Write,
+) -> Result<T, CliError> {
+    match (outcome, closed) {
+        (Ok((value, _)), Ok(())) => Ok(value),
+        (Ok((value, change)), Err(close)) => {
+            // Stderr may be gone too; the exit status still says what happened.
+            let _ = writeln!(warnings, "ferrite: warning: {}", close_warning(dir, &change, &close));
+            Ok(value)
+        }
+        (Err(error), Ok(())) => Err(error),
+        (Err(error), Err(close)) => {
+            Err(CliError::AndClose { error: Box::new(error), dir: dir.to_owned(), close })
+        }
+    }
+}
+
+/// What a failed close of `dir` means after `change`.
+fn close_warning(dir: &Path, change: &Change, close: &ferrite::Error) -> String {
+    let dir = dir.display();
+    match change {
+        Change::Durable(what) => format!(
+            "{what} is durable (in the synced write-ahead log), but closing {dir} then failed: \
+             {close}. Every later open replays the log, which applies {what}: read-only \
+             commands see it in memory, and the next open for writing (put, del, trees \
+             --create or --drop) applies it on disk."
+        ),
+        Change::Nothing(what) => {
+            format!("closing {dir} failed: {close} ({what} changed nothing in it)")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +237,108 @@ mod tests {
     }
 
     use ferrite::test_util::copy_crash_image as copy_files;
+
+    fn enospc() -> ferrite::Error {
+        ferrite::Error::Io {
+            context: "growing d/pages.ferrite to 67108864 bytes".into(),
+            source: io::Error::from_raw_os_error(28),
+        }
+    }
+
+    /// A failed close after a committed change: the operation's outcome (exit status 0, or
+    /// 1 for a `del` of an absent key) and a warning that says the change is durable.
+    #[test]
+    fn a_failed_close_after_a_committed_change_is_a_warning() {
+        let dir = Path::new("d");
+        let mut stderr = Vec::new();
+        let put = Ok((Outcome::Done, Change::Durable("the put".into())));
+        let outcome = settle(dir, put, Err(enospc()), &mut stderr).unwrap();
+        assert_eq!(outcome.exit_status(), 0);
+        let warning = String::from_utf8(stderr).unwrap();
+        assert!(
+            warning.starts_with(
+                "ferrite: warning: the put is durable (in the synced write-ahead log), but \
+                 closing d then failed: I/O error while growing d/pages.ferrite to 67108864 \
+                 bytes: No space left on device (os error 28). Every later open replays the log"
+            ),
+            "{warning}"
+        );
+        assert!(warning.contains("which applies the put:") && warning.ends_with(".\n"));
+        assert_eq!(warning.lines().count(), 1, "{warning}");
+
+        let mut stderr = Vec::new();
+        let absent = Ok((Outcome::Absent, Change::Nothing("the del".into())));
+        let outcome = settle(dir, absent, Err(enospc()), &mut stderr).unwrap();
+        assert_eq!(outcome.exit_status(), 1);
+        assert_eq!(
+            String::from_utf8(stderr).unwrap(),
+            "ferrite: warning: closing d failed: I/O error while growing d/pages.ferrite to \
+             67108864 bytes: No space left on device (os error 28) (the del changed nothing in \
+             it)\n"
+        );
+
+        // A read keeps its data: the value is returned for printing.
+        let mut stderr = Vec::new();
+        let get = Ok((Some(b"v".to_vec()), Change::Nothing("the get".into())));
+        assert_eq!(
+            settle(dir, get, Err(ferrite::Error::Closed), &mut stderr).unwrap().unwrap(),
+            b"v"
+        );
+        assert!(!stderr.is_empty());
+
+        // A clean close says nothing.
+        let mut stderr = Vec::new();
+        let put = Ok((Outcome::Done, Change::Durable("the put".into())));
+        assert_eq!(settle(dir, put, Ok(()), &mut stderr).unwrap(), Outcome::Done);
+        assert!(stderr.is_empty());
+    }
+
+    /// An operation that failed fails the command (exit status 2) whatever the close does;
+    /// a failed close is added to its message.
+    #[test]
+    fn a_failed_operation_stays_an_error() {
+        let dir = Path::new("d");
+        let mut stderr = Vec::new();
+        let failed: Result<(Outcome, Change), CliError> = Err(enospc().into());
+        let e = settle(dir, failed, Ok(()), &mut stderr).unwrap_err();
+        assert!(matches!(e, CliError::Engine(_)), "{e}");
+        let failed: Result<(Outcome, Change), CliError> =
+            Err(CliError::Engine(ferrite::Error::TreeNotFound { name: "t".into() }));
+        let e = settle(dir, failed, Err(enospc()), &mut stderr).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no tree named \"t\" (closing d afterwards failed too: I/O error while growing \
+             d/pages.ferrite to 67108864 bytes: No space left on device (os error 28))"
+        );
+        assert!(stderr.is_empty());
+        // A reader that went away stays quiet.
+        let pipe: Result<(Outcome, Change), CliError> =
+            Err(io::Error::from(io::ErrorKind::BrokenPipe).into());
+        assert!(settle(dir, pipe, Err(enospc()), &mut stderr).unwrap_err().is_broken_pipe());
+    }
+
+    /// `operate_then_close` on a real directory: the operation's value, a clean close.
+    #[test]
+    fn operate_then_close_returns_the_operations_value() {
+        let dir = ferrite::test_util::TempDir::new("cli-operate");
+        let db_args = DbArgs { dir: dir.path().join("db"), pool_mib: 1, direct_io: true };
+        let db = open(&db_args, Access::Create).unwrap();
+        let put = operate_then_close(db, &db_args.dir, |db| {
+            db.tree("t")?.put(b"k", b"v")?;
+            Ok((Outcome::Done, Change::Durable("the put".into())))
+        });
+        assert_eq!(put.unwrap(), Outcome::Done);
+        let db = open(&db_args, Access::ReadOnly).unwrap();
+        let value = operate_then_close(db, &db_args.dir, |db| {
+            Ok((db.open_tree("t")?.get(b"k")?, Change::Nothing("the get".into())))
+        });
+        assert_eq!(value.unwrap().as_deref(), Some(&b"v"[..]));
+        let db = open(&db_args, Access::ReadOnly).unwrap();
+        let missing = operate_then_close(db, &db_args.dir, |db| {
+            Ok((db.open_tree("nope")?.get(b"k")?, Change::Nothing("the get".into())))
+        });
+        assert!(matches!(missing, Err(CliError::Engine(ferrite::Error::TreeNotFound { .. }))));
+    }
 
     #[test]
     fn exit_statuses() {

@@ -1,23 +1,26 @@
-//! The data commands: `put`, `get`, `del` and `scan`.
+//! The data commands: `put`, `get`, `del` and `scan`. Each runs its operation, closes the
+//! directory, and exits with the operation's outcome (`common::operate_then_close`).
 
 use std::io::Write;
 use std::ops::Bound;
 
 use crate::args::{KeyArgs, PutArgs, ScanArgs};
-use crate::common::{open, Access, CliError, Outcome};
+use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::{encode_hex, escape_if_not_utf8, field};
 
 pub fn put(args: &PutArgs) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::Create)?;
-    db.tree(&args.tree)?.put(&args.key, &args.value)?;
-    db.close()?;
-    Ok(Outcome::Done)
+    operate_then_close(db, &args.db.dir, |db| {
+        db.tree(&args.tree)?.put(&args.key, &args.value)?;
+        Ok((Outcome::Done, Change::Durable("the put".into())))
+    })
 }
 
 pub fn get(args: &KeyArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::ReadOnly)?;
-    let value = db.open_tree(&args.tree)?.get(&args.key)?;
-    db.close()?;
+    let value = operate_then_close(db, &args.db.dir, |db| {
+        Ok((db.open_tree(&args.tree)?.get(&args.key)?, Change::Nothing("the get".into())))
+    })?;
     let Some(value) = value else {
         note_absent(args);
         return Ok(Outcome::Absent);
@@ -40,8 +43,11 @@ pub fn get(args: &KeyArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
 
 pub fn del(args: &KeyArgs) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::Existing)?;
-    let removed = db.open_tree(&args.tree)?.delete(&args.key)?;
-    db.close()?;
+    let removed = operate_then_close(db, &args.db.dir, |db| {
+        let removed = db.open_tree(&args.tree)?.delete(&args.key)?;
+        let what = "the del".to_owned();
+        Ok((removed, if removed { Change::Durable(what) } else { Change::Nothing(what) }))
+    })?;
     if removed {
         Ok(Outcome::Done)
     } else {
@@ -56,6 +62,14 @@ fn note_absent(args: &KeyArgs) {
 
 pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::ReadOnly)?;
+    operate_then_close(db, &args.db.dir, |db| {
+        write_range(db, args, out)?;
+        Ok((Outcome::Done, Change::Nothing("the scan".into())))
+    })
+}
+
+/// The entries `scan` asks for, on `out`, one line each.
+fn write_range(db: &ferrite::Db, args: &ScanArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let tree = db.open_tree(&args.tree)?;
     let lower = args.from.as_deref().map_or(Bound::Unbounded, Bound::Included);
     let upper = args.to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -70,6 +84,5 @@ pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
         }
     }
     out.flush()?;
-    db.close()?;
-    Ok(Outcome::Done)
+    Ok(())
 }

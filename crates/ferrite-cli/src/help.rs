@@ -64,6 +64,13 @@ KEYS AND VALUES
     )
 }
 
+/// What a failed close after a committed change means for the exit status.
+const CLOSE_AFTER_CHANGE: &str =
+    "    If only closing the data directory fails afterwards (a full disk, say), the change
+    stands: it is durable in the write-ahead log, the exit status is the change's, and a
+    warning on stderr says that the next open for writing (put, del, trees --create or
+    --drop) applies it.";
+
 // (Not a `"\` continuation: that would eat the first line's indentation.)
 const READ_ONLY: &str =
     "    This command never creates a data directory: pointed at a directory that is
@@ -145,8 +152,15 @@ EXIT STATUS
     0    success
     1    the key is absent (get, del), or check found faults
     2    an error: bad arguments, a directory that is not a Ferrite data directory, an
-         I/O error, corrupt data, a failed benchmark; the message starts with
-         \"ferrite: \" on stderr",
+         I/O error, corrupt data, a failed benchmark, output that cannot be written
+         (a command that prints checks standard output before it starts: closed, not
+         open for writing, a full device); the message starts with \"ferrite: \" on
+         stderr. A reader that goes away (ferrite scan | head) ends a command quietly.
+
+    The status is the operation's. A change that was made (put, del, trees --create or
+    --drop: durable in the write-ahead log when made) exits 0 even if closing the data
+    directory afterwards fails, with a warning on stderr saying the next open for
+    writing applies it; a read whose data was printed likewise exits 0 with a warning.",
         ],
     )
 }
@@ -165,6 +179,12 @@ OPTIONS
     --hex            KEY and VALUE are hexadecimal",
             &keys_and_values(),
             COMMON,
+            &format!(
+                "\
+EXIT STATUS
+    0 when the put was made, 2 when it failed.
+{CLOSE_AFTER_CHANGE}"
+            ),
         ],
     )
 }
@@ -208,10 +228,13 @@ OPTIONS
     --hex            KEY is hexadecimal",
             &keys_and_values(),
             COMMON,
-            "\
+            &format!(
+                "\
 EXIT STATUS
     0 when the key was removed, 1 when it was absent, 2 on an error (including a tree or
-    data directory that does not exist: del creates neither).",
+    data directory that does not exist: del creates neither).
+{CLOSE_AFTER_CHANGE}"
+            ),
         ],
     )
 }
@@ -255,9 +278,16 @@ OPTIONS
                      if it does not exist
     --drop NAME      drop tree NAME and free its pages (an error if it does not exist)",
             COMMON,
-            "\
+            &format!(
+                "\
 NOTES
-    Listing never creates a data directory. Names are escaped like scan's text output.",
+    Listing never creates a data directory. Names are escaped like scan's text output.
+    --create and --drop are durable once made (in the synced write-ahead log).
+
+EXIT STATUS
+    0 when the trees were listed or the tree created or dropped, 2 on an error.
+{CLOSE_AFTER_CHANGE}"
+            ),
         ],
     )
 }
@@ -302,7 +332,14 @@ OUTPUT
     there is little more than the close's checkpoint). Torn bytes after the end, a log
     write a crash cut short and never acknowledged, get a line of their own: recovery
     drops them. A record damaged before the end (later log writes follow it) is a fault
-    naming its position and segment file: recovery would refuse the directory.",
+    naming its position and segment file: recovery would refuse the directory.
+
+    Then one line per fault, `fault: ...`, and `ok: no faults found` or
+    `FAILED: N faults [and P lost pages] found`. Pages neither in use nor free (lost)
+    come last, on one line of page ranges (`fault: 615 pages neither in use nor free
+    (lost): 4-618`; past 160 characters the rest is counted, not listed): a node that
+    cannot be read hides every page below it from the walk, and its own fault is printed
+    before them.",
             "\
 NOTES
     A directory that was not closed cleanly (a crash, a killed process) is checked too,
@@ -386,7 +423,8 @@ OPTIONS
     --no-direct      buffered I/O instead of O_DIRECT
     --store STORE    ferrite (this benchmark); another store runs the comparison workload
                      `lookup` on it (ferrite bench ycsb-a --help)
-    --json FILE      append the result as one JSON object to FILE
+    --json FILE      append the result as one JSON object to FILE (opened, or created,
+                     before the run: a FILE that cannot be appended to fails at once)
     -h, --help       print this help",
                 dir = lookup::DEFAULT_DIR,
                 keys = lookup::DEFAULT_KEYS,
@@ -453,7 +491,7 @@ OPTIONS
     --store STORE    ferrite (default), rocksdb, wiredtiger or lmdb; the peers need a build
                      with --features peers and their Debian -dev packages
     --db DIR         the store's data directory (default ferrite-data/bench-STORE); fills
-                     use DIR-fill, emptied first
+                     use DIR-fill, emptied first; both removed at the end unless --keep
     --records N      keys loaded (fills: keys inserted), default 4.6M (~10x the default
                      cache); --keys N is the same
     --cache-mib M    cache of every store, MiB (default 64): Ferrite's pool, RocksDB's block
@@ -476,11 +514,15 @@ OPTIONS
     --rate OPS       open loop: offer OPS operations/s in all (Poisson arrivals); latency
                      counts from each operation's scheduled arrival. Default: closed loop
     --seed X         seed of the operation streams (default 1)
-    --keep           keep the loaded data for the next run with the same --records
+    --keep           keep the data directory after the run: loaded data for the next run
+                     with the same --records to reuse; a fill's DIR-fill to look at
+                     (ferrite check, say), which the next fill empties first
     --no-direct      buffered I/O instead of O_DIRECT
     --no-ceiling     skip the device ceiling (it writes a 1 GiB file beside DIR once)
     --json FILE      append one JSON object per run to FILE (with a hash of the
-                     configuration: runs with the same `config` measured the same thing)",
+                     configuration: runs with the same `config` measured the same thing);
+                     FILE is opened, or created, before the run: one that cannot be
+                     appended to fails at once",
             "\
 OUTPUT
     Load progress on stderr; on stdout a summary (throughput, operation counts, latency
@@ -539,7 +581,9 @@ SUITES
 
 OPTIONS
     --stores LIST    the stores to run (default: every store built in)
-    --out DIR        where SUITE.md, SUITE.jsonl and the charts go (default bench-results)
+    --out DIR        where SUITE.md, SUITE.jsonl and the charts go (default bench-results);
+                     DIR and SUITE.jsonl are made before the runs: a DIR that cannot be
+                     made or written to fails at once
     --db DIR         root of the stores' data directories (default ferrite-data/compare);
                      each store's data set is loaded once and kept for the suite's runs
     --rounds N       run the whole suite N times, one round after the other (default 1,
@@ -587,7 +631,9 @@ OPTIONS
                      a checkpoint frees whole segments only
     --keep           keep the last run's data directory (for ferrite check, say)
     --no-direct      buffered I/O instead of O_DIRECT
-    --json FILE      append one JSON object per run to FILE (the result line's fields)
+    --json FILE      append one JSON object per run to FILE (the result line's fields);
+                     opened, or created, before the runs: a FILE that cannot be appended
+                     to fails at once
     -h, --help       print this help",
                 dir = recovery::DEFAULT_DIR,
                 seconds = recovery::DEFAULT_SECONDS.map(recovery::seconds_text).join(","),

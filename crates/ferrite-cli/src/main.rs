@@ -3,6 +3,8 @@
 //! `args` turns the command line into a `Command`; one module per group of subcommands
 //! runs it (`data`: put/get/del/scan, `admin`: trees/stats/check, `bench`: workloads from
 //! `ferrite-bench`). Exit status: 0 success, 1 key absent or faults found, 2 any error.
+//! A command that prints fails before it starts when standard output cannot be written
+//! (`output`).
 
 mod admin;
 mod args;
@@ -11,12 +13,13 @@ mod common;
 mod data;
 mod encoding;
 mod help;
+mod output;
 
 use std::ffi::OsString;
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use args::Command;
+use args::{Command, TreesAction};
 use common::{CliError, Outcome, ERROR_STATUS};
 
 fn main() -> ExitCode {
@@ -40,32 +43,44 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> Result<Outcome, CliError> {
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut out: Box<dyn Write> = if prints(&command) {
+        Box::new(BufWriter::new(output::stdout()?))
+    } else {
+        Box::new(io::sink())
+    };
+    let out = &mut *out;
     match command {
         Command::Help(text) => {
-            use std::io::Write;
             out.write_all(text.as_bytes())?;
             out.flush()?;
             Ok(Outcome::Done)
         }
         Command::Version => {
-            use std::io::Write;
             writeln!(out, "ferrite {}", env!("CARGO_PKG_VERSION"))?;
             out.flush()?;
             Ok(Outcome::Done)
         }
         Command::Put(a) => data::put(&a),
-        Command::Get(a) => data::get(&a, &mut out),
+        Command::Get(a) => data::get(&a, out),
         Command::Del(a) => data::del(&a),
-        Command::Scan(a) => data::scan(&a, &mut out),
-        Command::Trees(a) => admin::trees(&a, &mut out),
-        Command::Stats(a) => admin::stats(&a, &mut out),
-        Command::Check(a) => admin::check(&a, &mut out),
-        Command::BenchLookup(config) => bench::lookup(&config, &mut out),
-        Command::BenchIo(config) => bench::io(&config, &mut out),
-        Command::BenchWorkload(config) => bench::workload(&config, &mut out),
-        Command::BenchCompare(args) => bench::compare(&args, &mut out),
-        Command::BenchRecovery(config) => bench::recovery(&config, &mut out),
+        Command::Scan(a) => data::scan(&a, out),
+        Command::Trees(a) => admin::trees(&a, out),
+        Command::Stats(a) => admin::stats(&a, out),
+        Command::Check(a) => admin::check(&a, out),
+        Command::BenchLookup(config) => bench::lookup(&config, out),
+        Command::BenchIo(config) => bench::io(&config, out),
+        Command::BenchWorkload(config) => bench::workload(&config, out),
+        Command::BenchCompare(args) => bench::compare(&args, out),
+        Command::BenchRecovery(config) => bench::recovery(&config, out),
+    }
+}
+
+/// Whether `command` prints on standard output (every command but those that change the
+/// data directory and print nothing: put, del, trees --create and --drop).
+fn prints(command: &Command) -> bool {
+    match command {
+        Command::Put(_) | Command::Del(_) => false,
+        Command::Trees(args) => args.action == TreesAction::List,
+        _ => true,
     }
 }

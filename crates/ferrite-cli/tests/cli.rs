@@ -830,3 +830,399 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
         other => panic!("opening a damaged log: {other:?}"),
     }
 }
+
+/// A tmpfs mounted for one test, unmounted when dropped. Mounting needs root (or the
+/// capability): elsewhere `mount` returns `None` and the test says it skipped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+        fs::create_dir_all(path).unwrap();
+        let options = format!("size={size}");
+        let mounted =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &options, "tmpfs"]).arg(path).output();
+        let o = match mounted {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("skipping: cannot run mount: {e}");
+                return None;
+            }
+        };
+        if !o.status.success() {
+            eprintln!("skipping: cannot mount a tmpfs (needs root): {}", text(&o.stderr).trim());
+            return None;
+        }
+        Some(Tmpfs(path.to_owned()))
+    }
+
+    fn resize(&self, size: &str) {
+        let options = format!("remount,size={size}");
+        let o = Command::new("mount").args(["-o", &options]).arg(&self.0).output().unwrap();
+        assert!(o.status.success(), "remounting: {}", text(&o.stderr));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Exit status and stderr of `ferrite put` of `key` in tree "t" of `db`, `value` as value.
+fn put_on_full_disk(db: &str, key: &str, value: &str) -> (Option<i32>, String) {
+    let o = run(&["put", "--db", db, "--tree", "t", key, value]);
+    (o.status.code(), text(&o.stderr))
+}
+
+/// On a full disk a put is logged (the log's segment is preallocated) but its close fails:
+/// the change buffer takes the put, and draining it at close needs a page the page file
+/// cannot grow to hold (ENOSPC). The exit status says what happened to the put: 0, with a
+/// warning that it is durable; and every put that exited 0 is there once the disk has room
+/// (shared/repro/r4_enospc.sh). A `del` likewise. Runs as root only (it mounts a tmpfs).
+#[test]
+fn a_committed_change_exits_0_when_only_the_close_fails() {
+    let tmp = TempDir::new("full-disk");
+    // 200 values of a page each, then the page file cut to the next 64 KiB above the pages
+    // in use: the next few new pages fit, then the page file must grow by 64 MiB.
+    let value = "E".repeat(4000);
+    let source = tmp.0.join("source");
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        // Segment files as small as allowed: the copy must fit on the small file system.
+        log_segment_bytes: 1 << 20,
+        ..Default::default()
+    };
+    let db = ferrite::Db::open(&source, options.clone()).unwrap();
+    let tree = db.tree("t").unwrap();
+    for i in 1..=200 {
+        tree.put(format!("k{i:03}").as_bytes(), value.as_bytes()).unwrap();
+    }
+    drop(tree);
+    db.close().unwrap();
+    let read_only = ferrite::Options { read_only: true, ..options };
+    let db = ferrite::Db::open(&source, read_only).unwrap();
+    let pages = db.stats().unwrap().pool.page_count;
+    db.close().unwrap();
+    let pages_file = fs::OpenOptions::new().write(true).open(source.join("pages.ferrite")).unwrap();
+    pages_file.set_len(pages.div_ceil(16) * 16 * 4096).unwrap();
+    drop(pages_file);
+
+    // 8 MiB: the directory and new log segments fit, a 64 MiB page file does not.
+    let Some(mount) = Tmpfs::mount(&tmp.0.join("mnt"), "8m") else { return };
+    let dir = mount.0.join("db");
+    copy_dir(&source, &dir);
+    let db = dir.to_str().unwrap();
+    let mut committed = Vec::new();
+    let mut warned = 0;
+    for i in 201..=220 {
+        let key = format!("k{i:03}");
+        let (status, stderr) = put_on_full_disk(db, &key, &value);
+        match status {
+            Some(0) => {
+                if !stderr.is_empty() {
+                    assert!(
+                        stderr.starts_with(
+                            "ferrite: warning: the put is durable (in the synced write-ahead \
+                             log), but closing "
+                        ) && stderr.contains("No space left on device")
+                            && stderr.contains("which applies the put:"),
+                        "{key}: {stderr}"
+                    );
+                    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+                    warned += 1;
+                }
+                committed.push(key);
+            }
+            // The put itself failed (its open, say): that is an error, and it says so.
+            Some(2) => assert!(stderr.starts_with("ferrite: ") && !stderr.contains("warning")),
+            other => panic!("{key}: exit status {other:?}: {stderr}"),
+        }
+    }
+    assert!(warned > 0, "no close failed: the disk never filled up ({committed:?})");
+    let args = ["del", "--db", db, "--tree", "t", "k001"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert!(
+        text(&o.stderr).starts_with("ferrite: warning: the del is durable"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let args = ["trees", "--db", db, "--create", "u"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let warning = "ferrite: warning: the creation of tree \"u\" is durable";
+    assert!(text(&o.stderr).starts_with(warning), "{}", describe(&args, &o));
+
+    // While the disk is full, reads work: the directory is recovered in memory.
+    for key in &committed {
+        assert_eq!(ok(&["get", "--db", db, "--tree", "t", key]), format!("{value}\n"), "{key}");
+    }
+    expect(1, &["get", "--db", db, "--tree", "t", "k001"]);
+    let out = ok(&["check", "--db", db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
+
+    // With room again, the next open for writing recovers the directory from its log.
+    mount.resize("128m");
+    put(db, "probe", "k", "v");
+    for key in &committed {
+        assert_eq!(ok(&["get", "--db", db, "--tree", "t", key]), format!("{value}\n"), "{key}");
+    }
+    expect(1, &["get", "--db", db, "--tree", "t", "k001"]);
+    assert_eq!(ok(&["trees", "--db", db]), "probe\nt\nu\n");
+    let out = ok(&["check", "--db", db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
+}
+
+/// `ferrite ARGS` run by the shell with `redirect` applied to it (`>&-` closes stdout).
+fn run_redirected(redirect: &str, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" {redirect}"))
+        .arg(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .output()
+        .expect("running sh")
+}
+
+/// A command that prints fails (exit status 2) when its output cannot be written: stdout
+/// closed (Rust's runtime put /dev/null in its place, and the output vanished with exit
+/// status 0), opened read-only (writes fail with EBADF, which `io::Stdout` ignores), or
+/// a full device. It fails before it starts: a benchmark does not run for nothing. A
+/// command that prints nothing does not care.
+#[test]
+fn a_command_whose_output_cannot_be_written_fails() {
+    let tmp = TempDir::new("stdout");
+    let db = tmp.db();
+    put(&db, "t", "k", "v");
+    let bench_dir = tmp.0.join("bench");
+    let bench_dir = bench_dir.to_str().unwrap();
+    let printing: [Vec<&str>; 8] = [
+        vec!["get", "--db", &db, "--tree", "t", "k"],
+        vec!["get", "--db", &db, "--tree", "t", "absent"],
+        vec!["scan", "--db", &db, "--tree", "t"],
+        vec!["trees", "--db", &db],
+        vec!["stats", "--db", &db],
+        vec!["check", "--db", &db],
+        vec!["--help"],
+        vec!["bench", "lookup", "--db", bench_dir, "--keys", "100", "--seconds", "0.1"],
+    ];
+    for (redirect, reason) in [
+        (">&-", "writing the output failed: standard output is closed"),
+        ("1</dev/null", "writing the output failed: standard output is not open for writing"),
+        (">/dev/full", "writing the output failed: No space left on device"),
+    ] {
+        for args in &printing {
+            let o = run_redirected(redirect, args);
+            let what = format!("{redirect}\n{}", describe(args, &o));
+            assert_eq!(o.status.code(), Some(2), "{what}");
+            assert!(text(&o.stderr).starts_with(&format!("ferrite: {reason}")), "{what}");
+        }
+        assert!(!Path::new(bench_dir).exists(), "the benchmark ran ({redirect})");
+    }
+    // Commands that print nothing run as usual.
+    for args in [
+        vec!["put", "--db", &db, "--tree", "t", "k2", "v2"],
+        vec!["del", "--db", &db, "--tree", "t", "k"],
+        vec!["trees", "--db", &db, "--create", "u"],
+    ] {
+        let o = run_redirected(">&-", &args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    }
+    assert_eq!(ok(&["scan", "--db", &db, "--tree", "t"]), "k2\tv2\n");
+    // /dev/null opened for writing is a place to print to.
+    let o = run_redirected(">/dev/null", &["get", "--db", &db, "--tree", "t", "k2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// A reader that goes away (`ferrite scan | head -n 1`) ends a command quietly, status 0.
+#[test]
+fn scan_into_a_closed_pipe_stops_quietly() {
+    let tmp = TempDir::new("pipe");
+    let db = tmp.db();
+    let source = tmp.0.join("db");
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        ..Default::default()
+    };
+    let opened = ferrite::Db::open(&source, options).unwrap();
+    let tree = opened.tree("t").unwrap();
+    for i in 0..20_000 {
+        tree.put(format!("key{i:06}").as_bytes(), b"a value long enough to fill a pipe").unwrap();
+    }
+    drop(tree);
+    opened.close().unwrap();
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg("set -o pipefail; \"$0\" \"$@\" | head -n 1")
+        .arg(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["scan", "--db", &db, "--tree", "t"])
+        .output()
+        .expect("running bash");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "key000000\ta value long enough to fill a pipe\n");
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+}
+
+/// Where a benchmark's results go is opened before it runs: `--json` in a directory that does
+/// not exist, or `--out` under a regular file, fails at once (exit status 2, naming the path)
+/// instead of after the whole run; nothing was loaded.
+#[test]
+fn bench_output_paths_are_checked_before_the_run() {
+    let tmp = TempDir::new("bench-paths");
+    let db = tmp.db();
+    let json = tmp.0.join("missing/runs.jsonl");
+    let json = json.to_str().unwrap();
+    for args in [
+        vec!["bench", "fill", "--db", &db, "--records", "100", "--no-ceiling", "--json", json],
+        vec!["bench", "ycsb-c", "--db", &db, "--records", "100", "--no-ceiling", "--json", json],
+        vec!["bench", "fill", "--sync", "--db", &db, "--records", "100", "--json", json],
+        vec!["bench", "lookup", "--db", &db, "--keys", "100", "--seconds", "0.1", "--json", json],
+        vec!["bench", "recovery", "--db", &db, "--seconds", "0.1", "--json", json],
+    ] {
+        let started = std::time::Instant::now();
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        let expected = format!(
+            "ferrite: bench: opening --json {json} for appending (checked before the run): No \
+             such file or directory"
+        );
+        assert!(text(&o.stderr).contains(&expected), "{}", describe(&args, &o));
+        assert!(o.stdout.is_empty(), "{}", describe(&args, &o));
+        assert!(started.elapsed().as_secs() < 10, "{}", describe(&args, &o));
+        for dir in [db.clone(), format!("{db}-fill")] {
+            assert!(!Path::new(&dir).exists(), "{dir} was made: {}", describe(&args, &o));
+        }
+    }
+    // A file that exists takes the runs' objects after what it holds: opening it changes
+    // nothing.
+    let kept = tmp.0.join("kept.jsonl");
+    fs::write(&kept, "{}\n").unwrap();
+    let foreign = tmp.0.join("foreign");
+    fs::create_dir_all(&foreign).unwrap();
+    fs::write(foreign.join("hello.txt"), "hi").unwrap();
+    let (foreign, kept_path) = (foreign.to_str().unwrap(), kept.to_str().unwrap());
+    let args = ["bench", "recovery", "--db", foreign, "--seconds", "0.1", "--json", kept_path];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+    assert!(text(&o.stderr).contains("was not made by ferrite bench"), "{}", describe(&args, &o));
+    assert_eq!(fs::read_to_string(&kept).unwrap(), "{}\n");
+
+    let file = tmp.0.join("a-file");
+    fs::write(&file, "").unwrap();
+    for out in [file.join("results"), file.clone()] {
+        let out = out.to_str().unwrap();
+        let args = ["bench", "compare", "quick", "--stores", "ferrite", "--db", &db, "--out", out];
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        let expected = format!("ferrite: bench: creating --out {out} (checked before the runs): ");
+        assert!(text(&o.stderr).starts_with(&expected), "{}", describe(&args, &o));
+        assert!(!Path::new(&db).exists(), "{}", describe(&args, &o));
+    }
+}
+
+/// `bench fill --keep` keeps the fill's directory (DIR-fill), as `bench lookup --keep` keeps
+/// its own: a Ferrite data directory that `ferrite check` passes, holding the keys the fill
+/// inserted. The next fill empties it first and, without --keep, removes it.
+#[test]
+fn bench_fill_keep_keeps_the_fills_directory() {
+    let tmp = TempDir::new("bench-fill-keep");
+    let db = tmp.db();
+    let fill_dir = format!("{db}-fill");
+    for sync in [false, true] {
+        let mut args = vec![
+            "bench",
+            "fill",
+            "--db",
+            &db,
+            "--records",
+            "300",
+            "--cache-mib",
+            "1",
+            "--seconds",
+            "30",
+            "--workers",
+            "1",
+            "--no-ceiling",
+            "--keep",
+        ];
+        if sync {
+            args.push("--sync");
+        }
+        let out = ok(&args);
+        let last = out.lines().last().unwrap_or("");
+        let fields = parse_result(last);
+        let inserts: u64 = field(&fields, "ops").parse().unwrap();
+        assert!(inserts > 0, "{out}");
+        assert!(
+            out.contains(&format!("kept          {fill_dir} (--keep): the next fill")),
+            "{out}"
+        );
+        let checked = ok(&["check", "--db", &fill_dir]);
+        assert!(checked.contains("ok: no faults found"), "{checked}");
+        let keys = checked.lines().find(|l| l.trim_start().starts_with("bench ")).unwrap_or("");
+        assert_eq!(keys.split_whitespace().nth(1), Some(inserts.to_string().as_str()), "{checked}");
+    }
+    let args = ["bench", "fill", "--db", &db, "--records", "300", "--cache-mib", "1"];
+    let out = ok(&[&args[..], &["--seconds", "30", "--workers", "1", "--no-ceiling"]].concat());
+    assert!(!out.contains("kept"), "{out}");
+    assert!(!Path::new(&fill_dir).exists(), "removed without --keep");
+}
+
+/// A node `check` cannot read hides every page below it from the walk; those pages are lost
+/// (neither in use nor free). The node's fault comes first, and the lost pages follow as one
+/// line of ranges, not one line each.
+#[test]
+fn check_names_the_corrupt_node_first_and_summarises_the_lost_pages() {
+    let tmp = TempDir::new("check-lost");
+    let db = tmp.db();
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        ..Default::default()
+    };
+    let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
+    let tree = opened.tree("t").unwrap();
+    for i in 0..20_000 {
+        tree.put(format!("key{i:06}").as_bytes(), &[b'v'; 100]).unwrap();
+    }
+    drop(tree);
+    opened.close().unwrap();
+
+    // The first inner node in the file (store/page.rs: the kind at byte 4, 3 for inner
+    // nodes; the page's own id at byte 8): flip a byte in its middle.
+    let pages = Path::new(&db).join("pages.ferrite");
+    let mut bytes = fs::read(&pages).unwrap();
+    let inner = (3..bytes.len() / 4096)
+        .find(|&id| {
+            let page = &bytes[id * 4096..(id + 1) * 4096];
+            page[4] == 3 && u64::from_le_bytes(page[8..16].try_into().unwrap()) == id as u64
+        })
+        .expect("an inner node");
+    bytes[inner * 4096 + 2048] ^= 0x5a;
+    fs::write(&pages, &bytes).unwrap();
+
+    let args = ["check", "--db", &db];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let faults: Vec<&str> = out.lines().filter(|l| l.starts_with("fault: ")).collect();
+    let lost: Vec<&&str> = faults.iter().filter(|l| l.contains("(lost)")).collect();
+    assert_eq!(lost.len(), 1, "{out}");
+    assert_eq!(faults.last(), lost.first().copied(), "the lost pages come last: {out}");
+    assert!(faults[0].contains(&format!("page {inner}")), "the node's fault first: {out}");
+    let line = lost[0];
+    let pages_lost: u64 = line["fault: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(pages_lost > 10, "{out}");
+    assert!(line.contains(" pages neither in use nor free (lost) (a node the walk"), "{out}");
+    assert!(line.len() < 300, "{line}");
+    let causes = faults.len() - 1;
+    let plural = if causes == 1 { "" } else { "s" };
+    let failed = format!("FAILED: {causes} fault{plural} and {pages_lost} lost pages found");
+    assert_eq!(out.lines().last(), Some(failed.as_str()), "{out}");
+}

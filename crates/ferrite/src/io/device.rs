@@ -118,30 +118,79 @@ pub(crate) fn file_size(file: &File) -> io::Result<u64> {
 }
 
 fn open_one(path: &Path, options: &DeviceOptions) -> Result<(File, bool, u64)> {
+    let opening = || format!("opening {}", path.display());
+    // Anything but a regular file or a block device is refused before the open: opening a
+    // FIFO waits for a writer (forever), and with O_DIRECT the kernel refuses a directory or a
+    // character device with EINVAL, which would say nothing of what the path is. (A path
+    // that cannot be looked at is left to the open, whose error says why.)
+    if let Ok(metadata) = std::fs::metadata(path) {
+        if let Some(what) = unsupported_kind(&metadata.file_type()) {
+            return Err(Error::io(opening(), unsupported(what)));
+        }
+    }
     let mut open = OpenOptions::new();
     open.read(true).write(options.writable).create(options.create && options.writable);
     if options.direct {
         open.custom_flags(libc::O_DIRECT);
     }
     let file = open.open(path).map_err(|e| {
-        let hint = if e.raw_os_error() == Some(libc::EINVAL) && options.direct {
+        let hint = if refuses_direct(path, options, &e) {
             " (the file system refuses O_DIRECT; open without direct I/O)"
         } else {
             ""
         };
-        Error::io(format!("opening {}{hint}", path.display()), e)
+        Error::io(format!("{}{hint}", opening()), e)
     })?;
     let metadata =
         file.metadata().map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?;
     let block = metadata.file_type().is_block_device();
-    if !block && !metadata.is_file() {
-        return Err(Error::io(
-            format!("opening {}", path.display()),
-            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file or a block device"),
-        ));
+    // Checked again on the open file: the path may have changed since it was looked at.
+    if let Some(what) = unsupported_kind(&metadata.file_type()) {
+        return Err(Error::io(opening(), unsupported(what)));
     }
     let size = file_size(&file).map_err(|e| Error::io(format!("sizing {}", path.display()), e))?;
     Ok((file, block, size))
+}
+
+/// What a file of type `file_type` is, if it is neither a regular file nor a block device.
+fn unsupported_kind(file_type: &std::fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() || file_type.is_block_device() {
+        None
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else {
+        Some("of an unknown file type")
+    }
+}
+
+fn unsupported(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("it is {what}, not a regular file or a block device"),
+    )
+}
+
+/// Whether `failed`, the error of opening `path` with `options`, is the file system refusing
+/// O_DIRECT: EINVAL, and the same open without O_DIRECT succeeds on a regular file or block
+/// device. (EINVAL has other causes, and O_DIRECT is the likely one only then.)
+fn refuses_direct(path: &Path, options: &DeviceOptions, failed: &io::Error) -> bool {
+    if !options.direct || failed.raw_os_error() != Some(libc::EINVAL) {
+        return false;
+    }
+    // Not O_CREAT: had the failed open created the file, it exists now. O_NONBLOCK: a FIFO
+    // put there since the look above must not make this wait.
+    let plain = OpenOptions::new()
+        .read(true)
+        .write(options.writable)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+    plain.and_then(|file| file.metadata()).is_ok_and(|m| unsupported_kind(&m.file_type()).is_none())
 }
 
 /// Grows `file` from `from` to `to` bytes, preallocating the space.
@@ -439,5 +488,73 @@ mod tests {
         };
         let partial = Devices::open(&path, &options).unwrap();
         assert_eq!(partial.capacity_bytes(), 3 * 4096);
+    }
+
+    fn read_only_direct() -> DeviceOptions {
+        DeviceOptions { writable: false, direct: true, ..Default::default() }
+    }
+
+    /// The error of opening `path` alone with `options`, as text.
+    fn open_error(path: &Path, options: &DeviceOptions) -> String {
+        match Devices::open(&[path.to_owned()], options) {
+            Ok(_) => panic!("{} opened", path.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// The O_DIRECT hint only when O_DIRECT is what the file system refuses; every other
+    /// failure says what the path is or what the open found.
+    #[test]
+    fn open_errors_say_what_the_path_is() {
+        let dir = TempDir::new("devices-open-errors");
+        let writable_direct = DeviceOptions::default();
+        // A directory: EINVAL read-only with O_DIRECT, EISDIR writable.
+        for options in [read_only_direct(), writable_direct.clone()] {
+            let e = open_error(dir.path(), &options);
+            assert!(e.contains("it is a directory, not a regular file"), "{e}");
+            assert!(!e.contains("O_DIRECT"), "{e}");
+        }
+        let missing = dir.path().join("missing");
+        for options in [read_only_direct(), writable_direct.clone()] {
+            let e = open_error(&missing, &options);
+            assert!(e.contains("No such file or directory") && !e.contains("O_DIRECT"), "{e}");
+        }
+        // A FIFO: refused at once (opening it read-only would wait for a writer).
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        for options in [read_only_direct(), writable_direct.clone()] {
+            let e = open_error(&fifo, &options);
+            assert!(e.contains("it is a FIFO (named pipe)") && !e.contains("O_DIRECT"), "{e}");
+        }
+        let e = open_error(Path::new("/dev/null"), &read_only_direct());
+        assert!(e.contains("it is a character device") && !e.contains("O_DIRECT"), "{e}");
+        // Permissions: root reads and writes anything, so only another user can see this.
+        let locked = dir.path().join("locked");
+        std::fs::write(&locked, vec![0u8; 4096]).unwrap();
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            eprintln!("skipping the permission case: running as root");
+        } else {
+            let e = open_error(&locked, &writable_direct);
+            assert!(e.contains("Permission denied") && !e.contains("O_DIRECT"), "{e}");
+        }
+        // A regular file on a file system without O_DIRECT (procfs): the hint, and the same
+        // file opens without direct I/O.
+        let proc_file = Path::new("/proc/self/stat");
+        if std::fs::metadata(proc_file).is_ok_and(|m| m.is_file()) {
+            let e = open_error(proc_file, &read_only_direct());
+            assert!(e.contains("the file system refuses O_DIRECT"), "{e}");
+            let buffered = DeviceOptions { direct: false, ..read_only_direct() };
+            // (It may still fail later, sizing a file whose end cannot be sought.)
+            if let Err(e) = Devices::open(&[proc_file.to_owned()], &buffered) {
+                assert!(!e.to_string().contains("opening"), "{e}");
+            }
+        } else {
+            eprintln!("skipping the refused O_DIRECT case: no /proc");
+        }
     }
 }
