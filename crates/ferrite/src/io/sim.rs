@@ -502,6 +502,55 @@ impl SimDisk {
         Some(state.inodes[id].durable.len() as u64)
     }
 
+    /// A new disk holding what a crash would leave of this one for sure (every file's durable
+    /// bytes; pending writes are not copied), with the same faults and seed: a crash image to
+    /// damage and recover without touching this one.
+    pub fn copy_durable(&self) -> Arc<SimDisk> {
+        let state = lock(&self.shared);
+        let copy = SimDisk::with_faults(state.faults);
+        {
+            let mut target = lock(&copy.shared);
+            for (name, id) in &state.names {
+                let durable = state.inodes[id].durable.clone();
+                let inode =
+                    Inode { cache: durable.clone(), durable, linked: true, ..Inode::default() };
+                let new_id = target.next_inode;
+                target.next_inode += 1;
+                target.inodes.insert(new_id, inode);
+                target.names.insert(name.clone(), new_id);
+            }
+        }
+        copy
+    }
+
+    /// File `name`'s bytes as reads see them; `None` if no such file.
+    pub fn read_file(&self, name: &str) -> Option<Vec<u8>> {
+        let state = lock(&self.shared);
+        let id = state.names.get(name)?;
+        Some(state.inodes[id].cache.clone())
+    }
+
+    /// Replaces file `name`'s bytes (made if missing), durably at once: damage done to a
+    /// crash image, as by hand.
+    pub fn replace_file(&self, name: &str, bytes: &[u8]) {
+        let mut state = lock(&self.shared);
+        let id = match state.names.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = state.next_inode;
+                state.next_inode += 1;
+                state.inodes.insert(id, Inode { linked: true, ..Inode::default() });
+                state.names.insert(name.to_owned(), id);
+                id
+            }
+        };
+        let inode = state.inode(id);
+        inode.durable = bytes.to_vec();
+        inode.cache = bytes.to_vec();
+        inode.pending.clear();
+        inode.pending_allocation_bytes = 0;
+    }
+
     /// Asserts the invariants of every file (see the module documentation): the cache is
     /// the durable bytes with the pending part applied (unless a failed sync dropped
     /// writes since the last crash), never shorter than them, and every name is linked.
