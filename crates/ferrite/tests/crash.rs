@@ -424,6 +424,59 @@ fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
     assert!(acknowledged.len() > 10, "only {} puts before the disk filled", acknowledged.len());
 }
 
+/// A full disk that stops the log from making its next segment: the commit fails, and every
+/// later try (opens, puts) removes the segment file it could not prepare (a failing
+/// preparation once left one new empty file per try, hundreds of them).
+#[test]
+fn failed_segment_preparations_leave_no_files() {
+    let disk = SimDisk::new(17);
+    let dir = TempDir::new("crash-full-log");
+    // The page file grows in big steps: the log is what meets the full disk.
+    let options = Options { grow_chunk_bytes: 8 << 20, ..options(&disk) };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let tree = db.tree("a").unwrap();
+    let used: u64 = disk.file_names().iter().map(|n| disk.durable_len(n).unwrap_or(0)).sum();
+    disk.set_faults(SimFaults { capacity_bytes: Some(used + (64 << 10)), ..Default::default() });
+    let files = disk.file_names();
+    let mut acknowledged = Vec::new();
+    let error = loop {
+        let key = format!("key-{:06}", acknowledged.len()).into_bytes();
+        match tree.put(&key, &[7u8; 900]) {
+            Ok(()) => acknowledged.push(key),
+            Err(e) => break e,
+        }
+        assert!(acknowledged.len() < 100_000, "the disk never filled up");
+    };
+    assert!(error.to_string().contains("preparing log segment"), "{error}");
+    drop(tree);
+    disk.crash();
+    db.abandon();
+    assert_eq!(disk.file_names(), files, "the failed preparation left its file");
+    let mut tries = 0;
+    for _ in 0..5 {
+        match Db::open(dir.path(), options.clone()) {
+            Ok(db) => {
+                let tree = db.open_tree("a").unwrap();
+                let failed = (0..2_000)
+                    .find_map(|i| tree.put(format!("late-{i}").as_bytes(), &[1u8; 900]).err());
+                assert!(failed.is_some(), "the full disk took 2,000 more puts");
+                drop(tree);
+                disk.crash();
+                db.abandon();
+            }
+            Err(e) => assert!(e.to_string().contains("No space left on device"), "{e}"),
+        }
+        tries += 1;
+        assert_eq!(disk.file_names(), files, "try {tries} left a file behind");
+    }
+    disk.set_faults(SimFaults::default());
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.open_tree("a").unwrap();
+    for key in &acknowledged {
+        assert_eq!(tree.get(key).unwrap().as_deref(), Some(&[7u8; 900][..]), "{key:?} lost");
+    }
+}
+
 #[test]
 fn periodic_durability_flushes_within_its_interval() {
     let disk = SimDisk::new(11);
