@@ -395,3 +395,36 @@ impl Drop for Unmount {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
     }
 }
+
+/// A first open that crashed after writing its checkpoint record but before recording it in
+/// the superblock leaves a log of checkpoint records only: the next open starts a new log
+/// (removing the old one, whose sectors sit where the new log writes), and that log recovers.
+#[test]
+fn a_first_open_that_crashed_before_its_checkpoint_starts_over() {
+    let tmp = TempDir::new("first-open");
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, options()).unwrap();
+    // A longer log than the new one will be (its sectors past the new log's end would read
+    // as its continuation if they stayed).
+    for _ in 0..200 {
+        db.checkpoint().unwrap();
+    }
+    db.close().unwrap();
+    // The superblock as the format left it: no checkpoint.
+    let pages = dir.join("pages.ferrite");
+    let mut bytes = std::fs::read(&pages).unwrap();
+    for copy in 0..2 {
+        let page = &mut bytes[copy * PAGE_SIZE..(copy + 1) * PAGE_SIZE];
+        page[88..96].copy_from_slice(&u64::MAX.to_le_bytes());
+        page::seal(page);
+    }
+    std::fs::write(&pages, bytes).unwrap();
+    let db = Db::open(&dir, options()).unwrap();
+    db.tree("t").unwrap().put(b"k", b"v").unwrap();
+    let image = tmp.path().join("image");
+    copy_dir(&dir, &image);
+    db.abandon();
+    let db = Db::open(&image, options()).unwrap();
+    assert_eq!(db.open_tree("t").unwrap().get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert!(db.check().unwrap().is_ok());
+}

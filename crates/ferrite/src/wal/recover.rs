@@ -34,7 +34,7 @@ use super::record::{
     OP_NEW, RECORD_HEADER_SIZE,
 };
 use super::segment::{
-    Segment, Stop, StreamReader, WrittenSector, LOG_DIR_NAME, SECTOR_BYTES, SECTOR_HEADER_BYTES,
+    segment_name, Segment, Stop, StreamReader, LOG_DIR_NAME, SECTOR_BYTES, SECTOR_HEADER_BYTES,
     SECTOR_PAYLOAD,
 };
 use crate::buffer::BufferPool;
@@ -241,18 +241,15 @@ fn judge_tail(
     }
     // Written sectors after the end's own: those up to the stop, and those after it.
     let mut sectors = Vec::new();
-    let (first, last) =
-        (sector_after(chain, end), sector_after(chain, stop.saturating_sub(1).max(end)));
-    if let (Some(first), Some(last)) = (first, last) {
-        let mut at = first;
-        while at <= last && stop > end {
-            sectors.push((at.0, Segment::sector_offset(at.1)));
-            at = next_sector(chain, at);
+    let mut at = sector_after(chain, end);
+    while let Some((index, sector)) = at.filter(|&(index, _)| index < chain.len()) {
+        if chain[index].sector_lsn(sector) >= stop {
+            break;
         }
+        sectors.push((index, Segment::sector_offset(sector)));
+        at = Some(next_sector(chain, (index, sector)));
     }
-    sectors.extend(
-        rest.written.iter().map(|&WrittenSector { segment, offset, .. }| (segment, offset)),
-    );
+    sectors.extend(rest.written.iter().map(|written| (written.segment, written.offset)));
     let rest_bytes: u64 = rest.runs.iter().map(|(_, bytes)| bytes.len() as u64).sum();
     Ok(TornTail { bytes: stop - end + rest_bytes, sectors })
 }
@@ -539,15 +536,17 @@ pub fn check_log(storage: &dyn Storage, checkpoint_lsn: u64) -> Result<LogReport
 pub fn new_log(storage: Arc<dyn Storage>, segment_bytes: u64, direct: bool) -> Result<Arc<Log>> {
     let found = chain::discover(storage.as_ref())?;
     check_no_log(storage.as_ref(), &found)?;
-    chain::retire(&found.segments)?;
-    let free = found
-        .segments
-        .iter()
-        .map(|s| s.slot)
-        .chain(found.unused.iter().map(|(slot, _)| *slot))
-        .collect();
-    let slots = Slots { free, next: found.next_slot };
-    Ok(Arc::new(Log::new(storage, segment_bytes, Vec::new(), slots, 0, direct)))
+    // What a crashed first open left goes: its sectors sit at the positions the new log
+    // writes again, and must not be read as its continuation.
+    let slots = found.segments.iter().map(|s| s.slot).chain(found.unused.iter().map(|u| u.0));
+    for slot in slots.collect::<Vec<_>>() {
+        let name = segment_name(slot);
+        storage.remove(&name).map_err(|e| Error::io(format!("removing {name}"), e))?;
+    }
+    if !found.is_empty() {
+        storage.sync_names().map_err(|e| Error::io("syncing the log directory", e))?;
+    }
+    Ok(Arc::new(Log::new(storage, segment_bytes, Vec::new(), Slots::default(), 0, direct)))
 }
 
 /// Fails unless the segments `found` hold at most a crashed first open's records.

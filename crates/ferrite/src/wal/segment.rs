@@ -376,61 +376,12 @@ impl<'a> StreamReader<'a> {
         }
     }
 
-    /// Reads and classifies the next sector (or sets `stop`).
-    fn read_sector(&mut self) -> Result<()> {
-        let Some(segment) = self.chain.get(self.segment) else {
-            self.stop = Some((self.window_end(), Stop::ChainEnd));
-            return Ok(());
-        };
-        let sectors = segment.capacity / SECTOR_PAYLOAD as u64;
-        if self.sector == sectors {
-            self.segment += 1;
-            self.sector = 0;
-            self.raw.clear();
-            self.raw_at = 0;
-            return Ok(());
-        }
-        if self.raw_at == self.raw.len() {
-            let count = (sectors - self.sector).min(READ_SECTORS as u64) as usize;
-            self.raw.resize(count * SECTOR_BYTES, 0);
-            self.raw_at = 0;
-            read_exact(segment, &mut self.raw, Segment::sector_offset(self.sector))?;
-        }
-        let lsn = segment.sector_lsn(self.sector);
-        debug_assert_eq!(lsn, self.window_end());
-        let offset = Segment::sector_offset(self.sector);
-        let sector = &self.raw[self.raw_at..self.raw_at + SECTOR_BYTES];
-        match read_sector(sector, lsn) {
-            SectorRead::Written(payload) => {
-                self.window.extend_from_slice(payload);
-                if payload.len() < SECTOR_PAYLOAD {
-                    self.stop = Some((self.window_end(), Stop::Unwritten));
-                }
-            }
-            SectorRead::Unwritten => self.stop = Some((lsn, Stop::Unwritten)),
-            SectorRead::Damaged(reason) => {
-                let path = segment.path().to_owned();
-                self.stop = Some((lsn, Stop::Damaged { path, offset, reason }));
-            }
-        }
-        self.raw_at += SECTOR_BYTES;
-        self.sector += 1;
-        Ok(())
-    }
-
-    fn window_end(&self) -> u64 {
-        self.window_lsn + self.window.len() as u64
-    }
-
-    /// After the stream stopped: the rest of the chain, sector by sector, from the sector
-    /// after the one the stream stopped in. Returns the written sectors found there as runs
-    /// of contiguous stream bytes `(lsn, bytes, path, file offset of the first)`, or the first
-    /// damaged sector as an error.
-    pub fn rest(mut self) -> Result<Rest> {
-        debug_assert!(self.stop.is_some(), "the stream has not stopped yet");
-        let mut rest = Rest::default();
+    /// Moves to the next sector of the chain and reads it (with the sectors after it, a
+    /// chunk at a time into `raw`): where it is and where its bytes are in `raw`; `None`
+    /// past the chain's end.
+    fn next_raw(&mut self) -> Result<Option<RawSector>> {
         loop {
-            let Some(segment) = self.chain.get(self.segment) else { return Ok(rest) };
+            let Some(segment) = self.chain.get(self.segment) else { return Ok(None) };
             let sectors = segment.capacity / SECTOR_PAYLOAD as u64;
             if self.sector == sectors {
                 self.segment += 1;
@@ -445,12 +396,58 @@ impl<'a> StreamReader<'a> {
                 self.raw_at = 0;
                 read_exact(segment, &mut self.raw, Segment::sector_offset(self.sector))?;
             }
-            let lsn = segment.sector_lsn(self.sector);
-            let offset = Segment::sector_offset(self.sector);
-            let sector = &self.raw[self.raw_at..self.raw_at + SECTOR_BYTES];
-            match read_sector(sector, lsn) {
+            let raw = RawSector {
+                segment: self.segment,
+                lsn: segment.sector_lsn(self.sector),
+                offset: Segment::sector_offset(self.sector),
+                at: self.raw_at,
+            };
+            self.raw_at += SECTOR_BYTES;
+            self.sector += 1;
+            return Ok(Some(raw));
+        }
+    }
+
+    /// Reads and classifies the next sector (or sets `stop`).
+    fn read_sector(&mut self) -> Result<()> {
+        let Some(raw) = self.next_raw()? else {
+            self.stop = Some((self.window_end(), Stop::ChainEnd));
+            return Ok(());
+        };
+        debug_assert_eq!(raw.lsn, self.window_end());
+        match read_sector(&self.raw[raw.at..raw.at + SECTOR_BYTES], raw.lsn) {
+            SectorRead::Written(payload) => {
+                self.window.extend_from_slice(payload);
+                if payload.len() < SECTOR_PAYLOAD {
+                    let end = self.window_lsn + self.window.len() as u64;
+                    self.stop = Some((end, Stop::Unwritten));
+                }
+            }
+            SectorRead::Unwritten => self.stop = Some((raw.lsn, Stop::Unwritten)),
+            SectorRead::Damaged(reason) => {
+                let path = self.chain[raw.segment].path().to_owned();
+                self.stop = Some((raw.lsn, Stop::Damaged { path, offset: raw.offset, reason }));
+            }
+        }
+        Ok(())
+    }
+
+    fn window_end(&self) -> u64 {
+        self.window_lsn + self.window.len() as u64
+    }
+
+    /// After the stream stopped: the rest of the chain, sector by sector, from the sector
+    /// after the one the stream stopped in. Returns the written sectors found there as runs
+    /// of contiguous stream bytes `(lsn, bytes, path, file offset of the first)`, or the first
+    /// damaged sector as an error.
+    pub fn rest(mut self) -> Result<Rest> {
+        debug_assert!(self.stop.is_some(), "the stream has not stopped yet");
+        let mut rest = Rest::default();
+        while let Some(raw) = self.next_raw()? {
+            match read_sector(&self.raw[raw.at..raw.at + SECTOR_BYTES], raw.lsn) {
                 SectorRead::Written(payload) => {
-                    rest.written.push(WrittenSector { lsn, segment: self.segment, offset });
+                    let (lsn, segment, offset) = (raw.lsn, raw.segment, raw.offset);
+                    rest.written.push(WrittenSector { lsn, segment, offset });
                     match rest.runs.last_mut() {
                         Some(run) if run.0 + run.1.len() as u64 == lsn => {
                             run.1.extend_from_slice(payload)
@@ -460,15 +457,25 @@ impl<'a> StreamReader<'a> {
                 }
                 SectorRead::Unwritten => {}
                 SectorRead::Damaged(reason) => {
-                    let path = segment.path().to_owned();
-                    rest.damaged = Some((lsn, Stop::Damaged { path, offset, reason }));
-                    return Ok(rest);
+                    let path = self.chain[raw.segment].path().to_owned();
+                    let damage = Stop::Damaged { path, offset: raw.offset, reason };
+                    rest.damaged = Some((raw.lsn, damage));
+                    break;
                 }
             }
-            self.raw_at += SECTOR_BYTES;
-            self.sector += 1;
         }
+        Ok(rest)
     }
+}
+
+/// A sector `StreamReader::next_raw` read: its segment (index in the chain), place in the
+/// stream, file offset, and where its bytes are in the reader's `raw`.
+#[derive(Debug, Clone, Copy)]
+struct RawSector {
+    segment: usize,
+    lsn: u64,
+    offset: u64,
+    at: usize,
 }
 
 /// What lies in a chain after its written stream stopped (see [`StreamReader::rest`]).
