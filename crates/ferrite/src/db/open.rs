@@ -3,9 +3,9 @@
 //! Nothing on disk changes until every check that can refuse the open has passed: the
 //! options, the directory, its lock, the page file and its superblock, the log read to its
 //! end and judged (`wal/recover.rs`), the pool and the workers' engines. Only then does a
-//! writable open change anything, in this order: cut a torn log tail, replay the log into
-//! the pool, take a checkpoint (which writes the superblock, marked "open" until a clean
-//! close), start the workers. A read-only open replays the log into memory and writes
+//! writable open change anything, in this order: mark the superblock "open" (until a clean
+//! close), cut a torn log tail, replay the log into the pool, take a checkpoint, start the
+//! workers. A read-only open replays the log into memory and writes
 //! nothing, so it works beside other readers, on a directory not closed cleanly, and on
 //! read-only media.
 //!
@@ -34,7 +34,7 @@ use crate::sched::Workers;
 use crate::store::superblock::{Superblock, CATALOG_ROOT, NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::store::{freelist, page};
 use crate::wal::commit::CommitLock;
-use crate::wal::recover::{self, BufferedEntries, LogScan, RecoveryReport};
+use crate::wal::recover::{self, BufferedEntries, Judge, LogScan, RecoveryReport};
 use crate::wal::segment::LOG_DIR_NAME;
 
 /// The catalog's tree id.
@@ -87,7 +87,10 @@ impl Db {
                 recover::check_no_log(storage.as_ref(), &found)?;
                 None
             }
-            checkpoint_lsn => Some(recover::scan(storage.as_ref(), checkpoint_lsn)?),
+            checkpoint_lsn => {
+                let judge = if sb.clean { Judge::EndOnly } else { Judge::Rest };
+                Some(recover::scan(storage.as_ref(), checkpoint_lsn, judge)?)
+            }
         };
         // The free-list chain of format version 1, kept only by a directory whose log holds
         // no checkpoint yet; checkpoint records list the free pages since.
@@ -115,7 +118,19 @@ impl Db {
             .map(|worker| make_engine(worker, &pool))
             .collect::<Result<Vec<_>>>()?;
         // Everything that can refuse the open has passed: from here a writable open changes
-        // the directory.
+        // the directory, and first marks it "open" (until a clean close): a superblock that
+        // says "closed cleanly" then promises that nothing was written since, which lets an
+        // open of such a directory skip reading the log past its end.
+        let closed_cleanly = sb.clean;
+        let mut superblock_damage = superblock_damage;
+        if writable && sb.clean {
+            sb.sequence += 1;
+            sb.clean = false;
+            write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))?;
+            pool.file().sync()?;
+            // The copy written is the damaged one, if one was (`read_superblock`).
+            superblock_damage = None;
+        }
         let log = match (&scan, writable) {
             (_, false) => None,
             (Some(scan), true) => Some(scan.continue_log(
@@ -132,7 +147,6 @@ impl Db {
         if let Some(log) = &log {
             pool.attach_log(Arc::clone(log));
         }
-        let closed_cleanly = sb.clean;
         let (mut recovery, buffered) = match scan {
             Some(scan) => replay(scan, &pool, &options, &mut sb)?,
             None => {
@@ -142,9 +156,8 @@ impl Db {
         };
         recovery.closed_cleanly = closed_cleanly;
         if writable {
-            // The checkpoint below writes the superblock: from then until a clean close it
-            // says "open" (and the free pages are in the checkpoint record, not a chain).
-            sb.clean = false;
+            // From the checkpoint below on, the free pages are in checkpoint records, not in
+            // a chain.
             sb.free_list_head = 0;
             sb.free_list_len = 0;
         }
