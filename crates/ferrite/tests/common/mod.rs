@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod child;
+
 use std::sync::Arc;
 
 use ferrite::io::SimDisk;
