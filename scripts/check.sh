@@ -5,6 +5,8 @@
 # The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB) are built and tested too when
 # their Debian packages are installed (librocksdb-dev libwiredtiger-dev liblmdb-dev);
 # FERRITE_REQUIRE_PEERS=1 (as CI sets it) makes their absence an error instead of a skip.
+# Likewise the power-cut suite (crates/ferrite/tests/powercut.rs) needs root, loop devices and
+# mkfs.ext4, and skips without them unless FERRITE_REQUIRE_POWERCUT=1 (as CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -23,14 +23,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use common::child::Writer;
 use common::{copy_dir, seeds, tiny, Rng, TempDir};
 use ferrite::btree::node::MAX_INLINE_ENTRY;
 use ferrite::{Db, Options, WriteBatch, MAX_VALUE_LEN};
@@ -252,65 +251,6 @@ enum Verify {
     Copy,
 }
 
-/// A running child, killed when dropped (a failing parent leaves no writer behind).
-struct Writer {
-    child: Child,
-    lines: Receiver<String>,
-    stdout: Option<JoinHandle<()>>,
-    stderr: Option<JoinHandle<String>>,
-}
-
-impl Writer {
-    fn start(dir: &Path, plan: String) -> Writer {
-        let exe = std::env::current_exe().expect("the test binary");
-        let mut child = Command::new(exe)
-            .args(["--exact", TEST_NAME, "--nocapture", "--test-threads", "1"])
-            .env(CHILD_DIR_VAR, dir)
-            .env(CHILD_PLAN_VAR, plan)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting the child");
-        let (send, lines) = mpsc::channel();
-        let stdout = child.stdout.take().expect("piped");
-        let stdout = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut stderr = child.stderr.take().expect("piped");
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
-        Writer { child, lines, stdout: Some(stdout), stderr: Some(stderr) }
-    }
-
-    /// Kills the child (SIGKILL) and waits for it: its status, every line it wrote that was
-    /// not received yet, and its stderr.
-    fn kill(mut self) -> (ExitStatus, Vec<String>, String) {
-        // `Child::kill` sends SIGKILL on Unix.
-        self.child.kill().expect("killing the child");
-        let status = self.child.wait().expect("waiting for the child");
-        self.stdout.take().expect("once").join().expect("the stdout reader");
-        let rest = self.lines.try_iter().collect();
-        let stderr = self.stderr.take().expect("once").join().expect("the stderr reader");
-        (status, rest, stderr)
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The numbers a round's acknowledgements carry, parsed from the child's stdout (which also
 /// holds the test harness's own lines).
 #[derive(Debug, Default)]
@@ -340,7 +280,10 @@ impl Acks {
 /// Runs the child of one round until `kill`, then kills it. Returns the acknowledgements.
 fn write_until_killed(dir: &Path, plan: String, first: u64, kill: Kill) -> Acks {
     let started = Instant::now();
-    let writer = Writer::start(dir, plan);
+    let writer = Writer::start(
+        TEST_NAME,
+        [(CHILD_DIR_VAR, dir.as_os_str()), (CHILD_PLAN_VAR, plan.as_ref())],
+    );
     let mut acks = Acks::default();
     loop {
         let timeout = match kill {

@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod child;
+pub mod ext4;
+
 use std::sync::Arc;
 
 use ferrite::io::SimDisk;
