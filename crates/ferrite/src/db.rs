@@ -565,7 +565,8 @@ impl Db {
         let fresh = (sb.page_count, free.clone(), sb.next_tree_id);
         let pool = Arc::new(
             BufferPool::new(file, options.pool_pages(), options.max_pages(), sb.page_count, free)?
-                .with_flex_frames(options.flex_pages()),
+                .with_flex_frames(options.flex_pages())
+                .with_page_validator(crate::btree::node::validate_page),
         );
         let mut recovery = RecoveryReport::default();
         let mut recovered_buffer = std::collections::BTreeMap::new();

@@ -704,4 +704,78 @@ mod tests {
         }
         assert!(levels >= 1 && bounded > 2900, "a tree of several leaves: {levels} {bounded}");
     }
+
+    /// What `Node::validate` (run on every node read from disk) and `Node::check` cost per
+    /// page, on the nodes of trees shaped like `ferrite bench lookup`'s: 8-byte big-endian
+    /// keys with 120-byte values, loaded in key order (full leaves, the benchmark's data) and
+    /// in random order. Prints the numbers; asserts nothing about time. Run with
+    /// `cargo test --release -p ferrite --lib validation_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, run by hand in release"]
+    fn validation_cost() {
+        const KEYS: u64 = 200_000;
+        for (shape, scramble) in [("key order", false), ("random order", true)] {
+            let dir = TempDir::new("validation-cost");
+            let file =
+                PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 30).unwrap();
+            let pool = BufferPool::new(file, 1 << 16, 1 << 18, 0, Vec::new()).unwrap();
+            let mut guard = pool.allocate().unwrap();
+            let tree = BTree { root: guard.page_id(), tree_id: 3 };
+            BTree::init_root(guard.page_mut(), tree.root, tree.tree_id);
+            drop(guard);
+            for i in 0..KEYS {
+                // An odd multiplier permutes 0..2^32; the keys stay those of the benchmark.
+                let n = if scramble { i.wrapping_mul(0x9e37_79b1) % (1 << 32) } else { i };
+                let key = n.to_be_bytes();
+                run(&pool, |scratch| tree.put(&pool, &key, &[n as u8; 120], scratch)).unwrap();
+            }
+            let (mut leaves, mut inner) = (Vec::new(), Vec::new());
+            for page_id in 0..pool.page_count() {
+                let page = super::super::check::read_page(&pool, page_id).unwrap();
+                match crate::store::page::kind_of(page.bytes()) {
+                    Some(PageKind::Leaf) => leaves.push(page),
+                    Some(PageKind::Inner) => inner.push(page),
+                    _ => {}
+                }
+            }
+            // All pages (more than the CPU's caches hold, as a page just read from the
+            // device is), and 16 of them (in cache: the computing alone).
+            let (hot_leaves, hot_inner) = (&leaves[leaves.len() / 2..][..16], &inner[..16]);
+            for (kind, pages) in [
+                ("leaf", &leaves[..]),
+                ("inner", &inner[..]),
+                ("leaf (cached)", hot_leaves),
+                ("inner (cached)", hot_inner),
+            ] {
+                let slots: usize = pages.iter().map(|p| Node::new(p.bytes()).count()).sum();
+                // The fastest of 30 batches of about 20,000 pages: the machine is shared,
+                // and a batch that lost the CPU meanwhile says nothing about the code.
+                let per_page = |f: &dyn Fn(&[u8]) -> bool| {
+                    let rounds = (20_000 / pages.len()).max(1);
+                    let batch = || {
+                        let start = std::time::Instant::now();
+                        for _ in 0..rounds {
+                            for page in pages.iter() {
+                                assert!(f(std::hint::black_box(page.bytes())));
+                            }
+                        }
+                        start.elapsed().as_nanos() as f64 / (rounds * pages.len()) as f64
+                    };
+                    (0..30).map(|_| batch()).fold(f64::MAX, f64::min)
+                };
+                let validate = per_page(&|page| Node::new(page).validate().is_ok());
+                let check = per_page(&|page| {
+                    let page_id = crate::store::page::page_id_of(page);
+                    let expect = node::Expect { page_id, ..Default::default() };
+                    Node::new(page).check(&expect).is_ok()
+                });
+                println!(
+                    "{shape}: {} {kind} pages, {:.1} slots each: validate {validate:.0} ns/page, \
+                     check {check:.0} ns/page",
+                    pages.len(),
+                    slots as f64 / pages.len() as f64
+                );
+            }
+        }
+    }
 }
