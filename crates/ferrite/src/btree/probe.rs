@@ -13,8 +13,8 @@ use std::cmp::Ordering;
 use super::node::{
     decode_page_id, head_of, slot_position, HEADER_SIZE, MAX_SLOTS, OFFSET_COUNT, OFFSET_HINTS,
     OFFSET_LEVEL, OFFSET_LOWER_LEN, OFFSET_LOWER_OFFSET, OFFSET_PREFIX_LEN, OFFSET_TREE_ID,
-    OFFSET_UPPER_CHILD, PAYLOAD_LEN_MASK, PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET,
-    SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
+    OFFSET_UPPER_CHILD, OFFSET_UPPER_LEN, OFFSET_UPPER_OFFSET, PAYLOAD_LEN_MASK,
+    PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET, SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
 };
 use crate::buffer::FrameView;
 use crate::error::PageId;
@@ -161,6 +161,24 @@ impl<'a> Probe<'a> {
         (low, false)
     }
 
+    /// A fence's place in the page: (offset, length); length 0 (infinite) when it leaves the
+    /// page, as `Node` reads it.
+    fn fence_range(&self, offset_field: usize, len_field: usize) -> (usize, usize) {
+        let (offset, len) = (self.u16_field(offset_field), self.u16_field(len_field));
+        if offset + len > PAGE_SIZE {
+            return (0, 0);
+        }
+        (offset, len)
+    }
+
+    /// As `Node::holds`: whether `key` lies in the node's range, `lower < key <= upper`.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        let (lower_offset, lower_len) = self.fence_range(OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN);
+        let (upper_offset, upper_len) = self.fence_range(OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN);
+        (lower_len == 0 || self.compare_range(lower_offset, lower_len, key).is_lt())
+            && (upper_len == 0 || self.compare_range(upper_offset, upper_len, key).is_ge())
+    }
+
     /// As `Node::hint_range`.
     fn hint_range(&self, head: u32, count: usize) -> (usize, usize) {
         super::node::hint_range(head, count, |i| self.hint(i))
@@ -285,6 +303,9 @@ mod tests {
             }
             queries.extend([b"a".to_vec(), b"zzzzzzzz".to_vec(), lower.to_vec(), upper.to_vec()]);
             let mut out = [0u8; PAGE_SIZE];
+            for query in &queries {
+                assert_eq!(probe.holds(query), node.holds(query), "{query:?}");
+            }
             for query in queries.iter().filter(|q| !q.is_empty()) {
                 let found = probe.lower_bound(query);
                 assert_eq!(found, node.lower_bound(query), "{query:?} in {lower:?}..{upper:?}");

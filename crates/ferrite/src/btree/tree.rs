@@ -33,6 +33,27 @@ pub enum Seek<'a> {
     Last,
 }
 
+impl Seek<'_> {
+    /// Whether `node`'s range is where this descent may go: it holds the key, or (`Last`)
+    /// it is unbounded above.
+    fn held_by(&self, node: Node<'_>) -> bool {
+        match self {
+            Seek::Key(key) => node.holds(key),
+            Seek::Last => node.upper_fence().is_empty(),
+        }
+    }
+    /// The fault of a parent whose child `child` is not where the descent goes.
+    fn fault(&self, child: PageId) -> String {
+        match self {
+            Seek::Key(_) => format!(
+                "its child {child} does not hold the key the node sends it to (the child's \
+                 fences do not bracket it)"
+            ),
+            Seek::Last => format!("its last child {child} has an upper fence"),
+        }
+    }
+}
+
 /// What a descent found: the node, its version, and which scratch page holds its copy.
 #[derive(Debug, Clone, Copy)]
 pub struct Descent {
@@ -146,6 +167,9 @@ impl BTree {
         let mut copy = 0;
         let mut page_id = self.root;
         let mut version = self.read_node(pool, page_id, scratch, copy, None)?;
+        if !seek.held_by(Node::new(scratch.pages[copy].bytes())) {
+            return Err(corrupt(pool, page_id, "the root's fences are not infinite"));
+        }
         let mut parent = None;
         loop {
             if Some(page_id) == stop_at {
@@ -165,12 +189,18 @@ impl BTree {
             let next = 1 - copy;
             let child_version =
                 self.read_node(pool, child, scratch, next, Some((page_id, version)))?;
-            if Node::new(scratch.pages[next].bytes()).level() + 1 != level {
+            // Both copies are consistent and the parent was validated after the child's:
+            // what they disagree on is in the pages.
+            let child_node = Node::new(scratch.pages[next].bytes());
+            if u32::from(child_node.level()) + 1 != u32::from(level) {
                 return Err(corrupt(
                     pool,
                     child,
                     format!("level does not follow parent {page_id}"),
                 ));
+            }
+            if !seek.held_by(child_node) {
+                return Err(corrupt(pool, page_id, seek.fault(child)));
             }
             parent = Some((page_id, version, index));
             page_id = child;
@@ -179,14 +209,16 @@ impl BTree {
         }
     }
 
-    /// Begins reading `page_id` in place, checking it is a node of this tree. `parent` is
-    /// validated first when the page cannot be read or is not what it should be, so that a
-    /// stale pointer turns into a restart, not a load of a page no longer in the tree.
+    /// Begins reading `page_id` in place, checking it is a node of this tree whose range
+    /// holds `key` (the key the descent follows). `parent` is validated first when the page
+    /// cannot be read or is not what it should be, so that a stale pointer turns into a
+    /// restart, not a load of a page no longer in the tree.
     fn probe_node<'p>(
         &self,
         pool: &'p BufferPool,
         page_id: PageId,
         parent: Option<(PageId, u64, u16)>,
+        key: &[u8],
     ) -> Attempt<(u64, Probe<'p>)> {
         let begun = pool.read_begin(page_id);
         if let Some((parent_id, parent_version, _)) = parent {
@@ -196,7 +228,8 @@ impl BTree {
         }
         let (version, view) = begun?;
         let probe = Probe::new(view);
-        let level_ok = parent.map_or(true, |(_, _, level)| probe.level() + 1 == level);
+        let level_ok =
+            parent.map_or(true, |(_, _, level)| u32::from(probe.level()) + 1 == u32::from(level));
         if !probe.is_node() || probe.tree_id() != self.tree_id || !level_ok {
             // Only a consistent header is evidence.
             if !pool.validate(page_id, version) {
@@ -211,6 +244,17 @@ impl BTree {
                 format!("level does not follow parent {}", parent.unwrap().0)
             };
             return Err(corrupt(pool, page_id, reason));
+        }
+        if !probe.holds(key) {
+            // Evidence only if neither page moved since: the parent still sends `key` here.
+            let parent_moved = parent.is_some_and(|(id, version, _)| !pool.validate(id, version));
+            if parent_moved || !pool.validate(page_id, version) {
+                return Err(Interrupt::Restart);
+            }
+            return Err(match parent {
+                Some((parent_id, _, _)) => corrupt(pool, parent_id, Seek::Key(key).fault(page_id)),
+                None => corrupt(pool, page_id, "the root's fences are not infinite"),
+            });
         }
         Ok((version, probe))
     }
@@ -242,14 +286,14 @@ impl BTree {
         out: &mut AlignedPage,
     ) -> Attempt<Option<Vec<u8>>> {
         let mut page_id = self.root;
-        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None, key)?;
         if probe.is_leaf() {
             return Ok(None);
         }
         while probe.level() > 1 {
             let child = probe.child(probe.lower_bound(key).0);
             let parent = (page_id, version, probe.level());
-            (version, probe) = self.probe_node(pool, child, Some(parent))?;
+            (version, probe) = self.probe_node(pool, child, Some(parent), key)?;
             page_id = child;
         }
         probe.copy_page(out.bytes_mut());
@@ -283,11 +327,11 @@ impl BTree {
         key: &[u8],
     ) -> Attempt<(PageId, u64, Probe<'p>)> {
         let mut page_id = self.root;
-        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None, key)?;
         while !probe.is_leaf() {
             let child = probe.child(probe.lower_bound(key).0);
             let parent = (page_id, version, probe.level());
-            (version, probe) = self.probe_node(pool, child, Some(parent))?;
+            (version, probe) = self.probe_node(pool, child, Some(parent), key)?;
             page_id = child;
         }
         Ok((page_id, version, probe))
@@ -319,19 +363,19 @@ impl BTree {
         let mut page_id = self.root;
         let resumed = resume.at.take().and_then(|(child, parent)| {
             // `probe_node` validates the parent: the child is still where the key goes.
-            self.probe_node(pool, child, Some(parent)).ok().map(|found| (child, found))
+            self.probe_node(pool, child, Some(parent), key).ok().map(|found| (child, found))
         });
         let (mut version, mut probe) = match resumed {
             Some((child, found)) => {
                 page_id = child;
                 found
             }
-            None => self.probe_node(pool, page_id, None)?,
+            None => self.probe_node(pool, page_id, None, key)?,
         };
         while !probe.is_leaf() {
             let child = probe.child(probe.lower_bound(key).0);
             let parent = (page_id, version, probe.level());
-            (version, probe) = match self.probe_node(pool, child, Some(parent)) {
+            (version, probe) = match self.probe_node(pool, child, Some(parent), key) {
                 Ok(found) => found,
                 Err(Interrupt::Miss(missing)) if missing == child => {
                     resume.at = Some((child, parent));
@@ -600,6 +644,17 @@ impl BTree {
             };
         let (left_copy, right_copy) =
             if left_id == page_id { (found.copy, 2) } else { (2, found.copy) };
+        // Fences change only with the parent latched, and the parent did not move since both
+        // copies: siblings that do not meet at their separator are corrupt, and merging them
+        // would make a node of keys outside its fences.
+        let meet = Node::new(scratch.pages[left_copy].bytes()).upper_fence() == &separator[..]
+            && Node::new(scratch.pages[right_copy].bytes()).lower_fence() == &separator[..];
+        if !meet {
+            scratch.key = separator;
+            let reason =
+                format!("children {left_id} and {right_id} do not meet at their separator");
+            return Err(corrupt(pool, parent_id, reason));
+        }
         let merged = {
             let (before, out) = scratch.pages.split_at_mut(3);
             node::merge_into(
@@ -644,6 +699,10 @@ impl BTree {
         }
         let child = root.upper_child();
         let child_version = self.read_node(pool, child, scratch, 1, Some((self.root, version)))?;
+        let only_child = Node::new(scratch.pages[1].bytes());
+        if !only_child.lower_fence().is_empty() || !only_child.upper_fence().is_empty() {
+            return Err(corrupt(pool, self.root, format!("its only child {child} has fences")));
+        }
         let mut root_guard = pool.lock_exclusive(self.root, version)?;
         let child_guard = pool.lock_exclusive(child, child_version)?;
         let page = root_guard.page_mut();
@@ -703,6 +762,134 @@ mod tests {
             levels = levels.max(Node::new(out.bytes()).level());
         }
         assert!(levels >= 1 && bounded > 2900, "a tree of several leaves: {levels} {bounded}");
+    }
+
+    /// A tree of keys `key(0..keys)` with 100-byte values, in a pool that holds all of it
+    /// (and checks no page as it loads: corruption made in memory reaches the descents).
+    fn tree_of(dir: &TempDir, keys: u64) -> (BufferPool, BTree) {
+        let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 24).unwrap();
+        let pool = BufferPool::new(file, 1024, 1 << 16, 0, Vec::new()).unwrap();
+        let mut guard = pool.allocate().unwrap();
+        let tree = BTree { root: guard.page_id(), tree_id: 3 };
+        BTree::init_root(guard.page_mut(), tree.root, tree.tree_id);
+        drop(guard);
+        for i in 0..keys {
+            run(&pool, |scratch| tree.put(&pool, &key(i), &[i as u8; 100], scratch)).unwrap();
+        }
+        (pool, tree)
+    }
+
+    fn key(i: u64) -> Vec<u8> {
+        format!("key-{i:06}").into_bytes()
+    }
+
+    /// Fails unless `result` is `Error::Corrupt` naming `page` for `wanted`.
+    fn assert_corrupt<T: std::fmt::Debug>(result: crate::Result<T>, page: PageId, wanted: &str) {
+        match result {
+            Err(Error::Corrupt { page: named, reason, .. }) => {
+                assert_eq!(named, page, "{reason}");
+                assert!(reason.contains(wanted), "{reason:?} should say {wanted:?}");
+            }
+            other => panic!("expected corruption of page {page}, got {other:?}"),
+        }
+    }
+
+    /// The leftmost node of level 1 (whose children are leaves).
+    fn leftmost_parent_of_leaves(pool: &BufferPool, tree: BTree) -> PageId {
+        let mut page_id = tree.root;
+        loop {
+            let page = super::super::check::read_page(pool, page_id).unwrap();
+            let node = Node::new(page.bytes());
+            if node.level() == 1 {
+                assert!(node.count() >= 2, "a parent of several leaves");
+                return page_id;
+            }
+            page_id = node.child(0);
+        }
+    }
+
+    /// Every entry of a scan, or its error.
+    fn scan(pool: &BufferPool, tree: BTree, reverse: bool) -> crate::Result<Vec<Vec<u8>>> {
+        use crate::btree::iter::Cursor;
+        use std::ops::Bound::Unbounded;
+        let mut cursor = Cursor::new(tree, Unbounded, Unbounded, reverse);
+        let mut keys = Vec::new();
+        while let Some((key, _)) = cursor.next(pool)? {
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    /// A parent whose child pointers are swapped (separators intact) sends keys to a child
+    /// whose fences do not hold them: every descent, the lookups' in place and the copying
+    /// ones of writers and scans, reports the parent as corrupt instead of answering from
+    /// the wrong leaf or scanning it over and over.
+    #[test]
+    fn a_child_that_does_not_hold_the_key_is_corrupt_naming_its_parent() {
+        let dir = TempDir::new("guard-descent");
+        let (pool, tree) = tree_of(&dir, 3000);
+        assert_eq!(scan(&pool, tree, false).unwrap().len(), 3000);
+        let parent = leftmost_parent_of_leaves(&pool, tree);
+        {
+            let mut guard = pool.lock_exclusive_any(parent).unwrap();
+            let mut node = NodeMut::new(guard.page_mut());
+            let (first, second) = (node.as_node().child(0), node.as_node().child(1));
+            node.set_child(0, second);
+            node.set_child(1, first);
+        }
+        let fault = "does not hold the key";
+        let get = run(&pool, |scratch| tree.get(&pool, &key(0), scratch, &mut |v| v.to_vec()));
+        assert_corrupt(get, parent, fault);
+        let put = run(&pool, |scratch| tree.put(&pool, &key(0), b"v", scratch));
+        assert_corrupt(put, parent, fault);
+        let delete = run(&pool, |scratch| tree.delete(&pool, &key(0), scratch));
+        assert_corrupt(delete, parent, fault);
+        let found = run(&pool, |scratch| tree.descend(&pool, Seek::Key(&key(0)), None, scratch));
+        assert_corrupt(found, parent, fault);
+        assert_corrupt(scan(&pool, tree, false), parent, fault);
+        assert_corrupt(scan(&pool, tree, true), parent, fault);
+        // Keys beyond the two swapped children are found as before.
+        let last = run(&pool, |scratch| tree.get(&pool, &key(2999), scratch, &mut |v| v[0]));
+        assert_eq!(last.unwrap(), Some(2999u64 as u8));
+    }
+
+    /// A leaf whose lower fence reaches below its left neighbour's upper fence still holds
+    /// the keys its parent sends it, but a scan that steps from the neighbour to it finds
+    /// that they do not meet: corrupt, in either direction, never a scan of garbled ranges.
+    #[test]
+    fn a_scan_whose_next_leaf_does_not_start_where_the_last_ended_is_corrupt() {
+        let dir = TempDir::new("guard-scan");
+        let (pool, tree) = tree_of(&dir, 3000);
+        let parent = leftmost_parent_of_leaves(&pool, tree);
+        let parent = super::super::check::read_page(&pool, parent).unwrap();
+        let parent = Node::new(parent.bytes());
+        let (first, second) = (parent.child(0), parent.child(1));
+        let first_key = {
+            let page = super::super::check::read_page(&pool, first).unwrap();
+            let mut key = Vec::new();
+            Node::new(page.bytes()).key_into(0, &mut key);
+            key
+        };
+        {
+            let mut guard = pool.lock_exclusive_any(second).unwrap();
+            let old = guard.page().to_vec();
+            let old = Node::new(&old);
+            let mut node = NodeMut::new(guard.page_mut());
+            node.init(second, true, 0, tree.tree_id, &first_key, old.upper_fence(), 0);
+            let mut key = Vec::new();
+            for slot in 0..old.count() {
+                old.key_into(slot, &mut key);
+                assert!(node.insert(&key, old.payload(slot), old.is_out_of_line(slot)));
+            }
+            node.as_node().validate().expect("a valid node on its own");
+        }
+        assert_corrupt(scan(&pool, tree, false), second, "lower fence is not the upper fence");
+        assert_corrupt(scan(&pool, tree, true), first, "upper fence is not the lower fence");
+        // Lookups go by the parent's separators, which still send each key to its leaf.
+        for i in 0..3000 {
+            let got = run(&pool, |scratch| tree.get(&pool, &key(i), scratch, &mut |v| v[0]));
+            assert_eq!(got.unwrap(), Some(i as u8));
+        }
     }
 
     /// What `Node::validate` (run on every node read from disk) and `Node::check` cost per
