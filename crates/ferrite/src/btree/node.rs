@@ -434,6 +434,29 @@ impl<'a> Node<'a> {
     pub fn holds(&self, key: &[u8]) -> bool {
         fences_hold(self.lower_fence(), self.upper_fence(), key)
     }
+    /// Inner nodes: whether `lower` and `upper` are exactly the keys around child `index`
+    /// (`index == count()`: the upper child), the separators before and after it or this
+    /// node's own fence at either end: what the child's fences must be. Scans and writers
+    /// rely on a node's fences being exactly these (scans move on by them, splits copy them).
+    pub fn bounds_child(&self, index: usize, lower: &[u8], upper: &[u8]) -> bool {
+        let lower_ok = match index.checked_sub(1) {
+            None => self.lower_fence() == lower,
+            Some(slot) => self.key_is(slot, lower),
+        };
+        let upper_ok = if index >= self.count() {
+            self.upper_fence() == upper
+        } else {
+            self.key_is(index, upper)
+        };
+        lower_ok && upper_ok
+    }
+    /// Whether slot `slot`'s full key (prefix and suffix) is `bytes`.
+    fn key_is(&self, slot: usize, bytes: &[u8]) -> bool {
+        let (prefix, suffix) = (self.prefix(), self.suffix(slot));
+        bytes.len() == prefix.len() + suffix.len()
+            && bytes[..prefix.len()] == *prefix
+            && bytes[prefix.len()..] == *suffix
+    }
 }
 
 /// Private decoding helpers: all bound-checked.

@@ -179,6 +179,35 @@ impl<'a> Probe<'a> {
             && (upper_len == 0 || self.compare_range(upper_offset, upper_len, key).is_ge())
     }
 
+    /// As `Node::bounds_child`: whether `lower` and `upper` are exactly the keys around child
+    /// `index` (below or equal to `count()`).
+    pub fn bounds_child(&self, index: usize, lower: &[u8], upper: &[u8]) -> bool {
+        let lower_ok = match index.checked_sub(1) {
+            None => self.fence_is(OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN, lower),
+            Some(slot) => self.key_is(slot, lower),
+        };
+        let upper_ok = if index >= self.count() {
+            self.fence_is(OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN, upper)
+        } else {
+            self.key_is(index, upper)
+        };
+        lower_ok && upper_ok
+    }
+
+    fn fence_is(&self, offset_field: usize, len_field: usize, bytes: &[u8]) -> bool {
+        let (offset, len) = self.fence_range(offset_field, len_field);
+        len == bytes.len() && self.compare_range(offset, len, bytes).is_eq()
+    }
+
+    /// Whether slot `slot`'s full key (prefix and suffix) is `bytes`.
+    fn key_is(&self, slot: usize, bytes: &[u8]) -> bool {
+        let (prefix_offset, prefix_len) = self.prefix_range();
+        let fields = self.slot(slot);
+        bytes.len() == prefix_len + fields.suffix_len
+            && self.compare_range(prefix_offset, prefix_len, &bytes[..prefix_len]).is_eq()
+            && self.compare_range(fields.offset, fields.suffix_len, &bytes[prefix_len..]).is_eq()
+    }
+
     /// As `Node::hint_range`.
     fn hint_range(&self, head: u32, count: usize) -> (usize, usize) {
         super::node::hint_range(head, count, |i| self.hint(i))
@@ -232,6 +261,12 @@ mod tests {
     use crate::buffer::BufferPool;
     use crate::io::PageFile;
     use crate::test_util::TempDir;
+
+    fn key_of(node: &Node<'_>, slot: usize) -> Vec<u8> {
+        let mut key = Vec::new();
+        node.key_into(slot, &mut key);
+        key
+    }
 
     /// Builds nodes of several shapes in a pool frame and checks that a probe answers every
     /// lookup exactly as `Node` does on a copy.
@@ -305,6 +340,17 @@ mod tests {
             let mut out = [0u8; PAGE_SIZE];
             for query in &queries {
                 assert_eq!(probe.holds(query), node.holds(query), "{query:?}");
+            }
+            let mut around = (Vec::new(), Vec::new());
+            for index in 0..=node.count() {
+                around.0 = if index == 0 { lower.to_vec() } else { key_of(&node, index - 1) };
+                around.1 =
+                    if index == node.count() { upper.to_vec() } else { key_of(&node, index) };
+                assert!(probe.bounds_child(index, &around.0, &around.1), "child {index}");
+                assert!(node.bounds_child(index, &around.0, &around.1), "child {index}");
+                around.1.push(0);
+                assert!(!probe.bounds_child(index, &around.0, &around.1), "child {index}");
+                assert!(!node.bounds_child(index, &around.0, &around.1), "child {index}");
             }
             for query in queries.iter().filter(|q| !q.is_empty()) {
                 let found = probe.lower_bound(query);

@@ -9,6 +9,11 @@
 //! exactly the nodes they change, by upgrading the version they read (no blocking waits, so
 //! no deadlocks), always parent before child and left before right.
 //!
+//! Descents trust no page's word about another: each node entered must hold the key followed
+//! (else its parent is corrupt), and where fences steer (the leaf a scan copies, every node
+//! on a writer's copying descent) they must be exactly the separators around the node in its
+//! parent. Nodes themselves were validated when they came from disk (`Node::validate`).
+//!
 //! Structure changes follow LeanStore: a full node is split by locking it and its parent
 //! (splitting the parent first if it is full too), the right half keeping the node's page;
 //! the root keeps its page forever (a full root moves both halves into new pages and becomes
@@ -84,6 +89,11 @@ fn corrupt(pool: &BufferPool, page: PageId, reason: impl Into<String>) -> Interr
         file: pool.file().path().to_owned(),
         reason: reason.into(),
     })
+}
+
+/// The fault of a parent whose child `child` has other fences than the keys around it.
+fn fences_differ(child: PageId) -> String {
+    format!("the fences of its child {child} are not the separators around it")
 }
 
 /// The root is gone: the tree was dropped under a handle.
@@ -202,6 +212,11 @@ impl BTree {
             if !seek.held_by(child_node) {
                 return Err(corrupt(pool, page_id, seek.fault(child)));
             }
+            // Writers split and merge by these fences, and reverse scans move on by them.
+            let node = Node::new(scratch.pages[copy].bytes());
+            if !node.bounds_child(index, child_node.lower_fence(), child_node.upper_fence()) {
+                return Err(corrupt(pool, page_id, fences_differ(child)));
+            }
             parent = Some((page_id, version, index));
             page_id = child;
             version = child_version;
@@ -268,10 +283,21 @@ impl BTree {
         key: &[u8],
         out: &mut AlignedPage,
     ) -> Attempt<(PageId, u64)> {
-        let (page_id, version, probe) = self.probe_leaf(pool, key)?;
+        let (page_id, version, probe, parent) = self.probe_leaf(pool, key)?;
         probe.copy_page(out.bytes_mut());
         if !pool.validate(page_id, version) {
             return Err(Interrupt::Restart);
+        }
+        // A scan moves on by the leaf's fences: they must be exactly the separators around
+        // it (a fence that merely holds the key could skip keys of the next leaf).
+        if let Some((parent_id, parent_version, parent, index)) = parent {
+            let leaf = Node::new(out.bytes());
+            if !parent.bounds_child(index, leaf.lower_fence(), leaf.upper_fence()) {
+                if !pool.validate(parent_id, parent_version) {
+                    return Err(Interrupt::Restart);
+                }
+                return Err(corrupt(pool, parent_id, fences_differ(page_id)));
+            }
         }
         Ok((page_id, version))
     }
@@ -315,26 +341,31 @@ impl BTree {
     /// (`probe.rs`): the way of writers, which then latch the leaf with that version (so a
     /// leaf changed since fails the latch and the attempt restarts).
     pub fn locate_leaf(&self, pool: &BufferPool, key: &[u8]) -> Attempt<(PageId, u64)> {
-        let (page_id, version, _) = self.probe_leaf(pool, key)?;
+        let (page_id, version, _, _) = self.probe_leaf(pool, key)?;
         Ok((page_id, version))
     }
 
     /// Descends in place to the leaf whose range holds `key`: its page, version and probe
-    /// (not yet validated past its header).
+    /// (not yet validated past its header), and its parent's (page, version, probe, the
+    /// leaf's index in it), unless the root is the leaf.
+    #[allow(clippy::type_complexity)]
     fn probe_leaf<'p>(
         &self,
         pool: &'p BufferPool,
         key: &[u8],
-    ) -> Attempt<(PageId, u64, Probe<'p>)> {
+    ) -> Attempt<(PageId, u64, Probe<'p>, Option<(PageId, u64, Probe<'p>, usize)>)> {
         let mut page_id = self.root;
         let (mut version, mut probe) = self.probe_node(pool, page_id, None, key)?;
+        let mut parent = None;
         while !probe.is_leaf() {
-            let child = probe.child(probe.lower_bound(key).0);
-            let parent = (page_id, version, probe.level());
-            (version, probe) = self.probe_node(pool, child, Some(parent), key)?;
-            page_id = child;
+            let index = probe.lower_bound(key).0;
+            let child = probe.child(index);
+            let (child_version, child_probe) =
+                self.probe_node(pool, child, Some((page_id, version, probe.level())), key)?;
+            parent = Some((page_id, version, probe, index));
+            (page_id, version, probe) = (child, child_version, child_probe);
         }
-        Ok((page_id, version, probe))
+        Ok((page_id, version, probe, parent))
     }
 
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
@@ -853,43 +884,84 @@ mod tests {
         assert_eq!(last.unwrap(), Some(2999u64 as u8));
     }
 
-    /// A leaf whose lower fence reaches below its left neighbour's upper fence still holds
-    /// the keys its parent sends it, but a scan that steps from the neighbour to it finds
-    /// that they do not meet: corrupt, in either direction, never a scan of garbled ranges.
+    /// Rewrites node `page_id` in memory with lower fence `lower`, keeping its entries (a
+    /// node valid on its own, as a resealed page with that change would be).
+    fn move_lower_fence(pool: &BufferPool, page_id: PageId, lower: &[u8]) {
+        let mut guard = pool.lock_exclusive_any(page_id).unwrap();
+        let old = guard.page().to_vec();
+        let old = Node::new(&old);
+        let mut node = NodeMut::new(guard.page_mut());
+        let (leaf, level, upper) = (old.is_leaf(), old.level(), old.upper_fence());
+        node.init(page_id, leaf, level, old.tree_id(), lower, upper, old.upper_child());
+        let mut key = Vec::new();
+        for slot in 0..old.count() {
+            old.key_into(slot, &mut key);
+            assert!(node.insert(&key, old.payload(slot), old.is_out_of_line(slot)));
+        }
+        node.as_node().validate().expect("a valid node on its own");
+    }
+
+    /// The first key of node `page_id`.
+    fn first_key(pool: &BufferPool, page_id: PageId) -> Vec<u8> {
+        let page = super::super::check::read_page(pool, page_id).unwrap();
+        let mut key = Vec::new();
+        Node::new(page.bytes()).key_into(0, &mut key);
+        key
+    }
+
+    /// A leaf whose lower fence reaches below the separator before it still holds every key
+    /// its parent sends it, so lookups answer; but scans move on by fences, and a fence that
+    /// is not exactly the separator would make one skip keys: corrupt, in either direction.
     #[test]
-    fn a_scan_whose_next_leaf_does_not_start_where_the_last_ended_is_corrupt() {
-        let dir = TempDir::new("guard-scan");
+    fn a_leaf_whose_fences_are_not_its_separators_is_corrupt_to_scans() {
+        let dir = TempDir::new("guard-fences");
         let (pool, tree) = tree_of(&dir, 3000);
         let parent = leftmost_parent_of_leaves(&pool, tree);
-        let parent = super::super::check::read_page(&pool, parent).unwrap();
-        let parent = Node::new(parent.bytes());
-        let (first, second) = (parent.child(0), parent.child(1));
-        let first_key = {
-            let page = super::super::check::read_page(&pool, first).unwrap();
-            let mut key = Vec::new();
-            Node::new(page.bytes()).key_into(0, &mut key);
-            key
-        };
-        {
-            let mut guard = pool.lock_exclusive_any(second).unwrap();
-            let old = guard.page().to_vec();
-            let old = Node::new(&old);
-            let mut node = NodeMut::new(guard.page_mut());
-            node.init(second, true, 0, tree.tree_id, &first_key, old.upper_fence(), 0);
-            let mut key = Vec::new();
-            for slot in 0..old.count() {
-                old.key_into(slot, &mut key);
-                assert!(node.insert(&key, old.payload(slot), old.is_out_of_line(slot)));
-            }
-            node.as_node().validate().expect("a valid node on its own");
-        }
-        assert_corrupt(scan(&pool, tree, false), second, "lower fence is not the upper fence");
-        assert_corrupt(scan(&pool, tree, true), first, "upper fence is not the lower fence");
+        let second =
+            Node::new(super::super::check::read_page(&pool, parent).unwrap().bytes()).child(1);
+        let first =
+            Node::new(super::super::check::read_page(&pool, parent).unwrap().bytes()).child(0);
+        move_lower_fence(&pool, second, &first_key(&pool, first));
+        let fault = format!("the fences of its child {second} are not the separators");
+        assert_corrupt(scan(&pool, tree, false), parent, &fault);
+        assert_corrupt(scan(&pool, tree, true), parent, &fault);
+        // The copying descent of writers checks the same.
+        let key_in_second = first_key(&pool, second);
+        let found = run(&pool, |s| tree.descend(&pool, Seek::Key(&key_in_second), None, s));
+        assert_corrupt(found, parent, &fault);
         // Lookups go by the parent's separators, which still send each key to its leaf.
         for i in 0..3000 {
             let got = run(&pool, |scratch| tree.get(&pool, &key(i), scratch, &mut |v| v[0]));
             assert_eq!(got.unwrap(), Some(i as u8));
         }
+    }
+
+    /// Two parents of leaves that disagree with the root (the second's lower fence, and its
+    /// first leaf's, moved below the separator between them): each leaf agrees with its own
+    /// parent, so only the scan, stepping from the first parent's last leaf to the second's
+    /// first, sees that they do not meet. Reverse scans meet the moved parent first, on the
+    /// copying descent to the last leaf.
+    #[test]
+    fn a_scan_whose_next_leaf_does_not_start_where_the_last_ended_is_corrupt() {
+        let dir = TempDir::new("guard-scan");
+        let (pool, tree) = tree_of(&dir, 3000);
+        let root =
+            Node::new(super::super::check::read_page(&pool, tree.root).unwrap().bytes()).level();
+        assert_eq!(root, 2, "a root over parents of leaves");
+        let root = super::super::check::read_page(&pool, tree.root).unwrap();
+        let root = Node::new(root.bytes());
+        let (left_parent, right_parent) = (root.child(0), root.child(1));
+        let left_parent = super::super::check::read_page(&pool, left_parent).unwrap();
+        let left_parent = Node::new(left_parent.bytes());
+        let last_leaf = left_parent.child(left_parent.count());
+        let right_parent_page = super::super::check::read_page(&pool, right_parent).unwrap();
+        let first_leaf = Node::new(right_parent_page.bytes()).child(0);
+        let lower = first_key(&pool, last_leaf);
+        move_lower_fence(&pool, right_parent, &lower);
+        move_lower_fence(&pool, first_leaf, &lower);
+        assert_corrupt(scan(&pool, tree, false), first_leaf, "lower fence is not the upper fence");
+        let fault = format!("the fences of its child {right_parent} are not the separators");
+        assert_corrupt(scan(&pool, tree, true), tree.root, &fault);
     }
 
     /// What `Node::validate` (run on every node read from disk) and `Node::check` cost per
