@@ -2,7 +2,9 @@
 //! out its entries, and moves to the next leaf by descending again just past the leaf's fence,
 //! so it holds no latch between calls and never skips or repeats a key whatever concurrent
 //! splits and merges do. It is not a snapshot of the whole tree: a key changed in a part the
-//! scan has not reached yet is seen changed.
+//! scan has not reached yet is seen changed. Each leaf it loads must hold the key it resumes
+//! at (and start where the last one ended, while that one is unchanged), so a scan of
+//! damaged pages fails with `Error::Corrupt` instead of going round in circles.
 //!
 //! Entries of the change buffer (`buffered.rs`) are merged in, leaf by leaf: after copying a
 //! leaf the cursor takes the buffered entries of that leaf's range, then checks the leaf did

@@ -35,7 +35,8 @@
 //! the keys `k` with `previous separator < k <= this separator`.
 //!
 //! Decoding never panics, whatever the bytes (a fuzz target checks this): a node read from a
-//! page that passed its checksum can still be wrong, and `check` says how.
+//! page that passed its checksum can still be wrong, and `validate` (which the buffer pool
+//! runs on every node read from disk) says how; `check` adds what the parent implies.
 
 //! Every integer, heads and hints included, is stored little-endian (a head's *value* is built
 //! big-endian from the key bytes so that integer order is byte order). `init` places the lower
