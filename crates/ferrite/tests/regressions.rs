@@ -1,11 +1,19 @@
 //! Regression tests for engine bugs found while writing `sigkill.rs` and `ferrite check`'s
-//! log section, each reduced to a small deterministic test. A third, which needs the SIGKILL
-//! test's workload, is in `sigkill.rs` (`every_write_finishes_or_fails_with_a_pool_of_16_pages`).
+//! log section, and by an outside tester's mutated pages, each reduced to a small
+//! deterministic test. A third, which needs the SIGKILL test's workload, is in `sigkill.rs`
+//! (`every_write_finishes_or_fails_with_a_pool_of_16_pages`).
 
 mod common;
 
-use common::{assert_check, copy_dir, tiny, TempDir};
-use ferrite::{Db, Options, WriteBatch};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{
+    assert_check, copy_dir, read_page_of, tiny, tree_nodes, tree_root, within, write_sealed_page,
+    TempDir,
+};
+use ferrite::btree::node::Node;
+use ferrite::{Db, Error, Options, WriteBatch};
 
 const KEYS: u64 = 3_000;
 
@@ -122,4 +130,69 @@ fn a_page_allocated_and_freed_in_one_commit_is_counted_after_recovery() {
     tree.put(b"again", &big).unwrap();
     assert_eq!(tree.get(b"again").unwrap().as_deref(), Some(&big[..]));
     assert_check(&db);
+}
+
+/// R5 (an outside tester, `/work/shared/repro/r5_scan_hang.sh`): one byte of a slot head of
+/// an inner node changed and the page's checksum recomputed made a forward scan loop
+/// forever, a `get` of a key that exists answer "not found", and a reverse scan end without
+/// an error, rows short. Fixed: nodes are validated as they come from disk, and descents and
+/// scans check the fences they rely on. Each read runs on a thread of its own and must end
+/// within 10 s with `Error::Corrupt` naming the page, through the blocking API and in tasks.
+#[test]
+fn an_inner_node_with_a_wrong_head_and_a_good_checksum_is_corrupt_not_a_hang() {
+    let dir = TempDir::new("r5");
+    let key = |i: u64| i.to_be_bytes();
+    {
+        // `ferrite bench lookup --keys 20000`'s data: 8-byte keys, 120-byte values, in order.
+        let db = Db::open(dir.path(), tiny(4096)).unwrap();
+        let tree = db.tree("bench").unwrap();
+        for first in (0..20_000u64).step_by(1000) {
+            let mut batch = WriteBatch::new();
+            for i in first..first + 1000 {
+                batch.put(&tree, &key(i), &[i as u8; 120]);
+            }
+            db.write(&batch).unwrap();
+        }
+        db.close().unwrap();
+    }
+    // The first inner node below the root (r5 hit page 158, a level-1 node of this tree).
+    let root = tree_root(dir.path(), "bench");
+    let nodes = tree_nodes(dir.path(), root);
+    let (page_id, _) = *nodes.iter().find(|&&(id, level)| id != root && level == 1).unwrap();
+    let mut page = read_page_of(dir.path(), page_id);
+    assert!(Node::new(&page).count() > 3, "slot 3 exists");
+    // Slot 3's head is bytes 154..158 (slots start at 124, 10 bytes each); r5 changed 155.
+    page[155] ^= 0x20;
+    write_sealed_page(dir.path(), page_id, &mut page);
+
+    let options = Options { read_only: true, create_if_missing: false, workers: 2, ..tiny(64) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.open_tree("bench").unwrap();
+    let limit = Duration::from_secs(10);
+    let names_the_page = move |what: &str, error: Option<Error>| match error {
+        Some(Error::Corrupt { page, .. }) if page == page_id => {}
+        other => panic!("{what}: expected page {page_id} to be reported corrupt, got {other:?}"),
+    };
+    // Blocking: a key that exists (r5's), then both scans, each to its end or first error.
+    let t = tree.clone();
+    names_the_page("get", within(limit, "get", move || t.get(&key(112)).err()));
+    let t = tree.clone();
+    let forward = within(limit, "forward scan", move || t.iter().find_map(Result::err));
+    names_the_page("forward scan", forward);
+    let t = tree.clone();
+    let reverse = within(limit, "reverse scan", move || t.range_rev(..).find_map(Result::err));
+    names_the_page("reverse scan", reverse);
+    // Tasks: the same reads through `sched::run_async` and the workers' queued reads.
+    let (d, t) = (db.clone(), tree.clone());
+    let get = within(limit, "get_async", move || {
+        d.spawn(async move { t.get_async(&key(112)).await.err() }).unwrap().wait()
+    });
+    names_the_page("get_async", get);
+    let (d, t) = (db.clone(), tree.clone());
+    let scan = within(limit, "scan_async", move || {
+        d.spawn(async move { t.scan_async(&[], usize::MAX, |_, _| {}).await.err() }).unwrap().wait()
+    });
+    names_the_page("scan_async", scan);
+    let faults = db.check().unwrap().all_faults();
+    assert!(faults.iter().any(|f| f.contains(&format!("page {page_id}"))), "{faults:?}");
 }

@@ -1,7 +1,8 @@
 //! The structural checker behind `ferrite check`: walks a tree from its root and verifies
 //! every node (`Node::check`: order, fences, prefix, heads, hints, space accounting), that
 //! each child's fences are exactly the separators around it in its parent, that levels step
-//! down by one, and that every page is reached once. Checksums are verified as pages load.
+//! down by one, and that every page is reached once. Checksums and node structure
+//! (`Node::validate`) are verified as pages load.
 
 use crate::btree::node::{Expect, Node, Payload};
 use crate::btree::{run, BTree};

@@ -2,7 +2,9 @@
 //! out its entries, and moves to the next leaf by descending again just past the leaf's fence,
 //! so it holds no latch between calls and never skips or repeats a key whatever concurrent
 //! splits and merges do. It is not a snapshot of the whole tree: a key changed in a part the
-//! scan has not reached yet is seen changed.
+//! scan has not reached yet is seen changed. Each leaf it loads must hold the key it resumes
+//! at (and start where the last one ended, while that one is unchanged), so a scan of
+//! damaged pages fails with `Error::Corrupt` instead of going round in circles.
 //!
 //! Entries of the change buffer (`buffered.rs`) are merged in, leaf by leaf: after copying a
 //! leaf the cursor takes the buffered entries of that leaf's range, then checks the leaf did
@@ -43,6 +45,9 @@ pub struct Cursor {
     extra: Vec<(Vec<u8>, Vec<u8>)>,
     /// Extra entries handed out (from the front forward, from the back in reverse).
     extra_used: usize,
+    /// The leaf the scan just left by its fence, and its version: while it is unchanged, the
+    /// next leaf must start exactly where it ended (`check_follows`).
+    left_behind: Option<(PageId, u64)>,
 }
 
 /// A bound over owned keys as one over borrowed ones.
@@ -115,6 +120,7 @@ impl Cursor {
             buffer: None,
             extra: Vec::new(),
             extra_used: 0,
+            left_behind: None,
         }
     }
 
@@ -145,7 +151,7 @@ impl Cursor {
                 leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
                 Ok((found.page_id, found.version))
             })?;
-            if self.after_load(pool, leaf_id, version) {
+            if self.after_load(pool, leaf_id, version)? {
                 return Ok(());
             }
         }
@@ -169,7 +175,7 @@ impl Cursor {
                 Ok((found.page_id, found.version))
             })
             .await?;
-            if self.after_load(pool, leaf_id, version) {
+            if self.after_load(pool, leaf_id, version)? {
                 return Ok(());
             }
         }
@@ -182,7 +188,8 @@ impl Cursor {
 
     /// Positions the cursor in the leaf just copied and takes the buffered entries of its
     /// part of the range; `false` if the leaf changed meanwhile (copy it again).
-    fn after_load(&mut self, pool: &BufferPool, leaf_id: PageId, version: u64) -> bool {
+    fn after_load(&mut self, pool: &BufferPool, leaf_id: PageId, version: u64) -> Result<bool> {
+        self.check_follows(pool, leaf_id)?;
         self.leaf_id = leaf_id;
         self.leaf_version = version;
         let node = Node::new(self.leaf.bytes());
@@ -197,7 +204,7 @@ impl Cursor {
             };
             self.extra = buffer.range(self.tree.tree_id, as_slice(&low), as_slice(&high));
             if !pool.validate(leaf_id, version) {
-                return false;
+                return Ok(false);
             }
         }
         self.pos = match (&self.resume, self.reverse) {
@@ -215,7 +222,55 @@ impl Cursor {
             (Bound::Excluded(k), true) => node.lower_bound(k).0,
         };
         self.loaded = true;
-        true
+        self.left_behind = None;
+        Ok(true)
+    }
+
+    /// The leaf just copied (page `leaf_id`) must hold the key the scan resumes at. Then
+    /// every leaf the scan moves to lies beyond the one it left (forward, its upper fence is
+    /// above that one's; in reverse its lower fence below), so a scan never comes back to a
+    /// leaf and always ends. And while the leaf the scan left is unchanged, the new one must
+    /// start exactly where that one ended (splits and merges move fences only by changing
+    /// both). Either failing is corruption; the descents' own guard (`BTree::probe_node`,
+    /// `BTree::descend`) normally names the parent first.
+    fn check_follows(&self, pool: &BufferPool, leaf_id: PageId) -> Result<()> {
+        let corrupt = |reason: String| Error::Corrupt {
+            page: leaf_id,
+            file: pool.file().path().to_owned(),
+            reason,
+        };
+        let node = Node::new(self.leaf.bytes());
+        let holds = match &self.resume {
+            Bound::Included(key) | Bound::Excluded(key) => node.holds(key),
+            Bound::Unbounded if self.reverse => node.upper_fence().is_empty(),
+            Bound::Unbounded => node.lower_fence().is_empty(),
+        };
+        if !holds {
+            return Err(corrupt(
+                "the leaf does not hold the key the scan resumes at: the scan would not advance"
+                    .into(),
+            ));
+        }
+        let Some((left_id, left_version)) = self.left_behind else {
+            return Ok(());
+        };
+        if !pool.validate(left_id, left_version) {
+            return Ok(());
+        }
+        // `leave_leaf` resumes forward just past the left leaf's upper fence, in reverse at
+        // its lower fence.
+        let (fence, expected) = match (&self.resume, self.reverse) {
+            (Bound::Included(key), false) => (node.lower_fence(), &key[..key.len() - 1]),
+            (Bound::Included(key), true) => (node.upper_fence(), &key[..]),
+            _ => return Ok(()),
+        };
+        if fence != expected {
+            let (ours, theirs) = if self.reverse { ("upper", "lower") } else { ("lower", "upper") };
+            return Err(corrupt(format!(
+                "its {ours} fence is not the {theirs} fence of leaf {left_id} beside it"
+            )));
+        }
+        Ok(())
     }
 
     /// The next buffered entry of the loaded leaf in scan order, if any is left.
@@ -406,6 +461,7 @@ impl Cursor {
     fn leave_leaf(&mut self) {
         let node = Node::new(self.leaf.bytes());
         self.loaded = false;
+        self.left_behind = Some((self.leaf_id, self.leaf_version));
         if self.reverse {
             let lower = node.lower_fence();
             if lower.is_empty() {

@@ -13,8 +13,8 @@ use std::cmp::Ordering;
 use super::node::{
     decode_page_id, head_of, slot_position, HEADER_SIZE, MAX_SLOTS, OFFSET_COUNT, OFFSET_HINTS,
     OFFSET_LEVEL, OFFSET_LOWER_LEN, OFFSET_LOWER_OFFSET, OFFSET_PREFIX_LEN, OFFSET_TREE_ID,
-    OFFSET_UPPER_CHILD, PAYLOAD_LEN_MASK, PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET,
-    SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
+    OFFSET_UPPER_CHILD, OFFSET_UPPER_LEN, OFFSET_UPPER_OFFSET, PAYLOAD_LEN_MASK,
+    PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET, SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
 };
 use crate::buffer::FrameView;
 use crate::error::PageId;
@@ -161,6 +161,53 @@ impl<'a> Probe<'a> {
         (low, false)
     }
 
+    /// A fence's place in the page: (offset, length); length 0 (infinite) when it leaves the
+    /// page, as `Node` reads it.
+    fn fence_range(&self, offset_field: usize, len_field: usize) -> (usize, usize) {
+        let (offset, len) = (self.u16_field(offset_field), self.u16_field(len_field));
+        if offset + len > PAGE_SIZE {
+            return (0, 0);
+        }
+        (offset, len)
+    }
+
+    /// As `Node::holds`: whether `key` lies in the node's range, `lower < key <= upper`.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        let (lower_offset, lower_len) = self.fence_range(OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN);
+        let (upper_offset, upper_len) = self.fence_range(OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN);
+        (lower_len == 0 || self.compare_range(lower_offset, lower_len, key).is_lt())
+            && (upper_len == 0 || self.compare_range(upper_offset, upper_len, key).is_ge())
+    }
+
+    /// As `Node::bounds_child`: whether `lower` and `upper` are exactly the keys around child
+    /// `index` (below or equal to `count()`).
+    pub fn bounds_child(&self, index: usize, lower: &[u8], upper: &[u8]) -> bool {
+        let lower_ok = match index.checked_sub(1) {
+            None => self.fence_is(OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN, lower),
+            Some(slot) => self.key_is(slot, lower),
+        };
+        let upper_ok = if index >= self.count() {
+            self.fence_is(OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN, upper)
+        } else {
+            self.key_is(index, upper)
+        };
+        lower_ok && upper_ok
+    }
+
+    fn fence_is(&self, offset_field: usize, len_field: usize, bytes: &[u8]) -> bool {
+        let (offset, len) = self.fence_range(offset_field, len_field);
+        len == bytes.len() && self.compare_range(offset, len, bytes).is_eq()
+    }
+
+    /// Whether slot `slot`'s full key (prefix and suffix) is `bytes`.
+    fn key_is(&self, slot: usize, bytes: &[u8]) -> bool {
+        let (prefix_offset, prefix_len) = self.prefix_range();
+        let fields = self.slot(slot);
+        bytes.len() == prefix_len + fields.suffix_len
+            && self.compare_range(prefix_offset, prefix_len, &bytes[..prefix_len]).is_eq()
+            && self.compare_range(fields.offset, fields.suffix_len, &bytes[prefix_len..]).is_eq()
+    }
+
     /// As `Node::hint_range`.
     fn hint_range(&self, head: u32, count: usize) -> (usize, usize) {
         super::node::hint_range(head, count, |i| self.hint(i))
@@ -214,6 +261,12 @@ mod tests {
     use crate::buffer::BufferPool;
     use crate::io::PageFile;
     use crate::test_util::TempDir;
+
+    fn key_of(node: &Node<'_>, slot: usize) -> Vec<u8> {
+        let mut key = Vec::new();
+        node.key_into(slot, &mut key);
+        key
+    }
 
     /// Builds nodes of several shapes in a pool frame and checks that a probe answers every
     /// lookup exactly as `Node` does on a copy.
@@ -285,6 +338,20 @@ mod tests {
             }
             queries.extend([b"a".to_vec(), b"zzzzzzzz".to_vec(), lower.to_vec(), upper.to_vec()]);
             let mut out = [0u8; PAGE_SIZE];
+            for query in &queries {
+                assert_eq!(probe.holds(query), node.holds(query), "{query:?}");
+            }
+            let mut around = (Vec::new(), Vec::new());
+            for index in 0..=node.count() {
+                around.0 = if index == 0 { lower.to_vec() } else { key_of(&node, index - 1) };
+                around.1 =
+                    if index == node.count() { upper.to_vec() } else { key_of(&node, index) };
+                assert!(probe.bounds_child(index, &around.0, &around.1), "child {index}");
+                assert!(node.bounds_child(index, &around.0, &around.1), "child {index}");
+                around.1.push(0);
+                assert!(!probe.bounds_child(index, &around.0, &around.1), "child {index}");
+                assert!(!node.bounds_child(index, &around.0, &around.1), "child {index}");
+            }
             for query in queries.iter().filter(|q| !q.is_empty()) {
                 let found = probe.lower_bound(query);
                 assert_eq!(found, node.lower_bound(query), "{query:?} in {lower:?}..{upper:?}");

@@ -9,6 +9,11 @@
 //! exactly the nodes they change, by upgrading the version they read (no blocking waits, so
 //! no deadlocks), always parent before child and left before right.
 //!
+//! Descents trust no page's word about another: each node entered must hold the key followed
+//! (else its parent is corrupt), and where fences steer (the leaf a scan copies, every node
+//! on a writer's copying descent) they must be exactly the separators around the node in its
+//! parent. Nodes themselves were validated when they came from disk (`Node::validate`).
+//!
 //! Structure changes follow LeanStore: a full node is split by locking it and its parent
 //! (splitting the parent first if it is full too), the right half keeping the node's page;
 //! the root keeps its page forever (a full root moves both halves into new pages and becomes
@@ -31,6 +36,27 @@ pub enum Seek<'a> {
     Key(&'a [u8]),
     /// To the rightmost leaf.
     Last,
+}
+
+impl Seek<'_> {
+    /// Whether `node`'s range is where this descent may go: it holds the key, or (`Last`)
+    /// it is unbounded above.
+    fn held_by(&self, node: Node<'_>) -> bool {
+        match self {
+            Seek::Key(key) => node.holds(key),
+            Seek::Last => node.upper_fence().is_empty(),
+        }
+    }
+    /// The fault of a parent whose child `child` is not where the descent goes.
+    fn fault(&self, child: PageId) -> String {
+        match self {
+            Seek::Key(_) => format!(
+                "its child {child} does not hold the key the node sends it to (the child's \
+                 fences do not bracket it)"
+            ),
+            Seek::Last => format!("its last child {child} has an upper fence"),
+        }
+    }
 }
 
 /// What a descent found: the node, its version, and which scratch page holds its copy.
@@ -63,6 +89,11 @@ fn corrupt(pool: &BufferPool, page: PageId, reason: impl Into<String>) -> Interr
         file: pool.file().path().to_owned(),
         reason: reason.into(),
     })
+}
+
+/// The fault of a parent whose child `child` has other fences than the keys around it.
+fn fences_differ(child: PageId) -> String {
+    format!("the fences of its child {child} are not the separators around it")
 }
 
 /// The root is gone: the tree was dropped under a handle.
@@ -146,6 +177,9 @@ impl BTree {
         let mut copy = 0;
         let mut page_id = self.root;
         let mut version = self.read_node(pool, page_id, scratch, copy, None)?;
+        if !seek.held_by(Node::new(scratch.pages[copy].bytes())) {
+            return Err(corrupt(pool, page_id, "the root's fences are not infinite"));
+        }
         let mut parent = None;
         loop {
             if Some(page_id) == stop_at {
@@ -165,12 +199,23 @@ impl BTree {
             let next = 1 - copy;
             let child_version =
                 self.read_node(pool, child, scratch, next, Some((page_id, version)))?;
-            if Node::new(scratch.pages[next].bytes()).level() + 1 != level {
+            // Both copies are consistent and the parent was validated after the child's:
+            // what they disagree on is in the pages.
+            let child_node = Node::new(scratch.pages[next].bytes());
+            if u32::from(child_node.level()) + 1 != u32::from(level) {
                 return Err(corrupt(
                     pool,
                     child,
                     format!("level does not follow parent {page_id}"),
                 ));
+            }
+            if !seek.held_by(child_node) {
+                return Err(corrupt(pool, page_id, seek.fault(child)));
+            }
+            // Writers split and merge by these fences, and reverse scans move on by them.
+            let node = Node::new(scratch.pages[copy].bytes());
+            if !node.bounds_child(index, child_node.lower_fence(), child_node.upper_fence()) {
+                return Err(corrupt(pool, page_id, fences_differ(child)));
             }
             parent = Some((page_id, version, index));
             page_id = child;
@@ -179,14 +224,16 @@ impl BTree {
         }
     }
 
-    /// Begins reading `page_id` in place, checking it is a node of this tree. `parent` is
-    /// validated first when the page cannot be read or is not what it should be, so that a
-    /// stale pointer turns into a restart, not a load of a page no longer in the tree.
+    /// Begins reading `page_id` in place, checking it is a node of this tree whose range
+    /// holds `key` (the key the descent follows). `parent` is validated first when the page
+    /// cannot be read or is not what it should be, so that a stale pointer turns into a
+    /// restart, not a load of a page no longer in the tree.
     fn probe_node<'p>(
         &self,
         pool: &'p BufferPool,
         page_id: PageId,
         parent: Option<(PageId, u64, u16)>,
+        key: &[u8],
     ) -> Attempt<(u64, Probe<'p>)> {
         let begun = pool.read_begin(page_id);
         if let Some((parent_id, parent_version, _)) = parent {
@@ -196,7 +243,8 @@ impl BTree {
         }
         let (version, view) = begun?;
         let probe = Probe::new(view);
-        let level_ok = parent.map_or(true, |(_, _, level)| probe.level() + 1 == level);
+        let level_ok =
+            parent.map_or(true, |(_, _, level)| u32::from(probe.level()) + 1 == u32::from(level));
         if !probe.is_node() || probe.tree_id() != self.tree_id || !level_ok {
             // Only a consistent header is evidence.
             if !pool.validate(page_id, version) {
@@ -212,6 +260,17 @@ impl BTree {
             };
             return Err(corrupt(pool, page_id, reason));
         }
+        if !probe.holds(key) {
+            // Evidence only if neither page moved since: the parent still sends `key` here.
+            let parent_moved = parent.is_some_and(|(id, version, _)| !pool.validate(id, version));
+            if parent_moved || !pool.validate(page_id, version) {
+                return Err(Interrupt::Restart);
+            }
+            return Err(match parent {
+                Some((parent_id, _, _)) => corrupt(pool, parent_id, Seek::Key(key).fault(page_id)),
+                None => corrupt(pool, page_id, "the root's fences are not infinite"),
+            });
+        }
         Ok((version, probe))
     }
 
@@ -224,10 +283,21 @@ impl BTree {
         key: &[u8],
         out: &mut AlignedPage,
     ) -> Attempt<(PageId, u64)> {
-        let (page_id, version, probe) = self.probe_leaf(pool, key)?;
+        let (page_id, version, probe, parent) = self.probe_leaf(pool, key)?;
         probe.copy_page(out.bytes_mut());
         if !pool.validate(page_id, version) {
             return Err(Interrupt::Restart);
+        }
+        // A scan moves on by the leaf's fences: they must be exactly the separators around
+        // it (a fence that merely holds the key could skip keys of the next leaf).
+        if let Some((parent_id, parent_version, parent, index)) = parent {
+            let leaf = Node::new(out.bytes());
+            if !parent.bounds_child(index, leaf.lower_fence(), leaf.upper_fence()) {
+                if !pool.validate(parent_id, parent_version) {
+                    return Err(Interrupt::Restart);
+                }
+                return Err(corrupt(pool, parent_id, fences_differ(page_id)));
+            }
         }
         Ok((page_id, version))
     }
@@ -242,14 +312,14 @@ impl BTree {
         out: &mut AlignedPage,
     ) -> Attempt<Option<Vec<u8>>> {
         let mut page_id = self.root;
-        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None, key)?;
         if probe.is_leaf() {
             return Ok(None);
         }
         while probe.level() > 1 {
             let child = probe.child(probe.lower_bound(key).0);
             let parent = (page_id, version, probe.level());
-            (version, probe) = self.probe_node(pool, child, Some(parent))?;
+            (version, probe) = self.probe_node(pool, child, Some(parent), key)?;
             page_id = child;
         }
         probe.copy_page(out.bytes_mut());
@@ -271,26 +341,31 @@ impl BTree {
     /// (`probe.rs`): the way of writers, which then latch the leaf with that version (so a
     /// leaf changed since fails the latch and the attempt restarts).
     pub fn locate_leaf(&self, pool: &BufferPool, key: &[u8]) -> Attempt<(PageId, u64)> {
-        let (page_id, version, _) = self.probe_leaf(pool, key)?;
+        let (page_id, version, _, _) = self.probe_leaf(pool, key)?;
         Ok((page_id, version))
     }
 
     /// Descends in place to the leaf whose range holds `key`: its page, version and probe
-    /// (not yet validated past its header).
+    /// (not yet validated past its header), and its parent's (page, version, probe, the
+    /// leaf's index in it), unless the root is the leaf.
+    #[allow(clippy::type_complexity)]
     fn probe_leaf<'p>(
         &self,
         pool: &'p BufferPool,
         key: &[u8],
-    ) -> Attempt<(PageId, u64, Probe<'p>)> {
+    ) -> Attempt<(PageId, u64, Probe<'p>, Option<(PageId, u64, Probe<'p>, usize)>)> {
         let mut page_id = self.root;
-        let (mut version, mut probe) = self.probe_node(pool, page_id, None)?;
+        let (mut version, mut probe) = self.probe_node(pool, page_id, None, key)?;
+        let mut parent = None;
         while !probe.is_leaf() {
-            let child = probe.child(probe.lower_bound(key).0);
-            let parent = (page_id, version, probe.level());
-            (version, probe) = self.probe_node(pool, child, Some(parent))?;
-            page_id = child;
+            let index = probe.lower_bound(key).0;
+            let child = probe.child(index);
+            let (child_version, child_probe) =
+                self.probe_node(pool, child, Some((page_id, version, probe.level())), key)?;
+            parent = Some((page_id, version, probe, index));
+            (page_id, version, probe) = (child, child_version, child_probe);
         }
-        Ok((page_id, version, probe))
+        Ok((page_id, version, probe, parent))
     }
 
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
@@ -319,19 +394,19 @@ impl BTree {
         let mut page_id = self.root;
         let resumed = resume.at.take().and_then(|(child, parent)| {
             // `probe_node` validates the parent: the child is still where the key goes.
-            self.probe_node(pool, child, Some(parent)).ok().map(|found| (child, found))
+            self.probe_node(pool, child, Some(parent), key).ok().map(|found| (child, found))
         });
         let (mut version, mut probe) = match resumed {
             Some((child, found)) => {
                 page_id = child;
                 found
             }
-            None => self.probe_node(pool, page_id, None)?,
+            None => self.probe_node(pool, page_id, None, key)?,
         };
         while !probe.is_leaf() {
             let child = probe.child(probe.lower_bound(key).0);
             let parent = (page_id, version, probe.level());
-            (version, probe) = match self.probe_node(pool, child, Some(parent)) {
+            (version, probe) = match self.probe_node(pool, child, Some(parent), key) {
                 Ok(found) => found,
                 Err(Interrupt::Miss(missing)) if missing == child => {
                     resume.at = Some((child, parent));
@@ -600,6 +675,17 @@ impl BTree {
             };
         let (left_copy, right_copy) =
             if left_id == page_id { (found.copy, 2) } else { (2, found.copy) };
+        // Fences change only with the parent latched, and the parent did not move since both
+        // copies: siblings that do not meet at their separator are corrupt, and merging them
+        // would make a node of keys outside its fences.
+        let meet = Node::new(scratch.pages[left_copy].bytes()).upper_fence() == &separator[..]
+            && Node::new(scratch.pages[right_copy].bytes()).lower_fence() == &separator[..];
+        if !meet {
+            scratch.key = separator;
+            let reason =
+                format!("children {left_id} and {right_id} do not meet at their separator");
+            return Err(corrupt(pool, parent_id, reason));
+        }
         let merged = {
             let (before, out) = scratch.pages.split_at_mut(3);
             node::merge_into(
@@ -644,6 +730,10 @@ impl BTree {
         }
         let child = root.upper_child();
         let child_version = self.read_node(pool, child, scratch, 1, Some((self.root, version)))?;
+        let only_child = Node::new(scratch.pages[1].bytes());
+        if !only_child.lower_fence().is_empty() || !only_child.upper_fence().is_empty() {
+            return Err(corrupt(pool, self.root, format!("its only child {child} has fences")));
+        }
         let mut root_guard = pool.lock_exclusive(self.root, version)?;
         let child_guard = pool.lock_exclusive(child, child_version)?;
         let page = root_guard.page_mut();
@@ -703,5 +793,248 @@ mod tests {
             levels = levels.max(Node::new(out.bytes()).level());
         }
         assert!(levels >= 1 && bounded > 2900, "a tree of several leaves: {levels} {bounded}");
+    }
+
+    /// A tree of keys `key(0..keys)` with 100-byte values, in a pool that holds all of it
+    /// (and checks no page as it loads: corruption made in memory reaches the descents).
+    fn tree_of(dir: &TempDir, keys: u64) -> (BufferPool, BTree) {
+        let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 24).unwrap();
+        let pool = BufferPool::new(file, 1024, 1 << 16, 0, Vec::new()).unwrap();
+        let mut guard = pool.allocate().unwrap();
+        let tree = BTree { root: guard.page_id(), tree_id: 3 };
+        BTree::init_root(guard.page_mut(), tree.root, tree.tree_id);
+        drop(guard);
+        for i in 0..keys {
+            run(&pool, |scratch| tree.put(&pool, &key(i), &[i as u8; 100], scratch)).unwrap();
+        }
+        (pool, tree)
+    }
+
+    fn key(i: u64) -> Vec<u8> {
+        format!("key-{i:06}").into_bytes()
+    }
+
+    /// Fails unless `result` is `Error::Corrupt` naming `page` for `wanted`.
+    fn assert_corrupt<T: std::fmt::Debug>(result: crate::Result<T>, page: PageId, wanted: &str) {
+        match result {
+            Err(Error::Corrupt { page: named, reason, .. }) => {
+                assert_eq!(named, page, "{reason}");
+                assert!(reason.contains(wanted), "{reason:?} should say {wanted:?}");
+            }
+            other => panic!("expected corruption of page {page}, got {other:?}"),
+        }
+    }
+
+    /// The leftmost node of level 1 (whose children are leaves).
+    fn leftmost_parent_of_leaves(pool: &BufferPool, tree: BTree) -> PageId {
+        let mut page_id = tree.root;
+        loop {
+            let page = super::super::check::read_page(pool, page_id).unwrap();
+            let node = Node::new(page.bytes());
+            if node.level() == 1 {
+                assert!(node.count() >= 2, "a parent of several leaves");
+                return page_id;
+            }
+            page_id = node.child(0);
+        }
+    }
+
+    /// Every entry of a scan, or its error.
+    fn scan(pool: &BufferPool, tree: BTree, reverse: bool) -> crate::Result<Vec<Vec<u8>>> {
+        use crate::btree::iter::Cursor;
+        use std::ops::Bound::Unbounded;
+        let mut cursor = Cursor::new(tree, Unbounded, Unbounded, reverse);
+        let mut keys = Vec::new();
+        while let Some((key, _)) = cursor.next(pool)? {
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    /// A parent whose child pointers are swapped (separators intact) sends keys to a child
+    /// whose fences do not hold them: every descent, the lookups' in place and the copying
+    /// ones of writers and scans, reports the parent as corrupt instead of answering from
+    /// the wrong leaf or scanning it over and over.
+    #[test]
+    fn a_child_that_does_not_hold_the_key_is_corrupt_naming_its_parent() {
+        let dir = TempDir::new("guard-descent");
+        let (pool, tree) = tree_of(&dir, 3000);
+        assert_eq!(scan(&pool, tree, false).unwrap().len(), 3000);
+        let parent = leftmost_parent_of_leaves(&pool, tree);
+        {
+            let mut guard = pool.lock_exclusive_any(parent).unwrap();
+            let mut node = NodeMut::new(guard.page_mut());
+            let (first, second) = (node.as_node().child(0), node.as_node().child(1));
+            node.set_child(0, second);
+            node.set_child(1, first);
+        }
+        let fault = "does not hold the key";
+        let get = run(&pool, |scratch| tree.get(&pool, &key(0), scratch, &mut |v| v.to_vec()));
+        assert_corrupt(get, parent, fault);
+        let put = run(&pool, |scratch| tree.put(&pool, &key(0), b"v", scratch));
+        assert_corrupt(put, parent, fault);
+        let delete = run(&pool, |scratch| tree.delete(&pool, &key(0), scratch));
+        assert_corrupt(delete, parent, fault);
+        let found = run(&pool, |scratch| tree.descend(&pool, Seek::Key(&key(0)), None, scratch));
+        assert_corrupt(found, parent, fault);
+        assert_corrupt(scan(&pool, tree, false), parent, fault);
+        assert_corrupt(scan(&pool, tree, true), parent, fault);
+        // Keys beyond the two swapped children are found as before.
+        let last = run(&pool, |scratch| tree.get(&pool, &key(2999), scratch, &mut |v| v[0]));
+        assert_eq!(last.unwrap(), Some(2999u64 as u8));
+    }
+
+    /// Rewrites node `page_id` in memory with lower fence `lower`, keeping its entries (a
+    /// node valid on its own, as a resealed page with that change would be).
+    fn move_lower_fence(pool: &BufferPool, page_id: PageId, lower: &[u8]) {
+        let mut guard = pool.lock_exclusive_any(page_id).unwrap();
+        let old = guard.page().to_vec();
+        let old = Node::new(&old);
+        let mut node = NodeMut::new(guard.page_mut());
+        let (leaf, level, upper) = (old.is_leaf(), old.level(), old.upper_fence());
+        node.init(page_id, leaf, level, old.tree_id(), lower, upper, old.upper_child());
+        let mut key = Vec::new();
+        for slot in 0..old.count() {
+            old.key_into(slot, &mut key);
+            assert!(node.insert(&key, old.payload(slot), old.is_out_of_line(slot)));
+        }
+        node.as_node().validate().expect("a valid node on its own");
+    }
+
+    /// The first key of node `page_id`.
+    fn first_key(pool: &BufferPool, page_id: PageId) -> Vec<u8> {
+        let page = super::super::check::read_page(pool, page_id).unwrap();
+        let mut key = Vec::new();
+        Node::new(page.bytes()).key_into(0, &mut key);
+        key
+    }
+
+    /// A leaf whose lower fence reaches below the separator before it still holds every key
+    /// its parent sends it, so lookups answer; but scans move on by fences, and a fence that
+    /// is not exactly the separator would make one skip keys: corrupt, in either direction.
+    #[test]
+    fn a_leaf_whose_fences_are_not_its_separators_is_corrupt_to_scans() {
+        let dir = TempDir::new("guard-fences");
+        let (pool, tree) = tree_of(&dir, 3000);
+        let parent = leftmost_parent_of_leaves(&pool, tree);
+        let second =
+            Node::new(super::super::check::read_page(&pool, parent).unwrap().bytes()).child(1);
+        let first =
+            Node::new(super::super::check::read_page(&pool, parent).unwrap().bytes()).child(0);
+        move_lower_fence(&pool, second, &first_key(&pool, first));
+        let fault = format!("the fences of its child {second} are not the separators");
+        assert_corrupt(scan(&pool, tree, false), parent, &fault);
+        assert_corrupt(scan(&pool, tree, true), parent, &fault);
+        // The copying descent of writers checks the same.
+        let key_in_second = first_key(&pool, second);
+        let found = run(&pool, |s| tree.descend(&pool, Seek::Key(&key_in_second), None, s));
+        assert_corrupt(found, parent, &fault);
+        // Lookups go by the parent's separators, which still send each key to its leaf.
+        for i in 0..3000 {
+            let got = run(&pool, |scratch| tree.get(&pool, &key(i), scratch, &mut |v| v[0]));
+            assert_eq!(got.unwrap(), Some(i as u8));
+        }
+    }
+
+    /// Two parents of leaves that disagree with the root (the second's lower fence, and its
+    /// first leaf's, moved below the separator between them): each leaf agrees with its own
+    /// parent, so only the scan, stepping from the first parent's last leaf to the second's
+    /// first, sees that they do not meet. Reverse scans meet the moved parent first, on the
+    /// copying descent to the last leaf.
+    #[test]
+    fn a_scan_whose_next_leaf_does_not_start_where_the_last_ended_is_corrupt() {
+        let dir = TempDir::new("guard-scan");
+        let (pool, tree) = tree_of(&dir, 3000);
+        let root =
+            Node::new(super::super::check::read_page(&pool, tree.root).unwrap().bytes()).level();
+        assert_eq!(root, 2, "a root over parents of leaves");
+        let root = super::super::check::read_page(&pool, tree.root).unwrap();
+        let root = Node::new(root.bytes());
+        let (left_parent, right_parent) = (root.child(0), root.child(1));
+        let left_parent = super::super::check::read_page(&pool, left_parent).unwrap();
+        let left_parent = Node::new(left_parent.bytes());
+        let last_leaf = left_parent.child(left_parent.count());
+        let right_parent_page = super::super::check::read_page(&pool, right_parent).unwrap();
+        let first_leaf = Node::new(right_parent_page.bytes()).child(0);
+        let lower = first_key(&pool, last_leaf);
+        move_lower_fence(&pool, right_parent, &lower);
+        move_lower_fence(&pool, first_leaf, &lower);
+        assert_corrupt(scan(&pool, tree, false), first_leaf, "lower fence is not the upper fence");
+        let fault = format!("the fences of its child {right_parent} are not the separators");
+        assert_corrupt(scan(&pool, tree, true), tree.root, &fault);
+    }
+
+    /// What `Node::validate` (run on every node read from disk) and `Node::check` cost per
+    /// page, on the nodes of trees shaped like `ferrite bench lookup`'s: 8-byte big-endian
+    /// keys with 120-byte values, loaded in key order (full leaves, the benchmark's data) and
+    /// in random order. Prints the numbers; asserts nothing about time. Run with
+    /// `cargo test --release -p ferrite --lib validation_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, run by hand in release"]
+    fn validation_cost() {
+        const KEYS: u64 = 200_000;
+        for (shape, scramble) in [("key order", false), ("random order", true)] {
+            let dir = TempDir::new("validation-cost");
+            let file =
+                PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 30).unwrap();
+            let pool = BufferPool::new(file, 1 << 16, 1 << 18, 0, Vec::new()).unwrap();
+            let mut guard = pool.allocate().unwrap();
+            let tree = BTree { root: guard.page_id(), tree_id: 3 };
+            BTree::init_root(guard.page_mut(), tree.root, tree.tree_id);
+            drop(guard);
+            for i in 0..KEYS {
+                // An odd multiplier permutes 0..2^32; the keys stay those of the benchmark.
+                let n = if scramble { i.wrapping_mul(0x9e37_79b1) % (1 << 32) } else { i };
+                let key = n.to_be_bytes();
+                run(&pool, |scratch| tree.put(&pool, &key, &[n as u8; 120], scratch)).unwrap();
+            }
+            let (mut leaves, mut inner) = (Vec::new(), Vec::new());
+            for page_id in 0..pool.page_count() {
+                let page = super::super::check::read_page(&pool, page_id).unwrap();
+                match crate::store::page::kind_of(page.bytes()) {
+                    Some(PageKind::Leaf) => leaves.push(page),
+                    Some(PageKind::Inner) => inner.push(page),
+                    _ => {}
+                }
+            }
+            // All pages (more than the CPU's caches hold, as a page just read from the
+            // device is), and 16 of them (in cache: the computing alone).
+            let (hot_leaves, hot_inner) = (&leaves[leaves.len() / 2..][..16], &inner[..16]);
+            for (kind, pages) in [
+                ("leaf", &leaves[..]),
+                ("inner", &inner[..]),
+                ("leaf (cached)", hot_leaves),
+                ("inner (cached)", hot_inner),
+            ] {
+                let slots: usize = pages.iter().map(|p| Node::new(p.bytes()).count()).sum();
+                // The fastest of 30 batches of about 20,000 pages: the machine is shared,
+                // and a batch that lost the CPU meanwhile says nothing about the code.
+                let per_page = |f: &dyn Fn(&[u8]) -> bool| {
+                    let rounds = (20_000 / pages.len()).max(1);
+                    let batch = || {
+                        let start = std::time::Instant::now();
+                        for _ in 0..rounds {
+                            for page in pages.iter() {
+                                assert!(f(std::hint::black_box(page.bytes())));
+                            }
+                        }
+                        start.elapsed().as_nanos() as f64 / (rounds * pages.len()) as f64
+                    };
+                    (0..30).map(|_| batch()).fold(f64::MAX, f64::min)
+                };
+                let validate = per_page(&|page| Node::new(page).validate().is_ok());
+                let check = per_page(&|page| {
+                    let page_id = crate::store::page::page_id_of(page);
+                    let expect = node::Expect { page_id, ..Default::default() };
+                    Node::new(page).check(&expect).is_ok()
+                });
+                println!(
+                    "{shape}: {} {kind} pages, {:.1} slots each: validate {validate:.0} ns/page, \
+                     check {check:.0} ns/page",
+                    pages.len(),
+                    slots as f64 / pages.len() as f64
+                );
+            }
+        }
     }
 }

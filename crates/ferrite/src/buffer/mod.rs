@@ -11,8 +11,8 @@ mod vmem;
 
 pub use aligned::AlignedPage;
 pub use pool::{
-    evict_batch_size, BufferPool, ExclusiveGuard, FrameView, LoadStart, PoolStats, SharedGuard,
-    WriteCheck, WriteStart,
+    evict_batch_size, BufferPool, ExclusiveGuard, FrameView, LoadStart, PageValidator, PoolStats,
+    SharedGuard, WriteCheck, WriteStart,
 };
 pub use state::PageState;
 

@@ -60,6 +60,12 @@ const FLUSH_GROUP: usize = 64;
 /// Spins on a latched page before an optimistic reader gives up and restarts.
 const SPIN_LIMIT: u32 = 64;
 
+/// A structural check of a page just read from disk, run once its checksum, id and kind
+/// passed (`store::page::verify`): `Err` says what is wrong. The buffer manager knows no
+/// format above the common header, so the layer that does supplies it
+/// (`BufferPool::with_page_validator`; `Db::open` installs `btree::node::validate_page`).
+pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
+
 /// Counters, for `ferrite stats` and the benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
@@ -116,6 +122,8 @@ pub struct BufferPool {
     /// Whether pages may be written: a read-only pool keeps dirty pages (a replay's) in
     /// memory for good.
     writable: bool,
+    /// Checks the structure of every page read from disk, if set.
+    validator: Option<PageValidator>,
     /// Page ids below this have been handed out at least once.
     next_page: AtomicU64,
     free: Mutex<Vec<PageId>>,
@@ -237,6 +245,7 @@ impl BufferPool {
             retired_count: AtomicU64::new(0),
             writable: file.is_writable(),
             file,
+            validator: None,
             next_page: AtomicU64::new(page_count),
             free: Mutex::new(free),
             counters: Counters::default(),
@@ -260,6 +269,13 @@ impl BufferPool {
     /// Makes the last `flex` frames flex frames (see `flex_from`); before the pool is shared.
     pub fn with_flex_frames(mut self, flex: u64) -> Self {
         self.flex_from = self.pool_pages.saturating_sub(flex) as u32;
+        self
+    }
+
+    /// Has every page read from disk checked by `validator` too (before the pool is shared):
+    /// a page that fails is `Error::Corrupt`, as one that fails its checksum.
+    pub fn with_page_validator(mut self, validator: PageValidator) -> Self {
+        self.validator = Some(validator);
         self
     }
 
@@ -610,11 +626,19 @@ impl BufferPool {
         let memory = self.page_mut(page_id);
         self.file.read_page(page_id, memory)?;
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        page::verify(memory, page_id).map_err(|reason| Error::Corrupt {
-            page: page_id,
-            file: self.file.path().to_owned(),
-            reason,
-        })
+        self.verify_read(memory, page_id)
+    }
+
+    /// Verifies a page just read from disk, before anyone else sees it: checksum, own id and
+    /// kind (`page::verify`), then its structure (`validator`).
+    fn verify_read(&self, memory: &[u8], page_id: PageId) -> Result<()> {
+        page::verify(memory, page_id).and_then(|()| self.validate_structure(memory)).map_err(
+            |reason| Error::Corrupt { page: page_id, file: self.file.path().to_owned(), reason },
+        )
+    }
+
+    fn validate_structure(&self, memory: &[u8]) -> std::result::Result<(), String> {
+        self.validator.map_or(Ok(()), |validate| validate(memory))
     }
 
     /// Gives page `page_id`, which the caller moved out of state `now` (evicted), a frame;
@@ -1077,11 +1101,7 @@ impl BufferPool {
                 if bytes < PAGE_SIZE {
                     memory[bytes..].fill(0); // past the end of the file
                 }
-                page::verify(memory, page_id).map_err(|reason| Error::Corrupt {
-                    page: page_id,
-                    file: self.file.path().to_owned(),
-                    reason,
-                })
+                self.verify_read(memory, page_id)
             }
             Err(e) => Err(Error::io(
                 format!("reading page {page_id} of {}", self.file.path().display()),
@@ -1331,7 +1351,7 @@ impl BufferPool {
         fence(Ordering::Release);
         let memory = self.page_mut(page_id);
         let whole = self.file.read_page(page_id, memory).is_ok()
-            && page::verify(memory, page_id).is_ok()
+            && self.verify_read(memory, page_id).is_ok()
             && memory[OFFSET_KIND] != PageKind::Free as u8;
         if whole {
             // In memory it reads as valid, as a fresh read of it would (`recover_page`).
@@ -1346,7 +1366,9 @@ impl BufferPool {
 
     /// For recovery: runs `apply` on page `page_id`'s bytes, loaded from disk if needed,
     /// with whether they passed their checksum (`false`: torn, never written, or beyond
-    /// the file). If `apply` returns true the page becomes dirty.
+    /// the file). If `apply` returns true the page becomes dirty. A page read whole (its
+    /// checksum holds) whose structure fails the validator is `Error::Corrupt`: it was
+    /// written so, and the log repairs only torn pages.
     pub fn recover_page(
         &self,
         page_id: PageId,
@@ -1371,7 +1393,7 @@ impl BufferPool {
                 if !self.cas_state(page_id, now, now.with_state(LOCKED)) {
                     continue;
                 }
-                self.frame_for(page_id, now)?;
+                let frame = self.frame_for(page_id, now)?;
                 fence(Ordering::Release);
                 let memory = self.page_mut(page_id);
                 let valid = match self.file.read_page(page_id, memory) {
@@ -1381,6 +1403,14 @@ impl BufferPool {
                         false
                     }
                 };
+                if valid {
+                    if let Err(reason) = self.validate_structure(memory) {
+                        self.state(page_id).store(now.bumped(EVICTED).0, Ordering::Release);
+                        self.give_frames([frame]);
+                        let file = self.file.path().to_owned();
+                        return Err(Error::Corrupt { page: page_id, file, reason });
+                    }
+                }
                 if !valid {
                     // Not a page: a free kind keeps it from being written unless replayed.
                     memory[OFFSET_KIND] = PageKind::Free as u8;
@@ -1736,6 +1766,59 @@ mod tests {
         let n = ids.iter().position(|&x| x == id).unwrap() as u64;
         assert_eq!(read_u64(read(&pool, id).bytes(), 100), n);
         pool.check_invariants();
+    }
+
+    /// A page that passes its checksum but not the validator is `Error::Corrupt` wherever it
+    /// is read from disk, and stays out of the pool: blocking loads, a worker's loads,
+    /// recovery's read-ahead (which leaves it for the replay) and recovery's reads.
+    #[test]
+    fn a_page_the_validator_refuses_is_corrupt_on_every_read_path() {
+        static REFUSED: AtomicU64 = AtomicU64::new(u64::MAX);
+        fn refuse(page: &[u8]) -> std::result::Result<(), String> {
+            if page::page_id_of(page) == REFUSED.load(Ordering::Relaxed) {
+                return Err("refused by the validator".into());
+            }
+            Ok(())
+        }
+        let dir = TempDir::new("pool-validator");
+        let pool = pool(&dir, 16).with_page_validator(refuse);
+        let ids = new_leaves(&pool, 40);
+        pool.flush_all().unwrap();
+        let id = *ids.iter().find(|&&id| !pool.load_state(id).is_resident()).unwrap();
+        REFUSED.store(id, Ordering::Relaxed);
+        let refused = |result: Result<()>| match result {
+            Err(Error::Corrupt { page, reason, .. }) => {
+                assert_eq!(page, id);
+                assert!(reason.contains("refused by the validator"), "{reason}");
+            }
+            other => panic!("expected a corruption error, got {other:?}"),
+        };
+        refused(pool.load(id));
+        assert!(!pool.load_state(id).is_resident());
+        while pool.begin_load(id).unwrap() == LoadStart::NoFrame {
+            pool.evict_batch().unwrap();
+        }
+        let mut image = AlignedPage::zeroed();
+        pool.file().read_page(id, image.bytes_mut()).unwrap();
+        // SAFETY: the page is latched for this load; the frame is ours until finish_load.
+        unsafe {
+            std::ptr::copy_nonoverlapping(image.bytes().as_ptr(), pool.frame_ptr(id), PAGE_SIZE)
+        };
+        refused(pool.finish_load(id, Ok(PAGE_SIZE)));
+        assert!(!pool.load_state(id).is_resident());
+        pool.read_ahead_for_recovery(id).unwrap();
+        assert!(!pool.load_state(id).is_resident(), "left for the replay to judge");
+        refused(pool.recover_page(id, |_, _| panic!("a refused page is not replayed into")));
+        assert!(!pool.load_state(id).is_resident());
+        pool.check_invariants();
+        // The others read as before.
+        let other = *ids.iter().find(|&&other| other != id).unwrap();
+        pool.load(other).unwrap();
+        pool.recover_page(other, |_, valid| {
+            assert!(valid);
+            false
+        })
+        .unwrap();
     }
 
     #[test]

@@ -112,7 +112,8 @@ impl Db {
                 sb.page_count,
                 chained_free.clone(),
             )?
-            .with_flex_frames(options.flex_pages()),
+            .with_flex_frames(options.flex_pages())
+            .with_page_validator(crate::btree::node::validate_page),
         );
         let engines = (0..options.workers)
             .map(|worker| make_engine(worker, &pool))
