@@ -1127,9 +1127,37 @@ fn to_owned_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
     }
 }
 
+/// An error of an operation on tree `name` (root page `root`) as its caller sees it: "not
+/// found" names the tree when it was dropped; when it was not, its root page is not a node
+/// of it (the btree cannot tell a dropped tree from a damaged root): damage.
+fn tree_error(
+    e: Error,
+    name: &str,
+    dropped: &AtomicBool,
+    root: PageId,
+    pool: &BufferPool,
+) -> Error {
+    match e {
+        Error::TreeNotFound { .. } if dropped.load(Ordering::Acquire) => {
+            Error::TreeNotFound { name: name.to_owned() }
+        }
+        Error::TreeNotFound { .. } => Error::Corrupt {
+            page: root,
+            file: pool.file().path().to_owned(),
+            reason: format!("the root page of tree {name:?} is not a node of it"),
+        },
+        other => other,
+    }
+}
+
 impl Tree {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// This tree's view of an error (see [`tree_error`]).
+    fn error(&self, e: Error) -> Error {
+        tree_error(e, &self.name, &self.dropped, self.btree.root, &self.shared.pool)
     }
 
     /// Runs one operation to its end, naming this tree in a `TreeNotFound`.
@@ -1146,10 +1174,7 @@ impl Tree {
             }
             attempt(pool, scratch)
         })
-        .map_err(|e| match e {
-            Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
-            other => other,
-        })
+        .map_err(|e| self.error(e))
     }
 
     /// The value of `key`, if present.
@@ -1422,10 +1447,7 @@ impl Tree {
             attempt(pool, scratch)
         })
         .await
-        .map_err(|e| match e {
-            Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
-            other => other,
-        })
+        .map_err(|e| self.error(e))
     }
 
     /// Visits up to `limit` entries with keys `>= start`, in ascending order, as a task: each
@@ -1442,10 +1464,7 @@ impl Tree {
         if !start.is_empty() {
             check_key(start)?;
         }
-        let named = |e: Error| match e {
-            Error::TreeNotFound { .. } => Error::TreeNotFound { name: self.name.to_string() },
-            other => other,
-        };
+        let named = |e: Error| self.error(e);
         let mut cursor =
             Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false)
                 .with_buffer(Arc::clone(&self.shared.buffer));
@@ -1496,6 +1515,7 @@ impl Tree {
             dropped: Arc::clone(&self.dropped),
             cursor: Cursor::new(self.btree, lower, upper, reverse)
                 .with_buffer(Arc::clone(&self.shared.buffer)),
+            root: self.btree.root,
             failed: false,
         }
     }
@@ -1509,6 +1529,7 @@ pub struct Iter {
     name: Arc<str>,
     dropped: Arc<AtomicBool>,
     cursor: Cursor,
+    root: PageId,
     failed: bool,
 }
 
@@ -1529,12 +1550,8 @@ impl Iterator for Iter {
             Ok(entry) => entry.map(Ok),
             Err(e) => {
                 self.failed = true;
-                Some(Err(match e {
-                    Error::TreeNotFound { .. } => {
-                        Error::TreeNotFound { name: self.name.to_string() }
-                    }
-                    other => other,
-                }))
+                let pool = &self.shared.pool;
+                Some(Err(tree_error(e, &self.name, &self.dropped, self.root, pool)))
             }
         }
     }

@@ -309,6 +309,27 @@ fn errors_name_what_is_wrong_and_where() {
     assert!(matches!(err, Error::Corrupt { page: 2, .. }), "{err}");
     db.close().unwrap();
 
+    // A tree's root page made a node of another tree: damage, not "no tree named".
+    let root = tmp.path().join("root");
+    copy_dir(&dir, &root);
+    let db = Db::open(&root, read_only()).unwrap();
+    let tree = db.open_tree("t").unwrap();
+    drop(tree);
+    db.close().unwrap();
+    let pages = root.join("pages.ferrite");
+    let mut bytes = std::fs::read(&pages).unwrap();
+    // The tree's root is the first page after the catalog's (the first page allocated).
+    let page = &mut bytes[3 * PAGE_SIZE..4 * PAGE_SIZE];
+    page[24..32].copy_from_slice(&77u64.to_le_bytes());
+    page::seal(page);
+    std::fs::write(&pages, bytes).unwrap();
+    let db = Db::open(&root, read_only()).unwrap();
+    let err = db.open_tree("t").unwrap().get(b"k").unwrap_err();
+    assert!(matches!(err, Error::Corrupt { page: 3, .. }), "{err}");
+    let err = db.open_tree("t").unwrap().iter().next().unwrap().unwrap_err();
+    assert!(matches!(err, Error::Corrupt { page: 3, .. }), "{err}");
+    db.close().unwrap();
+
     // A page count beyond the file: damage, not "bad options".
     let count = tmp.path().join("count");
     copy_dir(&dir, &count);
