@@ -52,7 +52,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -61,11 +60,11 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use common::child::Writer;
+use common::commits::{self, apply, difference, run_commit, Commit, State, TREES};
 use common::ext4::{clean_up_after_killed_runs, missing_prerequisite, Image};
 use common::{copy_dir, tiny, Rng};
-use ferrite::btree::node::MAX_INLINE_ENTRY;
 use ferrite::wal::segment::{decode_segment_header, HeaderRead, SEGMENT_HEADER_BYTES};
-use ferrite::{Db, Durability, Error, Options, Tree, WriteBatch, LOG_DIR_NAME, MAX_VALUE_LEN};
+use ferrite::{Db, Durability, Error, Options, Tree, LOG_DIR_NAME};
 
 /// This test's name: the child runs exactly it (`--exact`).
 const TEST_NAME: &str = "acknowledged_commits_survive_power_cuts";
@@ -91,7 +90,6 @@ const DEFAULT_SEED: u64 = 1;
 /// A round starts from a freshly made image with this odds (and round 0 always).
 const FRESH_IMAGE_ONE_IN: u64 = 8;
 
-const TREES: [&str; 3] = ["t0", "t1", "t2"];
 /// Threads of the child that commit, each over keys of its own.
 const THREADS: usize = 3;
 /// Keys of each thread (each in any of the trees).
@@ -126,22 +124,6 @@ const SWITCH_WINDOW_BYTES: u64 = 64 << 10;
 // ---------------------------------------------------------------------------------------
 // The commits: a function of the seed, the thread and the commit's number.
 
-/// One thread's part of the trees: (tree index, key) → value.
-type State = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
-
-#[derive(Debug, Clone)]
-enum Change {
-    Put(usize, Vec<u8>, Vec<u8>),
-    Delete(usize, Vec<u8>),
-}
-
-/// One call into the engine: a single put or delete, or a batch ([`Db::write`]).
-#[derive(Debug, Clone)]
-struct Commit {
-    batch: bool,
-    changes: Vec<Change>,
-}
-
 /// Key `index` of thread `thread`: the threads' keys interleave in the same leaves; some keys
 /// are long, so that leaves split at different counts.
 fn key(thread: usize, index: u64) -> Vec<u8> {
@@ -157,77 +139,14 @@ fn thread_of(key: &[u8]) -> Option<usize> {
     (thread < THREADS).then_some(thread)
 }
 
-fn value(rng: &mut Rng, number: u64) -> Vec<u8> {
-    let len = match rng.below(100) {
-        0..=54 => rng.below(120) as usize,
-        55..=79 => 120 + rng.below(1_400) as usize,
-        // Longer than a leaf keeps inline: on a Value page.
-        _ => MAX_INLINE_ENTRY + 1 + rng.below((MAX_VALUE_LEN - MAX_INLINE_ENTRY) as u64) as usize,
-    };
-    // The commit's number first, so that a stale value is recognisable in a failure.
-    let mut value = number.to_le_bytes().to_vec();
-    value.extend(rng.bytes(len.saturating_sub(8)));
-    value.truncate(len);
-    value
-}
-
-fn change(rng: &mut Rng, thread: usize, number: u64, delete_percent: u64) -> Change {
-    let tree = rng.below(TREES.len() as u64) as usize;
-    let key = key(thread, rng.below(KEYS_PER_THREAD));
-    if rng.below(100) < delete_percent {
-        Change::Delete(tree, key)
-    } else {
-        Change::Put(tree, key, value(rng, number))
-    }
-}
-
-/// Commit `number` of thread `thread`: half single puts, 15 % single deletes, the rest
-/// batches of 2 to 8 puts and deletes over the trees.
+/// Commit `number` of thread `thread` (`common::commits`), its keys the thread's own.
 fn commit(seed: u64, thread: usize, number: u64) -> Commit {
     let mut rng = Rng::new(
         seed.rotate_left(32)
             ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ number.wrapping_mul(0x2545_F491_4F6C_DD1D),
     );
-    match rng.below(100) {
-        0..=49 => Commit { batch: false, changes: vec![change(&mut rng, thread, number, 0)] },
-        50..=64 => Commit { batch: false, changes: vec![change(&mut rng, thread, number, 100)] },
-        _ => {
-            let len = 2 + rng.below(7);
-            let changes = (0..len).map(|_| change(&mut rng, thread, number, 30)).collect();
-            Commit { batch: true, changes }
-        }
-    }
-}
-
-fn apply(state: &mut State, commit: &Commit) {
-    for change in &commit.changes {
-        match change {
-            Change::Put(tree, key, value) => {
-                state.insert((*tree, key.clone()), value.clone());
-            }
-            Change::Delete(tree, key) => {
-                state.remove(&(*tree, key.clone()));
-            }
-        }
-    }
-}
-
-fn run_commit(db: &Db, trees: &[Tree], commit: &Commit) -> ferrite::Result<()> {
-    if commit.batch {
-        let mut batch = WriteBatch::new();
-        for change in &commit.changes {
-            match change {
-                Change::Put(tree, key, value) => batch.put(&trees[*tree], key, value),
-                Change::Delete(tree, key) => batch.delete(&trees[*tree], key),
-            };
-        }
-        return db.write(&batch);
-    }
-    match &commit.changes[0] {
-        Change::Put(tree, key, value) => trees[*tree].put(key, value),
-        Change::Delete(tree, key) => trees[*tree].delete(key).map(drop),
-    }
+    commits::commit(&mut rng, number, |rng| key(thread, rng.below(KEYS_PER_THREAD)))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -553,32 +472,6 @@ fn contents(db: &Db, trees_exist: bool) -> Result<[State; THREADS], String> {
     Ok(states)
 }
 
-/// How `have` differs from `want`, shortly.
-fn difference(have: &State, want: &State) -> String {
-    let mut lines = vec![format!("{} entries, the model has {}", have.len(), want.len())];
-    let show = |(tree, key): &(usize, Vec<u8>)| {
-        format!("{}:{}", TREES[*tree], String::from_utf8_lossy(&key[..key.len().min(7)]))
-    };
-    let number = |v: &[u8]| v.get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
-    for (k, v) in have {
-        match want.get(k) {
-            None => lines.push(format!("extra {} (from commit {:?})", show(k), number(v))),
-            Some(w) if w != v => lines.push(format!(
-                "{} has commit {:?}'s value, the model commit {:?}'s",
-                show(k),
-                number(v),
-                number(w)
-            )),
-            Some(_) => {}
-        }
-    }
-    for (k, w) in want.iter().filter(|(k, _)| !have.contains_key(*k)) {
-        lines.push(format!("missing {} (commit {:?}'s value)", show(k), number(w)));
-    }
-    lines.truncate(12);
-    lines.join("\n    ")
-}
-
 /// Compares what an open database holds with the model: per thread, whether its commit in
 /// flight is there (it may be, whole, or not at all; nothing else may differ).
 fn judge(
@@ -603,7 +496,7 @@ fn judge(
                 faults,
                 "\n  thread {thread}: neither its acknowledged commits nor them and its commit \
                  in flight: {}",
-                difference(&have[thread], &model[thread])
+                difference(&have[thread], &model[thread], 7)
             );
         }
     }

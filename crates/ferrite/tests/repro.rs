@@ -63,6 +63,19 @@ fn assert_all_there(db: &Db, keys: u64) {
     }
 }
 
+/// Sets the 8-byte field at `offset` of both superblock copies of `dir` to `value`, their
+/// checksums made good (88: the checkpoint position, 40: the page count).
+fn set_superblocks(dir: &Path, offset: usize, value: u64) {
+    let pages = dir.join("pages.ferrite");
+    let mut bytes = std::fs::read(&pages).unwrap();
+    for copy in 0..2 {
+        let page = &mut bytes[copy * PAGE_SIZE..(copy + 1) * PAGE_SIZE];
+        page[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+        page::seal(page);
+    }
+    std::fs::write(&pages, bytes).unwrap();
+}
+
 fn flip(path: &Path, offset: u64) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[offset as usize] ^= 0xFF;
@@ -140,14 +153,7 @@ fn r3_a_lost_page_file_or_checkpoint_is_never_a_new_database() {
     // The newer superblock copy rewritten to name no checkpoint (its checksum made good).
     let forgotten = tmp.path().join("forgotten");
     copy_dir(&dir, &forgotten);
-    let pages = forgotten.join("pages.ferrite");
-    let mut bytes = std::fs::read(&pages).unwrap();
-    for copy in 0..2 {
-        let page = &mut bytes[copy * PAGE_SIZE..(copy + 1) * PAGE_SIZE];
-        page[88..96].copy_from_slice(&u64::MAX.to_le_bytes());
-        page::seal(page);
-    }
-    std::fs::write(&pages, bytes).unwrap();
+    set_superblocks(&forgotten, 88, u64::MAX);
     for opened in [Db::open(&forgotten, options()), Db::open(&forgotten, read_only())] {
         let Err(e @ Error::LogCorrupt { .. }) = opened else { panic!("{opened:?}") };
         assert!(e.to_string().contains("names no checkpoint"), "{e}");
@@ -333,14 +339,7 @@ fn errors_name_what_is_wrong_and_where() {
     // A page count beyond the file: damage, not "bad options".
     let count = tmp.path().join("count");
     copy_dir(&dir, &count);
-    let pages = count.join("pages.ferrite");
-    let mut bytes = std::fs::read(&pages).unwrap();
-    for copy in 0..2 {
-        let page = &mut bytes[copy * PAGE_SIZE..(copy + 1) * PAGE_SIZE];
-        page[40..48].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        page::seal(page);
-    }
-    std::fs::write(&pages, bytes).unwrap();
+    set_superblocks(&count, 40, 1 << 40);
     let err = Db::open(&count, read_only()).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("the superblock counts"), "{err}");
@@ -432,14 +431,7 @@ fn a_first_open_that_crashed_before_its_checkpoint_starts_over() {
     }
     db.close().unwrap();
     // The superblock as the format left it: no checkpoint.
-    let pages = dir.join("pages.ferrite");
-    let mut bytes = std::fs::read(&pages).unwrap();
-    for copy in 0..2 {
-        let page = &mut bytes[copy * PAGE_SIZE..(copy + 1) * PAGE_SIZE];
-        page[88..96].copy_from_slice(&u64::MAX.to_le_bytes());
-        page::seal(page);
-    }
-    std::fs::write(&pages, bytes).unwrap();
+    set_superblocks(&dir, 88, u64::MAX);
     let db = Db::open(&dir, options()).unwrap();
     db.tree("t").unwrap().put(b"k", b"v").unwrap();
     let image = tmp.path().join("image");

@@ -22,7 +22,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -30,9 +29,9 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use common::child::Writer;
+use common::commits::{self, apply, difference, Change, Commit, State, TREES};
 use common::{copy_dir, seeds, tiny, Rng, TempDir};
-use ferrite::btree::node::MAX_INLINE_ENTRY;
-use ferrite::{Db, Options, WriteBatch, MAX_VALUE_LEN};
+use ferrite::{Db, Options, WriteBatch};
 
 /// This test's name: the child runs exactly it (`--exact`).
 const TEST_NAME: &str = "acknowledged_writes_survive_sigkill";
@@ -51,7 +50,6 @@ const LARGE_RECOVERY_VAR: &str = "FERRITE_SIGKILL_LARGE_RECOVERY";
 const MARK: &str = "sigkill-child: ";
 
 const ROUNDS: u64 = 10;
-const TREES: [&str; 3] = ["t0", "t1", "t2"];
 const KEYS_PER_TREE: u64 = 1_200;
 /// The writer's pool: far smaller than the data (a few MiB).
 const POOL_PAGES: u64 = 256;
@@ -66,22 +64,6 @@ const WRITING_MAX: Duration = Duration::from_millis(800);
 /// Longest the parent waits for an acknowledgement before it gives up on the child.
 const ACK_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Tree index and key → value.
-type State = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
-
-#[derive(Debug, Clone)]
-enum Change {
-    Put(usize, Vec<u8>, Vec<u8>),
-    Delete(usize, Vec<u8>),
-}
-
-/// One call into the engine: a single put or delete, or a batch ([`Db::write`]).
-#[derive(Debug, Clone)]
-struct Commit {
-    batch: bool,
-    changes: Vec<Change>,
-}
-
 fn key(index: u64) -> Vec<u8> {
     // Some keys long, so that leaves split at different counts.
     let mut key = format!("key{index:05}-").into_bytes();
@@ -89,56 +71,11 @@ fn key(index: u64) -> Vec<u8> {
     key
 }
 
-fn value(rng: &mut Rng, number: u64) -> Vec<u8> {
-    let len = match rng.below(100) {
-        0..=54 => rng.below(120) as usize,
-        55..=79 => 120 + rng.below(1_400) as usize,
-        // Longer than a leaf keeps inline: on a Value page.
-        _ => MAX_INLINE_ENTRY + 1 + rng.below((MAX_VALUE_LEN - MAX_INLINE_ENTRY) as u64) as usize,
-    };
-    // The write's number first, so that a stale value is recognisable in a failure.
-    let mut value = number.to_le_bytes().to_vec();
-    value.extend(rng.bytes(len.saturating_sub(8)));
-    value.truncate(len);
-    value
-}
-
-fn change(rng: &mut Rng, number: u64, delete_percent: u64) -> Change {
-    let tree = rng.below(TREES.len() as u64) as usize;
-    let key = key(rng.below(KEYS_PER_TREE));
-    if rng.below(100) < delete_percent {
-        Change::Delete(tree, key)
-    } else {
-        Change::Put(tree, key, value(rng, number))
-    }
-}
-
-/// Write number `number` of the run seeded `seed` (a function of both only): half single
-/// puts, 15 % single deletes, the rest batches of 2 to 8 puts and deletes over the trees.
+/// Write number `number` of the run seeded `seed` (a function of both only:
+/// `common::commits`).
 fn commit_number(seed: u64, number: u64) -> Commit {
     let mut rng = Rng::new(seed.rotate_left(32) ^ number.wrapping_mul(0x2545_F491_4F6C_DD1D));
-    match rng.below(100) {
-        0..=49 => Commit { batch: false, changes: vec![change(&mut rng, number, 0)] },
-        50..=64 => Commit { batch: false, changes: vec![change(&mut rng, number, 100)] },
-        _ => {
-            let len = 2 + rng.below(7);
-            let changes = (0..len).map(|_| change(&mut rng, number, 30)).collect();
-            Commit { batch: true, changes }
-        }
-    }
-}
-
-fn apply(state: &mut State, commit: &Commit) {
-    for change in &commit.changes {
-        match change {
-            Change::Put(tree, key, value) => {
-                state.insert((*tree, key.clone()), value.clone());
-            }
-            Change::Delete(tree, key) => {
-                state.remove(&(*tree, key.clone()));
-            }
-        }
-    }
+    commits::commit(&mut rng, number, |rng| key(rng.below(KEYS_PER_TREE)))
 }
 
 fn options(pool_pages: u64, workers: usize, checkpoint_log_bytes: u64) -> Options {
@@ -325,32 +262,6 @@ fn write_until_killed(dir: &Path, plan: String, first: u64, kill: Kill) -> Acks 
     acks
 }
 
-/// How `have` differs from `want`, shortly.
-fn difference(have: &State, want: &State) -> String {
-    let mut lines = vec![format!("{} entries, the model has {}", have.len(), want.len())];
-    let show = |(tree, key): &(usize, Vec<u8>)| {
-        format!("{}:{}", TREES[*tree], String::from_utf8_lossy(&key[..key.len().min(9)]))
-    };
-    let number = |v: &[u8]| v.get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
-    for (k, v) in have {
-        match want.get(k) {
-            None => lines.push(format!("extra {} (from write {:?})", show(k), number(v))),
-            Some(w) if w != v => lines.push(format!(
-                "{} has write {:?}'s value, the model write {:?}'s",
-                show(k),
-                number(v),
-                number(w)
-            )),
-            Some(_) => {}
-        }
-    }
-    for k in want.keys().filter(|k| !have.contains_key(*k)) {
-        lines.push(format!("missing {}", show(k)));
-    }
-    lines.truncate(12);
-    lines.join("\n  ")
-}
-
 /// Every entry of every tree.
 fn contents(db: &Db) -> ferrite::Result<State> {
     let mut state = State::new();
@@ -481,7 +392,7 @@ fn acknowledged_writes_survive_sigkill() {
             panic!(
                 "{context}: the recovered trees match neither the acknowledged writes nor them \
                  and the write in flight:\n  {}",
-                difference(&have, &model)
+                difference(&have, &model, 9)
             );
         };
         if present {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod commits;
 pub mod ext4;
 
 use std::sync::Arc;
