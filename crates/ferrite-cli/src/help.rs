@@ -331,8 +331,10 @@ OUTPUT
     end, what recovery replays, is read and its checksum verified (after a clean close
     there is little more than the close's checkpoint). Torn bytes after the end, a log
     write a crash cut short and never acknowledged, get a line of their own: recovery
-    drops them. A record damaged before the end (later log writes follow it) is a fault
-    naming its position and segment file: recovery would refuse the directory.
+    drops them. Damage (a log sector whose checksum fails, a record that does not decode
+    although its bytes were written whole, a missing or damaged segment) is a fault naming
+    the segment file, the byte and the log position: recovery refuses the directory, and
+    its pages are then not checked.
 
     Then one line per fault, `fault: ...`, and `ok: no faults found` or
     `FAILED: N faults [and P lost pages] found`. Pages neither in use nor free (lost)
@@ -342,11 +344,11 @@ OUTPUT
     before them.",
             "\
 NOTES
-    A directory that was not closed cleanly (a crash, a killed process) is checked too,
-    read-only, and left as it is: its log is verified in full, but not replayed, so the
-    pages are checked as of the last checkpoint plus whatever was written back since, and
-    pages changed since the checkpoint may be reported as faults. A command that opens
-    it for writing (put, del) replays the log and repairs them.",
+    A directory that was not closed cleanly (a crash, a killed process) is checked as
+    recovered: its log is replayed into memory and the pages checked as recovery leaves
+    them; nothing on disk changes (a command that opens it for writing, put or del,
+    recovers it on disk). Both superblock copies are read: a damaged one is a fault until
+    the next write replaces it.",
             &format!(
                 "\
 EXIT STATUS
