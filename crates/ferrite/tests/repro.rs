@@ -273,11 +273,14 @@ fn errors_name_what_is_wrong_and_where() {
     };
     assert_eq!((path, lsn.is_some()), (headers.join("wal"), true));
 
-    // A relative path: messages name the absolute one.
+    // A relative path (through `..`): messages name the absolute, canonical one.
     let cwd = std::env::current_dir().unwrap();
     let relative = pathdiff(&headers, &cwd);
+    assert!(relative.starts_with(".."), "{relative:?}");
     let err = Db::open(&relative, read_only()).unwrap_err();
-    assert!(err.to_string().contains(headers.to_str().unwrap()), "{err}");
+    let canonical = std::fs::canonicalize(&headers).unwrap();
+    assert!(err.to_string().contains(canonical.to_str().unwrap()), "{err}");
+    assert!(!err.to_string().contains("/../"), "{err}");
 
     // The newer superblock copy damaged: the other is used, and `check` says so until the
     // next superblock write replaces it.

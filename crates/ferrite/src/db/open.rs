@@ -264,34 +264,41 @@ fn start_workers(
 /// The data directory as an absolute path, made (with its parents, durably) if it is
 /// missing and the options allow.
 fn prepare_dir(dir: &Path, options: &Options) -> Result<PathBuf> {
-    let dir = std::path::absolute(dir)
+    let absolute = std::path::absolute(dir)
         .map_err(|e| Error::io(format!("resolving the path {}", dir.display()), e))?;
-    match std::fs::metadata(&dir) {
-        Ok(metadata) if metadata.is_dir() => Ok(dir),
-        Ok(_) => Err(not_a_database(&dir, "it is not a directory")),
+    // Canonical (no `..`, links resolved): what messages name, and what is opened.
+    let canonical = |path: &Path| {
+        std::fs::canonicalize(path)
+            .map_err(|e| Error::io(format!("resolving the path {}", path.display()), e))
+    };
+    match std::fs::metadata(&absolute) {
+        Ok(metadata) if metadata.is_dir() => canonical(&absolute),
+        Ok(_) => Err(not_a_database(&absolute, "it is not a directory")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if options.read_only || !options.create_if_missing {
-                return Err(not_a_database(&dir, "it does not exist"));
+                return Err(not_a_database(&absolute, "it does not exist"));
             }
             // The first ancestor that exists: its new entry, and each new one below it, must
             // be synced, or a crash could lose the directory with the database in it.
-            let mut existing = dir.parent();
+            let mut existing = absolute.parent();
             while let Some(parent) = existing.filter(|p| !p.exists()) {
                 existing = parent.parent();
             }
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+            let existing = existing.map(canonical).transpose()?;
+            std::fs::create_dir_all(&absolute)
+                .map_err(|e| Error::io(format!("creating {}", absolute.display()), e))?;
+            let dir = canonical(&absolute)?;
             let mut sync = dir.clone();
             while let Some(parent) = sync.parent() {
                 sync_dir(parent)?;
-                if Some(parent) == existing {
+                if Some(parent) == existing.as_deref() {
                     break;
                 }
                 sync = parent.to_owned();
             }
             Ok(dir)
         }
-        Err(e) => Err(Error::io(format!("inspecting {}", dir.display()), e)),
+        Err(e) => Err(Error::io(format!("inspecting {}", absolute.display()), e)),
     }
 }
 
