@@ -585,7 +585,7 @@ impl Frame {
         (0..self.groups).all(|group| {
             (0..self.series).all(|series| {
                 let (x0, x1) = self.slot(group, series);
-                chart.value(group, series).map_or(true, |value| {
+                chart.value(group, series).is_none_or(|value| {
                     text_width_px(&format_compact(value), TextSize::Label) <= x1 - x0
                 })
             })

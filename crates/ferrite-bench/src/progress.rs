@@ -96,7 +96,7 @@ impl Progress {
         let elapsed = now - self.start;
         match self.style {
             Style::Bar => {
-                if self.last_draw.map_or(true, |last| now - last >= REDRAW_INTERVAL) {
+                if self.last_draw.is_none_or(|last| now - last >= REDRAW_INTERVAL) {
                     let line = render_bar(&self.label, self.unit, done, self.total, elapsed);
                     self.draw_in_place(&line);
                     self.last_draw = Some(now);

@@ -123,7 +123,7 @@ fn is_json_number(text: &str) -> bool {
     !int.is_empty()
         && int.bytes().all(|b| b.is_ascii_digit())
         && (int == "0" || !int.starts_with('0'))
-        && frac.map_or(true, |f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+        && frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl fmt::Display for ResultLine {

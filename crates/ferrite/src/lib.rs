@@ -18,6 +18,7 @@
 
 pub mod btree;
 pub mod buffer;
+pub mod change_buffer;
 mod db;
 pub mod error;
 mod id_hash;
@@ -27,6 +28,8 @@ pub mod sched;
 pub mod store;
 #[doc(hidden)]
 pub mod test_util;
+#[cfg(test)]
+mod testing;
 pub mod wal;
 
 pub use btree::node::MAX_KEY_LEN;

@@ -135,7 +135,7 @@ pub fn parse(text: &str) -> Result<FioResult, String> {
             let direction_iops = stats.get("iops").and_then(Json::as_f64).unwrap_or(0.0);
             iops += direction_iops;
             bytes_per_s += stats.get("bw_bytes").and_then(Json::as_f64).unwrap_or(0.0);
-            if busiest.map_or(true, |(most, _)| direction_iops > most) {
+            if busiest.is_none_or(|(most, _)| direction_iops > most) {
                 busiest = Some((direction_iops, stats));
             }
         }

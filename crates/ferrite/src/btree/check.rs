@@ -5,7 +5,7 @@
 //! (`Node::validate`) are verified as pages load.
 
 use crate::btree::node::{Expect, Node, Payload};
-use crate::btree::{run, BTree};
+use crate::btree::BTree;
 use crate::buffer::{AlignedPage, BufferPool};
 use crate::error::{Error, PageId, Result};
 use crate::store::page::{self, PageKind};
@@ -71,23 +71,19 @@ fn describe(what: u8) -> &'static str {
     }
 }
 
-/// A consistent copy of page `page_id`, loading it if need be (which verifies its checksum).
-pub fn read_page(pool: &BufferPool, page_id: PageId) -> Result<AlignedPage> {
-    let mut copy = AlignedPage::zeroed();
-    run(pool, |_| pool.read_copy(page_id, &mut copy))?;
-    Ok(copy)
-}
+/// Reads a consistent copy of a page, loading it if need be (which verifies it).
+pub type ReadPage<'a> = dyn FnMut(PageId) -> Result<AlignedPage> + 'a;
 
-/// Walks `tree`, recording its pages in `pages`.
-pub fn check_tree(pool: &BufferPool, tree: BTree, pages: &mut PageMap) -> TreeReport {
+/// Walks `tree`, reading its pages with `read`, recording them in `pages`.
+pub fn check_tree(read: &mut ReadPage<'_>, tree: BTree, pages: &mut PageMap) -> TreeReport {
     let mut report = TreeReport::default();
-    walk(pool, tree, tree.root, None, &[], &[], pages, &mut report);
+    walk(read, tree, tree.root, None, &[], &[], pages, &mut report);
     report
 }
 
 #[allow(clippy::too_many_arguments)]
 fn walk(
-    pool: &BufferPool,
+    read: &mut ReadPage<'_>,
     tree: BTree,
     page_id: PageId,
     level: Option<u16>,
@@ -100,7 +96,7 @@ fn walk(
         report.faults.push(fault);
         return;
     }
-    let copy = match read_page(pool, page_id) {
+    let copy = match read(page_id) {
         Ok(copy) => copy,
         Err(e) => {
             report.faults.push(e.to_string());
@@ -127,7 +123,7 @@ fn walk(
         report.keys += node.count() as u64;
         for slot in 0..node.count() {
             if let Payload::OutOfLine(value_page) = node.value(slot) {
-                check_value(pool, tree, page_id, value_page, pages, report);
+                check_value(read, tree, page_id, value_page, pages, report);
             }
         }
         return;
@@ -147,13 +143,13 @@ fn walk(
             high = upper.to_vec();
         }
         let child = node.child(index);
-        walk(pool, tree, child, Some(child_level), &low, &high, pages, report);
+        walk(read, tree, child, Some(child_level), &low, &high, pages, report);
         std::mem::swap(&mut low, &mut high);
     }
 }
 
 fn check_value(
-    pool: &BufferPool,
+    read: &mut ReadPage<'_>,
     tree: BTree,
     leaf: PageId,
     value_page: PageId,
@@ -164,7 +160,7 @@ fn check_value(
         report.faults.push(format!("leaf {leaf}: {fault}"));
         return;
     }
-    match read_page(pool, value_page) {
+    match read(value_page) {
         Ok(copy) => match value::decode(copy.bytes(), tree.tree_id) {
             Ok(_) => report.value_pages += 1,
             Err(reason) => report.faults.push(format!("value page {value_page}: {reason}")),

@@ -787,7 +787,7 @@ impl Node<'_> {
             heap.mark(s.offset..end);
             let suffix = &page[s.offset..s.offset + s.suffix_len];
             let head = head_of(suffix);
-            let above = previous.map_or(true, |(previous_head, previous_suffix)| {
+            let above = previous.is_none_or(|(previous_head, previous_suffix)| {
                 previous_head < head || (previous_head == head && previous_suffix < suffix)
             });
             if s.head != head || !above {

@@ -244,7 +244,7 @@ impl BTree {
         let (version, view) = begun?;
         let probe = Probe::new(view);
         let level_ok =
-            parent.map_or(true, |(_, _, level)| u32::from(probe.level()) + 1 == u32::from(level));
+            parent.is_none_or(|(_, _, level)| u32::from(probe.level()) + 1 == u32::from(level));
         if !probe.is_node() || probe.tree_id() != self.tree_id || !level_ok {
             // Only a consistent header is evidence.
             if !pool.validate(page_id, version) {
@@ -747,9 +747,9 @@ impl BTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::btree::run;
     use crate::io::PageFile;
     use crate::test_util::TempDir;
+    use crate::testing::run;
 
     /// The upper bound the parent gives for a key's leaf is the leaf's own upper fence, for
     /// keys inside, between and beyond the keys of a tree of several levels.
@@ -829,7 +829,7 @@ mod tests {
     fn leftmost_parent_of_leaves(pool: &BufferPool, tree: BTree) -> PageId {
         let mut page_id = tree.root;
         loop {
-            let page = super::super::check::read_page(pool, page_id).unwrap();
+            let page = crate::testing::read_page(pool, page_id).unwrap();
             let node = Node::new(page.bytes());
             if node.level() == 1 {
                 assert!(node.count() >= 2, "a parent of several leaves");
@@ -839,17 +839,7 @@ mod tests {
         }
     }
 
-    /// Every entry of a scan, or its error.
-    fn scan(pool: &BufferPool, tree: BTree, reverse: bool) -> crate::Result<Vec<Vec<u8>>> {
-        use crate::btree::iter::Cursor;
-        use std::ops::Bound::Unbounded;
-        let mut cursor = Cursor::new(tree, Unbounded, Unbounded, reverse);
-        let mut keys = Vec::new();
-        while let Some((key, _)) = cursor.next(pool)? {
-            keys.push(key);
-        }
-        Ok(keys)
-    }
+    use crate::testing::scan;
 
     /// A parent whose child pointers are swapped (separators intact) sends keys to a child
     /// whose fences do not hold them: every descent, the lookups' in place and the copying
@@ -903,7 +893,7 @@ mod tests {
 
     /// The first key of node `page_id`.
     fn first_key(pool: &BufferPool, page_id: PageId) -> Vec<u8> {
-        let page = super::super::check::read_page(pool, page_id).unwrap();
+        let page = crate::testing::read_page(pool, page_id).unwrap();
         let mut key = Vec::new();
         Node::new(page.bytes()).key_into(0, &mut key);
         key
@@ -917,10 +907,8 @@ mod tests {
         let dir = TempDir::new("guard-fences");
         let (pool, tree) = tree_of(&dir, 3000);
         let parent = leftmost_parent_of_leaves(&pool, tree);
-        let second =
-            Node::new(super::super::check::read_page(&pool, parent).unwrap().bytes()).child(1);
-        let first =
-            Node::new(super::super::check::read_page(&pool, parent).unwrap().bytes()).child(0);
+        let second = Node::new(crate::testing::read_page(&pool, parent).unwrap().bytes()).child(1);
+        let first = Node::new(crate::testing::read_page(&pool, parent).unwrap().bytes()).child(0);
         move_lower_fence(&pool, second, &first_key(&pool, first));
         let fault = format!("the fences of its child {second} are not the separators");
         assert_corrupt(scan(&pool, tree, false), parent, &fault);
@@ -945,16 +933,15 @@ mod tests {
     fn a_scan_whose_next_leaf_does_not_start_where_the_last_ended_is_corrupt() {
         let dir = TempDir::new("guard-scan");
         let (pool, tree) = tree_of(&dir, 3000);
-        let root =
-            Node::new(super::super::check::read_page(&pool, tree.root).unwrap().bytes()).level();
+        let root = Node::new(crate::testing::read_page(&pool, tree.root).unwrap().bytes()).level();
         assert_eq!(root, 2, "a root over parents of leaves");
-        let root = super::super::check::read_page(&pool, tree.root).unwrap();
+        let root = crate::testing::read_page(&pool, tree.root).unwrap();
         let root = Node::new(root.bytes());
         let (left_parent, right_parent) = (root.child(0), root.child(1));
-        let left_parent = super::super::check::read_page(&pool, left_parent).unwrap();
+        let left_parent = crate::testing::read_page(&pool, left_parent).unwrap();
         let left_parent = Node::new(left_parent.bytes());
         let last_leaf = left_parent.child(left_parent.count());
-        let right_parent_page = super::super::check::read_page(&pool, right_parent).unwrap();
+        let right_parent_page = crate::testing::read_page(&pool, right_parent).unwrap();
         let first_leaf = Node::new(right_parent_page.bytes()).child(0);
         let lower = first_key(&pool, last_leaf);
         move_lower_fence(&pool, right_parent, &lower);
@@ -990,7 +977,7 @@ mod tests {
             }
             let (mut leaves, mut inner) = (Vec::new(), Vec::new());
             for page_id in 0..pool.page_count() {
-                let page = super::super::check::read_page(&pool, page_id).unwrap();
+                let page = crate::testing::read_page(&pool, page_id).unwrap();
                 match crate::store::page::kind_of(page.bytes()) {
                     Some(PageKind::Leaf) => leaves.push(page),
                     Some(PageKind::Inner) => inner.push(page),

@@ -18,9 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{
-    apply_ops, apply_ops_async, check_key, check_value, BatchOp, Shared, Tree, WriteBatch,
-};
+use super::batch::{apply_ops, BatchOp};
+use super::{check_key, check_value, Shared, Tree, WriteBatch};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 
@@ -47,12 +46,7 @@ impl Transaction {
     /// The value of `key` in `tree` as this transaction sees it: its own write if it made
     /// one, else the value it read before, else the tree's (remembered for the commit's check).
     pub fn get(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(seen) = self.seen(tree, key)? {
-            return Ok(seen);
-        }
-        let value = tree.get(key)?;
-        self.reads.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), value.clone()));
-        Ok(value)
+        crate::sched::block_on(self.get_async(tree, key))
     }
 
     /// [`Transaction::get`] as a future (inside a task, a miss yields instead of blocking).
@@ -99,51 +93,30 @@ impl Transaction {
     /// it fails with [`Error::Conflict`], nothing is written, and the caller may run the
     /// transaction again.
     pub fn commit(self) -> Result<()> {
-        let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
-        for ((_, key), (tree, _)) in &self.reads {
-            tree.prefetch(key);
-        }
-        for (tree, op) in &batch.ops {
-            tree.prefetch(op.key());
-        }
-        self.shared.commit(durability, || {
-            for ((_, key), (tree, seen)) in &self.reads {
-                if tree.get(key)? != *seen {
-                    return Err(conflict(tree, key));
-                }
-            }
-            apply_ops(&batch.ops)
-        })
+        let shared = Arc::clone(&self.shared);
+        shared.blocking_write(self.commit_async())
     }
 
     /// [`Transaction::commit`] as a future (for tasks).
     pub async fn commit_async(self) -> Result<()> {
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
-        let shared = &self.shared;
         for ((_, key), (tree, _)) in &self.reads {
-            tree.prefetch_async(key).await;
+            tree.prefetch(key).await;
         }
         for (tree, op) in &batch.ops {
-            tree.prefetch_async(op.key()).await;
+            tree.prefetch(op.key()).await;
         }
-        let guard = shared.begin_commit_async().await?;
-        let mut outcome = Ok(());
-        for ((_, key), (tree, seen)) in &self.reads {
-            match tree.get_in_commit(key).await {
-                Ok(now) if now == *seen => {}
-                Ok(_) => outcome = Err(conflict(tree, key)),
-                Err(e) => outcome = Err(e),
-            }
-            if outcome.is_err() {
-                break;
-            }
-        }
-        if outcome.is_ok() {
-            outcome = apply_ops_async(&batch.ops).await;
-        }
-        let ((), end) = shared.end_commit(outcome)?;
-        drop(guard);
-        shared.after_commit_async(end, durability).await
+        let reads = &self.reads;
+        self.shared
+            .commit(durability, async || {
+                for ((_, key), (tree, seen)) in reads {
+                    if tree.get_in_commit(key).await? != *seen {
+                        return Err(conflict(tree, key));
+                    }
+                }
+                apply_ops(&batch.ops).await
+            })
+            .await
     }
 
     /// What this transaction already knows of `key`: `Some(value)` from its own write or

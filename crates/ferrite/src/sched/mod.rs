@@ -1,8 +1,10 @@
 //! The task scheduler: worker threads (one per core by default), each running cooperative
 //! tasks in one loop with its own I/O engine (`worker.rs`), the tasks and their handles
-//! (`task.rs`), and the glue that runs the B+tree's restartable attempts as tasks: a miss
-//! becomes a read queued on the worker's engine while the task yields, instead of a thread
-//! blocked in `pread`.
+//! (`task.rs`), and the one driver of the B+tree's restartable attempts (`run_async`): as a
+//! task, a miss becomes a read queued on the worker's engine while the task yields, instead
+//! of a thread blocked in `pread`; off a worker the same driver loads with blocking reads.
+//! Every operation of the engine is written once, as a future over this driver, and the
+//! blocking API runs that future on the calling thread (`block_on`).
 
 mod task;
 mod worker;
@@ -11,18 +13,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 
 pub use task::{yield_now, TaskHandle};
 pub(crate) use worker::log_flush_in_flight;
 pub use worker::WorkerStats;
 
-use crate::btree::{back_off, with_scratch, Scratch};
+use crate::btree::{with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId, Result};
 use crate::io::IoEngine;
-use worker::{spend_budget, with_io, Inbox, LoadStep, Worker};
+use worker::{spend_budget, with_io, without_worker, Inbox, LoadStep, Worker};
 
 /// The running workers of one database.
 #[derive(Debug)]
@@ -206,8 +208,59 @@ impl Future for WaitLoad {
     }
 }
 
+/// Runs `future` to its end on the calling thread: the blocking API of every operation. Off
+/// a worker, the driver inside loads with blocking reads and waits (for the commit lock, the
+/// log) park the thread. On a worker (a blocking call inside a task), the worker's I/O is
+/// hidden meanwhile, so the same holds; blocking *writes* in a task are refused before they
+/// get here (`Error::BlockingWriteInTask`: they could wait for this worker's own loop).
+///
+/// A future that finishes at its first poll (an in-memory read) costs one poll with a waker
+/// that does nothing; only one that waits gets a waker that unparks this thread.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    without_worker(|| {
+        let mut future = std::pin::pin!(future);
+        if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            return output;
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            match future.as_mut().poll(&mut cx) {
+                Poll::Ready(output) => return output,
+                // A spurious unpark only costs another poll.
+                Poll::Pending => std::thread::park(),
+            }
+        }
+    })
+}
+
+/// Wakes a thread parked in `block_on`.
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Spins briefly, then yields the thread: whoever holds the latch needs the core.
+pub fn back_off(restarts: u32) {
+    if restarts < 8 {
+        for _ in 0..(1 << restarts) {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 /// Runs `attempt` until it finishes, as a task: misses load pages without blocking the
-/// worker, restarts yield to the other tasks. Off a worker it behaves like `btree::run`.
+/// worker, restarts yield to the other tasks. Off a worker (or in `block_on`) misses load
+/// with blocking reads and restarts back off.
 pub async fn run_async<T>(
     pool: &BufferPool,
     attempt: impl FnMut(&mut Scratch) -> Attempt<T>,

@@ -492,6 +492,22 @@ pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
     CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
 }
 
+/// Runs `f` with this thread's worker I/O state hidden (if it is a worker's): whatever `f`
+/// loads, it loads with blocking reads, as off a worker (see `block_on`). The state comes
+/// back when `f` returns or unwinds.
+pub(crate) fn without_worker<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<WorkerIo>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(io) = self.0.take() {
+                CURRENT.with(|cell| *cell.borrow_mut() = Some(io));
+            }
+        }
+    }
+    let _restore = Restore(CURRENT.with(|cell| cell.borrow_mut().take()));
+    f()
+}
+
 /// A task slot: the future, and the waker that requeues it.
 struct Slot {
     future: Option<BoxedTask>,

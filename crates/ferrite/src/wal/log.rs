@@ -253,7 +253,7 @@ impl Log {
         tail: u64,
         direct: bool,
     ) -> Log {
-        debug_assert!(segments.last().map_or(true, |s| s.start <= tail && tail <= s.end()));
+        debug_assert!(segments.last().is_none_or(|s| s.start <= tail && tail <= s.end()));
         let used: Vec<u32> = segments.iter().map(|s| s.slot).collect();
         let vacant_slots = (0..slots.next)
             .filter(|slot| !used.contains(slot) && !slots.free.contains(slot))
@@ -572,7 +572,7 @@ impl Log {
     /// including one that starts at or after `end` (a stream that reaches a segment's end
     /// always has the next segment on disk, so that recovery can tell a missing one).
     fn segments_for(&self, state: &mut State, from: u64, end: u64) -> Result<Vec<Segment>> {
-        while state.segments.last().map_or(true, |s| s.end() <= end) {
+        while state.segments.last().is_none_or(|s| s.end() <= end) {
             let start = state.segments.last().map_or(from, |s| s.end());
             let segment = self.new_segment(state, start)?;
             state.segments.push(segment);

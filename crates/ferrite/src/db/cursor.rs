@@ -6,7 +6,13 @@
 //! at (and start where the last one ended, while that one is unchanged), so a scan of
 //! damaged pages fails with `Error::Corrupt` instead of going round in circles.
 //!
-//! Entries of the change buffer (`buffered.rs`) are merged in, leaf by leaf: after copying a
+//! The cursor is steps, not a driver: loading the next leaf is an attempt
+//! ([`Cursor::load_attempt`], run by the scheduler's driver like any other), and handing out
+//! entries never waits ([`Cursor::next_in_leaf`] says which page to load when a value lives
+//! in a Value page that is not in memory). `db/iter.rs` drives it, as `Tree::range`'s
+//! iterator and as `Tree::scan_async`.
+//!
+//! Entries of the change buffer (`change_buffer/`) are merged in, leaf by leaf: after copying a
 //! leaf the cursor takes the buffered entries of that leaf's range, then checks the leaf did
 //! not change meanwhile (else it copies it again). A buffered key shadows the leaf's. Since a
 //! key leaves the buffer only after its leaf holds its value, and the buffer is read after
@@ -15,13 +21,26 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::btree::buffered::ChangeBuffer;
 use crate::btree::node::{Node, Payload};
 use crate::btree::tree::{BTree, Seek};
-use crate::btree::{run, Scratch};
+use crate::btree::Scratch;
 use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
+use crate::change_buffer::ChangeBuffer;
 use crate::error::{Error, PageId, Result};
 use crate::store::value;
+
+/// What [`Cursor::next_in_leaf`] found.
+#[derive(Debug)]
+pub enum Step {
+    /// The next entry: key and value.
+    Entry(Vec<u8>, Vec<u8>),
+    /// No leaf is loaded (the last one is used up, or changed): load one, then step again.
+    Leaf,
+    /// The next value lives in this Value page, not in memory: load it, then step again.
+    Page(PageId),
+    /// The scan has ended.
+    Done,
+}
 
 /// A position in a scan over one tree, in either direction.
 #[derive(Debug)]
@@ -139,46 +158,29 @@ impl Cursor {
         }
     }
 
-    fn load_leaf(&mut self, pool: &BufferPool) -> Result<()> {
-        loop {
-            let (last, key) = self.seek();
-            let (tree, leaf) = (self.tree, &mut self.leaf);
-            let (leaf_id, version) = run(pool, |scratch: &mut Scratch| {
-                if !last {
-                    return tree.leaf_copy(pool, &key, leaf);
-                }
-                let found = tree.descend(pool, Seek::Last, None, scratch)?;
-                leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
-                Ok((found.page_id, found.version))
-            })?;
-            if self.after_load(pool, leaf_id, version)? {
-                return Ok(());
-            }
+    /// One attempt at loading the leaf the scan resumes at (a consistent copy of it, with the
+    /// change buffer's entries of its part of the range): run it to its end with the
+    /// scheduler's driver whenever [`Cursor::needs_leaf`].
+    pub fn load_attempt(&mut self, pool: &BufferPool, scratch: &mut Scratch) -> Attempt<()> {
+        let (last, key) = self.seek();
+        let (leaf_id, version) = if last {
+            let found = self.tree.descend(pool, Seek::Last, None, scratch)?;
+            self.leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
+            (found.page_id, found.version)
+        } else {
+            self.tree.leaf_copy(pool, &key, &mut self.leaf)?
+        };
+        match self.after_load(pool, leaf_id, version) {
+            Ok(true) => Ok(()),
+            // The leaf changed while the buffered entries were taken: copy it again.
+            Ok(false) => Err(Interrupt::Restart),
+            Err(e) => Err(Interrupt::Error(e)),
         }
     }
 
-    /// Loads the leaf to resume at, if none is loaded, through the task scheduler: on a
-    /// worker a miss is a queued read and the task yields (see `sched::run_async`).
-    pub async fn fill_async(&mut self, pool: &BufferPool) -> Result<()> {
-        if self.loaded || self.done {
-            return Ok(());
-        }
-        loop {
-            let (last, key) = self.seek();
-            let (tree, leaf) = (self.tree, &mut self.leaf);
-            let (leaf_id, version) = crate::sched::run_async(pool, |scratch: &mut Scratch| {
-                if !last {
-                    return tree.leaf_copy(pool, &key, leaf);
-                }
-                let found = tree.descend(pool, Seek::Last, None, scratch)?;
-                leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
-                Ok((found.page_id, found.version))
-            })
-            .await?;
-            if self.after_load(pool, leaf_id, version)? {
-                return Ok(());
-            }
-        }
+    /// Whether the next step needs a leaf loaded (`load_attempt`).
+    pub fn needs_leaf(&self) -> bool {
+        !self.loaded && !self.done
     }
 
     /// Whether the scan has ended.
@@ -304,26 +306,13 @@ impl Cursor {
         }
     }
 
-    /// The next entry, or `None` at the end of the range.
-    pub fn next(&mut self, pool: &BufferPool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        loop {
-            if self.done {
-                return Ok(None);
-            }
-            if !self.loaded {
-                self.load_leaf(pool)?;
-            }
-            if let Some(entry) = self.next_in_leaf(pool)? {
-                return Ok(Some(entry));
-            }
+    /// The next entry of the loaded leaf, never waiting: see [`Step`].
+    pub fn next_in_leaf(&mut self, pool: &BufferPool) -> Result<Step> {
+        if self.done {
+            return Ok(Step::Done);
         }
-    }
-
-    /// The next entry of the loaded leaf (which must be loaded, see `fill_async`); `None`
-    /// when the scan ended or the leaf is used up (the next call then needs a leaf again).
-    pub fn next_in_leaf(&mut self, pool: &BufferPool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        if self.done || !self.loaded {
-            return Ok(None);
+        if !self.loaded {
+            return Ok(Step::Leaf);
         }
         let node = Node::new(self.leaf.bytes());
         let slot = if self.reverse {
@@ -347,32 +336,33 @@ impl Cursor {
                 }
                 self.extra_used += 1;
                 self.resume = Bound::Excluded(entry.0.clone());
-                return Ok(Some(entry));
+                return Ok(Step::Entry(entry.0, entry.1));
             }
         }
         let Some(slot) = slot else {
             if ended {
                 self.done = true;
-            } else {
-                self.leave_leaf();
+                return Ok(Step::Done);
             }
-            return Ok(None);
+            self.leave_leaf();
+            return Ok(if self.done { Step::Done } else { Step::Leaf });
         };
         let value = match node.value(slot) {
             Payload::Inline(bytes) => bytes.to_vec(),
-            Payload::OutOfLine(value_page) => match self.read_value(pool, value_page)? {
-                Some(bytes) => bytes,
-                None => {
+            Payload::OutOfLine(value_page) => match self.try_read_value(pool, value_page)? {
+                Ok(bytes) => bytes,
+                Err(Some(page)) => return Ok(Step::Page(page)),
+                Err(None) => {
                     // The leaf changed under us: resume at this key.
                     self.resume = Bound::Included(key);
                     self.loaded = false;
-                    return Ok(None);
+                    return Ok(Step::Leaf);
                 }
             },
         };
         self.step();
         self.resume = Bound::Excluded(key.clone());
-        Ok(Some((key, value)))
+        Ok(Step::Entry(key, value))
     }
 
     /// Moves past the current slot.
@@ -388,8 +378,8 @@ impl Cursor {
     /// (built in `key`, reused) and the value as borrowed bytes: no allocation per entry, and
     /// it never blocks. Returns how many it visited, and the Value page to load first when an
     /// entry's value lives in one that is not in memory (the scan then resumes at that entry,
-    /// after the caller loaded the page: `sched::load_page`). When the leaf is used up the
-    /// next call needs a leaf (`fill_async`).
+    /// after the caller loaded the page). When the leaf is used up the next call needs a
+    /// leaf (`load_attempt`).
     pub fn visit_in_leaf(
         &mut self,
         pool: &BufferPool,
@@ -506,25 +496,5 @@ impl Cursor {
             Error::Corrupt { page: value_page, file: pool.file().path().to_owned(), reason }
         })?;
         Ok(Ok(bytes.to_vec()))
-    }
-
-    /// Reads an out-of-line value; `None` if the leaf changed meanwhile.
-    fn read_value(&self, pool: &BufferPool, value_page: PageId) -> Result<Option<Vec<u8>>> {
-        let (leaf_id, leaf_version, tree_id) = (self.leaf_id, self.leaf_version, self.tree.tree_id);
-        run(pool, |scratch: &mut Scratch| -> Attempt<Option<Vec<u8>>> {
-            let copied = pool.read_copy(value_page, &mut scratch.pages[0]);
-            if !pool.validate(leaf_id, leaf_version) {
-                return Ok(None);
-            }
-            copied?;
-            let bytes = value::decode(scratch.pages[0].bytes(), tree_id).map_err(|reason| {
-                Interrupt::Error(Error::Corrupt {
-                    page: value_page,
-                    file: pool.file().path().to_owned(),
-                    reason,
-                })
-            })?;
-            Ok(Some(bytes.to_vec()))
-        })
     }
 }

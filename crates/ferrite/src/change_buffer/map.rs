@@ -1,5 +1,5 @@
-//! The change buffer: puts into leaves that are not in memory, held in memory until their
-//! leaf is read anyway, so that a random insert out of memory costs no read of its own.
+//! The change buffer's map: puts into leaves that are not in memory, held in memory until
+//! their leaf is read anyway, so that a random insert out of memory costs no read of its own.
 //!
 //! A put whose leaf is not in the pool (`Tree::put`, `Tree::put_async`) does not read the
 //! leaf: its commit record carries the key and value as a *buffered put* (`wal/record.rs`),
@@ -23,7 +23,7 @@
 //! transaction, drain) first *removes* the key from here, in the same commit. A removal is
 //! staged with the commit and applied when its record is appended, after the commit's page
 //! changes: at every moment a key's newest value is here, in its leaf, or in both, never in
-//! neither (what scans rely on, `btree/iter.rs`).
+//! neither (what scans rely on, `db/cursor.rs`).
 //!
 //! **Durability.** Buffered puts and removals are in the commit records; a checkpoint record
 //! lists the whole buffer, copied after its redo LSN was fixed (`snapshot`, without the
@@ -73,6 +73,8 @@ pub struct ChangeBuffer {
     /// Drains done (`Db`'s sweep) and the entries they moved into leaves, since open.
     drains: AtomicU64,
     drained: AtomicU64,
+    /// Whether the pool was asked to lend its flex frames to the buffer (`policy.rs`).
+    pub(super) lent: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -85,6 +87,7 @@ impl ChangeBuffer {
             staged_any: AtomicBool::new(false),
             drains: AtomicU64::new(0),
             drained: AtomicU64::new(0),
+            lent: AtomicBool::new(false),
             inner: Mutex::default(),
         }
     }

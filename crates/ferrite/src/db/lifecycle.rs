@@ -1,4 +1,5 @@
-//! Opening a data directory, one step at a time.
+//! A data directory's lifecycle: opening it one step at a time, closing it, and giving it
+//! up as a crash would (tests).
 //!
 //! Nothing on disk changes until every check that can refuse the open has passed: the
 //! options, the directory, its lock, the page file and its superblock, the log read to its
@@ -16,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::lock::{DirLock, LOCK_FILE_NAME};
@@ -24,13 +25,13 @@ use super::{
     not_a_database, read_page_direct, write_page_direct, Db, Shared, DEVICES_FILE_NAME,
     PAGE_FILE_NAME,
 };
-use crate::btree::buffered::ChangeBuffer;
 use crate::btree::BTree;
 use crate::buffer::BufferPool;
+use crate::change_buffer::ChangeBuffer;
 use crate::error::{Error, PageId, Result};
 use crate::io::{DirStorage, IoEngine, PageFile, Storage};
 use crate::options::{Durability, Options};
-use crate::sched::Workers;
+use crate::sched::{block_on, Workers};
 use crate::store::superblock::{Superblock, CATALOG_ROOT, NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::store::{freelist, page};
 use crate::wal::commit::CommitLock;
@@ -184,7 +185,6 @@ impl Db {
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),
             buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
-            buffer_lent: AtomicBool::new(false),
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,
@@ -201,7 +201,7 @@ impl Db {
             shared.buffer.load(buffered, trees);
             if writable {
                 // The recovered entries need the frames lent to the buffer at once.
-                shared.lend_frames_to_buffer();
+                shared.buffer.lend_frames(&shared.pool);
             }
         }
         if writable {
@@ -465,7 +465,7 @@ fn read_superblock(file: &PageFile, dir: &Path) -> Result<(Superblock, Option<St
     for page_id in SUPERBLOCK_PAGES {
         let buf = read_page_direct(file, page_id)?;
         match Superblock::decode(buf.bytes(), page_id) {
-            Ok(sb) if best.as_ref().map_or(true, |b| sb.sequence > b.sequence) => best = Some(sb),
+            Ok(sb) if best.as_ref().is_none_or(|b| sb.sequence > b.sequence) => best = Some(sb),
             Ok(_) => {}
             Err(reason) => reasons.push(format!("copy {page_id}: {reason}")),
         }
@@ -562,4 +562,70 @@ fn read_free_list(file: &PageFile, sb: &Superblock) -> Result<Vec<PageId>> {
         });
     }
     Ok(free)
+}
+
+impl Db {
+    /// Lets running tasks finish, writes every page back and marks the directory cleanly
+    /// closed. Dropping the `Db` does the same, reporting a failure through the `log` crate.
+    pub fn close(self) -> Result<()> {
+        self.shared.close()
+    }
+
+    /// Gives the database up as a crash would (for tests on a simulated disk, crashed just
+    /// before): the workers stop, nothing more is written, the directory lock is released.
+    #[doc(hidden)]
+    pub fn abandon(self) {
+        let workers = self.shared.workers.lock().unwrap().take();
+        self.shared.closed.store(true, Ordering::Release);
+        if let Some(mut workers) = workers {
+            workers.shut_down();
+        }
+        for helper in std::mem::take(&mut *self.shared.helpers.lock().unwrap()) {
+            let _ = helper.join();
+        }
+        if let Some(log) = &self.shared.log {
+            log.join_helpers();
+        }
+        self.shared.lock.lock().unwrap().take();
+    }
+}
+
+impl Shared {
+    pub(super) fn close(self: &Arc<Self>) -> Result<()> {
+        // Tasks finish (their trees still usable) and their I/O completes before anything
+        // is written back.
+        let workers = self.workers.lock().unwrap().take();
+        if let Some(mut workers) = workers {
+            workers.shut_down();
+        }
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if self.read_only {
+            self.lock.lock().unwrap().take();
+            return Ok(());
+        }
+        for helper in std::mem::take(&mut *self.helpers.lock().unwrap()) {
+            let _ = helper.join();
+        }
+        // Every buffered put goes into its leaf: a closed directory needs no log.
+        block_on(self.drain_all())?;
+        // A last checkpoint writes every page back: the next open replays nothing.
+        self.checkpoint()?;
+        if let Some(log) = &self.log {
+            log.join_helpers();
+        }
+        self.write_superblock(|sb| sb.clean = true)?;
+        self.lock.lock().unwrap().take();
+        Ok(())
+    }
+}
+
+impl Drop for Db {
+    /// Dropping the `Db` closes it (tree handles still alive then fail with `Closed`).
+    fn drop(&mut self) {
+        if let Err(e) = self.shared.close() {
+            log::error!("closing {} failed: {e}", self.shared.dir.display());
+        }
+    }
 }

@@ -1,0 +1,104 @@
+//! The commit protocol (see `docs/design.md`, "Commits"): one commit applies at a time under
+//! the commit lock while the pool captures every page it changes; its record is appended (it
+//! gives the pages their LSN, and the change buffer's staged changes apply); the lock is
+//! released; then the commit waits for the log as its durability asks. Written once, as a
+//! future: a task waiting for the lock or the log yields, a thread (`block_on`) parks.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::Shared;
+use crate::error::{Error, Result};
+use crate::options::Durability;
+use crate::wal::record::{push_buffered, RecordWriter, KIND_COMMIT};
+
+/// Log bytes buffered before a commit that does not wait for the log writes them anyway.
+const LOG_BUFFER_FLUSH_BYTES: u64 = 4 << 20;
+
+impl Shared {
+    /// Runs the blocking form of a write: refused inside a task (it could wait for a commit
+    /// or a flush that only its own worker would finish), else `future` on this thread.
+    pub(super) fn blocking_write<T>(
+        &self,
+        future: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if crate::sched::on_worker() {
+            return Err(Error::BlockingWriteInTask);
+        }
+        crate::sched::block_on(future)
+    }
+
+    /// Runs `body` as one commit: its changes are captured, logged as one record, and the
+    /// call returns once they are as durable as `durability` asks. The caller checked that
+    /// the database is open and writable.
+    pub(super) async fn commit<T>(
+        self: &Arc<Self>,
+        durability: Durability,
+        body: impl AsyncFnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let log = self.log()?;
+        log.check()?;
+        let guard = self.commit_lock.lock_async().await;
+        self.pool.begin_capture();
+        let outcome = body().await;
+        let (value, end) = self.end_commit(outcome)?;
+        drop(guard);
+        self.wait_durable(end, durability).await?;
+        if !self.closed.load(Ordering::Acquire) {
+            self.maybe_checkpoint();
+        }
+        Ok(value)
+    }
+
+    /// Ends the capture of a commit whose changes were `outcome`: appends its record and
+    /// gives its pages the record's LSN. Returns the LSN the log must reach for it to be
+    /// durable (for a commit that changed nothing, the log's tail: it is durable once every
+    /// commit before it is). A commit that failed after changing pages leaves changes no
+    /// record describes: the log is failed, the database must be reopened.
+    pub(super) fn end_commit<T>(&self, outcome: Result<T>) -> Result<(T, u64)> {
+        let log = self.log()?;
+        // The commit's changes to the change buffer: logged with its pages, applied once
+        // logged (a failed commit's are dropped: the buffer never saw them).
+        let buffered = self.buffer.take_staged();
+        let value = match outcome {
+            Ok(value) => value,
+            Err(e) => {
+                if self.pool.abandon_capture() {
+                    log.fail(format!("a commit failed after changing pages: {e}"));
+                }
+                return Err(e);
+            }
+        };
+        let next_tree_id = self.next_tree_id.load(Ordering::Acquire);
+        let (record, pages) = match self.pool.finish_capture(next_tree_id) {
+            Some(captured) => captured,
+            // Nothing changed; a commit that waits still waits for every commit before it.
+            None if buffered.is_empty() => return Ok((value, log.tail())),
+            None => {
+                let mut w = RecordWriter::new(KIND_COMMIT);
+                w.u64(next_tree_id);
+                w.u32(0);
+                (w.bytes, Vec::new())
+            }
+        };
+        let mut w = RecordWriter { bytes: record };
+        push_buffered(&mut w, &buffered);
+        let (lsn, end) = log.append(&mut w.bytes)?;
+        self.pool.stamp(&pages, lsn);
+        self.buffer.apply(&buffered);
+        Ok((value, end))
+    }
+
+    /// Waits until the log is durable up to `end` if `durability` asks (or the log's
+    /// buffer grew past `LOG_BUFFER_FLUSH_BYTES`).
+    pub(super) async fn wait_durable(&self, end: u64, durability: Durability) -> Result<()> {
+        let log = self.log()?;
+        match durability {
+            Durability::Sync => log.wait_durable(end).await,
+            _ if end.saturating_sub(log.durable()) > LOG_BUFFER_FLUSH_BYTES => {
+                log.wait_durable(end).await
+            }
+            _ => Ok(()),
+        }
+    }
+}

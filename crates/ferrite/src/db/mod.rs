@@ -1,0 +1,205 @@
+//! The public API and the upper engine: a data directory (`Db`) holding named trees
+//! (`Tree`), each an ordered map from byte-string keys to byte-string values, usable from
+//! many threads and from tasks at once. Every operation is written once, as a future over
+//! the B+tree's attempts and the scheduler's one driver; the blocking API runs it on the
+//! calling thread (`sched::block_on`).
+//!
+//! | file | what |
+//! |---|---|
+//! | `lifecycle.rs` | open in steps (recovery included), close |
+//! | `lock.rs` | the directory lock |
+//! | `engine.rs` | the state the handles share |
+//! | `catalog.rs` | the catalog: create, open, drop trees |
+//! | `tree.rs` | a tree's operations; change buffer drains |
+//! | `commit.rs` | the commit protocol |
+//! | `batch.rs` | write batches |
+//! | `txn.rs` | transactions |
+//! | `cursor.rs`, `iter.rs` | range scans |
+//! | `checkpoint.rs` | checkpoints, superblock writes, the periodic flush |
+//! | `check.rs` | `Db::check` |
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::btree::node::MAX_KEY_LEN;
+use crate::buffer::{AlignedPage, BufferPool, PoolStats};
+use crate::error::{Error, PageId, Result};
+use crate::io::PageFile;
+use crate::sched::{TaskHandle, WorkerStats, Workers};
+use crate::store::page::PAGE_SIZE;
+use crate::store::value::MAX_VALUE_LEN;
+use crate::wal::recover::RecoveryReport;
+use crate::wal::Log;
+
+mod batch;
+mod catalog;
+mod check;
+mod checkpoint;
+mod commit;
+pub(crate) mod cursor;
+mod engine;
+mod iter;
+mod lifecycle;
+mod lock;
+mod tree;
+mod txn;
+
+pub use batch::WriteBatch;
+pub use check::CheckReport;
+use engine::Shared;
+pub use iter::Iter;
+pub use lock::LOCK_FILE_NAME;
+pub use tree::Tree;
+pub use txn::Transaction;
+
+/// The page file's name inside a data directory.
+pub const PAGE_FILE_NAME: &str = "pages.ferrite";
+/// In a data directory whose pages live on other devices: their list, one per line (the
+/// superblock on the first device is the authority; this file tells a reader where to look).
+pub const DEVICES_FILE_NAME: &str = "DEVICES";
+/// Longest tree name, in bytes.
+pub const MAX_TREE_NAME_LEN: usize = 255;
+
+/// An open data directory. Cheap to share: clone the `Tree` handles it gives out, or wrap
+/// it in an `Arc`. Closing writes every page back; dropping the last handle closes too.
+#[derive(Debug)]
+pub struct Db {
+    shared: Arc<Shared>,
+}
+
+/// Numbers describing an open database.
+#[derive(Debug, Clone)]
+pub struct DbStats {
+    pub pool: PoolStats,
+    pub trees: usize,
+    pub file_bytes: u64,
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::KeyEmpty);
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+    }
+    Ok(())
+}
+
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+    }
+    Ok(())
+}
+
+fn not_a_database(path: &Path, reason: impl Into<String>) -> Error {
+    Error::NotADatabase { path: path.to_owned(), reason: reason.into() }
+}
+
+fn write_page_direct(file: &PageFile, page_id: PageId, fill: impl FnOnce(&mut [u8])) -> Result<()> {
+    let mut buf = AlignedPage::zeroed();
+    fill(buf.bytes_mut());
+    file.write_page(page_id, buf.bytes())
+}
+
+fn read_page_direct(file: &PageFile, page_id: PageId) -> Result<AlignedPage> {
+    let mut buf = AlignedPage::zeroed();
+    file.read_page(page_id, buf.bytes_mut())?;
+    Ok(buf)
+}
+
+impl Db {
+    /// The data directory.
+    pub fn path(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    pub fn stats(&self) -> Result<DbStats> {
+        Ok(DbStats {
+            pool: self.shared.pool.stats(),
+            trees: self.tree_names()?.len(),
+            file_bytes: self.shared.pool.file().size_pages() * PAGE_SIZE as u64,
+        })
+    }
+
+    /// Starts a transaction over any trees of this database: reads that see its own
+    /// writes, and a commit that applies the writes only if nothing it read changed
+    /// meanwhile ([`Error::Conflict`] otherwise). See [`Transaction`].
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(Arc::clone(&self.shared))
+    }
+
+    /// Entries the change buffer holds (puts waiting for their leaves), and the bytes they
+    /// count against its budget (`Options::change_buffer_bytes`).
+    pub fn change_buffer(&self) -> (usize, u64) {
+        (self.shared.buffer.len(), self.shared.buffer.bytes())
+    }
+
+    /// Drains of the change buffer since open (each moves the buffered entries of one leaf
+    /// into it; `ChangeBuffer::next_victim` picks the leaf), and the entries they moved.
+    pub fn change_buffer_drains(&self) -> (u64, u64) {
+        self.shared.buffer.drain_counts()
+    }
+
+    /// The most the change buffer may hold, in bytes (0: off).
+    pub fn change_buffer_budget(&self) -> u64 {
+        self.shared.buffer.budget()
+    }
+
+    /// What recovery did when this database was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.shared.recovery
+    }
+
+    /// The write-ahead log, for tools and benchmarks (`None` when opened read-only).
+    #[doc(hidden)]
+    pub fn log(&self) -> Option<&Arc<Log>> {
+        self.shared.log.as_ref()
+    }
+
+    /// The buffer pool, for benchmarks and tools.
+    #[doc(hidden)]
+    pub fn pool(&self) -> &BufferPool {
+        &self.shared.pool
+    }
+
+    /// Runs `future` as a task on one of the workers (see `Options::workers`); the handle
+    /// is a future of its output, or blocks for it with `wait()`. Inside the task, the
+    /// `*_async` calls of `Tree` turn misses into queued reads instead of blocking.
+    pub fn spawn<F, T>(&self, future: F) -> Result<TaskHandle<T>>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.check_open()?;
+        match self.shared.workers.lock().unwrap().as_ref() {
+            Some(workers) => Ok(workers.spawn(future)),
+            None => Err(Error::NoWorkers),
+        }
+    }
+
+    /// The engine the workers issue their I/O with (after any fallback), if there are workers.
+    pub fn engine(&self) -> Option<crate::io::EngineKind> {
+        *self.shared.engine.lock().unwrap()
+    }
+
+    /// How many workers run tasks.
+    pub fn worker_count(&self) -> usize {
+        self.shared.workers.lock().unwrap().as_ref().map_or(0, Workers::count)
+    }
+
+    /// Where each worker's time went so far, for benchmarks.
+    pub fn worker_stats(&self) -> Vec<Arc<WorkerStats>> {
+        let workers = self.shared.workers.lock().unwrap();
+        workers.as_ref().map(|w| w.stats().to_vec()).unwrap_or_default()
+    }
+}
+
+// `Db`, `Tree` and `Iter` are shared across threads: keep it so.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Db>();
+    assert_send_sync::<Tree>();
+    assert_send_sync::<Iter>();
+};

@@ -1,0 +1,348 @@
+//! A tree's operations, each written once: as a future over the B+tree's restartable
+//! attempts and the scheduler's one driver (`sched::run_async`: on a worker a miss is a
+//! queued read and the task yields; elsewhere a blocking read). The blocking API runs the
+//! same future on the calling thread (`sched::block_on`), so there is no blocking twin to
+//! keep in step; a blocking write inside a task is refused (`Error::BlockingWriteInTask`:
+//! it could wait for a commit or a flush that only its own worker would finish).
+//!
+//! Puts into leaves that are not in memory go to the change buffer (`change_buffer/`); every
+//! other change of a key first removes it from there in the same commit, and a committer that
+//! pushes the buffer over what it may hold drains the next leaf of the sweep.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::{check_key, check_value, Shared};
+use crate::btree::node::Node;
+use crate::btree::tree::Resume;
+use crate::btree::{BTree, Scratch};
+use crate::buffer::{Attempt, BufferPool, Interrupt};
+use crate::change_buffer::entry_cost;
+use crate::error::{Error, PageId, Result};
+use crate::options::Durability;
+use crate::sched::{block_on, run_async_with};
+
+/// A named tree: an ordered map from keys (1 to `MAX_KEY_LEN` bytes) to values (0 to
+/// `MAX_VALUE_LEN` bytes). Handles are cheap to clone and `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    pub(super) shared: Arc<Shared>,
+    pub(super) btree: BTree,
+    pub(super) name: Arc<str>,
+    /// Set when the tree is dropped: every later attempt fails with `TreeNotFound`.
+    pub(super) dropped: Arc<AtomicBool>,
+}
+
+/// An error of an operation on tree `name` (root page `root`) as its caller sees it: "not
+/// found" names the tree when it was dropped; when it was not, its root page is not a node
+/// of it (the btree cannot tell a dropped tree from a damaged root): damage.
+pub(super) fn tree_error(
+    e: Error,
+    name: &str,
+    dropped: &AtomicBool,
+    root: PageId,
+    pool: &BufferPool,
+) -> Error {
+    match e {
+        Error::TreeNotFound { .. } if dropped.load(Ordering::Acquire) => {
+            Error::TreeNotFound { name: name.to_owned() }
+        }
+        Error::TreeNotFound { .. } => Error::Corrupt {
+            page: root,
+            file: pool.file().path().to_owned(),
+            reason: format!("the root page of tree {name:?} is not a node of it"),
+        },
+        other => other,
+    }
+}
+
+/// A leaf's finding as "in memory or not": a miss is `false`, not a read.
+fn in_memory(found: Attempt<(PageId, u64)>) -> Attempt<bool> {
+    match found {
+        Ok(_) => Ok(true),
+        Err(Interrupt::Miss(_)) => Ok(false),
+        Err(other) => Err(other),
+    }
+}
+
+/// A range of keys: its low and high bounds.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// The key range of the leaf that holds `key`, as bounds (`cursor::key_range`).
+fn leaf_range(
+    btree: BTree,
+    pool: &BufferPool,
+    key: &[u8],
+    scratch: &mut Scratch,
+) -> Attempt<KeyRange> {
+    let page = &mut scratch.pages[0];
+    btree.leaf_copy(pool, key, page)?;
+    Ok(super::cursor::key_range(Node::new(page.bytes())))
+}
+
+impl Tree {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This tree's view of an error (see [`tree_error`]).
+    pub(super) fn error(&self, e: Error) -> Error {
+        tree_error(e, &self.name, &self.dropped, self.btree.root, &self.shared.pool)
+    }
+
+    /// Runs one attempt of this tree to its end with the one driver, naming the tree in a
+    /// `TreeNotFound`. `in_commit`: the caller holds the commit lock, and does not give its
+    /// worker's turn away after the operation (only a miss makes it wait).
+    async fn run<T>(
+        &self,
+        in_commit: bool,
+        mut attempt: impl FnMut(&BufferPool, &mut Scratch) -> Attempt<T>,
+    ) -> Result<T> {
+        self.shared.check_open()?;
+        let pool = &self.shared.pool;
+        let dropped = &self.dropped;
+        run_async_with(pool, !in_commit, |scratch| {
+            if dropped.load(Ordering::Acquire) {
+                return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
+            }
+            attempt(pool, scratch)
+        })
+        .await
+        .map_err(|e| self.error(e))
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        block_on(self.get_async(key))
+    }
+
+    /// [`Tree::get`] as a future: on a worker, a miss queues a read and yields.
+    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with_async(key, |value| value.to_vec()).await
+    }
+
+    /// Calls `read` with the value of `key` (without copying it out), if present.
+    pub fn get_with<R>(&self, key: &[u8], read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
+        block_on(self.get_with_async(key, read))
+    }
+
+    /// [`Tree::get_with`] as a future.
+    pub async fn get_with_async<R>(
+        &self,
+        key: &[u8],
+        read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        self.read(false, key, read).await
+    }
+
+    /// The value of `key` for the holder of the commit lock (a transaction's validation).
+    pub(super) async fn get_in_commit(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read(true, key, |value| value.to_vec()).await
+    }
+
+    async fn read<R>(
+        &self,
+        in_commit: bool,
+        key: &[u8],
+        mut read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        check_key(key)?;
+        if let Some(value) = self.buffered(key)? {
+            return Ok(Some(read(&value)));
+        }
+        let btree = self.btree;
+        let mut resume = Resume::default();
+        self.run(in_commit, |pool, scratch| {
+            btree.get_resuming(pool, key, scratch, &mut read, &mut resume)
+        })
+        .await
+    }
+
+    /// The value the change buffer holds for `key` (the newest, if any).
+    fn buffered(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Error::TreeNotFound { name: self.name.to_string() });
+        }
+        Ok(self.shared.buffer.get(self.btree.tree_id, key))
+    }
+
+    /// Inserts `key` with `value`, or overwrites its value.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.shared.blocking_write(self.put_async(key, value))
+    }
+
+    /// [`Tree::put`] as a future (waiting for the commit lock or the log yields).
+    pub async fn put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.shared.check_writable()?;
+        check_key(key)?;
+        check_value(value)?;
+        let shared = &self.shared;
+        if shared.buffer.enabled() && !self.leaf_in_memory(key).await? {
+            shared.buffer.make_room(&shared.pool, entry_cost(key, value));
+            shared
+                .commit(shared.durability, async || {
+                    shared.buffer.stage_put(self.btree, key, value);
+                    Ok(())
+                })
+                .await?;
+            if shared.buffer.over_budget(&shared.pool) {
+                shared.drain_next().await?;
+            }
+            return Ok(());
+        }
+        if !shared.buffer.enabled() {
+            // (With the buffer on, the leaf and its path were just found in memory.)
+            self.prefetch(key).await;
+        }
+        shared.commit(shared.durability, async || self.apply_put(key, value).await).await
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.shared.blocking_write(self.delete_async(key))
+    }
+
+    /// [`Tree::delete`] as a future.
+    pub async fn delete_async(&self, key: &[u8]) -> Result<bool> {
+        self.shared.check_writable()?;
+        check_key(key)?;
+        self.prefetch(key).await;
+        let shared = &self.shared;
+        shared.commit(shared.durability, async || self.apply_delete(key).await).await
+    }
+
+    /// Changes the value of `key` in place, atomically (no reader sees half of the change);
+    /// the value keeps its length. Returns whether `key` was present.
+    pub fn update(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
+        self.shared.blocking_write(self.update_async(key, change))
+    }
+
+    /// [`Tree::update`] as a future.
+    pub async fn update_async(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
+        self.shared.check_writable()?;
+        check_key(key)?;
+        let btree = self.btree;
+        let mut change = Some(change);
+        self.prefetch(key).await;
+        let shared = &self.shared;
+        shared
+            .commit(shared.durability, async || {
+                // A buffered value goes into its leaf first, to be changed there.
+                if let Some(value) = shared.buffer.stage_remove(btree.tree_id, key) {
+                    self.run(true, |pool, scratch| btree.put(pool, key, &value, scratch)).await?;
+                }
+                self.run(true, |pool, scratch| btree.update(pool, key, &mut change, scratch)).await
+            })
+            .await
+    }
+
+    /// Whether the leaf whose range holds `key` is in the pool (without reading it): if not,
+    /// a put of `key` goes to the change buffer.
+    async fn leaf_in_memory(&self, key: &[u8]) -> Result<bool> {
+        let btree = self.btree;
+        self.run(false, |pool, _| in_memory(btree.locate_leaf(pool, key))).await
+    }
+
+    /// Reads the path to `key`'s leaf into the pool before a commit takes the commit lock,
+    /// so that the commit (which holds it) seldom waits for a read. Errors are left for the
+    /// commit itself to meet. (The tree itself: not answered by the change buffer.)
+    pub(super) async fn prefetch(&self, key: &[u8]) {
+        let btree = self.btree;
+        let _ = self
+            .run(false, |pool, scratch| btree.get(pool, key, scratch, &mut |_: &[u8]| ()))
+            .await;
+    }
+
+    /// The put itself, inside a commit (the key leaves the change buffer, if there).
+    pub(super) async fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let btree = self.btree;
+        self.shared.buffer.stage_remove(btree.tree_id, key);
+        self.run(true, |pool, scratch| btree.put(pool, key, value, scratch)).await
+    }
+
+    /// The delete itself, inside a commit. A key in the change buffer leaves it (and was
+    /// present).
+    pub(super) async fn apply_delete(&self, key: &[u8]) -> Result<bool> {
+        let btree = self.btree;
+        let buffered = self.shared.buffer.stage_remove(btree.tree_id, key).is_some();
+        let (removed, merge) =
+            self.run(true, |pool, scratch| btree.delete(pool, key, scratch)).await?;
+        if let Some(leaf) = merge {
+            self.run(true, |pool, scratch| btree.try_merge(pool, leaf, key, scratch)).await?;
+        }
+        Ok(removed || buffered)
+    }
+}
+
+impl Shared {
+    /// Drains the change buffer's next victim (the sweep: `ChangeBuffer::next_drain`) into
+    /// its leaf, for a committer that pushed the buffer over what it may hold: the leaf is
+    /// read outside the commit lock, then its buffered entries are put into it in one commit
+    /// that needs no sync (the puts it moves are durable already).
+    pub(super) async fn drain_next(self: &Arc<Self>) -> Result<()> {
+        let Some((btree, key)) = self.buffer.next_drain(&self.pool) else { return Ok(()) };
+        let pool = &self.pool;
+        let _ = run_async_with(pool, true, |scratch| {
+            btree.get(pool, &key, scratch, &mut |_: &[u8]| ())
+        })
+        .await;
+        let drained = self
+            .commit(Durability::None, async || {
+                // Under the commit lock: a victim that left the buffer meanwhile (drained,
+                // changed, or its tree dropped) leaves nothing to do.
+                if self.buffer.get(btree.tree_id, &key).is_none() {
+                    return Ok(0);
+                }
+                let (low, high) =
+                    run_async_with(pool, false, |scratch| leaf_range(btree, pool, &key, scratch))
+                        .await?;
+                let entries = self.buffer.range(
+                    btree.tree_id,
+                    super::cursor::as_slice(&low),
+                    super::cursor::as_slice(&high),
+                );
+                for (key, value) in &entries {
+                    self.buffer.stage_remove(btree.tree_id, key);
+                    run_async_with(pool, false, |scratch| btree.put(pool, key, value, scratch))
+                        .await?;
+                }
+                Ok(entries.len())
+            })
+            .await?;
+        self.buffer.count_drain(drained);
+        Ok(())
+    }
+
+    /// Puts every entry of the change buffer into its leaf, a few hundred per commit (at
+    /// close, after the workers stopped: a closed directory needs no log).
+    pub(super) async fn drain_all(self: &Arc<Self>) -> Result<()> {
+        if self.log.is_none() {
+            return Ok(());
+        }
+        // Each commit pins the pages it changes until its record is logged.
+        let per_commit = (self.pool.pool_pages() / 8).clamp(1, 256) as usize;
+        let pool = &self.pool;
+        while !self.buffer.is_empty() {
+            let entries = self.buffer.first(per_commit);
+            self.commit(Durability::None, async || {
+                for (tree, key, value) in &entries {
+                    let Some(tree) = tree else {
+                        return Err(Error::Corrupt {
+                            page: 0,
+                            file: self.dir.clone(),
+                            reason: "the change buffer holds a key of a tree the catalog lacks"
+                                .into(),
+                        });
+                    };
+                    self.buffer.stage_remove(tree.tree_id, key);
+                    run_async_with(pool, false, |scratch| tree.put(pool, key, value, scratch))
+                        .await?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
