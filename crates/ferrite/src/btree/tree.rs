@@ -228,6 +228,7 @@ impl BTree {
     /// holds `key` (the key the descent follows). `parent` is validated first when the page
     /// cannot be read or is not what it should be, so that a stale pointer turns into a
     /// restart, not a load of a page no longer in the tree.
+    #[inline]
     fn probe_node<'p>(
         &self,
         pool: &'p BufferPool,

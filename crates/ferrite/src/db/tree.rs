@@ -16,12 +16,12 @@ use std::sync::Arc;
 use super::{check_key, check_value, Shared};
 use crate::btree::node::Node;
 use crate::btree::tree::Resume;
-use crate::btree::{BTree, Scratch};
+use crate::btree::{with_scratch, BTree, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::change_buffer::entry_cost;
 use crate::error::{Error, PageId, Result};
 use crate::options::Durability;
-use crate::sched::{block_on, run_async_with};
+use crate::sched::{block_on, go_on, run_async_with};
 
 /// A named tree: an ordered map from keys (1 to `MAX_KEY_LEN` bytes) to values (0 to
 /// `MAX_VALUE_LEN` bytes). Handles are cheap to clone and `Send + Sync`.
@@ -114,7 +114,7 @@ impl Tree {
 
     /// The value of `key`, if present.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        block_on(self.get_async(key))
+        self.get_with(key, |value| value.to_vec())
     }
 
     /// [`Tree::get`] as a future: on a worker, a miss queues a read and yields.
@@ -123,8 +123,22 @@ impl Tree {
     }
 
     /// Calls `read` with the value of `key` (without copying it out), if present.
-    pub fn get_with<R>(&self, key: &[u8], read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
-        block_on(self.get_with_async(key, read))
+    ///
+    /// The lookup's first attempt runs right here: in memory it is the whole lookup, and
+    /// the driver (`block_on` of the rest, as `get_with_async` runs it) comes in only when
+    /// it missed a page or restarted. Building and polling the future for every lookup cost
+    /// 6 % more instructions per in-memory lookup (callgrind).
+    pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
+        if let Some(done) = self.read_first(key, &mut read) {
+            return done;
+        }
+        let mut resume = Resume::default();
+        let mut attempt = self.lookup(key, &mut read, &mut resume);
+        match with_scratch(&mut attempt) {
+            Ok(value) => Ok(value),
+            first => block_on(go_on(&self.shared.pool, true, attempt, first)),
+        }
+        .map_err(|e| self.error(e))
     }
 
     /// [`Tree::get_with`] as a future.
@@ -147,16 +161,43 @@ impl Tree {
         key: &[u8],
         mut read: impl FnMut(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        check_key(key)?;
-        if let Some(value) = self.buffered(key)? {
-            return Ok(Some(read(&value)));
+        if let Some(done) = self.read_first(key, &mut read) {
+            return done;
         }
-        let btree = self.btree;
         let mut resume = Resume::default();
-        self.run(in_commit, |pool, scratch| {
-            btree.get_resuming(pool, key, scratch, &mut read, &mut resume)
-        })
-        .await
+        let attempt = self.lookup(key, &mut read, &mut resume);
+        run_async_with(&self.shared.pool, !in_commit, attempt).await.map_err(|e| self.error(e))
+    }
+
+    /// What a read of `key` knows before the tree: a bad key, a closed database or dropped
+    /// tree, or the change buffer's value (the newest) — `None` if the tree must be read.
+    fn read_first<R>(
+        &self,
+        key: &[u8],
+        read: &mut impl FnMut(&[u8]) -> R,
+    ) -> Option<Result<Option<R>>> {
+        let checked = check_key(key).and_then(|()| self.shared.check_open());
+        match checked.and_then(|()| self.buffered(key)) {
+            Err(e) => Some(Err(e)),
+            Ok(Some(value)) => Some(Ok(Some(read(&value)))),
+            Ok(None) => None,
+        }
+    }
+
+    /// One attempt of a lookup of `key` in the tree (its leaf's value, given to `read`).
+    fn lookup<'a, R>(
+        &'a self,
+        key: &'a [u8],
+        read: &'a mut impl FnMut(&[u8]) -> R,
+        resume: &'a mut Resume,
+    ) -> impl FnMut(&mut Scratch) -> Attempt<Option<R>> + 'a {
+        let (btree, pool, dropped) = (self.btree, &*self.shared.pool, &*self.dropped);
+        move |scratch| {
+            if dropped.load(Ordering::Acquire) {
+                return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
+            }
+            btree.get_resuming(pool, key, scratch, read, resume)
+        }
     }
 
     /// The value the change buffer holds for `key` (the newest, if any).

@@ -24,7 +24,7 @@ use crate::btree::{with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId, Result};
 use crate::io::IoEngine;
-use worker::{spend_budget, with_io, without_worker, Inbox, LoadStep, Worker};
+use worker::{spend_budget, with_io, HideWorker, Inbox, LoadStep, Worker};
 
 /// The running workers of one database.
 #[derive(Debug)]
@@ -216,22 +216,29 @@ impl Future for WaitLoad {
 ///
 /// A future that finishes at its first poll (an in-memory read) costs one poll with a waker
 /// that does nothing; only one that waits gets a waker that unparks this thread.
+#[inline]
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    without_worker(|| {
-        let mut future = std::pin::pin!(future);
-        if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            return output;
+    let _hidden = HideWorker::new();
+    let mut future = std::pin::pin!(future);
+    if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        return output;
+    }
+    park_until_ready(future)
+}
+
+/// The rest of `block_on` for a future that waits: polled with a waker that unparks this
+/// thread, until it is ready.
+#[inline(never)]
+fn park_until_ready<F: Future>(mut future: Pin<&mut F>) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            // A spurious unpark only costs another poll.
+            Poll::Pending => std::thread::park(),
         }
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        loop {
-            match future.as_mut().poll(&mut cx) {
-                Poll::Ready(output) => return output,
-                // A spurious unpark only costs another poll.
-                Poll::Pending => std::thread::park(),
-            }
-        }
-    })
+    }
 }
 
 /// Wakes a thread parked in `block_on`.
@@ -279,10 +286,23 @@ pub async fn run_async_with<T>(
     share_turn: bool,
     mut attempt: impl FnMut(&mut Scratch) -> Attempt<T>,
 ) -> Result<T> {
+    let first = with_scratch(&mut attempt);
+    go_on(pool, share_turn, attempt, first).await
+}
+
+/// [`run_async_with`] from the outcome of a first attempt made by the caller (the blocking
+/// API makes it on its own thread, and needs the driver only when that attempt missed a
+/// page or restarted).
+pub async fn go_on<T>(
+    pool: &BufferPool,
+    share_turn: bool,
+    mut attempt: impl FnMut(&mut Scratch) -> Attempt<T>,
+    mut outcome: Attempt<T>,
+) -> Result<T> {
     let mut restarts = 0u32;
     let mut failed_load: Option<PageId> = None;
     loop {
-        match with_scratch(&mut attempt) {
+        match outcome {
             Ok(value) => {
                 if share_turn && on_worker() && spend_budget() {
                     yield_now().await;
@@ -292,7 +312,8 @@ pub async fn run_async_with<T>(
             Err(Interrupt::Error(e)) => return Err(e),
             Err(Interrupt::Miss(page_id)) => match load_page(pool, page_id).await {
                 Ok(()) => failed_load = None,
-                // As in `btree::run`: a page freed under us fails once; twice is real.
+                // A page freed under us (between its parent's validation and the load)
+                // fails once; twice is real.
                 Err(e) if failed_load == Some(page_id) => return Err(e),
                 Err(_) => failed_load = Some(page_id),
             },
@@ -302,14 +323,13 @@ pub async fn run_async_with<T>(
                     // Holding the commit lock: most restarts there are a put's after its
                     // split, which succeeds at once; yielding would keep every commit
                     // waiting behind this worker's other tasks.
-                    continue;
-                }
-                if on_worker() {
+                } else if on_worker() {
                     yield_now().await;
                 } else {
                     back_off(restarts);
                 }
             }
         }
+        outcome = with_scratch(&mut attempt);
     }
 }

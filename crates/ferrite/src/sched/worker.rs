@@ -487,25 +487,40 @@ pub(crate) fn spend_budget() -> bool {
     })
 }
 
-/// Runs `f` on the current worker's I/O state; `None` when not called from a worker task.
+thread_local! {
+    /// Set while a blocking call runs on a worker thread (`block_on` inside a task): the
+    /// worker's I/O state is hidden from it, so that it loads with blocking reads.
+    static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` on the current worker's I/O state; `None` when not called from a worker task
+/// (or while a blocking call hides it: `HideWorker`).
 pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
+    if HIDDEN.with(std::cell::Cell::get) {
+        return None;
+    }
     CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
 }
 
-/// Runs `f` with this thread's worker I/O state hidden (if it is a worker's): whatever `f`
-/// loads, it loads with blocking reads, as off a worker (see `block_on`). The state comes
-/// back when `f` returns or unwinds.
-pub(crate) fn without_worker<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<WorkerIo>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            if let Some(io) = self.0.take() {
-                CURRENT.with(|cell| *cell.borrow_mut() = Some(io));
-            }
-        }
+/// Hides this thread's worker I/O state (if it is a worker's) until dropped: whatever runs
+/// meanwhile loads with blocking reads, as off a worker (see `block_on`).
+pub(crate) struct HideWorker {
+    was: bool,
+}
+
+impl HideWorker {
+    #[inline]
+    pub(crate) fn new() -> HideWorker {
+        HideWorker { was: HIDDEN.with(|hidden| hidden.replace(true)) }
     }
-    let _restore = Restore(CURRENT.with(|cell| cell.borrow_mut().take()));
-    f()
+}
+
+impl Drop for HideWorker {
+    #[inline]
+    fn drop(&mut self) {
+        let was = self.was;
+        HIDDEN.with(|hidden| hidden.set(was));
+    }
 }
 
 /// A task slot: the future, and the waker that requeues it.
