@@ -28,17 +28,17 @@ pub mod sched;
 pub mod store;
 #[doc(hidden)]
 pub mod test_util;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod wal;
 
 pub use btree::node::MAX_KEY_LEN;
 pub use db::{
-    CheckReport, Db, DbStats, Iter, Transaction, Tree, WriteBatch, DEVICES_FILE_NAME,
-    LOCK_FILE_NAME, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
+    CheckReport, Db, DbStats, Iter, RecoveryReport, Transaction, Tree, WriteBatch,
+    DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
 pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};
 pub use store::value::MAX_VALUE_LEN;
-pub use wal::recover::{LogReport, RecoveryReport};
+pub use wal::recover::LogReport;
 pub use wal::segment::LOG_DIR_NAME;

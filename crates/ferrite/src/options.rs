@@ -75,7 +75,7 @@ pub struct Options {
     /// needs it. Real files only: a simulated disk always reads one at a time.
     pub recovery_read_ahead_pages: u64,
     /// Where the data directory's files live; `None` (the default) is the real directory.
-    /// Tests put a simulated disk here (`io::sim`) to crash, tear and fail writes.
+    /// Tests put a simulated disk here (`ferrite::testing::SimDisk`) to crash, tear and fail writes.
     #[doc(hidden)]
     pub storage: Option<std::sync::Arc<dyn crate::io::Storage>>,
 }

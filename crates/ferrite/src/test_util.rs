@@ -1,4 +1,4 @@
-//! Helpers for tests: temporary directories that clean up after themselves.
+//! What the tool crates' tests used before `tempfile` and `ferrite::testing`; going away.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,17 +34,5 @@ impl Drop for TempDir {
     }
 }
 
-/// Copies the files of data directory `from` into `to` (created) as a crash would leave
-/// them: everything but the lock file, the log's `wal/` included. For tests that recover a
-/// crash image of a database still open.
-pub fn copy_crash_image(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("creating the image's directory");
-    for entry in std::fs::read_dir(from).expect("listing the data directory") {
-        let entry = entry.expect("listing the data directory");
-        if entry.file_type().expect("a file type").is_dir() {
-            copy_crash_image(&entry.path(), &to.join(entry.file_name()));
-        } else if entry.file_name() != crate::LOCK_FILE_NAME {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copying a file");
-        }
-    }
-}
+#[cfg(feature = "testing")]
+pub use crate::testing::copy_crash_image;

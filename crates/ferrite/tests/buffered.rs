@@ -34,7 +34,7 @@ fn assert_same(tree: &ferrite::Tree, model: &Model, when: &str) {
 
 #[test]
 fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
-    let dir = TempDir::new("buffered-model");
+    let dir = TempDir::with_prefix("buffered-model").unwrap();
     let mut model = Model::new();
     let mut rng = Rng::new(11);
     let mut buffered_seen = 0;
@@ -144,7 +144,7 @@ fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
 
 #[test]
 fn tasks_put_into_the_buffer_and_read_it_back() {
-    let dir = TempDir::new("buffered-tasks");
+    let dir = TempDir::with_prefix("buffered-tasks").unwrap();
     let db = Db::open(dir.path(), Options { workers: 2, ..options() }).unwrap();
     let tree = db.tree("t").unwrap();
     let n = 3000u64;
@@ -226,7 +226,7 @@ fn the_change_buffer_budget_is_a_quarter_of_the_pool_within_bounds() {
     assert_eq!(budget(8 << 20, None), 0);
     assert_eq!(budget(4 << 30, None), ferrite::MAX_CHANGE_BUFFER_BYTES);
     assert_eq!(budget(64 << 20, Some(0)), 0);
-    let dir = TempDir::new("buffered-options");
+    let dir = TempDir::with_prefix("buffered-options").unwrap();
     let db =
         Db::open(dir.path(), Options { workers: 0, direct_io: false, ..tiny(64 << 8) }).unwrap();
     assert_eq!(db.change_buffer_budget(), 16 << 20, "a 64 MiB pool");
@@ -261,7 +261,7 @@ fn checkpoints_taken_while_tasks_buffer_puts_lose_nothing_at_a_crash() {
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
-    let dir = TempDir::new("buffered-checkpoints");
+    let dir = TempDir::with_prefix("buffered-checkpoints").unwrap();
     // A buffer of several snapshot chunks (1,024 entries each) over 40 frames.
     let options = || Options {
         workers: 2,

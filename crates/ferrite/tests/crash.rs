@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::TempDir;
-use ferrite::io::{SimDisk, SimFaults};
+use ferrite::testing::{SimDisk, SimFaults};
 use ferrite::{Db, Durability, Error, Options, WriteBatch};
 
 /// Disks (seeds), and crash cycles per disk.
@@ -129,7 +129,7 @@ struct Seen {
 fn run_disk(seed: u64, seen: &mut Seen, suite: Suite) {
     let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA5A5);
     let disk = SimDisk::new(seed);
-    let dir = TempDir::new("crash");
+    let dir = TempDir::with_prefix("crash").unwrap();
     // What is acknowledged as durable, and the commits after it whose fate is open.
     let mut durable = State::new();
     let mut open: Vec<Vec<Op>> = Vec::new();
@@ -379,7 +379,7 @@ fn crashes_with_puts_in_the_change_buffer_lose_nothing_acknowledged() {
 #[test]
 fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
     let disk = SimDisk::new(7);
-    let dir = TempDir::new("crash-full");
+    let dir = TempDir::with_prefix("crash-full").unwrap();
     let db = Db::open(dir.path(), options(&disk)).unwrap();
     let tree = db.tree("a").unwrap();
     let used: u64 = disk.file_names().iter().map(|n| disk.durable_len(n).unwrap_or(0)).sum();
@@ -430,7 +430,7 @@ fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
 #[test]
 fn failed_segment_preparations_leave_no_files() {
     let disk = SimDisk::new(17);
-    let dir = TempDir::new("crash-full-log");
+    let dir = TempDir::with_prefix("crash-full-log").unwrap();
     // The page file grows in big steps: the log is what meets the full disk.
     let options = Options { grow_chunk_bytes: 8 << 20, ..options(&disk) };
     let db = Db::open(dir.path(), options.clone()).unwrap();
@@ -480,7 +480,7 @@ fn failed_segment_preparations_leave_no_files() {
 #[test]
 fn periodic_durability_flushes_within_its_interval() {
     let disk = SimDisk::new(11);
-    let dir = TempDir::new("crash-periodic");
+    let dir = TempDir::with_prefix("crash-periodic").unwrap();
     let options = Options {
         durability: Durability::Periodic(std::time::Duration::from_millis(20)),
         ..options(&disk)
@@ -500,7 +500,7 @@ fn periodic_durability_flushes_within_its_interval() {
 #[test]
 fn log_segments_are_reused_and_the_log_stays_bounded() {
     let disk = SimDisk::new(12);
-    let dir = TempDir::new("crash-segments");
+    let dir = TempDir::with_prefix("crash-segments").unwrap();
     let options = Options { checkpoint_log_bytes: 256 << 10, ..options(&disk) };
     let db = Db::open(dir.path(), options.clone()).unwrap();
     let tree = db.tree("a").unwrap();

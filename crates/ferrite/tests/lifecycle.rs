@@ -19,7 +19,7 @@ fn value(i: u64) -> Vec<u8> {
 
 #[test]
 fn reopen_with_data_fifty_times_the_pool() {
-    let dir = TempDir::new("reopen");
+    let dir = TempDir::with_prefix("reopen").unwrap();
     let pool_pages = 16;
     let n = 40_000u64; // ~5 MiB of entries against a 64 KiB pool
     {
@@ -55,7 +55,7 @@ fn reopen_with_data_fifty_times_the_pool() {
 
 #[test]
 fn scans_cross_many_leaves_with_every_bound() {
-    let dir = TempDir::new("scans");
+    let dir = TempDir::with_prefix("scans").unwrap();
     let db = Db::open(dir.path(), tiny(20)).unwrap();
     let tree = db.tree("s").unwrap();
     let mut model = BTreeMap::new();
@@ -101,7 +101,7 @@ fn scans_cross_many_leaves_with_every_bound() {
 
 #[test]
 fn trees_are_created_listed_dropped_and_recreated() {
-    let dir = TempDir::new("trees");
+    let dir = TempDir::with_prefix("trees").unwrap();
     let db = Db::open(dir.path(), tiny(32)).unwrap();
     let orders = db.create_tree("orders").unwrap();
     assert!(matches!(db.create_tree("orders"), Err(Error::TreeExists { .. })));
@@ -136,7 +136,7 @@ fn trees_are_created_listed_dropped_and_recreated() {
 
 #[test]
 fn bad_keys_values_and_names_are_refused() {
-    let dir = TempDir::new("limits");
+    let dir = TempDir::with_prefix("limits").unwrap();
     let db = Db::open(dir.path(), tiny(16)).unwrap();
     let tree = db.tree("t").unwrap();
     let long_key = vec![1u8; MAX_KEY_LEN + 1];
@@ -162,7 +162,7 @@ fn bad_keys_values_and_names_are_refused() {
 
 #[test]
 fn a_corrupt_page_is_an_error_naming_page_and_file() {
-    let dir = TempDir::new("corrupt");
+    let dir = TempDir::with_prefix("corrupt").unwrap();
     {
         let db = Db::open(dir.path(), tiny(16)).unwrap();
         let tree = db.tree("t").unwrap();
@@ -200,7 +200,7 @@ fn a_corrupt_page_is_an_error_naming_page_and_file() {
 
 #[test]
 fn directories_that_are_not_databases_are_refused() {
-    let dir = TempDir::new("not-db");
+    let dir = TempDir::with_prefix("not-db").unwrap();
     // A file, not a directory.
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"hello").unwrap();
@@ -244,12 +244,12 @@ fn dir_bytes(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 
 #[test]
 fn a_directory_opens_once_and_an_unclean_one_is_recovered() {
-    let dir = TempDir::new("lock");
+    let dir = TempDir::with_prefix("lock").unwrap();
     let db = Db::open(dir.path(), tiny(16)).unwrap();
     assert!(matches!(Db::open(dir.path(), tiny(16)), Err(Error::Locked { .. })));
     db.tree("t").unwrap().put(b"k", b"v").unwrap();
     // Simulate a crash: the files as they are while the database is open.
-    let copy = TempDir::new("lock-copy");
+    let copy = TempDir::with_prefix("lock-copy").unwrap();
     copy_dir(dir.path(), copy.path());
     db.close().unwrap();
     // Read-only, the log is replayed into memory: the put is there, and nothing on disk
@@ -278,7 +278,7 @@ fn a_directory_opens_once_and_an_unclean_one_is_recovered() {
 
 #[test]
 fn bad_options_are_refused() {
-    let dir = TempDir::new("options");
+    let dir = TempDir::with_prefix("options").unwrap();
     let small_pool = Options { pool_bytes: 4096, ..Options::default() };
     assert!(matches!(Db::open(dir.path(), small_pool), Err(Error::BadOptions { .. })));
     let tiny_file = Options { max_size_bytes: 4096, ..tiny(16) };
@@ -287,7 +287,7 @@ fn bad_options_are_refused() {
 
 #[test]
 fn a_full_database_says_so() {
-    let dir = TempDir::new("full");
+    let dir = TempDir::with_prefix("full").unwrap();
     let options = Options { max_size_bytes: 64 * 4096, ..tiny(16) };
     let db = Db::open(dir.path(), options).unwrap();
     let tree = db.tree("t").unwrap();
@@ -303,7 +303,7 @@ fn a_full_database_says_so() {
 
 #[test]
 fn read_only_changes_nothing_on_disk() {
-    let dir = TempDir::new("read-only");
+    let dir = TempDir::with_prefix("read-only").unwrap();
     {
         let db = Db::open(dir.path(), tiny(16)).unwrap();
         let tree = db.tree("t").unwrap();
@@ -335,7 +335,7 @@ fn read_only_changes_nothing_on_disk() {
 
 #[test]
 fn pages_striped_over_three_devices_and_the_list_is_enforced() {
-    let dir = TempDir::new("stripe");
+    let dir = TempDir::with_prefix("stripe").unwrap();
     let devices: Vec<_> = (0..3).map(|i| dir.path().join(format!("dev{i}"))).collect();
     let striped = |devices: &[std::path::PathBuf]| Options {
         devices: devices.to_vec(),

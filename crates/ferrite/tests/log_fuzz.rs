@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{seeds, sim_options, Rng, TempDir};
-use ferrite::io::SimDisk;
+use ferrite::testing::SimDisk;
 use ferrite::wal::segment::{SECTOR_BYTES, SECTOR_HEADER_BYTES, SECTOR_PAYLOAD};
 use ferrite::{Db, Durability, Error, Options, WriteBatch};
 
@@ -215,7 +215,7 @@ fn contents(db: &Db) -> ferrite::Result<Model> {
 fn try_case(image: &Image, damage: &Damage, index: usize, tally: &mut Tally) {
     let disk = image.disk.copy_durable();
     damage.apply(&disk);
-    let dir = TempDir::new("log-fuzz-case");
+    let dir = TempDir::with_prefix("log-fuzz-case").unwrap();
     let judge = |opened: ferrite::Result<Db>, how: &str| -> Option<Db> {
         match opened {
             Ok(db) => {
@@ -266,7 +266,7 @@ fn try_case(image: &Image, damage: &Damage, index: usize, tally: &mut Tally) {
 fn a_damaged_log_recovers_every_acknowledged_commit_or_is_refused_by_name() {
     let mut total = Tally::default();
     for seed in seeds(1) {
-        let dir = TempDir::new("log-fuzz");
+        let dir = TempDir::with_prefix("log-fuzz").unwrap();
         let image = build(seed, &dir);
         // The intact image recovers everything.
         let mut intact = Tally::default();

@@ -112,7 +112,7 @@ fn step(tree: &Tree, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut Rng, seed
 #[test]
 fn single_thread_matches_model() {
     for seed in seeds(6) {
-        let dir = TempDir::new("model");
+        let dir = TempDir::with_prefix("model").unwrap();
         let mut rng = Rng::new(seed);
         let mut model = BTreeMap::new();
         {
@@ -141,7 +141,7 @@ fn single_thread_matches_model() {
 
 #[test]
 fn deleting_everything_shrinks_the_tree_back() {
-    let dir = TempDir::new("shrink");
+    let dir = TempDir::with_prefix("shrink").unwrap();
     let db = Db::open(dir.path(), tiny(32)).unwrap();
     let tree = db.tree("t").unwrap();
     let keys: Vec<Vec<u8>> = (0..20_000u64).map(|i| i.to_be_bytes().to_vec()).collect();
@@ -165,7 +165,7 @@ fn deleting_everything_shrinks_the_tree_back() {
 #[test]
 fn threads_on_disjoint_keys_match_their_models() {
     for seed in seeds(2) {
-        let dir = TempDir::new("threads");
+        let dir = TempDir::with_prefix("threads").unwrap();
         let db = Arc::new(Db::open(dir.path(), tiny(48)).unwrap());
         let tree = db.tree("t").unwrap();
         let handles: Vec<_> = (0..4u8)
@@ -212,7 +212,7 @@ fn threads_on_disjoint_keys_match_their_models() {
 
 #[test]
 fn concurrent_updates_on_shared_keys_are_atomic() {
-    let dir = TempDir::new("counters");
+    let dir = TempDir::with_prefix("counters").unwrap();
     let db = Db::open(dir.path(), tiny(32)).unwrap();
     let tree = db.tree("counters").unwrap();
     let keys = 300u64;
@@ -274,7 +274,7 @@ fn concurrent_updates_on_shared_keys_are_atomic() {
 #[test]
 fn scans_beside_splits_and_merges_never_report_corruption() {
     for pool_pages in [4096, 48] {
-        let dir = TempDir::new("scan-splits");
+        let dir = TempDir::with_prefix("scan-splits").unwrap();
         let db = Db::open(dir.path(), tiny(pool_pages)).unwrap();
         let tree = db.tree("t").unwrap();
         let key = |i: u64| i.to_be_bytes();

@@ -76,7 +76,7 @@ struct Fixture {
 }
 
 fn build() -> Fixture {
-    let dir = TempDir::new("page-fuzz");
+    let dir = TempDir::with_prefix("page-fuzz").unwrap();
     let model: Model = (0..KEYS).map(|i| (key(i), value(i))).collect();
     {
         let db = Db::open(dir.path(), tiny(4096)).unwrap();

@@ -39,7 +39,7 @@ fn value(i: u64, pass: u64) -> Vec<u8> {
 ///
 #[test]
 fn recovery_with_a_small_pool_replays_every_commit() {
-    let dir = TempDir::new("small-pool-recovery");
+    let dir = TempDir::with_prefix("small-pool-recovery").unwrap();
     let writer = Options { checkpoint_log_bytes: 64 << 20, ..tiny(4_096) };
     let db = Db::open(dir.path(), writer).unwrap();
     let tree = db.tree("t").unwrap();
@@ -53,13 +53,13 @@ fn recovery_with_a_small_pool_replays_every_commit() {
         }
     }
     // A crash image: the files as they are, the database still open.
-    let image = TempDir::new("small-pool-recovery-image");
+    let image = TempDir::with_prefix("small-pool-recovery-image").unwrap();
     copy_dir(dir.path(), image.path());
     drop(tree);
     db.abandon();
     // Each pool size with pages read one at a time and with recovery's read-ahead.
     for (pool_pages, read_ahead) in [(4_096, 0), (4_096, 4_096), (32, 0), (32, 4_096)] {
-        let copy = TempDir::new("small-pool-recovery-copy");
+        let copy = TempDir::with_prefix("small-pool-recovery-copy").unwrap();
         copy_dir(image.path(), copy.path());
         let options = Options { recovery_read_ahead_pages: read_ahead, ..tiny(pool_pages) };
         let db = Db::open(copy.path(), options).unwrap();
@@ -84,7 +84,7 @@ fn recovery_with_a_small_pool_replays_every_commit() {
 /// read-only open reads the free pages from the checkpoint record.
 #[test]
 fn a_read_only_open_knows_the_free_pages() {
-    let dir = TempDir::new("read-only-free");
+    let dir = TempDir::with_prefix("read-only-free").unwrap();
     let db = Db::open(dir.path(), tiny(64)).unwrap();
     let tree = db.tree("t").unwrap();
     for i in 0..KEYS {
@@ -113,14 +113,14 @@ fn a_read_only_open_knows_the_free_pages() {
 /// page "beyond the page count" (`check` said so). Found by the crash suite.
 #[test]
 fn a_page_allocated_and_freed_in_one_commit_is_counted_after_recovery() {
-    let dir = TempDir::new("alloc-free-one-commit");
+    let dir = TempDir::with_prefix("alloc-free-one-commit").unwrap();
     let db = Db::open(dir.path(), tiny(64)).unwrap();
     let tree = db.tree("t").unwrap();
     let big = vec![5u8; 3000];
     let mut batch = WriteBatch::new();
     batch.put(&tree, b"k", &big).delete(&tree, b"k");
     db.write(&batch).unwrap();
-    let image = TempDir::new("alloc-free-one-commit-image");
+    let image = TempDir::with_prefix("alloc-free-one-commit-image").unwrap();
     copy_dir(dir.path(), image.path());
     drop(tree);
     db.abandon();
@@ -140,7 +140,7 @@ fn a_page_allocated_and_freed_in_one_commit_is_counted_after_recovery() {
 /// within 10 s with `Error::Corrupt` naming the page, through the blocking API and in tasks.
 #[test]
 fn an_inner_node_with_a_wrong_head_and_a_good_checksum_is_corrupt_not_a_hang() {
-    let dir = TempDir::new("r5");
+    let dir = TempDir::with_prefix("r5").unwrap();
     let key = |i: u64| i.to_be_bytes();
     {
         // `ferrite bench lookup --keys 20000`'s data: 8-byte keys, 120-byte values, in order.

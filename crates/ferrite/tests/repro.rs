@@ -87,7 +87,7 @@ fn flip(path: &Path, offset: u64) {
 /// Now both are refused, naming the file; the intact image recovers every commit.
 #[test]
 fn r2_a_damaged_or_missing_later_segment_is_refused() {
-    let tmp = TempDir::new("r2");
+    let tmp = TempDir::with_prefix("r2").unwrap();
     let (image, keys) = crash_image(&tmp, 3);
     let intact = tmp.path().join("intact");
     copy_dir(&image, &intact);
@@ -126,7 +126,7 @@ fn r2_a_damaged_or_missing_later_segment_is_refused() {
 /// with a superblock whose checkpoint field says "none". Both are refused now.
 #[test]
 fn r3_a_lost_page_file_or_checkpoint_is_never_a_new_database() {
-    let tmp = TempDir::new("r3");
+    let tmp = TempDir::with_prefix("r3").unwrap();
     let dir = tmp.path().join("db");
     let db = Db::open(&dir, options()).unwrap();
     let tree = db.tree("t").unwrap();
@@ -165,7 +165,7 @@ fn r3_a_lost_page_file_or_checkpoint_is_never_a_new_database() {
 /// every check passed.
 #[test]
 fn r6_a_refused_open_changes_nothing() {
-    let tmp = TempDir::new("r6");
+    let tmp = TempDir::with_prefix("r6").unwrap();
     let dir = tmp.path().join("db");
     let db = Db::open(&dir, options()).unwrap();
     db.tree("t").unwrap().put(b"a", b"1").unwrap();
@@ -185,7 +185,7 @@ fn r6_a_refused_open_changes_nothing() {
 /// in use present) could not be read ("the database was opened read-only").
 #[test]
 fn r7_a_page_file_of_any_whole_page_length_opens() {
-    let tmp = TempDir::new("r7");
+    let tmp = TempDir::with_prefix("r7").unwrap();
     let dir = tmp.path().join("db");
     let db = Db::open(&dir, Options { grow_chunk_bytes: 64 << 10, ..options() }).unwrap();
     let tree = db.tree("t").unwrap();
@@ -222,7 +222,7 @@ fn mkfifo(path: &Path) {
 /// the directory itself, and a page file that is not a regular file is refused at once.
 #[test]
 fn r8_a_fifo_in_the_directory_never_hangs_an_open() {
-    let tmp = TempDir::new("r8");
+    let tmp = TempDir::with_prefix("r8").unwrap();
     let dir = tmp.path().join("db");
     let db = Db::open(&dir, options()).unwrap();
     db.tree("t").unwrap().put(b"k", b"v").unwrap();
@@ -253,7 +253,7 @@ fn r8_a_fifo_in_the_directory_never_hangs_an_open() {
 /// options".
 #[test]
 fn errors_name_what_is_wrong_and_where() {
-    let tmp = TempDir::new("messages");
+    let tmp = TempDir::with_prefix("messages").unwrap();
     let dir = tmp.path().join("db");
     let db = Db::open(&dir, options()).unwrap();
     db.tree("t").unwrap().put(b"k", b"v").unwrap();
@@ -363,7 +363,7 @@ fn pathdiff(path: &Path, base: &Path) -> PathBuf {
 /// (`Options::lock_wait`) and is refused, naming this process, when it does not wait.
 #[test]
 fn readers_share_a_directory_and_a_writer_waits_for_them() {
-    let tmp = TempDir::new("readers");
+    let tmp = TempDir::with_prefix("readers").unwrap();
     let dir = tmp.path().join("db");
     Db::open(&dir, options()).unwrap().tree("t").unwrap().put(b"k", b"v").unwrap();
     let first = Db::open(&dir, read_only()).unwrap();
@@ -393,7 +393,7 @@ fn read_only_media_are_read() {
         eprintln!("SKIP read_only_media_are_read: needs root for a read-only bind mount");
         return;
     }
-    let tmp = TempDir::new("read-only-media");
+    let tmp = TempDir::with_prefix("read-only-media").unwrap();
     let (image, keys) = crash_image(&tmp, 1);
     let mount = tmp.path().join("ro");
     std::fs::create_dir(&mount).unwrap();
@@ -424,7 +424,7 @@ impl Drop for Unmount {
 /// (removing the old one, whose sectors sit where the new log writes), and that log recovers.
 #[test]
 fn a_first_open_that_crashed_before_its_checkpoint_starts_over() {
-    let tmp = TempDir::new("first-open");
+    let tmp = TempDir::with_prefix("first-open").unwrap();
     let dir = tmp.path().join("db");
     let db = Db::open(&dir, options()).unwrap();
     // A longer log than the new one will be (its sectors past the new log's end would read

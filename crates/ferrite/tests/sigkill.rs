@@ -293,7 +293,7 @@ fn acknowledged_writes_survive_sigkill() {
     let started = Instant::now();
     let seed = seeds(1)[0];
     println!("sigkill: seed {seed} (replay its choices with FERRITE_SEED={seed})");
-    let base = TempDir::new("sigkill");
+    let base = TempDir::with_prefix("sigkill").unwrap();
     let dir = base.path().join("db");
     {
         let db =
@@ -454,7 +454,7 @@ fn acknowledged_writes_survive_sigkill() {
 /// batch's changed pages stayed pinned.
 #[test]
 fn every_write_finishes_or_fails_with_a_pool_of_16_pages() {
-    let dir = TempDir::new("sigkill-pool-16");
+    let dir = TempDir::with_prefix("sigkill-pool-16").unwrap();
     let options = Options { create_if_missing: true, ..options(16, 0, LARGE_CHECKPOINT_BYTES) };
     let db = Db::open(dir.path(), options).unwrap();
     let trees = TREES.map(|name| db.tree(name).unwrap());

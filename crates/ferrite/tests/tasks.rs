@@ -77,7 +77,7 @@ fn key(task: u64, i: u64) -> Vec<u8> {
 
 #[test]
 fn thousands_of_tasks_on_a_tiny_pool_match_the_model() {
-    let dir = TempDir::new("tasks");
+    let dir = TempDir::with_prefix("tasks").unwrap();
     let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
     let db = open(&dir, 32, 2, &no_failures);
     assert_eq!(db.worker_count(), 2);
@@ -133,7 +133,7 @@ fn thousands_of_tasks_on_a_tiny_pool_match_the_model() {
 #[test]
 fn model_sequences_run_through_tasks() {
     for seed in seeds(3) {
-        let dir = TempDir::new("tasks-model");
+        let dir = TempDir::with_prefix("tasks-model").unwrap();
         let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
         let db = open(&dir, 24, 1, &no_failures);
         let tree = db.tree("t").unwrap();
@@ -174,7 +174,7 @@ fn model_sequences_run_through_tasks() {
 
 #[test]
 fn shutdown_with_io_in_flight_loses_nothing() {
-    let dir = TempDir::new("tasks-shutdown");
+    let dir = TempDir::with_prefix("tasks-shutdown").unwrap();
     let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
     {
         let db = open(&dir, 20, 2, &no_failures);
@@ -202,7 +202,7 @@ fn shutdown_with_io_in_flight_loses_nothing() {
 
 #[test]
 fn an_io_error_fails_its_task_and_the_engine_goes_on() {
-    let dir = TempDir::new("tasks-eio");
+    let dir = TempDir::with_prefix("tasks-eio").unwrap();
     let fail_page = Arc::new(AtomicU64::new(NO_PAGE));
     {
         let db = open(&dir, 16, 1, &fail_page);
@@ -245,7 +245,7 @@ fn an_io_error_fails_its_task_and_the_engine_goes_on() {
 
 #[test]
 fn the_default_is_one_worker_per_core() {
-    let dir = TempDir::new("tasks-default");
+    let dir = TempDir::with_prefix("tasks-default").unwrap();
     let db = Db::open(dir.path(), tiny(16)).unwrap();
     let cores = std::thread::available_parallelism().unwrap().get();
     assert_eq!(db.worker_count(), cores);
@@ -256,7 +256,7 @@ fn the_default_is_one_worker_per_core() {
 
 #[test]
 fn spawn_without_workers_is_an_error() {
-    let dir = TempDir::new("tasks-none");
+    let dir = TempDir::with_prefix("tasks-none").unwrap();
     let db = Db::open(dir.path(), Options { workers: 0, ..tiny(16) }).unwrap();
     assert!(matches!(db.spawn(async {}), Err(Error::NoWorkers)));
     // The async calls also work off the workers, blocking on misses.
@@ -288,7 +288,7 @@ fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
 #[test]
 fn tasks_run_over_every_real_engine() {
     for engine in EngineKind::ALL {
-        let dir = TempDir::new("tasks-engines");
+        let dir = TempDir::with_prefix("tasks-engines").unwrap();
         {
             let db = Db::open(dir.path(), tiny(24)).unwrap();
             let tree = db.tree("t").unwrap();
@@ -329,7 +329,7 @@ fn tasks_run_over_every_real_engine() {
 
 #[test]
 fn scans_as_tasks_match_the_blocking_range_on_a_tiny_pool() {
-    let dir = TempDir::new("tasks-scan");
+    let dir = TempDir::with_prefix("tasks-scan").unwrap();
     let fail = Arc::new(AtomicU64::new(NO_PAGE));
     let db = open(&dir, 16, 2, &fail);
     let tree = db.tree("t").unwrap();
@@ -371,7 +371,7 @@ fn scans_as_tasks_match_the_blocking_range_on_a_tiny_pool() {
 /// Now the Value page is a queued read like any miss.
 #[test]
 fn scans_as_tasks_read_out_of_line_values_without_blocking_their_worker() {
-    let dir = TempDir::new("tasks-scan-big");
+    let dir = TempDir::with_prefix("tasks-scan-big").unwrap();
     let fail = Arc::new(AtomicU64::new(NO_PAGE));
     let db = open(&dir, 16, 2, &fail);
     let tree = db.tree("big").unwrap();
@@ -407,7 +407,7 @@ fn scans_as_tasks_read_out_of_line_values_without_blocking_their_worker() {
 /// finishes: both workers once hung so); the async calls and blocking reads work.
 #[test]
 fn blocking_writes_inside_tasks_are_refused_not_hung() {
-    let dir = TempDir::new("tasks-blocking-writes");
+    let dir = TempDir::with_prefix("tasks-blocking-writes").unwrap();
     let options = Options { workers: 2, ..tiny(256) };
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let tree = db.tree("t").unwrap();

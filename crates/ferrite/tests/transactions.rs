@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{assert_check, seeds, sim_options, tiny, Rng, TempDir};
-use ferrite::io::SimDisk;
+use ferrite::testing::SimDisk;
 use ferrite::{Db, Durability, Error, Options, Tree};
 
 fn balance(value: Option<Vec<u8>>) -> u64 {
@@ -23,7 +23,7 @@ fn account(i: u64) -> Vec<u8> {
 
 #[test]
 fn reads_see_the_transactions_own_writes_and_nothing_lands_before_commit() {
-    let dir = TempDir::new("txn-basic");
+    let dir = TempDir::with_prefix("txn-basic").unwrap();
     let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
     let a = db.tree("a").unwrap();
     let b = db.tree("b").unwrap();
@@ -63,7 +63,7 @@ fn reads_see_the_transactions_own_writes_and_nothing_lands_before_commit() {
     assert!(matches!(txn.put(&a, b"", b"v"), Err(Error::KeyEmpty)));
     let big = vec![0u8; ferrite::MAX_VALUE_LEN + 1];
     assert!(matches!(txn.put(&a, b"k", &big), Err(Error::ValueTooLarge { .. })));
-    let other_dir = TempDir::new("txn-other");
+    let other_dir = TempDir::with_prefix("txn-other").unwrap();
     let other = Db::open(other_dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
     let foreign = other.tree("a").unwrap();
     assert!(matches!(txn.get(&foreign, b"k"), Err(Error::BadOptions { .. })));
@@ -72,7 +72,7 @@ fn reads_see_the_transactions_own_writes_and_nothing_lands_before_commit() {
 
 #[test]
 fn a_commit_after_a_read_key_changed_is_a_conflict_and_writes_nothing() {
-    let dir = TempDir::new("txn-conflict");
+    let dir = TempDir::with_prefix("txn-conflict").unwrap();
     let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
     let a = db.tree("a").unwrap();
     let b = db.tree("b").unwrap();
@@ -176,7 +176,7 @@ fn audit(db: &Db, trees: &[Tree], accounts: u64) -> Option<u64> {
 fn concurrent_transfers_keep_the_total_and_every_committed_audit_sees_it() {
     const ACCOUNTS: u64 = 12;
     const START: u64 = 1_000;
-    let dir = TempDir::new("txn-bank");
+    let dir = TempDir::with_prefix("txn-bank").unwrap();
     let options = Options { workers: 0, durability: Durability::None, ..tiny(64) };
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let trees = [db.tree("even").unwrap(), db.tree("odd").unwrap()];
@@ -213,7 +213,7 @@ fn concurrent_transfers_keep_the_total_and_every_committed_audit_sees_it() {
 
 #[test]
 fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
-    let dir = TempDir::new("txn-counters");
+    let dir = TempDir::with_prefix("txn-counters").unwrap();
     let options = Options { workers: 2, durability: Durability::Sync, ..tiny(64) };
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let tree = db.tree("counters").unwrap();
@@ -279,7 +279,7 @@ fn transfers_survive_crashes_whole_or_not_at_all() {
     let (mut replayed, mut lost) = (0, 0);
     for seed in seeds(20) {
         let disk = SimDisk::new(seed);
-        let dir = TempDir::new("txn-crash");
+        let dir = TempDir::with_prefix("txn-crash").unwrap();
         let mut rng = Rng::new(seed);
         // The balances after every commit since the last acknowledged one; the first is
         // acknowledged (durable), the rest may or may not have reached the log.

@@ -260,7 +260,7 @@ mod tests {
     use crate::btree::node::{Node, NodeMut};
     use crate::buffer::BufferPool;
     use crate::io::PageFile;
-    use crate::test_util::TempDir;
+    use tempfile::TempDir;
 
     fn key_of(node: &Node<'_>, slot: usize) -> Vec<u8> {
         let mut key = Vec::new();
@@ -272,7 +272,7 @@ mod tests {
     /// lookup exactly as `Node` does on a copy.
     #[test]
     fn probes_agree_with_nodes() {
-        let dir = TempDir::new("probe");
+        let dir = TempDir::with_prefix("probe").unwrap();
         let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
         let pool = BufferPool::new(file, 16, 4096, 0, Vec::new()).unwrap();
         // (lower fence, upper fence, key length, leaf, the alphabet of the keys' tails)

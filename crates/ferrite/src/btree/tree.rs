@@ -749,14 +749,14 @@ impl BTree {
 mod tests {
     use super::*;
     use crate::io::PageFile;
-    use crate::test_util::TempDir;
     use crate::testing::run;
+    use tempfile::TempDir;
 
     /// The upper bound the parent gives for a key's leaf is the leaf's own upper fence, for
     /// keys inside, between and beyond the keys of a tree of several levels.
     #[test]
     fn a_leafs_upper_bound_from_its_parent_is_its_upper_fence() {
-        let dir = TempDir::new("leaf-upper");
+        let dir = TempDir::with_prefix("leaf-upper").unwrap();
         let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
         let pool = BufferPool::new(file, 1024, 1 << 16, 0, Vec::new()).unwrap();
         let mut guard = pool.allocate().unwrap();
@@ -848,7 +848,7 @@ mod tests {
     /// the wrong leaf or scanning it over and over.
     #[test]
     fn a_child_that_does_not_hold_the_key_is_corrupt_naming_its_parent() {
-        let dir = TempDir::new("guard-descent");
+        let dir = TempDir::with_prefix("guard-descent").unwrap();
         let (pool, tree) = tree_of(&dir, 3000);
         assert_eq!(scan(&pool, tree, false).unwrap().len(), 3000);
         let parent = leftmost_parent_of_leaves(&pool, tree);
@@ -905,7 +905,7 @@ mod tests {
     /// is not exactly the separator would make one skip keys: corrupt, in either direction.
     #[test]
     fn a_leaf_whose_fences_are_not_its_separators_is_corrupt_to_scans() {
-        let dir = TempDir::new("guard-fences");
+        let dir = TempDir::with_prefix("guard-fences").unwrap();
         let (pool, tree) = tree_of(&dir, 3000);
         let parent = leftmost_parent_of_leaves(&pool, tree);
         let second = Node::new(crate::testing::read_page(&pool, parent).unwrap().bytes()).child(1);
@@ -932,7 +932,7 @@ mod tests {
     /// copying descent to the last leaf.
     #[test]
     fn a_scan_whose_next_leaf_does_not_start_where_the_last_ended_is_corrupt() {
-        let dir = TempDir::new("guard-scan");
+        let dir = TempDir::with_prefix("guard-scan").unwrap();
         let (pool, tree) = tree_of(&dir, 3000);
         let root = Node::new(crate::testing::read_page(&pool, tree.root).unwrap().bytes()).level();
         assert_eq!(root, 2, "a root over parents of leaves");
@@ -962,7 +962,7 @@ mod tests {
     fn validation_cost() {
         const KEYS: u64 = 200_000;
         for (shape, scramble) in [("key order", false), ("random order", true)] {
-            let dir = TempDir::new("validation-cost");
+            let dir = TempDir::with_prefix("validation-cost").unwrap();
             let file =
                 PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 30).unwrap();
             let pool = BufferPool::new(file, 1 << 16, 1 << 18, 0, Vec::new()).unwrap();

@@ -1554,7 +1554,7 @@ fn set_epoch(log_state: &AtomicU32, epoch: u32) {
 mod tests {
     use super::*;
     use crate::store::page::{init_header, read_u64, write_u64};
-    use crate::test_util::TempDir;
+    use tempfile::TempDir;
 
     fn pool(dir: &TempDir, pool_pages: u64) -> BufferPool {
         let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
@@ -1588,7 +1588,7 @@ mod tests {
 
     #[test]
     fn pages_survive_eviction_and_come_back_verified() {
-        let dir = TempDir::new("pool");
+        let dir = TempDir::with_prefix("pool").unwrap();
         let pool = pool(&dir, 16);
         let mut ids = Vec::new();
         for n in 0..200u64 {
@@ -1613,7 +1613,7 @@ mod tests {
     /// and given back when fewer are wanted; the pool then holds pages in the others only.
     #[test]
     fn flex_frames_retire_when_freed_and_come_back_when_no_longer_wanted() {
-        let dir = TempDir::new("pool-flex");
+        let dir = TempDir::with_prefix("pool-flex").unwrap();
         let pool = pool(&dir, 16).with_flex_frames(4);
         assert_eq!(pool.flex_frames(), 4);
         assert_eq!(pool.frames_region().1, 12 * PAGE_SIZE, "flex frames are never pinned");
@@ -1649,7 +1649,7 @@ mod tests {
     /// runs through in milliseconds. It now waits at least `EXHAUSTED_AFTER`.
     #[test]
     fn a_frame_latched_for_a_while_is_waited_for_not_given_up() {
-        let dir = TempDir::new("pool-latched");
+        let dir = TempDir::with_prefix("pool-latched").unwrap();
         let pool = pool(&dir, 16);
         new_leaves(&pool, 16);
         std::thread::scope(|scope| {
@@ -1682,7 +1682,7 @@ mod tests {
 
     #[test]
     fn versions_move_on_every_exclusive_release() {
-        let dir = TempDir::new("pool-version");
+        let dir = TempDir::with_prefix("pool-version").unwrap();
         let pool = pool(&dir, 16);
         let id = new_leaves(&pool, 1)[0];
         let mut copy = AlignedPage::zeroed();
@@ -1703,7 +1703,7 @@ mod tests {
 
     #[test]
     fn freed_pages_are_reused_and_never_written() {
-        let dir = TempDir::new("pool-free");
+        let dir = TempDir::with_prefix("pool-free").unwrap();
         let pool = pool(&dir, 16);
         let guard = pool.allocate().unwrap();
         let id = guard.page_id();
@@ -1737,7 +1737,7 @@ mod tests {
                 self.0.fetch_add(1, Ordering::SeqCst);
             }
         }
-        let dir = TempDir::new("pool-loading");
+        let dir = TempDir::with_prefix("pool-loading").unwrap();
         let pool = pool(&dir, 16);
         let ids = new_leaves(&pool, 40);
         pool.flush_all().unwrap();
@@ -1780,7 +1780,7 @@ mod tests {
             }
             Ok(())
         }
-        let dir = TempDir::new("pool-validator");
+        let dir = TempDir::with_prefix("pool-validator").unwrap();
         let pool = pool(&dir, 16).with_page_validator(refuse);
         let ids = new_leaves(&pool, 40);
         pool.flush_all().unwrap();
@@ -1823,7 +1823,7 @@ mod tests {
 
     #[test]
     fn a_page_beyond_the_data_is_corrupt_not_a_crash() {
-        let dir = TempDir::new("pool-range");
+        let dir = TempDir::with_prefix("pool-range").unwrap();
         let pool = pool(&dir, 16);
         let mut copy = AlignedPage::zeroed();
         assert!(matches!(

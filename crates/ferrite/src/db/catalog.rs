@@ -119,8 +119,8 @@ impl Db {
             if let Some(flag) = shared.dropped_flags.lock().unwrap().remove(&btree.tree_id) {
                 flag.store(true, Ordering::Release);
             }
-            for key in shared.buffer.keys_of(btree.tree_id) {
-                shared.buffer.stage_remove(btree.tree_id, &key);
+            for key in shared.change_buffer.keys_of(btree.tree_id) {
+                shared.change_buffer.stage_remove(btree.tree_id, &key);
             }
             shared.free_tree_pages(btree).await
         }))

@@ -52,7 +52,7 @@ impl Db {
         }
         let mut read = |page_id| block_on(read_page(pool, page_id));
         report.catalog = check::check_tree(&mut read, self.shared.catalog, &mut pages);
-        let mut buffered = self.shared.buffer.counts_by_tree();
+        let mut buffered = self.shared.change_buffer.counts_by_tree();
         match self.shared.catalog_entries() {
             Ok(entries) => {
                 for (name, entry) in entries {

@@ -78,7 +78,7 @@ impl Shared {
         };
         // The change buffer is copied after the redo LSN is fixed, without the commit lock
         // (`ChangeBuffer::snapshot` says why that is enough).
-        snapshot.buffered = self.buffer.snapshot();
+        snapshot.buffered = self.change_buffer.snapshot();
         pool.flush_all()?;
         let mut record = encode_checkpoint(&snapshot);
         let (lsn, end) = log.append(&mut record)?;

@@ -13,7 +13,7 @@ use crate::options::Durability;
 use crate::wal::record::{push_buffered, RecordWriter, KIND_COMMIT};
 
 /// Log bytes buffered before a commit that does not wait for the log writes them anyway.
-const LOG_BUFFER_FLUSH_BYTES: u64 = 4 << 20;
+const LOG_PENDING_FLUSH_BYTES: u64 = 4 << 20;
 
 impl Shared {
     /// Runs the blocking form of a write: refused inside a task (it could wait for a commit
@@ -58,8 +58,8 @@ impl Shared {
     pub(super) fn end_commit<T>(&self, outcome: Result<T>) -> Result<(T, u64)> {
         let log = self.log()?;
         // The commit's changes to the change buffer: logged with its pages, applied once
-        // logged (a failed commit's are dropped: the buffer never saw them).
-        let buffered = self.buffer.take_staged();
+        // logged (a failed commit's are dropped: the change buffer never saw them).
+        let buffered = self.change_buffer.take_staged();
         let value = match outcome {
             Ok(value) => value,
             Err(e) => {
@@ -85,17 +85,17 @@ impl Shared {
         push_buffered(&mut w, &buffered);
         let (lsn, end) = log.append(&mut w.bytes)?;
         self.pool.stamp(&pages, lsn);
-        self.buffer.apply(&buffered);
+        self.change_buffer.apply(&buffered);
         Ok((value, end))
     }
 
-    /// Waits until the log is durable up to `end` if `durability` asks (or the log's
-    /// buffer grew past `LOG_BUFFER_FLUSH_BYTES`).
+    /// Waits until the log is durable up to `end` if `durability` asks (or the
+    /// log's pending bytes grew past `LOG_PENDING_FLUSH_BYTES`).
     pub(super) async fn wait_durable(&self, end: u64, durability: Durability) -> Result<()> {
         let log = self.log()?;
         match durability {
             Durability::Sync => log.wait_durable(end).await,
-            _ if end.saturating_sub(log.durable()) > LOG_BUFFER_FLUSH_BYTES => {
+            _ if end.saturating_sub(log.durable()) > LOG_PENDING_FLUSH_BYTES => {
                 log.wait_durable(end).await
             }
             _ => Ok(()),

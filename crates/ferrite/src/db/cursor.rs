@@ -15,7 +15,7 @@
 //! Entries of the change buffer (`change_buffer/`) are merged in, leaf by leaf: after copying a
 //! leaf the cursor takes the buffered entries of that leaf's range, then checks the leaf did
 //! not change meanwhile (else it copies it again). A buffered key shadows the leaf's. Since a
-//! key leaves the buffer only after its leaf holds its value, and the buffer is read after
+//! key leaves the change buffer only after its leaf holds its value, and it is read after
 //! the leaf copy but validated against it, a key is never missed between the two.
 
 use std::ops::Bound;
@@ -59,7 +59,7 @@ pub struct Cursor {
     pos: usize,
     done: bool,
     /// The change buffer to merge, if any.
-    buffer: Option<Arc<ChangeBuffer>>,
+    change_buffer: Option<Arc<ChangeBuffer>>,
     /// Its entries in the loaded leaf's part of the range, ascending.
     extra: Vec<(Vec<u8>, Vec<u8>)>,
     /// Extra entries handed out (from the front forward, from the back in reverse).
@@ -136,16 +136,16 @@ impl Cursor {
             loaded: false,
             pos: 0,
             done: false,
-            buffer: None,
+            change_buffer: None,
             extra: Vec::new(),
             extra_used: 0,
             left_behind: None,
         }
     }
 
-    /// Merges the entries `buffer` holds for this tree into the scan.
-    pub fn with_buffer(mut self, buffer: Arc<ChangeBuffer>) -> Self {
-        self.buffer = Some(buffer);
+    /// Merges the entries `change_buffer` holds for this tree into the scan.
+    pub fn with_change_buffer(mut self, change_buffer: Arc<ChangeBuffer>) -> Self {
+        self.change_buffer = Some(change_buffer);
         self
     }
 
@@ -197,14 +197,14 @@ impl Cursor {
         let node = Node::new(self.leaf.bytes());
         self.extra.clear();
         self.extra_used = 0;
-        if let Some(buffer) = self.buffer.as_ref().filter(|b| !b.is_empty()) {
+        if let Some(changes) = self.change_buffer.as_ref().filter(|b| !b.is_empty()) {
             let (leaf_low, leaf_high) = key_range(node);
             let (low, high) = if self.reverse {
                 (max_lower(leaf_low, self.end.clone()), min_upper(leaf_high, self.resume.clone()))
             } else {
                 (max_lower(leaf_low, self.resume.clone()), min_upper(leaf_high, self.end.clone()))
             };
-            self.extra = buffer.range(self.tree.tree_id, as_slice(&low), as_slice(&high));
+            self.extra = changes.range(self.tree.tree_id, as_slice(&low), as_slice(&high));
             if !pool.validate(leaf_id, version) {
                 return Ok(false);
             }

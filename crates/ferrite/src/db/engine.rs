@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::lock::DirLock;
+use super::recovery::RecoveryReport;
 use crate::btree::BTree;
 use crate::buffer::BufferPool;
 use crate::change_buffer::ChangeBuffer;
@@ -16,7 +17,6 @@ use crate::options::Durability;
 use crate::sched::Workers;
 use crate::store::superblock::Superblock;
 use crate::wal::commit::CommitLock;
-use crate::wal::recover::RecoveryReport;
 use crate::wal::Log;
 
 #[derive(Debug)]
@@ -53,7 +53,7 @@ pub(super) struct Shared {
     pub(super) checkpoint_lock: Mutex<()>,
     pub(super) checkpointing: AtomicBool,
     /// Puts into leaves not in memory, waiting for their leaves (`change_buffer/`).
-    pub(super) buffer: Arc<ChangeBuffer>,
+    pub(super) change_buffer: Arc<ChangeBuffer>,
     /// Threads running a checkpoint, or flushing the log periodically; joined at close.
     pub(super) helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     pub(super) recovery: RecoveryReport,

@@ -128,7 +128,7 @@ impl Tree {
             name: Arc::clone(&self.name),
             dropped: Arc::clone(&self.dropped),
             cursor: Cursor::new(self.btree, lower, upper, reverse)
-                .with_buffer(Arc::clone(&self.shared.buffer)),
+                .with_change_buffer(Arc::clone(&self.shared.change_buffer)),
             root: self.btree.root,
             failed: false,
         }
@@ -152,7 +152,7 @@ impl Tree {
         let named = |e: Error| self.error(e);
         let mut cursor =
             Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false)
-                .with_buffer(Arc::clone(&self.shared.buffer));
+                .with_change_buffer(Arc::clone(&self.shared.change_buffer));
         let pool = &self.shared.pool;
         let mut visited = 0;
         let mut key = Vec::new();

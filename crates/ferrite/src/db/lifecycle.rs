@@ -3,24 +3,25 @@
 //!
 //! Nothing on disk changes until every check that can refuse the open has passed: the
 //! options, the directory, its lock, the page file and its superblock, the log read to its
-//! end and judged (`wal/recover.rs`), the pool and the workers' engines. Only then does a
-//! writable open change anything, in this order: mark the superblock "open" (until a clean
-//! close), cut a torn log tail, replay the log into the pool, take a checkpoint, start the
-//! workers. A read-only open replays the log into memory and writes
-//! nothing, so it works beside other readers, on a directory not closed cleanly, and on
-//! read-only media.
+//! end and judged (`wal/recover.rs`), the pool and the workers' engines ([`Found`]). Only
+//! then does a writable open change anything, in this order: mark the superblock "open"
+//! (until a clean close), cut a torn log tail, replay the log into the pool
+//! (`recovery.rs`), take a checkpoint, start the workers. A read-only open replays the log
+//! into memory and writes nothing, so it works beside other readers, on a directory not
+//! closed cleanly, and on read-only media.
 //!
 //! A new database is made only where nothing of one exists: no page file (or an empty one)
 //! and no log. A page file missing or empty beside a log is damage, never a new database.
 //! The page file of a new database is written under a temporary name and renamed into
 //! place, so that a crash while it is made leaves either no page file or a whole one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::lock::{DirLock, LOCK_FILE_NAME};
+use super::recovery::BufferedEntries;
 use super::{
     not_a_database, read_page_direct, write_page_direct, Db, Shared, DEVICES_FILE_NAME,
     PAGE_FILE_NAME,
@@ -35,8 +36,9 @@ use crate::sched::{block_on, Workers};
 use crate::store::superblock::{Superblock, CATALOG_ROOT, NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::store::{freelist, page};
 use crate::wal::commit::CommitLock;
-use crate::wal::recover::{self, BufferedEntries, Judge, LogScan, RecoveryReport};
+use crate::wal::recover::{self, Judge, LogScan};
 use crate::wal::segment::LOG_DIR_NAME;
+use crate::wal::Log;
 
 /// The catalog's tree id.
 pub(super) const CATALOG_TREE_ID: u64 = 0;
@@ -49,12 +51,11 @@ impl Db {
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
         Db::open_with_engines(dir, options, |_, pool| {
-            let Some(devices) = pool.file().devices() else {
-                // A page file behind `Options::storage` (a simulated disk): the workers
-                // issue its I/O through the blocking device interface.
-                let device = pool.file().block_device().expect("a page file has a backing");
-                return Ok(Box::new(crate::io::SimEngine::new(Arc::clone(device), depth)?));
-            };
+            if let Some(engine) = pool.file().own_engine(depth) {
+                // A page file behind `Options::storage`: its device brings its engine.
+                return engine;
+            }
+            let devices = pool.file().devices().expect("a page file on real devices");
             match (crate::io::open_engine(kind, devices, depth), fallback) {
                 (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
                 (result, _) => result,
@@ -70,102 +71,34 @@ impl Db {
         options: Options,
         make_engine: impl Fn(usize, &BufferPool) -> Result<Box<dyn IoEngine>>,
     ) -> Result<Db> {
+        // Read and check: nothing on disk changes in these steps.
         options.validate()?;
-        let writable = !options.read_only;
         let dir = prepare_dir(dir.as_ref(), &options)?;
-        let lock = DirLock::acquire(&dir, writable, options.lock_wait)?;
+        let lock = DirLock::acquire(&dir, !options.read_only, options.lock_wait)?;
         let storage: Arc<dyn Storage> = match &options.storage {
             Some(storage) => Arc::clone(storage),
-            None if writable => Arc::new(DirStorage::new(&dir)),
-            None => Arc::new(DirStorage::read_only(&dir)),
+            None if options.read_only => Arc::new(DirStorage::read_only(&dir)),
+            None => Arc::new(DirStorage::new(&dir)),
         };
-        let file = open_page_file(&dir, &options, storage.as_ref())?;
-        let (mut sb, superblock_damage) = read_superblock(&file, &dir)?;
-        check_superblock(&sb, &options, &file, &dir)?;
-        let scan = match sb.checkpoint_lsn {
-            NO_CHECKPOINT => {
-                let found = crate::wal::chain::discover(storage.as_ref())?;
-                recover::check_no_log(storage.as_ref(), &found)?;
-                None
-            }
-            checkpoint_lsn => {
-                let judge = if sb.clean { Judge::EndOnly } else { Judge::Rest };
-                Some(recover::scan(storage.as_ref(), checkpoint_lsn, judge)?)
-            }
-        };
-        // The free-list chain of format version 1, kept only by a directory whose log holds
-        // no checkpoint yet; checkpoint records list the free pages since.
-        let chained_free = match sb.checkpoint_lsn {
-            NO_CHECKPOINT => read_free_list(&file, &sb)?,
-            _ => Vec::new(),
-        };
-        // A read-only replay keeps every page it changes in memory: room for them beside
-        // the pool asked for.
-        let replayed_pages = match (&scan, writable) {
-            (Some(scan), false) => scan.pages_touched(),
-            _ => 0,
-        };
-        let pool = Arc::new(
-            BufferPool::new(
-                file,
-                options.pool_pages() + replayed_pages,
-                options.max_pages(),
-                sb.page_count,
-                chained_free.clone(),
-            )?
-            .with_flex_frames(options.flex_pages())
-            .with_page_validator(crate::btree::node::validate_page),
-        );
+        let (file, mut found) = Found::read(&dir, &options, storage.as_ref())?;
+        let pool = found.pool(file, &options)?;
         let engines = (0..options.workers)
             .map(|worker| make_engine(worker, &pool))
             .collect::<Result<Vec<_>>>()?;
         // Everything that can refuse the open has passed: from here a writable open changes
-        // the directory, and first marks it "open" (until a clean close): a superblock that
-        // says "closed cleanly" then promises that nothing was written since, which lets an
-        // open of such a directory skip reading the log past its end.
-        let closed_cleanly = sb.clean;
-        let mut superblock_damage = superblock_damage;
-        if writable && sb.clean {
-            sb.sequence += 1;
-            sb.clean = false;
-            write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))?;
-            pool.file().sync()?;
-            // The copy written is the damaged one, if one was (`read_superblock`).
-            superblock_damage = None;
-        }
-        let log = match (&scan, writable) {
-            (_, false) => None,
-            (Some(scan), true) => Some(scan.continue_log(
-                Arc::clone(&storage),
-                options.log_segment_bytes,
-                options.direct_io,
-            )?),
-            (None, true) => Some(recover::new_log(
-                Arc::clone(&storage),
-                options.log_segment_bytes,
-                options.direct_io,
-            )?),
+        // the directory.
+        let closed_cleanly = found.sb.clean;
+        let log = match options.read_only {
+            true => None,
+            false => Some(found.start_writing(&pool, &storage, &options)?),
         };
-        if let Some(log) = &log {
-            pool.attach_log(Arc::clone(log));
-        }
-        let (mut recovery, buffered) = match scan {
-            Some(scan) => replay(scan, &pool, &options, &mut sb)?,
-            None => {
-                pool.set_allocation(sb.page_count, chained_free)?;
-                (RecoveryReport::default(), BTreeMap::new())
-            }
-        };
+        let Found { mut sb, superblock_damage, scan, chained_free } = found;
+        let (mut recovery, buffered) =
+            super::recovery::recover(scan, &pool, &options, &mut sb, chained_free)?;
         recovery.closed_cleanly = closed_cleanly;
-        if writable {
-            // From the checkpoint below on, the free pages are in checkpoint records, not in
-            // a chain.
-            sb.free_list_head = 0;
-            sb.free_list_len = 0;
-        }
         let shared = Arc::new(Shared {
-            dir: dir.clone(),
-            pool: Arc::clone(&pool),
+            dir,
+            pool,
             workers: Mutex::new(None),
             engine: Mutex::new(None),
             catalog: BTree { root: CATALOG_ROOT, tree_id: CATALOG_TREE_ID },
@@ -184,27 +117,13 @@ impl Db {
             checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),
-            buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
+            change_buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,
         });
-        if !buffered.is_empty() {
-            // The trees the recovered buffered puts belong to (a dropped tree's left with
-            // its drop).
-            let trees = shared
-                .catalog_entries()?
-                .into_iter()
-                .filter_map(|(_, tree)| tree)
-                .map(|tree| (tree.tree_id, tree))
-                .collect();
-            shared.buffer.load(buffered, trees);
-            if writable {
-                // The recovered entries need the frames lent to the buffer at once.
-                shared.buffer.lend_frames(&shared.pool);
-            }
-        }
-        if writable {
+        shared.restore_change_buffer(buffered)?;
+        if !options.read_only {
             // The recovered state (or the new directory) becomes the base the log starts from
             // (the change buffer with it).
             shared.checkpoint()?;
@@ -214,24 +133,113 @@ impl Db {
     }
 }
 
-/// Replays the log into `pool` (into memory only when read-only), sets the allocator, and
-/// brings `sb` up to date; returns the report and the change buffer the log leaves.
-fn replay(
-    scan: LogScan,
-    pool: &BufferPool,
-    options: &Options,
-    sb: &mut Superblock,
-) -> Result<(RecoveryReport, BufferedEntries)> {
-    // A simulated disk's draws must not depend on the threads' timing: no read-ahead there.
-    let read_ahead = match options.storage {
-        Some(_) => 0,
-        None => options.recovery_read_ahead_pages.min(options.pool_pages() / 4) as usize,
-    };
-    let replayed = scan.replay(pool, read_ahead, options.read_only)?;
-    pool.set_allocation(replayed.page_count, replayed.free)?;
-    sb.page_count = replayed.page_count;
-    sb.next_tree_id = replayed.next_tree_id;
-    Ok((replayed.report, replayed.buffered))
+/// What an open reads before it changes anything: the superblock, the log read to its end
+/// and judged, and (format version 1) the free-list chain.
+struct Found {
+    sb: Superblock,
+    /// What is wrong with the other superblock copy, if it is damaged.
+    superblock_damage: Option<String>,
+    /// The log from the last checkpoint to its end; `None` before the first checkpoint.
+    scan: Option<LogScan>,
+    /// The free-list chain of format version 1, kept only by a directory whose log holds no
+    /// checkpoint yet; checkpoint records list the free pages since.
+    chained_free: Vec<PageId>,
+}
+
+impl Found {
+    /// Opens (or makes) the page file and reads what is there, refusing damage.
+    fn read(dir: &Path, options: &Options, storage: &dyn Storage) -> Result<(PageFile, Found)> {
+        let file = open_page_file(dir, options, storage)?;
+        let (sb, superblock_damage) = read_superblock(&file, dir)?;
+        check_superblock(&sb, options, &file, dir)?;
+        let (scan, chained_free) = match sb.checkpoint_lsn {
+            NO_CHECKPOINT => {
+                let found = crate::wal::chain::discover(storage)?;
+                recover::check_no_log(storage, &found)?;
+                (None, read_free_list(&file, &sb)?)
+            }
+            checkpoint_lsn => {
+                let judge = if sb.clean { Judge::EndOnly } else { Judge::Rest };
+                (Some(recover::scan(storage, checkpoint_lsn, judge)?), Vec::new())
+            }
+        };
+        Ok((file, Found { sb, superblock_damage, scan, chained_free }))
+    }
+
+    /// The buffer pool over `file`. A read-only replay keeps every page it changes in
+    /// memory: room for them beside the pool asked for.
+    fn pool(&self, file: PageFile, options: &Options) -> Result<Arc<BufferPool>> {
+        let replayed_pages = match (&self.scan, options.read_only) {
+            (Some(scan), true) => scan.pages_touched(),
+            _ => 0,
+        };
+        let pool = BufferPool::new(
+            file,
+            options.pool_pages() + replayed_pages,
+            options.max_pages(),
+            self.sb.page_count,
+            self.chained_free.clone(),
+        )?;
+        Ok(Arc::new(
+            pool.with_flex_frames(options.flex_pages())
+                .with_page_validator(crate::btree::node::validate_page),
+        ))
+    }
+
+    /// A writable open's first changes: the superblock marked "open" (until a clean close),
+    /// so that one saying "closed cleanly" promises nothing was written since (which lets an
+    /// open of such a directory skip reading the log past its end); then the log, going on
+    /// where it ends (a torn tail cut) or new, attached to the pool.
+    fn start_writing(
+        &mut self,
+        pool: &BufferPool,
+        storage: &Arc<dyn Storage>,
+        options: &Options,
+    ) -> Result<Arc<Log>> {
+        let sb = &mut self.sb;
+        if sb.clean {
+            sb.sequence += 1;
+            sb.clean = false;
+            write_page_direct(pool.file(), sb.page_id(), |page| sb.encode(page))?;
+            pool.file().sync()?;
+            // The copy written is the damaged one, if one was (`read_superblock`).
+            self.superblock_damage = None;
+        }
+        let (segment_bytes, direct) = (options.log_segment_bytes, options.direct_io);
+        let storage = Arc::clone(storage);
+        let log = match &self.scan {
+            Some(scan) => scan.continue_log(storage, segment_bytes, direct)?,
+            None => recover::new_log(storage, segment_bytes, direct)?,
+        };
+        pool.attach_log(Arc::clone(&log));
+        // From the checkpoint that ends the open on, the free pages are in checkpoint
+        // records, not in a chain.
+        self.sb.free_list_head = 0;
+        self.sb.free_list_len = 0;
+        Ok(log)
+    }
+}
+
+impl Shared {
+    /// Gives the change buffer the entries recovery found, with the trees they belong to
+    /// (a dropped tree's left with its drop).
+    fn restore_change_buffer(&self, buffered: BufferedEntries) -> Result<()> {
+        if buffered.is_empty() {
+            return Ok(());
+        }
+        let trees = self
+            .catalog_entries()?
+            .into_iter()
+            .filter_map(|(_, tree)| tree)
+            .map(|tree| (tree.tree_id, tree))
+            .collect();
+        self.change_buffer.load(buffered, trees);
+        if !self.read_only {
+            // The recovered entries need the frames lent to the change buffer at once.
+            self.change_buffer.lend_frames(&self.pool);
+        }
+        Ok(())
+    }
 }
 
 /// Starts the workers (if asked for) and the periodic log flush (if the durability asks).

@@ -105,11 +105,11 @@ fn holder_of(line: &str, major: u32, minor: u32, inode: u64) -> Option<(u32, boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::TempDir;
+    use tempfile::TempDir;
 
     #[test]
     fn readers_share_and_a_writer_is_refused_naming_this_process() {
-        let dir = TempDir::new("dir-lock");
+        let dir = TempDir::with_prefix("dir-lock").unwrap();
         let wait = Duration::ZERO;
         let first = DirLock::acquire(dir.path(), false, wait).unwrap();
         let second = DirLock::acquire(dir.path(), false, wait).unwrap();
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_fifo_named_lock_is_no_obstacle_and_readers_create_nothing() {
-        let dir = TempDir::new("dir-lock-fifo");
+        let dir = TempDir::with_prefix("dir-lock-fifo").unwrap();
         let path =
             std::ffi::CString::new(dir.path().join(LOCK_FILE_NAME).to_str().unwrap()).unwrap();
         // SAFETY: mkfifo reads the NUL-terminated path only.

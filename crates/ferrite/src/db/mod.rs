@@ -29,7 +29,6 @@ use crate::io::PageFile;
 use crate::sched::{TaskHandle, WorkerStats, Workers};
 use crate::store::page::PAGE_SIZE;
 use crate::store::value::MAX_VALUE_LEN;
-use crate::wal::recover::RecoveryReport;
 use crate::wal::Log;
 
 mod batch;
@@ -42,6 +41,7 @@ mod engine;
 mod iter;
 mod lifecycle;
 mod lock;
+mod recovery;
 mod tree;
 mod txn;
 
@@ -50,6 +50,7 @@ pub use check::CheckReport;
 use engine::Shared;
 pub use iter::Iter;
 pub use lock::LOCK_FILE_NAME;
+pub use recovery::RecoveryReport;
 pub use tree::Tree;
 pub use txn::Transaction;
 
@@ -133,18 +134,18 @@ impl Db {
     /// Entries the change buffer holds (puts waiting for their leaves), and the bytes they
     /// count against its budget (`Options::change_buffer_bytes`).
     pub fn change_buffer(&self) -> (usize, u64) {
-        (self.shared.buffer.len(), self.shared.buffer.bytes())
+        (self.shared.change_buffer.len(), self.shared.change_buffer.bytes())
     }
 
     /// Drains of the change buffer since open (each moves the buffered entries of one leaf
     /// into it; `ChangeBuffer::next_victim` picks the leaf), and the entries they moved.
     pub fn change_buffer_drains(&self) -> (u64, u64) {
-        self.shared.buffer.drain_counts()
+        self.shared.change_buffer.drain_counts()
     }
 
     /// The most the change buffer may hold, in bytes (0: off).
     pub fn change_buffer_budget(&self) -> u64 {
-        self.shared.buffer.budget()
+        self.shared.change_buffer.budget()
     }
 
     /// What recovery did when this database was opened.

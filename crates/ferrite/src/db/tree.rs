@@ -7,7 +7,7 @@
 //!
 //! Puts into leaves that are not in memory go to the change buffer (`change_buffer/`); every
 //! other change of a key first removes it from there in the same commit, and a committer that
-//! pushes the buffer over what it may hold drains the next leaf of the sweep.
+//! pushes the change buffer over what it may hold drains the next leaf of the sweep.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,7 +205,7 @@ impl Tree {
         if self.dropped.load(Ordering::Acquire) {
             return Err(Error::TreeNotFound { name: self.name.to_string() });
         }
-        Ok(self.shared.buffer.get(self.btree.tree_id, key))
+        Ok(self.shared.change_buffer.get(self.btree.tree_id, key))
     }
 
     /// Inserts `key` with `value`, or overwrites its value.
@@ -219,21 +219,21 @@ impl Tree {
         check_key(key)?;
         check_value(value)?;
         let shared = &self.shared;
-        if shared.buffer.enabled() && !self.leaf_in_memory(key).await? {
-            shared.buffer.make_room(&shared.pool, entry_cost(key, value));
+        if shared.change_buffer.enabled() && !self.leaf_in_memory(key).await? {
+            shared.change_buffer.make_room(&shared.pool, entry_cost(key, value));
             shared
                 .commit(shared.durability, async || {
-                    shared.buffer.stage_put(self.btree, key, value);
+                    shared.change_buffer.stage_put(self.btree, key, value);
                     Ok(())
                 })
                 .await?;
-            if shared.buffer.over_budget(&shared.pool) {
+            if shared.change_buffer.over_budget(&shared.pool) {
                 shared.drain_next().await?;
             }
             return Ok(());
         }
-        if !shared.buffer.enabled() {
-            // (With the buffer on, the leaf and its path were just found in memory.)
+        if !shared.change_buffer.enabled() {
+            // (With the change buffer on, the leaf and its path were just found in memory.)
             self.prefetch(key).await;
         }
         shared.commit(shared.durability, async || self.apply_put(key, value).await).await
@@ -270,7 +270,7 @@ impl Tree {
         shared
             .commit(shared.durability, async || {
                 // A buffered value goes into its leaf first, to be changed there.
-                if let Some(value) = shared.buffer.stage_remove(btree.tree_id, key) {
+                if let Some(value) = shared.change_buffer.stage_remove(btree.tree_id, key) {
                     self.run(true, |pool, scratch| btree.put(pool, key, &value, scratch)).await?;
                 }
                 self.run(true, |pool, scratch| btree.update(pool, key, &mut change, scratch)).await
@@ -298,7 +298,7 @@ impl Tree {
     /// The put itself, inside a commit (the key leaves the change buffer, if there).
     pub(super) async fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let btree = self.btree;
-        self.shared.buffer.stage_remove(btree.tree_id, key);
+        self.shared.change_buffer.stage_remove(btree.tree_id, key);
         self.run(true, |pool, scratch| btree.put(pool, key, value, scratch)).await
     }
 
@@ -306,7 +306,7 @@ impl Tree {
     /// present).
     pub(super) async fn apply_delete(&self, key: &[u8]) -> Result<bool> {
         let btree = self.btree;
-        let buffered = self.shared.buffer.stage_remove(btree.tree_id, key).is_some();
+        let buffered = self.shared.change_buffer.stage_remove(btree.tree_id, key).is_some();
         let (removed, merge) =
             self.run(true, |pool, scratch| btree.delete(pool, key, scratch)).await?;
         if let Some(leaf) = merge {
@@ -318,11 +318,11 @@ impl Tree {
 
 impl Shared {
     /// Drains the change buffer's next victim (the sweep: `ChangeBuffer::next_drain`) into
-    /// its leaf, for a committer that pushed the buffer over what it may hold: the leaf is
+    /// its leaf, for a committer that pushed the change buffer over what it may hold: the leaf is
     /// read outside the commit lock, then its buffered entries are put into it in one commit
     /// that needs no sync (the puts it moves are durable already).
     pub(super) async fn drain_next(self: &Arc<Self>) -> Result<()> {
-        let Some((btree, key)) = self.buffer.next_drain(&self.pool) else { return Ok(()) };
+        let Some((btree, key)) = self.change_buffer.next_drain(&self.pool) else { return Ok(()) };
         let pool = &self.pool;
         let _ = run_async_with(pool, true, |scratch| {
             btree.get(pool, &key, scratch, &mut |_: &[u8]| ())
@@ -330,28 +330,28 @@ impl Shared {
         .await;
         let drained = self
             .commit(Durability::None, async || {
-                // Under the commit lock: a victim that left the buffer meanwhile (drained,
+                // Under the commit lock: a victim that left the change buffer meanwhile (drained,
                 // changed, or its tree dropped) leaves nothing to do.
-                if self.buffer.get(btree.tree_id, &key).is_none() {
+                if self.change_buffer.get(btree.tree_id, &key).is_none() {
                     return Ok(0);
                 }
                 let (low, high) =
                     run_async_with(pool, false, |scratch| leaf_range(btree, pool, &key, scratch))
                         .await?;
-                let entries = self.buffer.range(
+                let entries = self.change_buffer.range(
                     btree.tree_id,
                     super::cursor::as_slice(&low),
                     super::cursor::as_slice(&high),
                 );
                 for (key, value) in &entries {
-                    self.buffer.stage_remove(btree.tree_id, key);
+                    self.change_buffer.stage_remove(btree.tree_id, key);
                     run_async_with(pool, false, |scratch| btree.put(pool, key, value, scratch))
                         .await?;
                 }
                 Ok(entries.len())
             })
             .await?;
-        self.buffer.count_drain(drained);
+        self.change_buffer.count_drain(drained);
         Ok(())
     }
 
@@ -364,8 +364,8 @@ impl Shared {
         // Each commit pins the pages it changes until its record is logged.
         let per_commit = (self.pool.pool_pages() / 8).clamp(1, 256) as usize;
         let pool = &self.pool;
-        while !self.buffer.is_empty() {
-            let entries = self.buffer.first(per_commit);
+        while !self.change_buffer.is_empty() {
+            let entries = self.change_buffer.first(per_commit);
             self.commit(Durability::None, async || {
                 for (tree, key, value) in &entries {
                     let Some(tree) = tree else {
@@ -376,7 +376,7 @@ impl Shared {
                                 .into(),
                         });
                     };
-                    self.buffer.stage_remove(tree.tree_id, key);
+                    self.change_buffer.stage_remove(tree.tree_id, key);
                     run_async_with(pool, false, |scratch| tree.put(pool, key, value, scratch))
                         .await?;
                 }

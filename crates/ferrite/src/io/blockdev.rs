@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn dir_storage_opens_writes_reads_and_removes() {
-        let dir = crate::test_util::TempDir::new("blockdev");
+        let dir = tempfile::TempDir::with_prefix("blockdev").unwrap();
         let storage = DirStorage::new(dir.path());
         assert!(storage.open("wal/a.log", false).unwrap().is_none());
         let device = storage.open("wal/a.log", true).unwrap().unwrap();

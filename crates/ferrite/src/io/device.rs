@@ -1,6 +1,8 @@
 //! Where bytes live: one file or block device, or several striped RAID0-style by Ferrite
-//! itself (seed 000: the engine's own striping outruns Linux md), every device grown in large
-//! preallocated steps (seed 001: few, batched file-system metadata updates).
+//! itself (the engine's own striping outruns Linux md: "What Modern NVMe Storage Can Do, and
+//! How to Exploit It"), every device grown in large preallocated steps (few, batched
+//! file-system metadata updates: "Getting Storage Engines Ready for Fast Storage Devices";
+//! both in docs/references.md).
 //!
 //! # Layout
 //! The logical byte space is cut into chunks of `chunk_bytes`; logical chunk `c` lives on
@@ -396,7 +398,7 @@ impl Devices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::TempDir;
+    use tempfile::TempDir;
 
     fn open(dir: &TempDir, n: usize, chunk_bytes: u64, grow_bytes: u64) -> Devices {
         let paths: Vec<PathBuf> = (0..n).map(|i| dir.path().join(format!("dev{i}"))).collect();
@@ -406,7 +408,7 @@ mod tests {
 
     #[test]
     fn locate_stripes_chunks_round_robin() {
-        let dir = TempDir::new("devices-locate");
+        let dir = TempDir::with_prefix("devices-locate").unwrap();
         let devices = open(&dir, 3, 8192, 8192);
         assert_eq!(devices.locate(0), (0, 0));
         assert_eq!(devices.locate(8191), (0, 8191));
@@ -424,7 +426,7 @@ mod tests {
 
     #[test]
     fn growth_is_per_device_in_steps_and_capacity_follows() {
-        let dir = TempDir::new("devices-grow");
+        let dir = TempDir::with_prefix("devices-grow").unwrap();
         let devices = open(&dir, 3, 4096, 2 * 4096);
         assert_eq!(devices.capacity_bytes(), 0);
         // Logical chunks 0..4: devices 0, 1, 2, 0 → device 0 needs 2 chunks, 1 and 2 one each;
@@ -449,7 +451,7 @@ mod tests {
 
     #[test]
     fn bad_options_and_read_only_growth_are_refused() {
-        let dir = TempDir::new("devices-options");
+        let dir = TempDir::with_prefix("devices-options").unwrap();
         let path = vec![dir.path().join("d")];
         for bad in [
             DeviceOptions { chunk_bytes: 1000, ..Default::default() },
@@ -506,7 +508,7 @@ mod tests {
     /// failure says what the path is or what the open found.
     #[test]
     fn open_errors_say_what_the_path_is() {
-        let dir = TempDir::new("devices-open-errors");
+        let dir = TempDir::with_prefix("devices-open-errors").unwrap();
         let writable_direct = DeviceOptions::default();
         // A directory: EINVAL read-only with O_DIRECT, EISDIR writable.
         for options in [read_only_direct(), writable_direct.clone()] {

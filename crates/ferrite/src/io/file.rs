@@ -1,14 +1,15 @@
 //! The page file: pages laid over the devices (`device.rs`: one file, or several striped
 //! RAID0 by Ferrite), opened with `O_DIRECT` unless told otherwise, grown in large
-//! preallocated chunks (seed 001), read and written a page at a time through page-aligned
+//! preallocated chunks (docs/references.md: "Getting Storage Engines Ready for Fast Storage
+//! Devices"), read and written a page at a time through page-aligned
 //! buffers by blocking system calls. The workers reach the same devices through their own
 //! engines (`open_engine` on [`PageFile::devices`]).
 //!
 //! A page file can also live on one [`BlockDevice`] ([`PageFile::open_on`]): tests put a
-//! simulated disk (`sim.rs`) there to crash it and fail its I/O. Such a file has no real
-//! devices for the workers' engines ([`PageFile::devices`] is `None`; `sim::SimEngine` runs
-//! on [`PageFile::block_device`] instead), is never direct, and grows by `allocate` in steps
-//! of whole pages.
+//! simulated disk (`testing::sim`) there to crash it and fail its I/O. Such a file has no
+//! real devices for the workers' engines ([`PageFile::devices`] is `None`; it brings its own,
+//! a `BlockEngine` on the device: [`PageFile::own_engine`]), is never direct, and grows by
+//! `allocate` in steps of whole pages.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -173,13 +174,20 @@ impl PageFile {
         }
     }
 
-    /// The device of a page file opened with [`PageFile::open_on`], for engines that work
-    /// on one (`sim::SimEngine`); `None` on real devices.
+    /// The device of a page file opened with [`PageFile::open_on`]; `None` on real devices.
     pub fn block_device(&self) -> Option<&Arc<dyn BlockDevice>> {
         match &self.backing {
             Backing::Devices(_) => None,
             Backing::Block(block) => Some(&block.device),
         }
+    }
+
+    /// The engine a page file on a [`BlockDevice`] brings for the workers (a
+    /// [`BlockEngine`](super::BlockEngine) with room for `depth` requests); `None` on real
+    /// devices, whose engine the options choose.
+    pub fn own_engine(&self, depth: usize) -> Option<Result<Box<dyn super::IoEngine>>> {
+        let device = self.block_device()?;
+        Some(super::BlockEngine::new(Arc::clone(device), depth).map(|engine| Box::new(engine) as _))
     }
 
     pub fn is_direct(&self) -> bool {
@@ -301,7 +309,7 @@ mod tests {
 
     #[test]
     fn write_read_and_grow_in_chunks() {
-        let dir = crate::test_util::TempDir::new("file");
+        let dir = tempfile::TempDir::with_prefix("file").unwrap();
         let path = dir.path().join("pages");
         let file = PageFile::open(&path, true, true, true, 16 * PAGE_SIZE as u64).unwrap();
         assert_eq!(file.size_pages(), 0);
@@ -320,7 +328,7 @@ mod tests {
 
     #[test]
     fn misaligned_buffers_are_refused() {
-        let dir = crate::test_util::TempDir::new("file-misaligned");
+        let dir = tempfile::TempDir::with_prefix("file-misaligned").unwrap();
         let file =
             PageFile::open(&dir.path().join("pages"), true, true, true, PAGE_SIZE as u64).unwrap();
         let mut big = vec![0u8; 2 * PAGE_SIZE];
@@ -331,7 +339,7 @@ mod tests {
 
     #[test]
     fn a_page_file_on_a_block_device_grows_in_page_steps() {
-        let dir = crate::test_util::TempDir::new("file-on-device");
+        let dir = tempfile::TempDir::with_prefix("file-on-device").unwrap();
         let device =
             super::super::FileDevice::open(&dir.path().join("pages"), true, false).unwrap();
         let file = PageFile::open_on(Arc::new(device), true, PAGE_SIZE as u64 + 1).unwrap();

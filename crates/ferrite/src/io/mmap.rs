@@ -1,4 +1,5 @@
-//! The mmap engine (seed 001): reads are copies out of a shared read-only mapping of each
+//! The mmap engine (after "Getting Storage Engines Ready for Fast Storage Devices",
+//! docs/references.md): reads are copies out of a shared read-only mapping of each
 //! device (`MAP_SHARED`, `PROT_READ`), writes go through `pwrite`. Reads are performed by
 //! `submit`, like psync's, and cost a `memcpy` when the page is resident and a page fault
 //! otherwise; they always go through the page cache, whatever `O_DIRECT` says (mappings
@@ -335,10 +336,10 @@ mod tests {
     use super::*;
     use crate::io::device::{DeviceOptions, Devices};
     use crate::io::AlignedBuf;
-    use crate::test_util::TempDir;
     use std::os::unix::fs::FileExt;
     use std::path::PathBuf;
     use std::sync::atomic::AtomicBool;
+    use tempfile::TempDir;
 
     const BLOCK: usize = 4096;
 
@@ -372,7 +373,7 @@ mod tests {
 
     #[test]
     fn readers_back_off_while_resizing_and_beyond_the_mapping() {
-        let dir = TempDir::new("mmap-backoff");
+        let dir = TempDir::with_prefix("mmap-backoff").unwrap();
         let path = dir.path().join("dev");
         fill(&path, 4);
         let devices = devices(path.clone());
@@ -401,7 +402,7 @@ mod tests {
 
     #[test]
     fn growth_through_the_devices_remaps() {
-        let dir = TempDir::new("mmap-grow");
+        let dir = TempDir::with_prefix("mmap-grow").unwrap();
         let path = dir.path().join("dev");
         fill(&path, 4);
         let devices = devices(path);
@@ -417,7 +418,7 @@ mod tests {
 
     #[test]
     fn reads_stay_correct_while_another_thread_remaps() {
-        let dir = TempDir::new("mmap-race");
+        let dir = TempDir::with_prefix("mmap-race").unwrap();
         let path = dir.path().join("dev");
         let blocks = 64u64;
         fill(&path, blocks);

@@ -575,12 +575,12 @@ impl Drop for UringEngine {
 mod tests {
     use super::*;
     use crate::io::{AlignedBuf, DeviceOptions, Devices};
-    use crate::test_util::TempDir;
+    use tempfile::TempDir;
 
     #[test]
     fn a_write_and_sync_completes_once_even_behind_a_full_queue() {
         use std::os::fd::AsRawFd;
-        let dir = TempDir::new("uring-write-sync");
+        let dir = TempDir::with_prefix("uring-write-sync").unwrap();
         let path = dir.path().join("d0");
         std::fs::write(&path, vec![0u8; 64 << 10]).unwrap();
         let options = DeviceOptions { writable: true, direct: false, ..DeviceOptions::default() };
@@ -673,7 +673,7 @@ mod tests {
     fn an_armed_wake_up_ends_a_wait_that_the_engines_own_io_would_not() {
         // A write into a full pipe stays in flight until someone reads the pipe: a waiting
         // reap can only end through the wake-up, written from another thread.
-        let dir = TempDir::new("uring-wake");
+        let dir = TempDir::with_prefix("uring-wake").unwrap();
         let path = dir.path().join("d0");
         std::fs::write(&path, vec![0u8; 4096]).unwrap();
         let devices =
@@ -747,7 +747,7 @@ mod tests {
         // The workers' pattern: the engine is made by the opening thread and used by the
         // worker's. Completions must also reach a caller that only ever reaps without
         // waiting (with deferred task running they are posted by an enter that asks).
-        let dir = TempDir::new("uring-issuer");
+        let dir = TempDir::with_prefix("uring-issuer").unwrap();
         let path = dir.path().join("d0");
         let pattern: Vec<u8> = (0..16 * 4096).map(|i| (i / 4096) as u8).collect();
         std::fs::write(&path, &pattern).unwrap();
@@ -805,7 +805,7 @@ mod tests {
 
     #[test]
     fn devices_are_registered_as_fixed_files_and_batches_are_one_call() {
-        let dir = TempDir::new("uring-fixed");
+        let dir = TempDir::with_prefix("uring-fixed").unwrap();
         let paths: Vec<_> = (0..2).map(|i| dir.path().join(format!("d{i}"))).collect();
         for path in &paths {
             std::fs::write(path, vec![9u8; 8192]).unwrap();
@@ -838,7 +838,7 @@ mod tests {
 
     #[test]
     fn registered_memory_is_used_as_fixed_buffers_inside_and_plain_buffers_outside() {
-        let dir = TempDir::new("uring-buffers");
+        let dir = TempDir::with_prefix("uring-buffers").unwrap();
         let path = dir.path().join("d");
         let content: Vec<u8> = (0..4 * 4096).map(|i| (i / 4096 + 1) as u8).collect();
         std::fs::write(&path, &content).unwrap();

@@ -1,35 +1,34 @@
-//! What the engine's own unit tests share: running an attempt to its end on the calling
-//! thread (the scheduler's one driver under `block_on`), reading a consistent copy of a
-//! page, scanning a tree. Compiled for tests only.
+//! What tests use and the engine does not: the simulated disk (`sim`: a [`Storage`] that
+//! crashes, tears and fails writes from a seed), the directory copy a crash would leave, and
+//! — for the engine's own unit tests — the conformance suite every I/O engine passes and the
+//! helpers that run attempts to their end. Compiled for tests, and for other crates' tests
+//! with the `testing` feature.
+//!
+//! [`Storage`]: crate::io::Storage
 
-use crate::btree::Scratch;
-use crate::buffer::{AlignedPage, Attempt, BufferPool};
-use crate::error::{PageId, Result};
+#[cfg(test)]
+mod attempts;
+#[cfg(test)]
+mod conformance;
+pub mod sim;
 
-/// Runs `attempt` until it finishes, loading missing pages with blocking reads.
-pub fn run<T>(pool: &BufferPool, attempt: impl FnMut(&mut Scratch) -> Attempt<T>) -> Result<T> {
-    crate::sched::block_on(crate::sched::run_async(pool, attempt))
-}
+#[cfg(test)]
+pub(crate) use attempts::{read_page, run, scan};
+pub use sim::{SimDisk, SimFaults};
 
-/// A consistent copy of page `page_id`, loading it if need be (which verifies it).
-pub fn read_page(pool: &BufferPool, page_id: PageId) -> Result<AlignedPage> {
-    let mut copy = AlignedPage::zeroed();
-    run(pool, |_| pool.read_copy(page_id, &mut copy))?;
-    Ok(copy)
-}
+use std::path::Path;
 
-/// Every key of `tree`, in order (`reverse`: descending), or the first error.
-pub fn scan(pool: &BufferPool, tree: crate::btree::BTree, reverse: bool) -> Result<Vec<Vec<u8>>> {
-    use crate::db::cursor::{Cursor, Step};
-    use std::ops::Bound::Unbounded;
-    let mut cursor = Cursor::new(tree, Unbounded, Unbounded, reverse);
-    let mut keys = Vec::new();
-    loop {
-        match cursor.next_in_leaf(pool)? {
-            Step::Entry(key, _) => keys.push(key),
-            Step::Done => return Ok(keys),
-            Step::Leaf => run(pool, |scratch| cursor.load_attempt(pool, scratch))?,
-            Step::Page(page) => pool.load(page)?,
+/// Copies the files of data directory `from` into `to` (created) as a crash would leave
+/// them, the log's `wal/` included. For tests that recover a crash image of a database still
+/// open.
+pub fn copy_crash_image(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("creating the image's directory");
+    for entry in std::fs::read_dir(from).expect("listing the data directory") {
+        let entry = entry.expect("listing the data directory");
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_crash_image(&entry.path(), &to.join(entry.file_name()));
+        } else if entry.file_name() != crate::LOCK_FILE_NAME {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copying a file");
         }
     }
 }

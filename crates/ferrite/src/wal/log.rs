@@ -1,8 +1,8 @@
-//! The log: records appended to a buffer in memory, written and synced in groups (one write
+//! The log: records appended in memory, written and synced in groups (one write
 //! and one `fdatasync` for every commit that waits meanwhile), laid over segment files that
 //! are reused once a checkpoint no longer needs them (their format: `segment.rs`).
 //!
-//! States of the log's bytes: *buffered* (appended, in `State::buf`) → *writing* (taken by
+//! States of the log's bytes: *pending* (appended, in `State::pending`) → *writing* (taken by
 //! a flush in progress; at most `MAX_FLIGHTS` at once) → *durable* (written and synced, and
 //! so is everything before: below `durable`). Every flush ends with a flush-end record naming
 //! where it began and how far the log was durable when it began: a crash can only tear
@@ -89,9 +89,9 @@ pub fn read_stream(segments: &[Segment], lsn: u64, buf: &mut [u8]) -> Result<boo
 
 #[derive(Debug)]
 struct State {
-    /// Log bytes `buf_start..tail`, not yet taken by a flush.
-    buf: Vec<u8>,
-    buf_start: u64,
+    /// Log bytes `pending_start..tail`, not yet taken by a flush.
+    pending: Vec<u8>,
+    pending_start: u64,
     tail: u64,
     /// Flushes in progress, oldest first: `(start, end, finished)`. The durable LSN moves to
     /// a flush's end once it and every older one finished.
@@ -99,7 +99,7 @@ struct State {
     /// Segments holding log bytes a recovery may need, in log order; the last one is written
     /// (or, if the log reached its end, the next one is made before anything else).
     segments: Vec<Segment>,
-    /// The log bytes from the start of `buf_start`'s block in its segment to `buf_start`
+    /// The log bytes from the start of `pending_start`'s block in its segment to `pending_start`
     /// (written by the last flush; the next one writes them again); `None` until the first
     /// flush after opening reads them back.
     carry: Option<Vec<u8>>,
@@ -265,8 +265,8 @@ impl Log {
             storage,
             segment_bytes,
             state: Mutex::new(State {
-                buf: Vec::with_capacity(1 << 20),
-                buf_start: tail,
+                pending: Vec::with_capacity(1 << 20),
+                pending_start: tail,
                 tail,
                 flights: std::collections::VecDeque::new(),
                 segments,
@@ -326,7 +326,7 @@ impl Log {
         let mut state = self.state.lock().unwrap();
         let lsn = state.tail;
         RecordWriter::finish(record, lsn);
-        state.buf.extend_from_slice(record);
+        state.pending.extend_from_slice(record);
         state.tail += record.len() as u64;
         self.counters.records.fetch_add(1, Ordering::Relaxed);
         Ok((lsn, state.tail))
@@ -341,10 +341,10 @@ impl Log {
         self.durable.load(Ordering::Acquire)
     }
 
-    /// Whether bytes are buffered that no flush has taken.
+    /// Whether bytes are pending that no flush has taken.
     pub fn has_unflushed(&self) -> bool {
         let state = self.state.lock().unwrap();
-        state.tail > state.buf_start
+        state.tail > state.pending_start
     }
 
     /// Blocks until every log byte below `lsn` is durable, writing and syncing them itself
@@ -361,7 +361,7 @@ impl Log {
             debug_assert!(!crate::sched::log_flush_in_flight(), "waiting for our own flush");
             let mut state = self.state.lock().unwrap();
             // Wait while the bytes are all in flushes already, or no flush may start.
-            while (lsn <= state.buf_start || state.flights.len() >= MAX_FLIGHTS)
+            while (lsn <= state.pending_start || state.flights.len() >= MAX_FLIGHTS)
                 && self.durable() < lsn
                 && !self.failed.load(Ordering::Acquire)
             {
@@ -375,7 +375,7 @@ impl Log {
         }
     }
 
-    /// Takes the buffered bytes (the caller holds the state lock and no flush is in
+    /// Takes the pending bytes (the caller holds the state lock and no flush is in
     /// progress), writes and syncs them, and publishes the new durable LSN.
     fn lead_flush(&self, state: std::sync::MutexGuard<'_, State>) -> Result<()> {
         let Some(job) = self.take_flush(state)? else { return Ok(()) };
@@ -383,7 +383,7 @@ impl Log {
         self.finish_flush(job, result)
     }
 
-    /// Starts a flush of everything buffered, to be written by the caller (a worker, on its
+    /// Starts a flush of everything pending, to be written by the caller (a worker, on its
     /// ring: `FlushJob::pieces`) and ended with `finish_flush`; `None` if a flush is in
     /// progress, nothing waits, or the log failed.
     pub fn start_flush(&self) -> Option<FlushJob> {
@@ -399,24 +399,24 @@ impl Log {
 
     fn take_flush(&self, mut state: std::sync::MutexGuard<'_, State>) -> Result<Option<FlushJob>> {
         debug_assert!(state.flights.len() < MAX_FLIGHTS);
-        if state.tail == state.buf_start {
+        if state.tail == state.pending_start {
             return Ok(None);
         }
         // Close the flush with a marker saying where it began, and below which the log was
         // durable then (recovery tells a torn tail from damage by it).
-        let start = state.buf_start;
+        let start = state.pending_start;
         let mut marker = RecordWriter::new(KIND_FLUSH_END);
         marker.u64(start);
         marker.u64(self.durable());
         let lsn = state.tail;
         RecordWriter::finish(&mut marker.bytes, lsn);
-        state.buf.extend_from_slice(&marker.bytes);
+        state.pending.extend_from_slice(&marker.bytes);
         state.tail += marker.bytes.len() as u64;
         let end = state.tail;
         match self.block_writes(&mut state, start, end) {
             Ok(writes) => {
-                state.buf.clear();
-                state.buf_start = end;
+                state.pending.clear();
+                state.pending_start = end;
                 self.prepare_spare(&mut state, end);
                 state.flights.push_back((start, end, false));
                 Ok(Some(FlushJob { writes, start, taken: std::time::Instant::now() }))
@@ -460,7 +460,7 @@ impl Log {
             let mut bytes = if from == start { std::mem::take(&mut carry) } else { Vec::new() };
             let block = segment.block_lsn(from);
             debug_assert_eq!(block + bytes.len() as u64, from);
-            bytes.extend_from_slice(&state.buf[(from - start) as usize..(to - start) as usize]);
+            bytes.extend_from_slice(&state.pending[(from - start) as usize..(to - start) as usize]);
             let (offset, buf) = frame(&segment, block, &bytes);
             // The next flush starts with this segment's last partial block, unless the
             // segment is full (it then starts at the next one's first block).
@@ -762,7 +762,7 @@ impl Log {
             return Ok(false);
         }
         let state = self.state.lock().unwrap();
-        if state.flights.len() >= MAX_FLIGHTS || state.tail == state.buf_start {
+        if state.flights.len() >= MAX_FLIGHTS || state.tail == state.pending_start {
             return Ok(false);
         }
         self.lead_flush(state)?;
@@ -807,7 +807,7 @@ impl Future for DurableWait {
 mod tests {
     use super::*;
     use crate::io::DirStorage;
-    use crate::test_util::TempDir;
+    use tempfile::TempDir;
 
     /// Appends records of assorted sizes, flushing after each batch; checks that every write
     /// is whole blocks at a block offset, and that every record reads back as appended.
@@ -841,7 +841,7 @@ mod tests {
 
     #[test]
     fn block_aligned_flushes_keep_every_record_across_segments_and_reopening() {
-        let dir = TempDir::new("log-blocks");
+        let dir = TempDir::with_prefix("log-blocks").unwrap();
         let storage: Arc<dyn Storage> = Arc::new(DirStorage::new(dir.path()));
         let mut kept = Vec::new();
         let log = Log::new(Arc::clone(&storage), 1 << 20, Vec::new(), Slots::default(), 0, true);

@@ -524,7 +524,8 @@ fn read_exact(segment: &Segment, buf: &mut [u8], offset: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{SimDisk, Storage};
+    use crate::io::Storage;
+    use crate::testing::SimDisk;
 
     fn segment(disk: &SimDisk, slot: u32, start: u64, capacity: u64) -> Segment {
         let device = disk.open(&segment_name(slot), true).unwrap().unwrap();

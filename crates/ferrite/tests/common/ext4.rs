@@ -88,7 +88,7 @@ impl Image {
     /// An image in a new temporary directory named after `label` (see
     /// [`clean_up_after_killed_runs`]); not made yet.
     pub fn new(label: &str) -> Image {
-        let base = TempDir::new(label);
+        let base = TempDir::with_prefix(label).unwrap();
         let image = base.path().join("ext4.img");
         let mount = base.path().join("mnt");
         std::fs::create_dir(&mount).expect("creating the mount point");

@@ -8,10 +8,10 @@ pub mod ext4;
 
 use std::sync::Arc;
 
-use ferrite::io::SimDisk;
+use ferrite::testing::SimDisk;
 use ferrite::{Db, Durability, Options};
 
-pub use ferrite::test_util::TempDir;
+pub use tempfile::TempDir;
 
 /// Options for a pool of `pool_pages` pages and a small address space, so that tests evict
 /// and re-read pages all the time.
@@ -63,7 +63,7 @@ pub fn assert_check(db: &Db) {
 }
 
 #[allow(unused_imports)] // not every test binary recovers crash images
-pub use ferrite::test_util::copy_crash_image as copy_dir;
+pub use ferrite::testing::copy_crash_image as copy_dir;
 
 /// Options for a database on simulated disk `disk`: a small pool (smaller than the crash
 /// suite's trees, so that leaves are evicted), no workers, `Sync`

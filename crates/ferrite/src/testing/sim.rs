@@ -1,7 +1,7 @@
 //! A simulated disk for tests: a [`Storage`] whose files are bytes in memory, with the page
 //! cache, power cuts, torn writes and injected I/O errors of a real one, every random choice
 //! drawn from one seed so that a failure replays exactly. Put it behind
-//! `Options::storage` (or [`PageFile::open_on`](super::PageFile::open_on)) and the engine runs
+//! `Options::storage` (or [`PageFile::open_on`](crate::io::PageFile::open_on)) and the engine runs
 //! on it unchanged; [`SimDisk::crash`] cuts the power.
 //!
 //! # The state of a file
@@ -58,24 +58,21 @@
 //!
 //! # Engine
 //!
-//! [`SimEngine`] lets the workers run on a simulated disk: an [`IoEngine`] over one
-//! [`BlockDevice`] (device 0), synchronous like `psync.rs` (queue stores, submit performs,
-//! reap hands out), so every request meets the disk's faults, crashes and capacity.
+//! The workers run on a simulated disk through `io::BlockEngine`, the engine of any page
+//! file that lives on a [`BlockDevice`] (`PageFile::own_engine`): synchronous, so every
+//! request meets the disk's faults, crashes and capacity.
 //!
 //! Random choices come from one generator (splitmix64) seeded by [`SimFaults::seed`], drawn
 //! in the order of the calls: the same calls in the same order give the same disk. A rate of
 //! zero (or a certainty) draws nothing: a disk without faults draws only when it crashes.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::blockdev::{BlockDevice, Storage};
-use super::engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
-use super::request::{admit, MAX_IO_DEPTH};
-use crate::error::{Error, Result};
+use crate::io::{BlockDevice, Storage};
 
 /// The unit a crash tears writes at, in bytes.
 pub const SECTOR_BYTES: u64 = 512;
@@ -694,107 +691,6 @@ impl BlockDevice for SimFile {
 
     fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-/// A synchronous submission engine over one [`BlockDevice`] (device index 0), for running
-/// the workers on a simulated disk: `submit` performs the queued requests in order, `reap`
-/// hands out their completions. It has no alignment rules (nothing is direct) and reports
-/// itself as [`EngineKind::Psync`], the engine it imitates.
-pub struct SimEngine {
-    device: Arc<dyn BlockDevice>,
-    depth: usize,
-    queued: VecDeque<IoRequest>,
-    done: VecDeque<IoCompletion>,
-}
-
-impl fmt::Debug for SimEngine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SimEngine")
-            .field("device", &self.device.path())
-            .field("depth", &self.depth)
-            .field("in_flight", &self.in_flight())
-            .finish_non_exhaustive()
-    }
-}
-
-impl SimEngine {
-    /// An engine on `device` with room for `depth` requests in flight (1 to
-    /// [`MAX_IO_DEPTH`], as `open_engine` checks).
-    pub fn new(device: Arc<dyn BlockDevice>, depth: usize) -> Result<SimEngine> {
-        if depth == 0 || depth > MAX_IO_DEPTH {
-            return Err(Error::BadOptions {
-                reason: format!("I/O depth {depth} is out of range (1 to {MAX_IO_DEPTH})"),
-            });
-        }
-        Ok(SimEngine {
-            device,
-            depth,
-            queued: VecDeque::with_capacity(depth),
-            done: VecDeque::with_capacity(depth),
-        })
-    }
-
-    /// Performs `request`: every byte, a read up to the end of the device, or the error.
-    #[allow(unsafe_code)] // the request's raw buffer
-    fn perform(&self, request: &IoRequest) -> io::Result<usize> {
-        if request.len == 0 {
-            return Ok(0);
-        }
-        match request.kind {
-            IoKind::Read => {
-                // SAFETY: `request.buf` is valid and writable for `request.len` bytes and
-                // untouched by anyone else until the completion is reaped (the contract of
-                // `IoEngine::queue`, which took this request); the slice dies before that.
-                let buf = unsafe { std::slice::from_raw_parts_mut(request.buf, request.len) };
-                self.device.read_at(buf, request.offset)
-            }
-            IoKind::Write => {
-                // SAFETY: as above; a write only reads the buffer.
-                let buf = unsafe { std::slice::from_raw_parts(request.buf, request.len) };
-                self.device.write_at(buf, request.offset).map(|()| request.len)
-            }
-        }
-    }
-}
-
-#[allow(unsafe_code)] // `IoEngine::queue` is an unsafe method
-impl IoEngine for SimEngine {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Psync
-    }
-
-    fn depth(&self) -> usize {
-        self.depth
-    }
-
-    fn in_flight(&self) -> usize {
-        self.queued.len() + self.done.len()
-    }
-
-    unsafe fn queue(&mut self, request: IoRequest) -> Result<(), QueueError> {
-        admit(&request, self.in_flight(), self.depth, 1, false)?;
-        self.queued.push_back(request);
-        Ok(())
-    }
-
-    fn submit(&mut self) -> io::Result<usize> {
-        let submitted = self.queued.len();
-        while let Some(request) = self.queued.pop_front() {
-            let result = self.perform(&request);
-            self.done.push_back(IoCompletion { tag: request.tag, result });
-        }
-        Ok(submitted)
-    }
-
-    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> io::Result<usize> {
-        // Requests queued and never submitted would otherwise never finish.
-        if wait && self.done.is_empty() && !self.queued.is_empty() {
-            self.submit()?;
-        }
-        let reaped = self.done.len();
-        out.extend(self.done.drain(..));
-        Ok(reaped)
     }
 }
 

@@ -6,8 +6,9 @@
 //! requests complete with their error; `reap(wait)` with nothing in flight returns at once;
 //! every tag comes back exactly once.
 //!
-//! The simulated disk's engine (`sim::SimEngine`, one device, never direct) passes the same
-//! checks that apply to it, run on a `SimDisk` file, plus its faults and crashes.
+//! The engine of a page file on a block device (`io::BlockEngine`, one device, never direct)
+//! passes the same checks that apply to it, run on a simulated disk's file, plus the disk's
+//! faults and crashes.
 
 #![allow(unsafe_code)] // `IoEngine::queue`
 
@@ -19,11 +20,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use super::{
-    open_engine, AlignedBuf, BlockDevice, DeviceOptions, Devices, EngineKind, IoCompletion,
-    IoEngine, IoKind, IoRequest, QueueError, SimDisk, SimEngine, Storage, IO_ALIGN,
+use super::SimDisk;
+use crate::io::{
+    open_engine, AlignedBuf, BlockDevice, BlockEngine, DeviceOptions, Devices, EngineKind,
+    IoCompletion, IoEngine, IoKind, IoRequest, QueueError, Storage, IO_ALIGN, MAX_IO_DEPTH,
 };
-use crate::test_util::TempDir;
+use tempfile::TempDir;
 
 const BLOCK: usize = IO_ALIGN;
 /// Stripe chunk of the tests: four blocks, so a few dozen blocks cross many chunks.
@@ -37,7 +39,8 @@ struct Setup {
 }
 
 fn setup(label: &str, kind: EngineKind, device_count: usize, direct: bool) -> Setup {
-    let dir = TempDir::new(&format!("conformance-{label}-{}-{device_count}", kind.name()));
+    let dir = TempDir::with_prefix(format!("conformance-{label}-{}-{device_count}", kind.name()))
+        .unwrap();
     let paths: Vec<PathBuf> =
         (0..device_count).map(|i| dir.path().join(format!("device-{i}"))).collect();
     let options = DeviceOptions {
@@ -422,7 +425,7 @@ fn dropping_an_engine_waits_for_its_requests() {
 #[test]
 fn open_engine_checks_the_depth() {
     let s = setup("depth", EngineKind::Psync, 1, false);
-    for depth in [0, super::MAX_IO_DEPTH + 1] {
+    for depth in [0, MAX_IO_DEPTH + 1] {
         let Err(error) = open_engine(EngineKind::IoUring, &s.devices, depth) else {
             panic!("depth {depth} accepted");
         };
@@ -433,10 +436,10 @@ fn open_engine_checks_the_depth() {
 }
 
 /// A simulated disk, one file on it, and an engine of `depth` on that file.
-fn sim_setup(seed: u64, depth: usize) -> (Arc<SimDisk>, Arc<dyn BlockDevice>, SimEngine) {
+fn sim_setup(seed: u64, depth: usize) -> (Arc<SimDisk>, Arc<dyn BlockDevice>, BlockEngine) {
     let disk = SimDisk::new(seed);
     let device = disk.open("pages", true).unwrap().unwrap();
-    let engine = SimEngine::new(Arc::clone(&device), depth).unwrap();
+    let engine = BlockEngine::new(Arc::clone(&device), depth).unwrap();
     (disk, device, engine)
 }
 
@@ -459,7 +462,7 @@ fn sim_request(
 }
 
 #[test]
-fn the_sim_engine_writes_reads_back_and_takes_batches_larger_than_its_depth() {
+fn the_block_engine_writes_reads_back_and_takes_batches_larger_than_its_depth() {
     let (_disk, device, mut engine) = sim_setup(1, 3);
     assert_eq!((engine.kind(), engine.depth(), engine.in_flight()), (EngineKind::Psync, 3, 0));
     let total = 24 * BLOCK;
@@ -494,7 +497,7 @@ fn the_sim_engine_writes_reads_back_and_takes_batches_larger_than_its_depth() {
 }
 
 #[test]
-fn the_sim_engine_stops_reads_short_at_the_end_and_refuses_other_devices() {
+fn the_block_engine_stops_reads_short_at_the_end_and_refuses_other_devices() {
     let (_disk, device, mut engine) = sim_setup(2, 4);
     let len = 2 * BLOCK + 1000;
     let content: Vec<u8> = (0..len as u64).map(|i| pattern(7, i)).collect();
@@ -522,11 +525,11 @@ fn the_sim_engine_stops_reads_short_at_the_end_and_refuses_other_devices() {
     // SAFETY: refused requests are never performed.
     assert!(matches!(unsafe { engine.queue(refused) }, Err(QueueError::NoSuchDevice)));
     assert_eq!(engine.in_flight(), 0);
-    assert!(SimEngine::new(Arc::clone(&device), 0).is_err());
+    assert!(BlockEngine::new(Arc::clone(&device), 0).is_err());
 }
 
 #[test]
-fn the_sim_engine_completes_failed_requests_with_their_error() {
+fn the_block_engine_completes_failed_requests_with_their_error() {
     let (disk, _device, mut engine) = sim_setup(3, 4);
     let mut buf = AlignedBuf::zeroed(2 * BLOCK);
     let write = sim_request(IoKind::Write, &mut buf, 0, BLOCK, 1);
