@@ -1,6 +1,7 @@
 //! Operating errors: everything a caller can cause or the machine can do to us.
 //!
-//! Broken invariants are not errors: they panic (STYLE.md, "two kinds of error").
+//! Broken invariants are not errors: they panic. An error is what a caller must be able to
+//! handle; a panic is a bug in Ferrite.
 
 use std::fmt;
 use std::io;

@@ -62,7 +62,7 @@ pub struct Options {
     /// A checkpoint starts once this many bytes were logged since the last one: it bounds
     /// both the log on disk and the work recovery replays.
     pub checkpoint_log_bytes: u64,
-    /// Memory of `pool_bytes` for the change buffer (`btree/buffered.rs`): puts into leaves that
+    /// Memory of `pool_bytes` for the change buffer (`change_buffer/`): puts into leaves that
     /// are not in memory wait there, instead of reading their leaf, until it is read anyway.
     /// `None` (the default): a quarter of `pool_bytes` (at most 128 MiB) for pools of 16 MiB
     /// or more, none below. `Some(0)` turns it off. The buffer borrows this much of the

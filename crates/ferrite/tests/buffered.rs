@@ -1,4 +1,4 @@
-//! The change buffer (`btree/buffered.rs`) against a model: puts into leaves that are not in
+//! The change buffer (`change_buffer/`) against a model: puts into leaves that are not in
 //! memory wait in the buffer, and every read (gets, scans both ways, the task API), every
 //! other change (deletes, updates, batches, transactions, dropping a tree) and a reopen must
 //! see exactly what a plain map holds.

@@ -132,7 +132,7 @@ fn a_page_allocated_and_freed_in_one_commit_is_counted_after_recovery() {
     assert_check(&db);
 }
 
-/// R5 (an outside tester, `/work/shared/repro/r5_scan_hang.sh`): one byte of a slot head of
+/// R5 (found by an outside tester: a scan that hangs): one byte of a slot head of
 /// an inner node changed and the page's checksum recomputed made a forward scan loop
 /// forever, a `get` of a key that exists answer "not found", and a reverse scan end without
 /// an error, rows short. Fixed: nodes are validated as they come from disk, and descents and

@@ -23,7 +23,7 @@
 //! | 4    | (only if the commit changed the change buffer) buffered changes m, at least 1 |
 //! | ...  | m buffered changes                                                           |
 //!
-//! A buffered change (the change buffer, `btree/buffered.rs`): op (1: 0 = put: the key's value
+//! A buffered change (the change buffer, `change_buffer/`): op (1: 0 = put: the key's value
 //! is now held in the change buffer; 1 = removed: the key left the change buffer, its value
 //! written into its leaf, overwritten or deleted by this same record's page changes), tree
 //! id (8), key length (2), key, and for a put value length (2) and value.
@@ -90,7 +90,7 @@ impl PageEntry {
     }
 }
 
-/// A change a commit made to the change buffer (`btree/buffered.rs`).
+/// A change a commit made to the change buffer (`change_buffer/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BufferedOp {
     /// `key` of tree `tree` has `value`, held in the change buffer (not in its leaf).

@@ -1,0 +1,62 @@
+//! Ferrite in one page: open a data directory, write and read a tree, scan a range, commit a
+//! batch and a transaction, run a lookup as a task, close.
+//!
+//! ```sh
+//! cargo run --example quickstart -p ferrite -- /tmp/quickstart-data
+//! ```
+//!
+//! The tests run it too (`tests/quickstart.rs`), so what README shows keeps working.
+
+use std::path::Path;
+
+use ferrite::{Db, Error, Options, WriteBatch};
+
+fn main() -> ferrite::Result<()> {
+    let dir = std::env::args().nth(1).unwrap_or_else(|| "quickstart-data".into());
+    run(Path::new(&dir))
+}
+
+/// Everything the example does, in the data directory `dir` (made if missing).
+pub fn run(dir: &Path) -> ferrite::Result<()> {
+    let db = Db::open(dir, Options { pool_bytes: 64 << 20, ..Options::default() })?;
+    let orders = db.tree("orders")?; // created if missing
+    orders.put(b"order-0001", b"two apples")?;
+    assert_eq!(orders.get(b"order-0001")?.as_deref(), Some(&b"two apples"[..]));
+    orders.update(b"order-0001", |value| value[0] = b'T')?; // in place, atomically
+    for entry in orders.range(&b"order-"[..]..&b"order-9"[..]) {
+        let (key, value) = entry?;
+        println!("{} = {}", String::from_utf8_lossy(&key), String::from_utf8_lossy(&value));
+    }
+
+    // Changes to several trees commit together.
+    let stock = db.tree("stock")?;
+    let mut batch = WriteBatch::new();
+    batch.put(&stock, b"apples", &[3]);
+    batch.put(&orders, b"order-0002", b"reserved");
+    db.write(&batch)?;
+
+    // A transaction commits only if nothing it read changed meanwhile (serializable).
+    loop {
+        let mut txn = db.transaction();
+        let left = txn.get(&stock, b"apples")?.map_or(0, |v| v[0]);
+        if left == 0 {
+            break;
+        }
+        txn.put(&stock, b"apples", &[left - 1])?;
+        txn.put(&orders, b"order-0002", b"one apple")?;
+        match txn.commit() {
+            // Someone changed the stock meanwhile: run it again.
+            Err(Error::Conflict { .. }) => continue,
+            other => break other?,
+        }
+    }
+    assert_eq!(stock.get(b"apples")?, Some(vec![2]));
+
+    // Work can run as tasks on Ferrite's own workers, where a miss is a queued read
+    // instead of a blocked thread.
+    let tasks_orders = orders.clone();
+    let handle = db.spawn(async move { tasks_orders.get_async(b"order-0002").await })?;
+    assert_eq!(handle.wait()?.as_deref(), Some(&b"one apple"[..]));
+
+    db.close() // writes every page back
+}
