@@ -40,8 +40,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::engine::mmap::Mapping;
 use super::engine::IO_ALIGN;
-use super::mmap::Mapping;
 use crate::error::{Error, Result};
 
 /// Chunk of the stripe when none is given: see the module documentation.

@@ -14,7 +14,7 @@
 
 use std::io;
 
-use super::engine::{IoCompletion, IoKind, IoRequest, QueueError, IO_ALIGN};
+use super::{IoCompletion, IoKind, IoRequest, QueueError, IO_ALIGN};
 
 /// Most bytes one transfer moves: Linux's `MAX_RW_COUNT` (2 GiB less a page), which every
 /// read and write system call caps at, rounded to the direct-I/O alignment.

@@ -11,8 +11,8 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 use std::sync::Arc;
 
-use super::engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use super::request::{admit, advance, Piece, Slot, Step};
+use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 
 /// One `pread` or `pwrite` of `piece` on `file`.
 pub(crate) fn transfer(file: &File, kind: IoKind, piece: Piece) -> io::Result<usize> {

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::blockdev::BlockDevice;
 use super::device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES};
+use super::storage::BlockDevice;
 use crate::error::{Error, PageId, Result};
 use crate::store::page::PAGE_SIZE;
 

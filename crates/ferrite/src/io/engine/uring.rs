@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use super::request::{admit, advance, Slots, Step};
+use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use crate::error::{Error, Result};
 
 /// Rounds of "the kernel took nothing" before `submit` gives up with the kernel's error.

@@ -23,8 +23,8 @@ use std::os::unix::io::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use super::request::{admit, advance, Slots, Step};
+use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use crate::error::{Error, Result};
 
 /// `aio_context_t`: an opaque kernel handle.

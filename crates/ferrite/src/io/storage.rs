@@ -1,11 +1,11 @@
 //! The seam between Ferrite and where its bytes live, for the blocking paths: a
 //! [`BlockDevice`] is one file (or block device) read and written at offsets and synced; a
 //! [`Storage`] opens the named files of a data directory (the page file, the log segments).
-//! The real ones are [`FileDevice`] and [`DirStorage`]; tests put `io::sim`'s simulated disk
-//! behind the same traits, so the engine can be crashed, torn and failed from a seed.
+//! The real ones are [`FileDevice`] and [`DirStorage`]; tests put `testing::sim`'s simulated
+//! disk behind the same traits, so the engine can be crashed, torn and failed from a seed.
 //!
-//! The submission engines (`engine.rs`) stay on real file descriptors: a simulated disk is
-//! driven through the blocking paths only.
+//! The submission engines (`engine/`) work on real file descriptors; a page file on a
+//! simulated disk is driven by `BlockEngine`, through these traits.
 
 #![allow(unsafe_code)] // fcntl
 
@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn dir_storage_opens_writes_reads_and_removes() {
-        let dir = tempfile::TempDir::with_prefix("blockdev").unwrap();
+        let dir = tempfile::TempDir::with_prefix("storage").unwrap();
         let storage = DirStorage::new(dir.path());
         assert!(storage.open("wal/a.log", false).unwrap().is_none());
         let device = storage.open("wal/a.log", true).unwrap().unwrap();

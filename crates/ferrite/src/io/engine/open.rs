@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use super::aio::AioEngine;
-use super::device::Devices;
-use super::engine::{EngineKind, IoEngine};
 use super::mmap::MmapEngine;
 use super::psync::PsyncEngine;
 use super::request::MAX_IO_DEPTH;
 use super::uring::UringEngine;
+use super::{EngineKind, IoEngine};
 use crate::error::{Error, Result};
+use crate::io::device::Devices;
 
 /// Opens an engine of kind `kind` on `devices` with room for `depth` requests in flight
 /// (1 to [`MAX_IO_DEPTH`]). Direct I/O (and so the alignment checks) follows how `devices`

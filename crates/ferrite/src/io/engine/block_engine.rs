@@ -9,10 +9,10 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use super::blockdev::BlockDevice;
-use super::engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use super::request::{admit, MAX_IO_DEPTH};
+use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use crate::error::{Error, Result};
+use crate::io::storage::BlockDevice;
 
 /// A synchronous submission engine over one [`BlockDevice`] (device index 0): `submit`
 /// performs the queued requests in order, `reap` hands out their completions. It has no

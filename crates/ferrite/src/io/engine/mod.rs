@@ -4,10 +4,18 @@
 //! every device: no I/O threads, no hand-off between threads.
 //!
 //! Requests name a device by its index in the device list the engine was opened with and an
-//! offset in bytes on that device (where bytes live, striping included, is `device.rs`'s
+//! offset in bytes on that device (where bytes live, striping included, is `io/device.rs`'s
 //! business, not the engine's).
 
 #![allow(unsafe_code)] // requests carry raw buffer pointers; see `IoEngine::queue`
+
+pub mod aio;
+pub mod block_engine;
+pub mod mmap;
+pub mod open;
+pub mod psync;
+pub(crate) mod request;
+pub mod uring;
 
 use std::fmt;
 use std::io;

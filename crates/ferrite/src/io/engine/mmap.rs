@@ -38,10 +38,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::device::file_size;
-use super::engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
 use super::psync;
 use super::request::admit;
+use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
+use crate::io::device::file_size;
 
 /// One device's mapping: its address and length (null and 0 when the device is empty or
 /// could not be mapped). Written only by a resizer holding `resizing` with no reader inside.
