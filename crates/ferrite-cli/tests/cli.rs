@@ -1194,7 +1194,7 @@ fn check_names_the_corrupt_node_first_and_summarises_the_lost_pages() {
     drop(tree);
     opened.close().unwrap();
 
-    // The first inner node in the file (store/page.rs: the kind at byte 4, 3 for inner
+    // The first inner node in the file (format/page.rs: the kind at byte 4, 3 for inner
     // nodes; the page's own id at byte 8): flip a byte in its middle.
     let pages = Path::new(&db).join("pages.ferrite");
     let mut bytes = fs::read(&pages).unwrap();

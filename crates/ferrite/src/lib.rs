@@ -21,11 +21,11 @@ pub mod buffer;
 pub mod change_buffer;
 mod db;
 pub mod error;
+pub mod format;
 mod id_hash;
 pub mod io;
 mod options;
 pub mod sched;
-pub mod store;
 #[doc(hidden)]
 pub mod test_util;
 #[cfg(any(test, feature = "testing"))]
@@ -38,7 +38,7 @@ pub use db::{
     DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
+pub use format::value::MAX_VALUE_LEN;
 pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};
-pub use store::value::MAX_VALUE_LEN;
 pub use wal::recover::LogReport;
 pub use wal::segment::LOG_DIR_NAME;

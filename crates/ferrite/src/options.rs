@@ -1,8 +1,8 @@
 //! Everything `Db::open` can be told, with limits checked at open.
 
 use crate::error::{Error, Result};
+use crate::format::page::PAGE_SIZE;
 use crate::io::EngineKind;
-use crate::store::page::PAGE_SIZE;
 
 /// Smallest pool accepted: a few latched pages per thread must always fit.
 pub const MIN_POOL_PAGES: u64 = 16;
@@ -209,8 +209,8 @@ impl Options {
             ));
         }
         let listed = self.device_names();
-        if crate::store::superblock::device_list_bytes(&listed)
-            > crate::store::superblock::MAX_DEVICE_LIST_BYTES
+        if crate::format::superblock::device_list_bytes(&listed)
+            > crate::format::superblock::MAX_DEVICE_LIST_BYTES
             || listed.len() > u16::MAX as usize
         {
             return bad("the device paths are too long to record in the superblock".into());

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{copy_dir, TempDir};
-use ferrite::store::page::{self, PAGE_SIZE};
+use ferrite::format::page::{self, PAGE_SIZE};
 use ferrite::{Db, Error, Options, WriteBatch};
 
 /// Options for a real directory: no workers, 1 MiB log segments, checkpoints only at open.

@@ -8,8 +8,8 @@ use crate::btree::node::{Expect, Node, Payload};
 use crate::btree::BTree;
 use crate::buffer::{AlignedPage, BufferPool};
 use crate::error::{Error, PageId, Result};
-use crate::store::page::{self, PageKind};
-use crate::store::value;
+use crate::format::page::{self, PageKind};
+use crate::format::value;
 
 /// What a walk saw.
 #[derive(Debug, Default, Clone)]

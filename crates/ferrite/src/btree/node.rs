@@ -8,8 +8,8 @@
 //!
 //! | offset | size   | meaning                                                                  |
 //! |--------|--------|--------------------------------------------------------------------------|
-//! | 0      | 16     | common page header (`store::page`), kind `Leaf` or `Inner`               |
-//! | 16     | 8      | page LSN: the log position of the last change (`store::page::OFFSET_LSN`)|
+//! | 0      | 16     | common page header (`format::page`), kind `Leaf` or `Inner`               |
+//! | 16     | 8      | page LSN: the log position of the last change (`format::page::OFFSET_LSN`)|
 //! | 24     | 8      | tree id: every node of a tree carries it (stale handles are detected)    |
 //! | 32     | 8      | upper child (inner): child for keys greater than every separator; leaf: 0 |
 //! | 40     | 2      | slot count                                                               |
@@ -49,7 +49,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::error::PageId;
-use crate::store::page::{
+use crate::format::page::{
     init_header, kind_of, page_id_of, read_u16, read_u32, read_u64, write_u16, write_u32,
     write_u64, PageKind, OFFSET_KIND, PAGE_SIZE,
 };

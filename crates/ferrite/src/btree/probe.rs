@@ -18,7 +18,7 @@ use super::node::{
 };
 use crate::buffer::FrameView;
 use crate::error::PageId;
-use crate::store::page::{PageKind, OFFSET_KIND, PAGE_SIZE};
+use crate::format::page::{PageKind, OFFSET_KIND, PAGE_SIZE};
 
 /// Bytes compared per step when a page range is ordered against a key.
 const COMPARE_CHUNK: usize = 64;

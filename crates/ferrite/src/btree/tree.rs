@@ -26,8 +26,8 @@ use crate::btree::probe::Probe;
 use crate::btree::scratch::Scratch;
 use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId};
-use crate::store::page::{PageKind, PAGE_SIZE};
-use crate::store::value;
+use crate::format::page::{PageKind, PAGE_SIZE};
+use crate::format::value;
 
 /// Where a descent goes.
 #[derive(Debug, Clone, Copy)]
@@ -154,7 +154,7 @@ impl BTree {
             }
         }
         let node = Node::new(scratch.pages[slot].bytes());
-        let kind = crate::store::page::kind_of(scratch.pages[slot].bytes());
+        let kind = crate::format::page::kind_of(scratch.pages[slot].bytes());
         let is_node = matches!(kind, Some(PageKind::Leaf) | Some(PageKind::Inner));
         if !is_node || node.tree_id() != self.tree_id {
             if parent.is_none() {
@@ -739,7 +739,7 @@ impl BTree {
         let child_guard = pool.lock_exclusive(child, child_version)?;
         let page = root_guard.page_mut();
         page.copy_from_slice(child_guard.page());
-        crate::store::page::write_u64(page, crate::store::page::OFFSET_PAGE_ID, self.root);
+        crate::format::page::write_u64(page, crate::format::page::OFFSET_PAGE_ID, self.root);
         pool.free(child_guard);
         Ok(())
     }
@@ -979,7 +979,7 @@ mod tests {
             let (mut leaves, mut inner) = (Vec::new(), Vec::new());
             for page_id in 0..pool.page_count() {
                 let page = crate::testing::read_page(&pool, page_id).unwrap();
-                match crate::store::page::kind_of(page.bytes()) {
+                match crate::format::page::kind_of(page.bytes()) {
                     Some(PageKind::Leaf) => leaves.push(page),
                     Some(PageKind::Inner) => inner.push(page),
                     _ => {}
@@ -1012,7 +1012,7 @@ mod tests {
                 };
                 let validate = per_page(&|page| Node::new(page).validate().is_ok());
                 let check = per_page(&|page| {
-                    let page_id = crate::store::page::page_id_of(page);
+                    let page_id = crate::format::page::page_id_of(page);
                     let expect = node::Expect { page_id, ..Default::default() };
                     Node::new(page).check(&expect).is_ok()
                 });

@@ -1,6 +1,6 @@
 //! A heap page buffer aligned for direct I/O, and the page copies optimistic readers use.
 
-use crate::store::page::PAGE_SIZE;
+use crate::format::page::PAGE_SIZE;
 
 #[repr(C, align(4096))]
 struct Raw([u8; PAGE_SIZE]);

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::error::PageId;
-use crate::store::page::PAGE_SIZE;
+use crate::format::page::PAGE_SIZE;
 use crate::wal::record::{diff_spans, RecordWriter, KIND_COMMIT, OP_CHANGED, OP_FREED, OP_NEW};
 
 #[derive(Debug)]
@@ -144,7 +144,7 @@ pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
     let mut spans = Vec::new();
     diff_spans(&ZERO_PAGE, page, &mut spans);
     let mut w = RecordWriter::new(crate::wal::record::KIND_IMAGE);
-    w.u64(crate::store::page::lsn_of(page));
+    w.u64(crate::format::page::lsn_of(page));
     w.page_entry_spans(page_id, OP_NEW, page, &spans);
     w.bytes
 }

@@ -29,9 +29,9 @@ use super::state::{PageState, EVICTED, LOADING, LOCKED, MARKED, SHARED_MAX, SHAR
 use super::vmem::VirtualRegion;
 use super::{Attempt, Interrupt};
 use crate::error::{Error, PageId, Result};
+use crate::format::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
 use crate::id_hash::PageMap;
 use crate::io::PageFile;
-use crate::store::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
 use crate::wal::Log;
 
 /// `Slot::log_state` bit: changed by the commit in progress.
@@ -61,7 +61,7 @@ const FLUSH_GROUP: usize = 64;
 const SPIN_LIMIT: u32 = 64;
 
 /// A structural check of a page just read from disk, run once its checksum, id and kind
-/// passed (`store::page::verify`): `Err` says what is wrong. The buffer manager knows no
+/// passed (`format::page::verify`): `Err` says what is wrong. The buffer manager knows no
 /// format above the common header, so the layer that does supplies it
 /// (`BufferPool::with_page_validator`; `Db::open` installs `btree::node::validate_page`).
 pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
@@ -1553,7 +1553,7 @@ fn set_epoch(log_state: &AtomicU32, epoch: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::page::{init_header, read_u64, write_u64};
+    use crate::format::page::{init_header, read_u64, write_u64};
     use tempfile::TempDir;
 
     fn pool(dir: &TempDir, pool_pages: u64) -> BufferPool {

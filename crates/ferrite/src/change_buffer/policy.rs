@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use super::ChangeBuffer;
 use crate::btree::{with_scratch, BTree};
 use crate::buffer::BufferPool;
-use crate::store::page::PAGE_SIZE;
+use crate::format::page::PAGE_SIZE;
 
 impl ChangeBuffer {
     /// The bytes the buffer may hold now: what the flex frames lent to it hold, at most its

@@ -13,8 +13,8 @@ use crate::btree::node::{Node, Payload};
 use crate::btree::BTree;
 use crate::buffer::{AlignedPage, BufferPool};
 use crate::error::{Error, PageId, Result};
+use crate::format::page::read_u64;
 use crate::sched::{block_on, run_async, run_async_with};
-use crate::store::page::read_u64;
 
 fn check_tree_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {

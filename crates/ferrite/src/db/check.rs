@@ -5,8 +5,8 @@ use super::catalog::read_page;
 use super::Db;
 use crate::btree::check::{self, PageMap, TreeReport};
 use crate::error::Result;
+use crate::format::superblock::{NO_CHECKPOINT, SUPERBLOCK_PAGES};
 use crate::sched::block_on;
-use crate::store::superblock::{NO_CHECKPOINT, SUPERBLOCK_PAGES};
 
 /// What [`Db::check`] verified.
 #[derive(Debug, Clone, Default)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{write_page_direct, Db, Shared};
 use crate::error::{Error, Result};
-use crate::store::superblock::Superblock;
+use crate::format::superblock::Superblock;
 use crate::wal::record::{encode_checkpoint, Checkpoint};
 
 impl Db {

@@ -27,7 +27,7 @@ use crate::btree::Scratch;
 use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
 use crate::change_buffer::ChangeBuffer;
 use crate::error::{Error, PageId, Result};
-use crate::store::value;
+use crate::format::value;
 
 /// What [`Cursor::next_in_leaf`] found.
 #[derive(Debug)]

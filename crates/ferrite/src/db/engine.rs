@@ -13,9 +13,9 @@ use crate::btree::BTree;
 use crate::buffer::BufferPool;
 use crate::change_buffer::ChangeBuffer;
 use crate::error::{Error, Result};
+use crate::format::superblock::Superblock;
 use crate::options::Durability;
 use crate::sched::Workers;
-use crate::store::superblock::Superblock;
 use crate::wal::commit::CommitLock;
 use crate::wal::Log;
 

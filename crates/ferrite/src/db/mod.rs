@@ -25,10 +25,10 @@ use std::sync::Arc;
 use crate::btree::node::MAX_KEY_LEN;
 use crate::buffer::{AlignedPage, BufferPool, PoolStats};
 use crate::error::{Error, PageId, Result};
+use crate::format::page::PAGE_SIZE;
+use crate::format::value::MAX_VALUE_LEN;
 use crate::io::PageFile;
 use crate::sched::{TaskHandle, WorkerStats, Workers};
-use crate::store::page::PAGE_SIZE;
-use crate::store::value::MAX_VALUE_LEN;
 use crate::wal::Log;
 
 mod batch;

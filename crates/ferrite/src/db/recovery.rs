@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use crate::buffer::BufferPool;
 use crate::error::{Error, PageId, Result};
+use crate::format::page;
+use crate::format::superblock::Superblock;
 use crate::options::Options;
-use crate::store::page;
-use crate::store::superblock::Superblock;
 use crate::wal::record::{BufferedOp, Checkpoint, PageEntry, Record, OP_CHANGED, OP_FREED, OP_NEW};
 use crate::wal::recover::LogScan;
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES};
 use super::storage::BlockDevice;
 use crate::error::{Error, PageId, Result};
-use crate::store::page::PAGE_SIZE;
+use crate::format::page::PAGE_SIZE;
 
 /// Pages `0..` over one or more devices.
 #[derive(Debug)]

@@ -19,9 +19,9 @@ use std::time::Instant;
 use super::task::BoxedTask;
 use crate::buffer::{BufferPool, WriteStart};
 use crate::error::{Error, PageId};
+use crate::format::page::PAGE_SIZE;
 use crate::id_hash::PageMap;
 use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
-use crate::store::page::PAGE_SIZE;
 
 /// Tag bit of a write; reads have it clear. The rest of a tag is the page id.
 const TAG_WRITE: u64 = 1;

@@ -698,8 +698,8 @@ impl BlockDevice for SimFile {
 mod tests {
     use super::*;
     use crate::error::Error;
+    use crate::format::page::PAGE_SIZE;
     use crate::io::PageFile;
-    use crate::store::page::PAGE_SIZE;
 
     fn open(disk: &SimDisk, name: &str) -> Arc<dyn BlockDevice> {
         disk.open(name, true).unwrap().unwrap()

@@ -50,7 +50,7 @@
 //! changes, all puts (recovery starts the change buffer from them).
 
 use crate::error::PageId;
-use crate::store::page::{read_u16, read_u32, read_u64, PAGE_SIZE};
+use crate::format::page::{read_u16, read_u32, read_u64, PAGE_SIZE};
 
 pub const RECORD_HEADER_SIZE: usize = 20;
 /// Longest record accepted when reading (a checkpoint listing 32 M free pages).

@@ -37,8 +37,8 @@ use super::segment::{
     SECTOR_PAYLOAD,
 };
 use crate::error::{Error, Result};
+use crate::format::page::read_u64;
 use crate::io::Storage;
-use crate::store::page::read_u64;
 
 /// What reading the log found, before anything was replayed or changed.
 #[derive(Debug)]

@@ -47,8 +47,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::format::page::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 use crate::io::{AlignedBuf, BlockDevice};
-use crate::store::page::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
 /// The framed format.

@@ -101,7 +101,7 @@ pub fn read_page_of(dir: &std::path::Path, page_id: u64) -> Vec<u8> {
 /// the engine's own `seal` first: what an outside tester does to get past the checksum.
 pub fn write_sealed_page(dir: &std::path::Path, page_id: u64, page: &mut [u8]) {
     use std::io::{Seek, SeekFrom, Write};
-    ferrite::store::page::seal(page);
+    ferrite::format::page::seal(page);
     let path = dir.join(ferrite::PAGE_FILE_NAME);
     let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     file.seek(SeekFrom::Start(page_id * 4096)).unwrap();

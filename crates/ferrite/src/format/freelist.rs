@@ -10,7 +10,7 @@
 //! | 32     | 8 × n | free page ids                                 |
 
 use crate::error::PageId;
-use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
+use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
 /// Ids one free-list page holds.
 pub const IDS_PER_PAGE: usize = (PAGE_SIZE - 32) / 8;

@@ -6,7 +6,7 @@ pub mod page;
 pub mod superblock;
 pub mod value;
 
-use crate::store::page::PAGE_SIZE;
+use crate::format::page::PAGE_SIZE;
 
 /// Fuzz body for the page decoders of this module (superblock, free list, value page, common
 /// header): any page image must decode or be refused without panicking, and whatever decodes
@@ -65,7 +65,7 @@ mod tests {
             free_list_len: 2,
             next_tree_id: 4,
             clean: true,
-            checkpoint_lsn: crate::store::superblock::NO_CHECKPOINT,
+            checkpoint_lsn: crate::format::superblock::NO_CHECKPOINT,
             stripe_chunk_bytes: 0,
             devices: Vec::new(),
         }

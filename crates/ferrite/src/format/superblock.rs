@@ -26,7 +26,7 @@
 //! created on, in the same order: the list here is compared at open.
 
 use crate::error::PageId;
-use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
+use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
 pub const MAGIC: &[u8; 8] = b"FERRITE\0";
 pub const FORMAT_VERSION: u32 = 2;
@@ -87,10 +87,10 @@ impl Superblock {
         write_u64(out, 88, self.checkpoint_lsn);
         write_u64(out, 96, self.stripe_chunk_bytes);
         assert!(device_list_bytes(&self.devices) <= MAX_DEVICE_LIST_BYTES);
-        crate::store::page::write_u16(out, 104, self.devices.len() as u16);
+        crate::format::page::write_u16(out, 104, self.devices.len() as u16);
         let mut at = 106;
         for device in &self.devices {
-            crate::store::page::write_u16(out, at, device.len() as u16);
+            crate::format::page::write_u16(out, at, device.len() as u16);
             out[at + 2..at + 2 + device.len()].copy_from_slice(device.as_bytes());
             at += 2 + device.len();
         }
@@ -143,14 +143,14 @@ impl Superblock {
 }
 
 fn decode_devices(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let count = crate::store::page::read_u16(bytes, 104) as usize;
+    let count = crate::format::page::read_u16(bytes, 104) as usize;
     let mut devices = Vec::with_capacity(count);
     let mut at = 106;
     for i in 0..count {
         if at + 2 > PAGE_SIZE {
             return Err(format!("device list runs off the page at device {i}"));
         }
-        let len = crate::store::page::read_u16(bytes, at) as usize;
+        let len = crate::format::page::read_u16(bytes, at) as usize;
         let path = bytes.get(at + 2..at + 2 + len).ok_or("device list runs off the page")?;
         let path = std::str::from_utf8(path).map_err(|_| format!("device {i} is not UTF-8"))?;
         devices.push(path.to_owned());
@@ -173,7 +173,7 @@ mod tests {
             free_list_len: 7,
             next_tree_id: 3,
             clean: true,
-            checkpoint_lsn: crate::store::superblock::NO_CHECKPOINT,
+            checkpoint_lsn: crate::format::superblock::NO_CHECKPOINT,
             stripe_chunk_bytes: 65536,
             devices: vec!["/dev/nvme0n1".into(), "/mnt/b/pages".into()],
         };

@@ -3,14 +3,14 @@
 //! | offset | size | meaning                                  |
 //! |--------|------|------------------------------------------|
 //! | 0      | 16   | common page header (kind `Value`)         |
-//! | 16     | 8    | page LSN (`store::page::OFFSET_LSN`)       |
+//! | 16     | 8    | page LSN (`format::page::OFFSET_LSN`)       |
 //! | 24     | 8    | tree id of the leaf that owns it          |
 //! | 32     | 4    | value length in bytes                     |
 //! | 36     | 4    | reserved, 0                               |
 //! | 40     | n    | the value                                 |
 
 use crate::error::PageId;
-use crate::store::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
+use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
 pub const VALUE_HEADER_SIZE: usize = 40;
 const OFFSET_TREE_ID: usize = 24;
