@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::keys::ValueMismatch;
+use crate::gen::keys::ValueMismatch;
 use crate::store::StoreError;
 
 /// Everything that stops a benchmark. A failed run prints no result line.

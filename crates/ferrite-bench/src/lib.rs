@@ -1,37 +1,34 @@
-//! Workloads and measurement behind `ferrite bench`: key and value generation, loaders,
-//! the lookup loop, a latency histogram, a seeded RNG, progress display and result lines.
+//! Workloads and measurement behind `ferrite bench`. The `ferrite` command only parses
+//! arguments and prints what comes back.
 //!
-//! Each workload is a module (`lookup`, `io`, `recovery`, and the comparison workloads:
-//! `ycsb` for the operation streams, `workload` for the runner, `workload_tasks` for
-//! Ferrite's tasks, `compare` for suites, `chart` for their pictures); the stores they run
-//! against sit behind `KvStore` (`store`). The `ferrite` command only parses arguments and prints what
-//! comes back.
+//! - `gen`: what the workloads draw (the seeded generator, key choosers, self-checking values);
+//! - `measure`: processor time, device counters, the memory cap, progress, run phases;
+//! - `report`: the result line, its JSON, the summary formats and the comparison charts;
+//! - `workloads`: `io`, `recovery`, `compare` and the data directory;
+//! - `ycsb` (the operation streams), `workload` (the runner), `workload_tasks` (Ferrite's
+//!   tasks), `lookup`, and the stores behind `KvStore` (`store`).
 
-pub mod chart;
-pub mod compare;
 pub mod conformance;
-pub mod cpu;
-pub mod datadir;
-pub mod diskstats;
 pub mod error;
+pub mod gen;
 pub mod histogram;
-pub mod io;
-pub mod keys;
 pub mod lookup;
 pub mod lookup_tasks;
-pub mod memcap;
+pub mod measure;
 #[cfg(feature = "peers")]
 pub mod peers;
-pub mod phase;
-pub mod progress;
-pub mod recovery;
 pub mod report;
-pub mod rng;
 pub mod store;
 pub mod workload;
 pub mod workload_tasks;
+pub mod workloads;
 pub mod ycsb;
-pub mod zipf;
+
+// The modules' paths before they moved into folders.
+pub use gen::{keys, rng, zipf};
+pub use measure::{cpu, diskstats, memcap, phase, progress};
+pub use report::chart;
+pub use workloads::{compare, datadir, io, recovery};
 
 pub use error::BenchError;
 pub use histogram::Histogram;

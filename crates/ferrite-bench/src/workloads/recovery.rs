@@ -39,8 +39,8 @@ use ferrite::wal::Log;
 use ferrite::{Db, Options, RecoveryReport};
 
 use crate::error::BenchError;
-use crate::phase::{wait, MEASURE, STOP};
-use crate::progress::Progress;
+use crate::measure::phase::{wait, MEASURE, STOP};
+use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::store::FerriteTree;
 use crate::workload::{
@@ -621,7 +621,7 @@ fn millis(ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite::test_util::TempDir;
+    use tempfile::TempDir;
 
     fn tiny(dir: &TempDir) -> RecoveryConfig {
         RecoveryConfig {
@@ -645,7 +645,7 @@ mod tests {
     /// stays small, so that a checkpoint is quick next to the logging of an interval.
     #[test]
     fn short_runs_recover_every_acknowledged_key_with_a_bounded_log() {
-        let dir = TempDir::new("bench-recovery");
+        let dir = TempDir::new().unwrap();
         let config =
             RecoveryConfig { seconds: vec![0.3, 2.0], committers: 8, cache_mib: 32, ..tiny(&dir) };
         let mut said = Vec::new();
@@ -711,7 +711,7 @@ mod tests {
     /// it evicted pages by their position instead of their content's LSN.
     #[test]
     fn acknowledged_keys_survive_a_crash_after_evictions() {
-        let dir = TempDir::new("bench-recovery-evict");
+        let dir = TempDir::new().unwrap();
         let config = RecoveryConfig {
             seconds: vec![2.0],
             committers: 16,
@@ -786,7 +786,7 @@ mod tests {
     /// never emptied.
     #[test]
     fn keep_leaves_the_last_run_and_foreign_directories_are_refused() {
-        let dir = TempDir::new("bench-recovery-keep");
+        let dir = TempDir::new().unwrap();
         let config = RecoveryConfig { seconds: vec![0.1], keep: true, json: None, ..tiny(&dir) };
         let bench = run(&config, false, &mut |_| {}).unwrap();
         assert!(bench.bounded()[0].starts_with("one run length"), "{:?}", bench.bounded());

@@ -20,8 +20,8 @@ use std::time::Instant;
 use ferrite::io::{AlignedBuf, IO_ALIGN};
 
 use crate::error::BenchError;
-use crate::progress::Progress;
-use crate::rng::mix64;
+use crate::gen::rng::mix64;
+use crate::measure::progress::Progress;
 
 /// The first bytes of every block of a data file.
 pub const MARKER: &[u8; 32] = b"ferrite bench io data file v1\n\0\0";
@@ -286,7 +286,7 @@ fn device_size(path: &Path) -> Result<u64, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite::test_util::TempDir;
+    use tempfile::TempDir;
 
     #[test]
     fn blocks_carry_the_marker_and_their_number() {
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn created_extended_reused_and_removed_with_the_parents_it_made() {
-        let tmp = TempDir::new("bench-io-datafile");
+        let tmp = TempDir::new().unwrap();
         let path = tmp.path().join("a/b/data.dat");
         let file = DataFile::prepare(&path, 8 * BLOCK as u64, false, true, false).unwrap();
         assert!(matches!(file.origin, Origin::Created { .. }) && file.ours);
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn other_files_are_read_but_never_changed_or_removed() {
-        let tmp = TempDir::new("bench-io-foreign");
+        let tmp = TempDir::new().unwrap();
         let path = tmp.path().join("precious");
         fs::write(&path, vec![7u8; 4 * BLOCK]).unwrap();
         let read = DataFile::prepare(&path, 4 * BLOCK as u64, false, false, false).unwrap();

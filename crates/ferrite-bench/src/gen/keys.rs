@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::rng::Rng;
+use crate::gen::rng::Rng;
 
 /// Bytes in a key.
 pub const KEY_LEN: usize = 8;

@@ -1,16 +1,14 @@
-//! Grouped bar charts of benchmark results, written as SVG and PNG without any dependency.
+//! Grouped bar charts of benchmark results, written as SVG.
 //!
 //! A [`BarChart`] is laid out once into a list of shapes in pixel coordinates (filled rectangles,
-//! 1-pixel horizontal or vertical lines, text anchored on its baseline). The SVG writer prints
-//! those shapes as XML; the PNG writer rasterises them into an RGB buffer, drawing text with the
-//! bitmap font in `chart/font.rs`, and encodes the buffer itself. Both files therefore show the
-//! same picture, up to the typeface.
+//! 1-pixel horizontal or vertical lines, text anchored on its baseline), which `report/svg.rs`
+//! prints as XML.
 //!
 //! Layout of a chart (y grows downwards; the default size is 960x540):
 //!
 //! | where                        | what                                                   |
 //! |------------------------------|--------------------------------------------------------|
-//! | baseline 32, centred         | title, font scale 2                                    |
+//! | baseline 32, centred         | title, twice the labels' size                          |
 //! | baselines 56, 74, ...        | legend: a square and a name per series, rows centred   |
 //! | 28 px under the last legend  | top of the plot; the gap holds the tallest bar's label |
 //! | left of the plot             | y label (vertical), tick labels, 4-px tick marks       |
@@ -19,27 +17,14 @@
 //!
 //! Each group gets an equal share of the plot width; its bars fill the middle 80 % of it, one
 //! slot per series with a gap of a tenth of the slot between bars.
-//!
-//! PNG written (integers big-endian unless noted):
-//!
-//! | bytes        | meaning                                                                 |
-//! |--------------|-------------------------------------------------------------------------|
-//! | 8            | signature `89 50 4E 47 0D 0A 1A 0A`                                     |
-//! | chunk        | data length u32, type (4 ASCII bytes), data, CRC-32 of type and data    |
-//! | `IHDR` (13)  | width u32, height u32, depth 8, colour type 2 (RGB), 0, 0, no interlace |
-//! | `IDAT`       | zlib: `78 01`, stored deflate blocks, Adler-32 of the raw image         |
-//! | stored block | bit 0 last, bits 1-2 type 00; LEN, !LEN (u16 LE); LEN <= 65535 bytes    |
-//! | raw image    | per row: filter byte 0, then width x (R, G, B)                          |
-//! | `IEND` (0)   | end                                                                     |
 
-mod font;
-
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Width of [`BarChart::to_svg`] and [`BarChart::to_png`] pictures, in pixels.
+use super::svg;
+
+/// Width of [`BarChart::to_svg`] pictures, in pixels.
 pub const DEFAULT_WIDTH: u32 = 960;
-/// Height of [`BarChart::to_svg`] and [`BarChart::to_png`] pictures, in pixels.
+/// Height of [`BarChart::to_svg`] pictures, in pixels.
 pub const DEFAULT_HEIGHT: u32 = 540;
 /// The smallest size the layout fits into.
 const MIN_WIDTH: u32 = 320;
@@ -71,40 +56,21 @@ impl BarChart {
         self.to_svg_sized(DEFAULT_WIDTH, DEFAULT_HEIGHT)
     }
 
-    /// The chart as a PNG file of the default size: the same picture as [`Self::to_svg`].
-    pub fn to_png(&self) -> Vec<u8> {
-        self.to_png_sized(DEFAULT_WIDTH, DEFAULT_HEIGHT)
-    }
-
     /// The chart as an SVG document of `width_px` x `height_px`.
     ///
     /// Panics below 320x200, where the layout does not fit.
     pub fn to_svg_sized(&self, width_px: u32, height_px: u32) -> String {
         let frame = Frame::new(self, width_px, height_px);
-        svg_document(&frame.scene(self), &frame, &self.title)
+        svg::document(&frame.scene(self), frame.width, frame.height, &self.title)
     }
 
-    /// The chart as a PNG file of `width_px` x `height_px`.
-    ///
-    /// Panics below 320x200, where the layout does not fit.
-    pub fn to_png_sized(&self, width_px: u32, height_px: u32) -> Vec<u8> {
-        let frame = Frame::new(self, width_px, height_px);
-        let canvas = Canvas::paint(&frame.scene(self), width_px, height_px);
-        encode_png(width_px, height_px, &canvas.rgb)
-    }
-
-    /// Writes `<path>.svg` and `<path>.png` (the extension is appended, never replaced) and
-    /// returns their paths.
-    pub fn write(&self, path_without_extension: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
-        let with_suffix = |suffix: &str| {
-            let mut path = path_without_extension.as_os_str().to_owned();
-            path.push(suffix);
-            PathBuf::from(path)
-        };
-        let (svg_path, png_path) = (with_suffix(".svg"), with_suffix(".png"));
-        std::fs::write(&svg_path, self.to_svg())?;
-        std::fs::write(&png_path, self.to_png())?;
-        Ok((svg_path, png_path))
+    /// Writes `<path>.svg` (the extension is appended, never replaced) and returns its path.
+    pub fn write(&self, path_without_extension: &Path) -> std::io::Result<PathBuf> {
+        let mut path = path_without_extension.as_os_str().to_owned();
+        path.push(".svg");
+        let path = PathBuf::from(path);
+        std::fs::write(&path, self.to_svg())?;
+        Ok(path)
     }
 
     /// The value drawn as the bar of `series` in `group`: `None` when not measured, not finite,
@@ -285,7 +251,7 @@ const TICK_PX: i32 = 4;
 /// Between a tick mark and its label.
 const TICK_LABEL_GAP_PX: i32 = 4;
 /// Where the vertical y label's baseline runs, and the gap between it and the tick labels.
-const Y_LABEL_X_PX: i32 = MARGIN_PX + font::GLYPH_ASCENT as i32;
+const Y_LABEL_X_PX: i32 = MARGIN_PX + ASCENT_PX;
 const Y_LABEL_GAP_PX: i32 = 10;
 /// Between a bar's end and its value label's baseline.
 const VALUE_LABEL_GAP_PX: i32 = 3;
@@ -294,14 +260,16 @@ const CLUSTER_FRACTION: f64 = 0.8;
 /// The share of a bar's slot left empty beside it.
 const BAR_GAP_FRACTION: f64 = 0.1;
 
-/// Text placement drawn with the bitmap font at scale 1: 6 px advance, 7 px above the baseline.
-const ADVANCE_PX: i32 = font::GLYPH_WIDTH as i32 + 1;
-/// The font size of each SVG text kind, chosen to match the bitmap font's size.
-const LABEL_FONT_SIZE: u32 = 11;
-const TITLE_FONT_SIZE: u32 = 20;
+/// The text metrics the layout assumes for labels: an 11-px sans-serif font, about 6 px a
+/// character and 7 px above the baseline (titles are twice that).
+const ADVANCE_PX: i32 = 6;
+const ASCENT_PX: i32 = 7;
+/// The SVG font size of each text kind.
+pub(super) const LABEL_FONT_SIZE: u32 = 11;
+pub(super) const TITLE_FONT_SIZE: u32 = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Rgb(u8, u8, u8);
+pub(super) struct Rgb(pub(super) u8, pub(super) u8, pub(super) u8);
 
 const BACKGROUND: Rgb = Rgb(0xff, 0xff, 0xff);
 const INK: Rgb = Rgb(0x22, 0x22, 0x22);
@@ -326,11 +294,11 @@ fn series_colour(series: usize) -> Rgb {
 
 /// Pixels `x..x + width` by `y..y + height`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Rect {
-    x: i32,
-    y: i32,
-    width: i32,
-    height: i32,
+pub(super) struct Rect {
+    pub(super) x: i32,
+    pub(super) y: i32,
+    pub(super) width: i32,
+    pub(super) height: i32,
 }
 
 impl Rect {
@@ -340,13 +308,13 @@ impl Rect {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TextSize {
+pub(super) enum TextSize {
     Label,
     Title,
 }
 
 impl TextSize {
-    /// How many pixels each font pixel becomes.
+    /// The size of this text relative to a label.
     fn scale(self) -> i32 {
         match self {
             TextSize::Label => 1,
@@ -357,7 +325,7 @@ impl TextSize {
 
 /// Which point of the text its position names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Anchor {
+pub(super) enum Anchor {
     Start,
     Middle,
     End,
@@ -366,40 +334,30 @@ enum Anchor {
 /// Text whose baseline passes through (`x`, `y`), left to right, or bottom to top when
 /// `vertical`.
 #[derive(Debug, Clone, PartialEq)]
-struct Text {
-    x: i32,
-    y: i32,
-    text: String,
-    size: TextSize,
-    anchor: Anchor,
-    vertical: bool,
-    fill: Rgb,
+pub(super) struct Text {
+    pub(super) x: i32,
+    pub(super) y: i32,
+    pub(super) text: String,
+    pub(super) size: TextSize,
+    pub(super) anchor: Anchor,
+    pub(super) vertical: bool,
+    pub(super) fill: Rgb,
 }
 
 impl Text {
     fn label(x: i32, y: i32, text: impl Into<String>, anchor: Anchor) -> Text {
         Text { x, y, text: text.into(), size: TextSize::Label, anchor, vertical: false, fill: INK }
     }
-
-    /// The offset of the text's start from its anchor, along the text.
-    fn start_offset(&self) -> i32 {
-        let width = text_width_px(&self.text, self.size);
-        match self.anchor {
-            Anchor::Start => 0,
-            Anchor::Middle => -width / 2,
-            Anchor::End => -width,
-        }
-    }
 }
 
-/// The width of `text` in the bitmap font, which the SVG font size roughly matches.
+/// The width `text` is given in the layout (`ADVANCE_PX` a character).
 fn text_width_px(text: &str, size: TextSize) -> i32 {
     let chars = text.chars().count() as i32;
     (chars * ADVANCE_PX - 1).max(0) * size.scale()
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Shape {
+pub(super) enum Shape {
     Rect {
         rect: Rect,
         fill: Rgb,
@@ -566,7 +524,7 @@ impl Frame {
                 }
                 // Above a bar, or below one that points down, if that is inside the plot.
                 let y = if value < 0.0 {
-                    rect.y + rect.height + VALUE_LABEL_GAP_PX + font::GLYPH_ASCENT as i32
+                    rect.y + rect.height + VALUE_LABEL_GAP_PX + ASCENT_PX
                 } else {
                     rect.y - VALUE_LABEL_GAP_PX
                 };
@@ -620,7 +578,7 @@ impl Frame {
             let y = self.y_of(tick);
             shapes.push(line(self.left - 1 - TICK_PX, y, self.left - 2, y, AXIS_COLOUR));
             let x = self.left - 1 - TICK_PX - TICK_LABEL_GAP_PX;
-            let baseline = y + font::GLYPH_ASCENT as i32 / 2;
+            let baseline = y + ASCENT_PX / 2;
             shapes.push(Shape::Text(Text::label(x, baseline, format_compact(tick), Anchor::End)));
         }
         let middle_y = (self.top + self.bottom) / 2;
@@ -697,293 +655,10 @@ fn legend_rows(series: &[String], max_width_px: i32) -> Vec<Vec<usize>> {
     rows
 }
 
-// ---------------------------------------------------------------------------------------------
-// SVG
-// ---------------------------------------------------------------------------------------------
-
-fn svg_document(shapes: &[Shape], frame: &Frame, title: &str) -> String {
-    let (width, height) = (frame.width, frame.height);
-    let mut svg = String::with_capacity(256 + shapes.len() * 96);
-    // Writing into a String cannot fail, here and below.
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}""#);
-    let _ = writeln!(
-        svg,
-        r#" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
-    );
-    let _ = writeln!(svg, "<title>{}</title>", escape_xml(title));
-    for shape in shapes {
-        match shape {
-            Shape::Rect { rect, fill } => {
-                let Rect { x, y, width, height } = rect;
-                let fill = hex(*fill);
-                let _ = writeln!(
-                    svg,
-                    r#"<rect x="{x}" y="{y}" width="{width}" height="{height}" fill="{fill}"/>"#
-                );
-            }
-            // Through the middle of the pixels, so a 1-px line covers exactly them.
-            Shape::Line { x0, y0, x1, y1, stroke } => {
-                let (x0, y0, x1, y1) = if y0 == y1 {
-                    (
-                        f64::from(*x0),
-                        f64::from(*y0) + 0.5,
-                        f64::from(*x1) + 1.0,
-                        f64::from(*y1) + 0.5,
-                    )
-                } else {
-                    (
-                        f64::from(*x0) + 0.5,
-                        f64::from(*y0),
-                        f64::from(*x1) + 0.5,
-                        f64::from(*y1) + 1.0,
-                    )
-                };
-                let stroke = hex(*stroke);
-                let _ = writeln!(
-                    svg,
-                    r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="1"/>"#,
-                    x0, y0, x1, y1, stroke
-                );
-            }
-            Shape::Text(text) => svg_text(&mut svg, text),
-        }
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn svg_text(svg: &mut String, text: &Text) {
-    let Text { x, y, size, anchor, vertical, fill, .. } = text;
-    let (font_size, weight) = match size {
-        TextSize::Label => (LABEL_FONT_SIZE, ""),
-        TextSize::Title => (TITLE_FONT_SIZE, r#" font-weight="bold""#),
-    };
-    let anchor = match anchor {
-        Anchor::Start => "start",
-        Anchor::Middle => "middle",
-        Anchor::End => "end",
-    };
-    let rotate =
-        if *vertical { format!(r#" transform="rotate(-90 {x} {y})""#) } else { String::new() };
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="{}" font-size="{}"{} text-anchor="{}" fill="{}"{}>{}</text>"#,
-        x,
-        y,
-        font_size,
-        weight,
-        anchor,
-        hex(*fill),
-        rotate,
-        escape_xml(&text.text)
-    );
-}
-
-fn hex(colour: Rgb) -> String {
-    format!("#{:02x}{:02x}{:02x}", colour.0, colour.1, colour.2)
-}
-
-/// `text` safe inside an XML element or attribute: markup characters as entities, and the
-/// control characters XML 1.0 forbids dropped.
-fn escape_xml(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&apos;"),
-            '\t' | '\n' | '\r' => escaped.push(c),
-            c if c.is_control() => {}
-            c => escaped.push(c),
-        }
-    }
-    escaped
-}
-
-// ---------------------------------------------------------------------------------------------
-// Raster
-// ---------------------------------------------------------------------------------------------
-
-/// An RGB pixel buffer, rows top to bottom, 3 bytes a pixel.
-#[derive(Debug, Clone)]
-struct Canvas {
-    width: i32,
-    height: i32,
-    rgb: Vec<u8>,
-}
-
-impl Canvas {
-    /// `shapes` drawn in order on a `width` x `height` canvas.
-    fn paint(shapes: &[Shape], width: u32, height: u32) -> Canvas {
-        let mut canvas = Canvas {
-            width: width as i32,
-            height: height as i32,
-            rgb: vec![0xff; width as usize * height as usize * 3],
-        };
-        for shape in shapes {
-            match shape {
-                Shape::Rect { rect, fill } => canvas.fill(*rect, *fill),
-                Shape::Line { x0, y0, x1, y1, stroke } => {
-                    let rect = Rect { x: *x0, y: *y0, width: x1 - x0 + 1, height: y1 - y0 + 1 };
-                    canvas.fill(rect, *stroke);
-                }
-                Shape::Text(text) => canvas.text(text),
-            }
-        }
-        canvas
-    }
-
-    /// Fills the part of `rect` inside the canvas.
-    fn fill(&mut self, rect: Rect, colour: Rgb) {
-        let (x0, x1) = (rect.x.max(0), (rect.x + rect.width).min(self.width));
-        let (y0, y1) = (rect.y.max(0), (rect.y + rect.height).min(self.height));
-        if x0 >= x1 {
-            return;
-        }
-        for y in y0..y1 {
-            let row = y as usize * self.width as usize * 3;
-            let pixels = &mut self.rgb[row + x0 as usize * 3..row + x1 as usize * 3];
-            for pixel in pixels.chunks_exact_mut(3) {
-                pixel.copy_from_slice(&[colour.0, colour.1, colour.2]);
-            }
-        }
-    }
-
-    /// Draws `text` with the bitmap font: each font pixel a `scale` x `scale` square.
-    fn text(&mut self, text: &Text) {
-        let scale = text.size.scale();
-        let mut along = text.start_offset();
-        for c in text.text.chars() {
-            for (row, bits) in font::glyph(c).iter().enumerate() {
-                // Offset from the baseline, negative above it.
-                let across = (row as i32 - font::GLYPH_ASCENT as i32) * scale;
-                for (column, bit) in bits.bytes().enumerate() {
-                    if bit != b'#' {
-                        continue;
-                    }
-                    let u = along + column as i32 * scale;
-                    let (x, y) = if text.vertical {
-                        // Rotated a quarter turn anticlockwise: along the text is up, "down"
-                        // in the glyph is right.
-                        (text.x + across, text.y - u - scale)
-                    } else {
-                        (text.x + u, text.y + across)
-                    };
-                    self.fill(Rect { x, y, width: scale, height: scale }, text.fill);
-                }
-            }
-            along += ADVANCE_PX * scale;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// PNG
-// ---------------------------------------------------------------------------------------------
-
-const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
-/// Bytes per pixel: colour type 2, RGB, 8 bits a sample.
-const PNG_CHANNELS: usize = 3;
-/// The most a stored deflate block holds.
-const STORED_BLOCK_MAX: usize = 65_535;
-
-/// A PNG of `rgb` (rows top to bottom, 3 bytes a pixel), uncompressed.
-fn encode_png(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
-    let row_bytes = width as usize * PNG_CHANNELS;
-    assert_eq!(rgb.len(), row_bytes * height as usize, "{width}x{height} RGB pixels");
-    let mut raw = Vec::with_capacity((row_bytes + 1) * height as usize);
-    for row in rgb.chunks_exact(row_bytes) {
-        raw.push(0); // filter: none
-        raw.extend_from_slice(row);
-    }
-    let mut header = Vec::with_capacity(13);
-    header.extend_from_slice(&width.to_be_bytes());
-    header.extend_from_slice(&height.to_be_bytes());
-    header.extend_from_slice(&[8, 2, 0, 0, 0]);
-    let mut png = Vec::with_capacity(raw.len() + raw.len() / STORED_BLOCK_MAX * 5 + 64);
-    png.extend_from_slice(&PNG_SIGNATURE);
-    write_chunk(&mut png, b"IHDR", &header);
-    write_chunk(&mut png, b"IDAT", &zlib_stored(&raw));
-    write_chunk(&mut png, b"IEND", &[]);
-    png
-}
-
-fn write_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    let length = u32::try_from(data.len()).expect("a PNG chunk holds less than 4 GiB");
-    png.extend_from_slice(&length.to_be_bytes());
-    png.extend_from_slice(kind);
-    png.extend_from_slice(data);
-    let crc = !crc32_update(crc32_update(!0, kind), data);
-    png.extend_from_slice(&crc.to_be_bytes());
-}
-
-/// `data` as a zlib stream of stored (uncompressed) deflate blocks.
-fn zlib_stored(data: &[u8]) -> Vec<u8> {
-    // CMF 0x78: deflate with a 32 KiB window; FLG 0x01 makes CMF * 256 + FLG a multiple of 31.
-    let mut zlib = vec![0x78, 0x01];
-    let mut blocks = data.chunks(STORED_BLOCK_MAX).peekable();
-    if blocks.peek().is_none() {
-        zlib.extend_from_slice(&[1, 0x00, 0x00, 0xff, 0xff]);
-    }
-    while let Some(block) = blocks.next() {
-        let last = blocks.peek().is_none();
-        let length = block.len() as u16;
-        zlib.push(u8::from(last));
-        zlib.extend_from_slice(&length.to_le_bytes());
-        zlib.extend_from_slice(&(!length).to_le_bytes());
-        zlib.extend_from_slice(block);
-    }
-    zlib.extend_from_slice(&adler32(data).to_be_bytes());
-    zlib
-}
-
-/// CRC-32 (polynomial 0xEDB88320, reflected) of each byte value, for [`crc32_update`].
-const CRC_TABLE: [u32; 256] = crc_table();
-
-const fn crc_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut index = 0;
-    while index < 256 {
-        let mut crc = index as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 == 1 { 0xedb8_8320 ^ (crc >> 1) } else { crc >> 1 };
-            bit += 1;
-        }
-        table[index] = crc;
-        index += 1;
-    }
-    table
-}
-
-/// `crc` (pre-inverted: start from `!0`, invert the result) carried over `bytes`.
-fn crc32_update(crc: u32, bytes: &[u8]) -> u32 {
-    bytes
-        .iter()
-        .fold(crc, |crc, &byte| CRC_TABLE[((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8))
-}
-
-fn adler32(data: &[u8]) -> u32 {
-    const MODULUS: u32 = 65_521;
-    // The most bytes summed before `b` could overflow a u32.
-    const CHUNK: usize = 5552;
-    let (mut a, mut b) = (1u32, 0u32);
-    for chunk in data.chunks(CHUNK) {
-        for &byte in chunk {
-            a += u32::from(byte);
-            b += a;
-        }
-        a %= MODULUS;
-        b %= MODULUS;
-    }
-    (b << 16) | a
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::svg::{escape_xml, hex};
 
     fn example() -> BarChart {
         BarChart {
@@ -998,120 +673,6 @@ mod tests {
             ],
             log_scale: false,
         }
-    }
-
-    /// What a PNG holds, after checking its structure.
-    struct DecodedPng {
-        width: usize,
-        height: usize,
-        /// Filter bytes included.
-        raw: Vec<u8>,
-    }
-
-    impl DecodedPng {
-        fn pixel(&self, x: i32, y: i32) -> Rgb {
-            let at = y as usize * (1 + self.width * 3) + 1 + x as usize * 3;
-            Rgb(self.raw[at], self.raw[at + 1], self.raw[at + 2])
-        }
-    }
-
-    fn be32(bytes: &[u8]) -> u32 {
-        u32::from_be_bytes(bytes[..4].try_into().unwrap())
-    }
-
-    /// Checks the signature, every chunk's CRC, IHDR, the zlib framing, the stored blocks and
-    /// the Adler-32, and returns the decompressed image.
-    fn decode_png(png: &[u8]) -> DecodedPng {
-        assert_eq!(png[..8], PNG_SIGNATURE);
-        let mut at = 8;
-        let (mut header, mut idat, mut ended) = (None, Vec::new(), false);
-        while at < png.len() {
-            assert!(!ended, "bytes after IEND");
-            let length = be32(&png[at..]) as usize;
-            let kind = &png[at + 4..at + 8];
-            let data = &png[at + 8..at + 8 + length];
-            let crc = be32(&png[at + 8 + length..]);
-            assert_eq!(crc, !crc32_update(crc32_update(!0, kind), data), "CRC of {kind:?}");
-            match kind {
-                b"IHDR" => header = Some(data.to_vec()),
-                b"IDAT" => idat.extend_from_slice(data),
-                b"IEND" => ended = true,
-                _ => panic!("unexpected chunk {kind:?}"),
-            }
-            at += 12 + length;
-        }
-        assert!(ended);
-        let header = header.expect("IHDR");
-        assert_eq!(header.len(), 13);
-        assert_eq!(header[8..], [8, 2, 0, 0, 0]);
-        let (width, height) = (be32(&header[0..]) as usize, be32(&header[4..]) as usize);
-
-        assert_eq!((idat[0], idat[1]), (0x78, 0x01));
-        assert_eq!((u16::from(idat[0]) * 256 + u16::from(idat[1])) % 31, 0);
-        let (mut raw, mut at) = (Vec::new(), 2);
-        loop {
-            let block_header = idat[at];
-            assert_eq!(block_header & 0b110, 0, "stored block");
-            let length = u16::from_le_bytes([idat[at + 1], idat[at + 2]]);
-            let inverse = u16::from_le_bytes([idat[at + 3], idat[at + 4]]);
-            assert_eq!(length, !inverse);
-            raw.extend_from_slice(&idat[at + 5..at + 5 + usize::from(length)]);
-            at += 5 + usize::from(length);
-            if block_header & 1 == 1 {
-                break;
-            }
-        }
-        assert_eq!(idat.len(), at + 4, "only the Adler-32 after the last block");
-        assert_eq!(be32(&idat[at..]), adler32(&raw));
-        DecodedPng { width, height, raw }
-    }
-
-    #[test]
-    fn png_structure_and_pixels() {
-        let chart = example();
-        let png = decode_png(&chart.to_png());
-        assert_eq!((png.width, png.height), (DEFAULT_WIDTH as usize, DEFAULT_HEIGHT as usize));
-        let row_bytes = 1 + png.width * PNG_CHANNELS;
-        assert_eq!(png.raw.len(), png.height * row_bytes);
-        assert!(png.raw.chunks_exact(row_bytes).all(|row| row[0] == 0), "filter byte 0");
-
-        let frame = Frame::new(&chart, DEFAULT_WIDTH, DEFAULT_HEIGHT);
-        for (group, series) in [(0, 0), (0, 3), (1, 2), (2, 1)] {
-            let bar = frame.bar(group, series, chart.values[group][series].unwrap());
-            assert!(bar.width >= 10 && bar.height >= 10, "{bar:?}");
-            let centre_y = bar.y + bar.height / 2;
-            assert_eq!(png.pixel(bar.centre_x(), centre_y), series_colour(series));
-        }
-        assert_eq!(png.pixel(2, 2), BACKGROUND);
-        assert_eq!(png.pixel(DEFAULT_WIDTH as i32 - 3, DEFAULT_HEIGHT as i32 - 3), BACKGROUND);
-    }
-
-    #[test]
-    fn png_of_other_sizes_and_across_block_boundaries() {
-        let png = decode_png(&example().to_png_sized(MIN_WIDTH, MIN_HEIGHT));
-        assert_eq!((png.width, png.height), (MIN_WIDTH as usize, MIN_HEIGHT as usize));
-        for length in [0, 1, STORED_BLOCK_MAX - 1, STORED_BLOCK_MAX, STORED_BLOCK_MAX + 1] {
-            let data: Vec<u8> = (0..length).map(|i| (i * 7) as u8).collect();
-            let zlib = zlib_stored(&data);
-            let blocks = length.div_ceil(STORED_BLOCK_MAX).max(1);
-            assert_eq!(zlib.len(), 2 + 5 * blocks + length + 4, "length {length}");
-        }
-    }
-
-    #[test]
-    fn checksums_match_known_values() {
-        assert_eq!(!crc32_update(!0, b"123456789"), 0xcbf4_3926);
-        assert_eq!(!crc32_update(!0, b"IEND"), 0xae42_6082);
-        assert_eq!(adler32(b"Wikipedia"), 0x11e6_0398);
-        assert_eq!(adler32(&[]), 1);
-        // Long enough that the deferred modulo matters.
-        let ones = vec![0xff; 100_000];
-        let (mut a, mut b) = (1u64, 0u64);
-        for &byte in &ones {
-            a = (a + u64::from(byte)) % 65_521;
-            b = (b + a) % 65_521;
-        }
-        assert_eq!(adler32(&ones), ((b << 16) | a) as u32);
     }
 
     #[test]
@@ -1150,7 +711,7 @@ mod tests {
     }
 
     #[test]
-    fn svg_and_png_agree_on_bars() {
+    fn svg_draws_bars_where_the_layout_puts_them() {
         let chart = example();
         let frame = Frame::new(&chart, DEFAULT_WIDTH, DEFAULT_HEIGHT);
         let bar = frame.bar(1, 0, 310_000.0);
@@ -1237,24 +798,6 @@ mod tests {
     }
 
     #[test]
-    fn text_is_escaped() {
-        assert_eq!(escape_xml(r#"a<b>&"c"'d'"#), "a&lt;b&gt;&amp;&quot;c&quot;&apos;d&apos;");
-        assert_eq!(escape_xml("µs\u{1}\tok"), "µs\tok");
-        let chart = BarChart {
-            title: "<script>&".into(),
-            series: vec!["R&D \"fast\"".into()],
-            groups: vec!["a<b".into()],
-            values: vec![vec![Some(1.0)]],
-            ..BarChart::default()
-        };
-        let svg = chart.to_svg();
-        assert!(!svg.contains("<script>") && svg.contains("&lt;script&gt;&amp;"));
-        assert!(svg.contains(">R&amp;D &quot;fast&quot;</text>") && svg.contains(">a&lt;b</text>"));
-        // The bitmap font draws what it lacks as '?', without panicking.
-        decode_png(&chart.to_png());
-    }
-
-    #[test]
     fn missing_values_draw_no_bar() {
         let mut chart = example();
         let frame = Frame::new(&chart, DEFAULT_WIDTH, DEFAULT_HEIGHT);
@@ -1272,26 +815,20 @@ mod tests {
         };
         assert_eq!(bars(&chart, 3), 2, "lmdb has no ycsb-a value");
         assert_eq!(bars(&chart, 0), 3);
-        let png = decode_png(&chart.to_png());
-        let (x0, x1) = frame.slot(1, 3);
-        let base = frame.base_y();
-        for x in x0..x1 {
-            assert_ne!(png.pixel(x, base - 20), series_colour(3));
-        }
+        assert_eq!(chart.to_svg().matches(">n/a</text>").count(), 1);
 
         // Log scale: values <= 0 are missing too.
         chart.log_scale = true;
         chart.values[0][3] = Some(0.0);
         chart.values[2][3] = Some(-5.0);
         assert_eq!(bars(&chart, 3), 0);
-        decode_png(&chart.to_png());
+        assert_eq!(chart.to_svg().matches(">n/a</text>").count(), 3);
 
         // Short rows, NaN and infinity.
         chart.log_scale = false;
         chart.values = vec![vec![Some(f64::NAN)], vec![Some(f64::INFINITY), Some(-3.0)]];
         assert_eq!(bars(&chart, 0), 0);
         assert_eq!(bars(&chart, 1), 1);
-        decode_png(&chart.to_png());
     }
 
     #[test]
@@ -1321,22 +858,21 @@ mod tests {
         for chart in charts {
             let svg = chart.to_svg();
             assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
-            let png = decode_png(&chart.to_png());
-            assert_eq!(png.pixel(1, 1), BACKGROUND);
+            let background = format!(
+                r#"<rect x="0" y="0" width="{DEFAULT_WIDTH}" height="{DEFAULT_HEIGHT}" fill="{}"/>"#,
+                hex(BACKGROUND)
+            );
+            assert!(svg.contains(&background), "{svg}");
         }
     }
 
     #[test]
-    fn write_appends_both_extensions() {
-        let directory = std::env::temp_dir().join(format!("ferrite-chart-{}", std::process::id()));
-        std::fs::create_dir_all(&directory).unwrap();
+    fn write_appends_the_extension() {
+        let directory = tempfile::TempDir::new().unwrap();
         let chart = example();
-        let (svg_path, png_path) = chart.write(&directory.join("lookup.v2")).unwrap();
-        assert_eq!(svg_path, directory.join("lookup.v2.svg"));
-        assert_eq!(png_path, directory.join("lookup.v2.png"));
-        assert_eq!(std::fs::read_to_string(&svg_path).unwrap(), chart.to_svg());
-        assert_eq!(std::fs::read(&png_path).unwrap(), chart.to_png());
-        std::fs::remove_dir_all(&directory).unwrap();
+        let path = chart.write(&directory.path().join("lookup.v2")).unwrap();
+        assert_eq!(path, directory.path().join("lookup.v2.svg"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), chart.to_svg());
     }
 
     #[test]

@@ -102,11 +102,11 @@ impl BenchDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite::test_util::TempDir;
+    use tempfile::TempDir;
 
     #[test]
     fn removes_ferrite_files_and_the_parents_it_created() {
-        let tmp = TempDir::new("benchdir-remove");
+        let tmp = TempDir::new().unwrap();
         let dir = tmp.path().join("a/b/data");
         let claimed = BenchDir::claim(&dir).unwrap();
         assert!(claimed.is_fresh());
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn keeps_parents_that_existed_and_directories_with_other_files() {
-        let tmp = TempDir::new("benchdir-keep");
+        let tmp = TempDir::new().unwrap();
         let dir = tmp.path().join("data");
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("notes.txt"), b"mine").unwrap();

@@ -7,7 +7,7 @@
 //! over the key space instead of sitting together in the first pages; `Zipf::scrambled` does
 //! the same (a bijection on `0..n`, so every key stays reachable and the skew is unchanged).
 
-use crate::rng::Rng;
+use crate::gen::rng::Rng;
 
 /// YCSB's default skew.
 pub const YCSB_THETA: f64 = 0.99;

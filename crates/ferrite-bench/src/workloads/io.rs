@@ -21,7 +21,6 @@
 
 pub mod datafile;
 pub mod fio;
-pub mod json;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -33,12 +32,12 @@ use ferrite::io::{
     QueueError, IO_ALIGN,
 };
 
-use crate::cpu::CpuTime;
 use crate::error::BenchError;
+use crate::gen::rng::Rng;
 use crate::histogram::Histogram;
-use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
+use crate::measure::cpu::CpuTime;
+use crate::measure::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::report::{self, ResultLine};
-use crate::rng::Rng;
 use datafile::{DataFile, FileFate, Origin};
 use fio::{FioJob, FioResult};
 
@@ -741,7 +740,7 @@ fn worker(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite::test_util::TempDir;
+    use tempfile::TempDir;
 
     fn small(dir: &TempDir, engines: Vec<EngineKind>, pattern: Pattern) -> IoBenchConfig {
         IoBenchConfig {
@@ -758,7 +757,7 @@ mod tests {
 
     #[test]
     fn every_engine_measures_every_pattern() {
-        let dir = TempDir::new("bench-io-all");
+        let dir = TempDir::new().unwrap();
         for pattern in Pattern::ALL {
             let mut config = small(&dir, EngineKind::ALL.to_vec(), pattern);
             config.keep = true;
@@ -786,7 +785,7 @@ mod tests {
 
     #[test]
     fn result_line_and_summary() {
-        let dir = TempDir::new("bench-io-report");
+        let dir = TempDir::new().unwrap();
         let config = small(&dir, vec![EngineKind::Aio, EngineKind::IoUring], Pattern::RandRead);
         let mut report = run(&config, &mut |_| {}, false).unwrap();
         assert_eq!(report.fate, FileFate::Removed);
@@ -848,7 +847,7 @@ mod tests {
 
     #[test]
     fn the_device_ceiling_reads_a_file() {
-        let dir = TempDir::new("bench-io-ceiling");
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("pages");
         std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
         let iops = device_read_ceiling(&path, true, 0.2).unwrap();

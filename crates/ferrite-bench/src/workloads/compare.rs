@@ -338,7 +338,7 @@ fn round_ratios(
 type Figure = (&'static str, &'static str, &'static str, bool, fn(&RunReport) -> f64);
 
 /// Charts of the suite: operations/s and CPU per operation, workloads as groups and stores
-/// as bars, each as SVG and PNG.
+/// as bars, each as SVG.
 fn charts(
     suite_name: &str,
     stores: &[StoreKind],
@@ -365,7 +365,7 @@ fn charts(
         }),
     ];
     for (file, y_label, title, log_scale, value) in figures {
-        let chart = crate::chart::BarChart {
+        let chart = crate::report::chart::BarChart {
             title: format!("ferrite bench compare {suite_name}: {title}"),
             y_label: y_label.to_owned(),
             groups: groups.clone(),
@@ -377,11 +377,11 @@ fn charts(
             log_scale,
         };
         let path = out.join(format!("{suite_name}-{file}"));
-        let (svg, png) = chart.write(&path).map_err(|e| BenchError::Io {
+        let svg = chart.write(&path).map_err(|e| BenchError::Io {
             context: format!("writing {}", path.display()),
             source: e,
         })?;
-        written.extend([svg, png]);
+        written.push(svg);
     }
     Ok(written)
 }
@@ -592,6 +592,7 @@ fn tables(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tempfile::TempDir;
 
     #[test]
     fn every_suite_is_known_and_concurrency_steps_go_to_their_stores() {
@@ -619,7 +620,7 @@ mod tests {
             steps.iter().map(|s| s.committers).collect::<Vec<_>>(),
             [Some(1), Some(8), Some(64)]
         );
-        let dir = ferrite::test_util::TempDir::new("compare-sync");
+        let dir = TempDir::new().unwrap();
         let base = RunConfig {
             dir: dir.path().join("data"),
             records: 300,
@@ -654,7 +655,7 @@ mod tests {
     }
 
     /// A suite's template small enough for a test: 2,000 keys, 1 MiB cache, 0.2 s runs.
-    fn tiny_base(dir: &ferrite::test_util::TempDir) -> RunConfig {
+    fn tiny_base(dir: &TempDir) -> RunConfig {
         RunConfig {
             dir: dir.path().join("data"),
             records: 2000,
@@ -697,7 +698,7 @@ mod tests {
 
     #[test]
     fn rounds_run_every_step_again_and_the_tables_show_the_median_run() {
-        let dir = ferrite::test_util::TempDir::new("compare-rounds");
+        let dir = TempDir::new().unwrap();
         let base = tiny_base(&dir);
         let steps: Vec<Step> = suite("quick").unwrap().into_iter().take(2).collect();
         let out = dir.path().join("out");
@@ -719,7 +720,7 @@ mod tests {
 
     #[test]
     fn a_suite_writes_tables_json_lines_and_charts() {
-        let dir = ferrite::test_util::TempDir::new("compare");
+        let dir = TempDir::new().unwrap();
         let base = tiny_base(&dir);
         let steps = suite("quick").unwrap();
         let out = dir.path().join("out");
@@ -735,14 +736,12 @@ mod tests {
         assert!(md.contains("commit "));
         let runs = std::fs::read_to_string(&output.json).unwrap();
         assert_eq!(runs.lines().count(), steps.len());
-        assert_eq!(output.charts.len(), 4);
+        assert_eq!(output.charts.len(), 2);
         for chart in &output.charts {
-            let bytes = std::fs::read(chart).unwrap();
-            assert!(
-                bytes.starts_with(b"\x89PNG")
-                    || bytes.starts_with(b"<svg")
-                    || bytes.starts_with(b"<?xml")
-            );
+            assert_eq!(chart.extension().unwrap(), "svg");
+            let text = std::fs::read_to_string(chart).unwrap();
+            assert!(text.starts_with("<svg") || text.starts_with("<?xml"), "{text}");
+            assert!(text.trim_end().ends_with("</svg>"));
         }
     }
 }

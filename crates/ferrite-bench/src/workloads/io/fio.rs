@@ -1,13 +1,14 @@
 //! The same measurement by fio, in the same run, when `fio` is on `PATH`: the command line
 //! that asks fio for what `bench io` just did, and the reading of fio's JSON report.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferrite::io::EngineKind;
+use serde::Deserialize;
 
-use super::json::{self, Json};
 use super::Pattern;
 
 /// fio's name for the engine.
@@ -114,37 +115,72 @@ pub fn run(fio: &Path, job: &FioJob) -> Result<FioResult, String> {
     parse(&stdout)
 }
 
+/// The part of fio's JSON report read here (fio writes many more fields, which are skipped).
+#[derive(Debug, Deserialize)]
+struct Report {
+    #[serde(default)]
+    jobs: Vec<Job>,
+}
+
+/// One job (all of them as one with `--group_reporting`).
+#[derive(Debug, Deserialize)]
+struct Job {
+    /// fio's error number; 0 when the job ran.
+    #[serde(default)]
+    error: i64,
+    read: Option<Direction>,
+    write: Option<Direction>,
+}
+
+/// The reads or the writes of a job.
+#[derive(Debug, Deserialize)]
+struct Direction {
+    #[serde(default)]
+    iops: f64,
+    #[serde(default)]
+    bw_bytes: f64,
+    /// Total latency (submission + completion), where fio measures it.
+    lat_ns: Option<Latency>,
+    /// Completion latency.
+    clat_ns: Option<Latency>,
+}
+
+/// Latency percentiles, nanoseconds, by fio's name for them (`"99.000000"`).
+#[derive(Debug, Deserialize)]
+struct Latency {
+    #[serde(default)]
+    percentile: BTreeMap<String, f64>,
+}
+
 /// Reads fio's JSON report (anything fio printed before the JSON is skipped).
 pub fn parse(text: &str) -> Result<FioResult, String> {
     let start = text.find('{').ok_or("fio printed no JSON report")?;
-    let report = json::parse(&text[start..]).map_err(|e| format!("fio's report is {e}"))?;
-    let jobs = report
-        .get("jobs")
-        .and_then(Json::as_array)
-        .filter(|jobs| !jobs.is_empty())
-        .ok_or("fio's report has no jobs")?;
+    let report: Report = serde_json::from_str(&text[start..])
+        .map_err(|e| format!("fio's report is not JSON of the expected shape: {e}"))?;
+    if report.jobs.is_empty() {
+        return Err("fio's report has no jobs".to_owned());
+    }
     let mut iops = 0.0;
     let mut bytes_per_s = 0.0;
-    let mut busiest: Option<(f64, &Json)> = None;
-    for job in jobs {
-        if let Some(error) = job.get("error").and_then(Json::as_f64).filter(|&e| e != 0.0) {
-            return Err(format!("fio's job failed with error {error}"));
+    let mut busiest: Option<&Direction> = None;
+    for job in &report.jobs {
+        if job.error != 0 {
+            return Err(format!("fio's job failed with error {}", job.error));
         }
-        for direction in ["read", "write"] {
-            let Some(stats) = job.get(direction) else { continue };
-            let direction_iops = stats.get("iops").and_then(Json::as_f64).unwrap_or(0.0);
-            iops += direction_iops;
-            bytes_per_s += stats.get("bw_bytes").and_then(Json::as_f64).unwrap_or(0.0);
-            if busiest.is_none_or(|(most, _)| direction_iops > most) {
-                busiest = Some((direction_iops, stats));
+        for stats in [&job.read, &job.write].into_iter().flatten() {
+            iops += stats.iops;
+            bytes_per_s += stats.bw_bytes;
+            if busiest.is_none_or(|most| stats.iops > most.iops) {
+                busiest = Some(stats);
             }
         }
     }
     let percentile = |key: &str| -> Option<f64> {
-        let stats = busiest?.1;
-        ["lat_ns", "clat_ns"]
-            .iter()
-            .find_map(|kind| stats.path(&[kind, "percentile", key])?.as_f64())
+        let stats = busiest?;
+        [&stats.lat_ns, &stats.clat_ns]
+            .into_iter()
+            .flatten()
+            .find_map(|latency| latency.percentile.get(key).copied())
             .map(|ns| ns / 1e3)
     };
     Ok(FioResult {
