@@ -9,35 +9,20 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::PathBuf;
 
+use ferrite::testing::Rng;
 use ferrite_peers::{Lmdb, Peer, PeerConfig, RocksDb, WiredTiger};
 
-/// A tiny xorshift64* generator: seeded, so a failure replays.
-struct Rng(u64);
+/// Uniform in `low..=high`.
+fn range(rng: &mut Rng, low: usize, high: usize) -> usize {
+    low + rng.index(high - low + 1)
+}
 
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `low..=high`.
-    fn range(&mut self, low: usize, high: usize) -> usize {
-        low + (self.next() % (high - low + 1) as u64) as usize
-    }
-
-    /// Bytes from a small alphabet with the edge bytes (0x00, 0x7f, 0x80, 0xff): many shared
-    /// prefixes, and signed/unsigned comparison bugs show.
-    fn bytes(&mut self, low: usize, high: usize) -> Vec<u8> {
-        const ALPHABET: [u8; 7] = [0x00, 0x01, b'a', b'b', 0x7f, 0x80, 0xff];
-        let len = self.range(low, high);
-        (0..len).map(|_| ALPHABET[self.range(0, ALPHABET.len() - 1)]).collect()
-    }
+/// Bytes from a small alphabet with the edge bytes (0x00, 0x7f, 0x80, 0xff): many shared
+/// prefixes, and signed/unsigned comparison bugs show.
+fn edge_bytes(rng: &mut Rng, low: usize, high: usize) -> Vec<u8> {
+    const ALPHABET: [u8; 7] = [0x00, 0x01, b'a', b'b', 0x7f, 0x80, 0xff];
+    let len = range(rng, low, high);
+    (0..len).map(|_| ALPHABET[rng.index(ALPHABET.len())]).collect()
 }
 
 /// A fresh directory under the temp dir, removed when dropped.
@@ -87,23 +72,28 @@ fn conformance<P: Peer>(engine: &str, seed: u64) {
     let dir = TempDir::new(engine, "conformance");
     let config = config(true, false, false);
     let mut rng = Rng::new(seed);
-    let keys: Vec<Vec<u8>> = (0..2000).map(|_| rng.bytes(1, 40)).collect();
+    let keys: Vec<Vec<u8>> = (0..2000).map(|_| edge_bytes(&mut rng, 1, 40)).collect();
     let mut model = Model::new();
     let mut out = Vec::new();
     {
         let peer = P::open(&dir.0, &config).unwrap();
         assert!(peer.describe_config().starts_with(engine), "{}", peer.describe_config());
         for step in 0..6000 {
-            let key = &keys[rng.range(0, keys.len() - 1)];
-            match rng.range(0, 99) {
+            let key = &keys[range(&mut rng, 0, keys.len() - 1)];
+            match range(&mut rng, 0, 99) {
                 0..=34 => {
-                    let value = rng.bytes(0, 300);
+                    let value = edge_bytes(&mut rng, 0, 300);
                     peer.put(key, &value).unwrap();
                     model.insert(key.clone(), value);
                 }
                 35..=44 => {
-                    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..rng.range(1, 20))
-                        .map(|_| (keys[rng.range(0, keys.len() - 1)].clone(), rng.bytes(0, 300)))
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..range(&mut rng, 1, 20))
+                        .map(|_| {
+                            (
+                                keys[range(&mut rng, 0, keys.len() - 1)].clone(),
+                                edge_bytes(&mut rng, 0, 300),
+                            )
+                        })
                         .collect();
                     let borrowed: Vec<(&[u8], &[u8])> =
                         entries.iter().map(|(k, v)| (&k[..], &v[..])).collect();
@@ -127,12 +117,12 @@ fn conformance<P: Peer>(engine: &str, seed: u64) {
                     }
                 }
                 85..=98 => {
-                    let start = match rng.range(0, 3) {
+                    let start = match range(&mut rng, 0, 3) {
                         0 => Vec::new(),
-                        1 => rng.bytes(1, 40),
+                        1 => edge_bytes(&mut rng, 1, 40),
                         _ => key.clone(),
                     };
-                    let limit = rng.range(0, 50);
+                    let limit = range(&mut rng, 0, 50);
                     let mut seen = Vec::new();
                     let count = peer
                         .scan(&start, limit, &mut |k, v| seen.push((k.to_vec(), v.to_vec())))
@@ -170,7 +160,8 @@ fn durable_without_log_and_with_sync<P: Peer>(engine: &str) {
         {
             let peer = P::open(&dir.0, &config).unwrap();
             for i in 0..200u32 {
-                let (key, value) = (format!("key-{i:05}").into_bytes(), rng.bytes(0, 300));
+                let (key, value) =
+                    (format!("key-{i:05}").into_bytes(), edge_bytes(&mut rng, 0, 300));
                 peer.put(&key, &value).unwrap();
                 model.insert(key, value);
             }
@@ -232,12 +223,13 @@ fn concurrent<P: Peer>(engine: &str) {
                 let mut out = Vec::new();
                 for i in 0..KEYS_PER_THREAD {
                     let key = format!("t{thread}-{i:05}").into_bytes();
-                    let value = rng.bytes(0, 100);
+                    let value = edge_bytes(&mut rng, 0, 100);
                     peer.put(&key, &value).unwrap();
                     assert!(peer.get(&key, &mut out).unwrap());
                     assert_eq!(out, value);
                     // Others' keys: may or may not be there yet, but never torn.
-                    let other = format!("t{}-{:05}", rng.range(0, THREADS - 1), i).into_bytes();
+                    let other =
+                        format!("t{}-{:05}", range(&mut rng, 0, THREADS - 1), i).into_bytes();
                     if peer.get(&other, &mut out).unwrap() {
                         assert!(out.len() <= 100);
                     }

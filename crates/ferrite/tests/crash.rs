@@ -13,28 +13,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::TempDir;
-use ferrite::testing::{SimDisk, SimFaults};
+use ferrite::testing::{Rng, SimDisk, SimFaults};
 use ferrite::{Db, Durability, Error, Options, WriteBatch};
 
 /// Disks (seeds), and crash cycles per disk.
 const DISKS: u64 = 250;
 const CYCLES_PER_DISK: u64 = 8;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 type State = BTreeMap<(u8, Vec<u8>), Vec<u8>>;
 
@@ -87,7 +71,7 @@ fn random_batch(rng: &mut Rng, suite: Suite) -> Vec<Op> {
             } else {
                 // Mostly small values; some go to Value pages.
                 let len = if rng.below(10) == 0 { 1500 + rng.below(2500) } else { rng.below(120) };
-                let byte = rng.next() as u8;
+                let byte = rng.next_u64() as u8;
                 Op::Put(tree, key, vec![byte; len as usize])
             }
         })
@@ -127,7 +111,7 @@ struct Seen {
 
 /// Runs one disk through its crash cycles.
 fn run_disk(seed: u64, seen: &mut Seen, suite: Suite) {
-    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA5A5);
+    let mut rng = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA5A5);
     let disk = SimDisk::new(seed);
     let dir = TempDir::with_prefix("crash").unwrap();
     // What is acknowledged as durable, and the commits after it whose fate is open.

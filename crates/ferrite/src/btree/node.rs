@@ -1359,28 +1359,11 @@ fn verify_valid_node(node: Node<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Rng;
     use std::collections::BTreeMap;
 
     const PAGE_ID: PageId = 7;
     const TREE_ID: u64 = 99;
-
-    /// xorshift64*: deterministic and dependency-free.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-        fn bytes(&mut self, len: usize, alphabet: u8) -> Vec<u8> {
-            (0..len).map(|_| b'a' + (self.next() % u64::from(alphabet)) as u8).collect()
-        }
-    }
 
     fn page() -> Vec<u8> {
         vec![0u8; PAGE_SIZE]
@@ -1482,8 +1465,8 @@ mod tests {
         init_leaf(page, b"", b"");
         let mut node = NodeMut::new(page);
         for _ in 0..400 {
-            let len = 1 + rng.below(7);
-            let key = rng.bytes(len, 3);
+            let len = 1 + rng.index(7);
+            let key = rng.letters(len, 3);
             if node.as_node().lower_bound(&key).1 {
                 continue;
             }
@@ -1495,7 +1478,7 @@ mod tests {
 
     #[test]
     fn hints_sample_heads_and_lower_bound_matches_a_linear_search() {
-        let mut rng = Rng(0x5eed);
+        let mut rng = Rng::new(0x5eed);
         let mut page = page();
         crowded_leaf(&mut page, &mut rng);
         check(&page);
@@ -1509,8 +1492,8 @@ mod tests {
             assert_eq!(node.lower_bound(&node.key(slot)), (slot, true));
         }
         for _ in 0..2000 {
-            let len = rng.below(9);
-            let probe = rng.bytes(len, 4);
+            let len = rng.index(9);
+            let probe = rng.letters(len, 4);
             assert_eq!(node.lower_bound(&probe), linear_lower_bound(node, &probe), "{probe:?}");
         }
     }
@@ -1547,14 +1530,17 @@ mod tests {
         let mut node = NodeMut::new(page);
         loop {
             let mut key = prefix.to_vec();
-            let len = 1 + rng.below(20);
-            key.extend(rng.bytes(len, 26));
+            let len = 1 + rng.index(20);
+            key.extend(rng.letters(len, 26));
             if node.as_node().lower_bound(&key).1 {
                 continue;
             }
-            let payload_len = rng.below(40);
-            let payload =
-                if leaf { rng.bytes(payload_len, 26) } else { rng.next().to_le_bytes().to_vec() };
+            let payload_len = rng.index(40);
+            let payload = if leaf {
+                rng.letters(payload_len, 26)
+            } else {
+                rng.next_u64().to_le_bytes().to_vec()
+            };
             if !node.insert(&key, &payload, false) {
                 return key;
             }
@@ -1577,7 +1563,7 @@ mod tests {
 
     #[test]
     fn full_leaf_splits_into_two_valid_halves() {
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         let mut page = page();
         init_leaf(&mut page, b"key-000", b"key-zzz");
         let overflow = fill(&mut page, &mut rng, b"key-0", true);
@@ -1603,7 +1589,7 @@ mod tests {
 
     #[test]
     fn full_inner_node_splits_around_its_middle_key() {
-        let mut rng = Rng(43);
+        let mut rng = Rng::new(43);
         let mut page = page();
         init_inner(&mut page, b"", b"", 1000);
         fill(&mut page, &mut rng, b"", false);
@@ -1679,7 +1665,7 @@ mod tests {
 
     #[test]
     fn split_then_merge_restores_the_entries_and_overfull_merges_fail() {
-        let mut rng = Rng(44);
+        let mut rng = Rng::new(44);
         let mut page = page();
         init_leaf(&mut page, b"", b"");
         fill(&mut page, &mut rng, b"", true);
@@ -1866,7 +1852,7 @@ mod tests {
     #[test]
     fn random_operations_match_a_model() {
         for seed in 1..=4u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut rng = Rng::new(seed);
             let mut page = page();
             let (lower, upper) = (b"user:0".to_vec(), b"user:9".to_vec());
             init_leaf(&mut page, &lower, &upper);
@@ -1888,20 +1874,20 @@ mod tests {
     ) {
         let mut node = NodeMut::new(page);
         let payload = |rng: &mut Rng| -> (Vec<u8>, bool) {
-            if rng.below(8) == 0 {
-                (rng.next().to_le_bytes().to_vec(), true)
+            if rng.index(8) == 0 {
+                (rng.next_u64().to_le_bytes().to_vec(), true)
             } else {
-                let len_max = if rng.below(10) == 0 { 600 } else { 40 };
-                let len = rng.below(len_max);
-                (rng.bytes(len, 26), false)
+                let len_max = if rng.index(10) == 0 { 600 } else { 40 };
+                let len = rng.index(len_max);
+                (rng.letters(len, 26), false)
             }
         };
-        match rng.below(10) {
+        match rng.index(10) {
             0..=4 => {
                 let mut key = b"user:".to_vec();
-                key.push(b'1' + rng.below(8) as u8);
-                let len = rng.below(12);
-                key.extend(rng.bytes(len, 4));
+                key.push(b'1' + rng.index(8) as u8);
+                let len = rng.index(12);
+                key.extend(rng.letters(len, 4));
                 if model.contains_key(&key) {
                     return;
                 }
@@ -1913,14 +1899,14 @@ mod tests {
                 }
             }
             5..=7 if !model.is_empty() => {
-                let slot = rng.below(model.len());
+                let slot = rng.index(model.len());
                 let key = model.keys().nth(slot).unwrap().clone();
                 assert_eq!(node.as_node().lower_bound(&key), (slot, true));
                 node.remove_at(slot);
                 model.remove(&key);
             }
             8..=9 if !model.is_empty() => {
-                let slot = rng.below(model.len());
+                let slot = rng.index(model.len());
                 let key = model.keys().nth(slot).unwrap().clone();
                 let (bytes, out_of_line) = payload(rng);
                 if node.set_payload(slot, &bytes, out_of_line) {
@@ -1933,29 +1919,29 @@ mod tests {
 
     #[test]
     fn decoding_random_garbage_never_panics() {
-        let mut rng = Rng(0xdead_beef);
+        let mut rng = Rng::new(0xdead_beef);
         let mut image = page();
         for round in 0..3000 {
-            image.iter_mut().for_each(|b| *b = rng.next() as u8);
+            image.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
             if round % 2 == 0 {
                 // Plausible headers get further into the decoder.
-                image[4] = [PageKind::Leaf, PageKind::Inner][rng.below(2)] as u8;
-                write_u16(&mut image, OFFSET_COUNT, rng.below(MAX_SLOTS + 20) as u16);
+                image[4] = [PageKind::Leaf, PageKind::Inner][rng.index(2)] as u8;
+                write_u16(&mut image, OFFSET_COUNT, rng.index(MAX_SLOTS + 20) as u16);
                 for field in [OFFSET_HEAP_START, OFFSET_LOWER_OFFSET, OFFSET_UPPER_OFFSET] {
-                    write_u16(&mut image, field, rng.below(PAGE_SIZE + 100) as u16);
+                    write_u16(&mut image, field, rng.index(PAGE_SIZE + 100) as u16);
                 }
                 for field in [OFFSET_LOWER_LEN, OFFSET_UPPER_LEN, OFFSET_PREFIX_LEN] {
-                    write_u16(&mut image, field, rng.below(40) as u16);
+                    write_u16(&mut image, field, rng.index(40) as u16);
                 }
             }
-            let len = if round % 7 == 0 { rng.below(PAGE_SIZE) } else { PAGE_SIZE };
+            let len = if round % 7 == 0 { rng.index(PAGE_SIZE) } else { PAGE_SIZE };
             fuzz_node_image(&image[..len]);
         }
     }
 
     #[test]
     fn decoding_valid_nodes_with_flipped_bytes_never_panics() {
-        let mut rng = Rng(0xf1f1);
+        let mut rng = Rng::new(0xf1f1);
         let mut leaf = page();
         crowded_leaf(&mut leaf, &mut rng);
         let mut inner = page();
@@ -1964,10 +1950,10 @@ mod tests {
         let mut passed_check = 0;
         for round in 0..3000 {
             let mut image = if round % 2 == 0 { leaf.clone() } else { inner.clone() };
-            for _ in 0..1 + rng.below(4) {
+            for _ in 0..1 + rng.index(4) {
                 // Mostly the header and slots, where a flip changes the most.
-                let at = if rng.below(2) == 0 { rng.below(PAGE_SIZE) } else { rng.below(200) };
-                image[at] ^= 1 << rng.below(8);
+                let at = if rng.index(2) == 0 { rng.index(PAGE_SIZE) } else { rng.index(200) };
+                image[at] ^= 1 << rng.index(8);
             }
             fuzz_node_image(&image);
             passed_check += usize::from(Node::new(&image).check(&expect(PAGE_ID)).is_ok());
@@ -1981,7 +1967,7 @@ mod tests {
     /// nearly all changes outside the heap are refused (r5, a changed slot head, was one).
     #[test]
     fn single_byte_changes_are_refused_or_harmless() {
-        let mut rng = Rng(0x51a6);
+        let mut rng = Rng::new(0x51a6);
         let mut leaf = page();
         crowded_leaf(&mut leaf, &mut rng);
         let mut inner = page();
@@ -2024,7 +2010,7 @@ mod tests {
 
     #[test]
     fn valid_nodes_pass_the_fuzz_properties() {
-        let mut rng = Rng(5);
+        let mut rng = Rng::new(5);
         for leaf in [true, false] {
             let mut page = page();
             if leaf {

@@ -1,5 +1,6 @@
-//! What tests use and the engine does not: the simulated disk (`sim`: a [`Storage`] that
-//! crashes, tears and fails writes from a seed), the directory copy a crash would leave, and
+//! What tests use and the engine does not: the seeded random generator of every test (`rng`),
+//! the simulated disk (`sim`: a [`Storage`] that crashes, tears and fails writes from a
+//! seed), the directory copy a crash would leave, and
 //! — for the engine's own unit tests — the conformance suite every I/O engine passes and the
 //! helpers that run attempts to their end. Compiled for tests, and for other crates' tests
 //! with the `testing` feature.
@@ -10,10 +11,12 @@
 mod attempts;
 #[cfg(test)]
 mod conformance;
+pub mod rng;
 pub mod sim;
 
 #[cfg(test)]
 pub(crate) use attempts::{read_page, run, scan};
+pub use rng::Rng;
 pub use sim::{SimDisk, SimFaults};
 
 use std::path::Path;

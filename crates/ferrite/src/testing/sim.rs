@@ -62,7 +62,7 @@
 //! file that lives on a [`BlockDevice`] (`PageFile::own_engine`): synchronous, so every
 //! request meets the disk's faults, crashes and capacity.
 //!
-//! Random choices come from one generator (splitmix64) seeded by [`SimFaults::seed`], drawn
+//! Random choices come from one generator (`testing::Rng`, splitmix64) seeded by [`SimFaults::seed`], drawn
 //! in the order of the calls: the same calls in the same order give the same disk. A rate of
 //! zero (or a certainty) draws nothing: a disk without faults draws only when it crashes.
 
@@ -72,6 +72,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::rng::Rng;
 use crate::io::{BlockDevice, Storage};
 
 /// The unit a crash tears writes at, in bytes.
@@ -79,9 +80,6 @@ pub const SECTOR_BYTES: u64 = 512;
 
 /// Largest simulated file, in bytes: every byte lives in memory (twice).
 pub const MAX_FILE_BYTES: u64 = 1 << 32;
-
-/// Denominator of the fault rates.
-const PER_MILLION: u32 = 1_000_000;
 
 /// What goes wrong on a [`SimDisk`], and the seed of every random choice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -114,45 +112,6 @@ fn enospc() -> io::Error {
 
 fn efbig() -> io::Error {
     io::Error::from_raw_os_error(libc::EFBIG)
-}
-
-/// splitmix64: small, fast, and good enough to pick faults.
-#[derive(Debug, Clone)]
-struct Rng {
-    state: u64,
-}
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng { state: seed }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0, "below(0)");
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    fn coin(&mut self) -> bool {
-        self.next_u64() >> 63 == 1
-    }
-
-    /// True with probability `per_million` / 10^6; draws nothing at 0 or at certainty.
-    fn chance(&mut self, per_million: u32) -> bool {
-        match per_million {
-            0 => false,
-            p if p >= PER_MILLION => true,
-            p => self.below(u64::from(PER_MILLION)) < u64::from(p),
-        }
-    }
 }
 
 /// The sectors `offset..offset + len_bytes` touches, as absolute byte ranges clipped to it.
@@ -700,6 +659,7 @@ mod tests {
     use crate::error::Error;
     use crate::format::page::PAGE_SIZE;
     use crate::io::PageFile;
+    use crate::testing::rng::PER_MILLION;
 
     fn open(disk: &SimDisk, name: &str) -> Arc<dyn BlockDevice> {
         disk.open(name, true).unwrap().unwrap()

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use ferrite::testing::SimDisk;
 use ferrite::{Db, Durability, Options};
 
+pub use ferrite::testing::Rng;
 pub use tempfile::TempDir;
 
 /// Options for a pool of `pool_pages` pages and a small address space, so that tests evict
@@ -21,29 +22,6 @@ pub fn tiny(pool_pages: u64) -> Options {
         max_size_bytes: 1 << 30,
         grow_chunk_bytes: 1 << 20,
         ..Options::default()
-    }
-}
-
-/// A small deterministic generator (splitmix64).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
     }
 }
 
