@@ -24,15 +24,15 @@ pub mod workload_tasks;
 pub mod workloads;
 pub mod ycsb;
 
-// The modules' paths before they moved into folders.
+// The modules' paths before they moved into folders, for the code that still uses them.
 pub use gen::{keys, rng, zipf};
 pub use measure::{cpu, diskstats, memcap, phase, progress};
 pub use report::chart;
 pub use workloads::{compare, datadir, io, recovery};
 
 pub use error::BenchError;
+pub use gen::Rng;
 pub use histogram::Histogram;
-pub use progress::Progress;
+pub use measure::Progress;
 pub use report::ResultLine;
-pub use rng::Rng;
 pub use store::{FerriteTree, IoCounters, KvStore, StoreError};
