@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::chart::{Anchor, Rect, Rgb, Shape, Text, TextSize, LABEL_FONT_SIZE, TITLE_FONT_SIZE};
 
-/// The SVG document of `shapes` on a `width` x `height` white page.
+/// The SVG document of `shapes`, `width` x `height` pixels, titled `title`.
 pub(super) fn document(shapes: &[Shape], width: i32, height: i32, title: &str) -> String {
     let mut svg = String::with_capacity(256 + shapes.len() * 96);
     // Writing into a String cannot fail, here and below.
