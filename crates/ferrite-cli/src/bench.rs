@@ -16,7 +16,7 @@ use ferrite_bench::report::{bytes, duration, thousands};
 use ferrite_bench::workload::{self, RunConfig};
 use ferrite_bench::{BenchError, Progress};
 
-use crate::args::CompareArgs;
+use crate::cli::CompareArgs;
 
 use crate::common::{CliError, Outcome};
 
