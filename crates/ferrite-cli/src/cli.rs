@@ -1262,12 +1262,38 @@ impl Cli {
                         let missing = if path.is_empty() { "COMMAND" } else { "WORKLOAD" };
                         Err(usage_error(&path, &format!("missing {missing}")))
                     }
+                    // Help wins over errors in the same command line.
+                    _ if wants_help(args) => Ok(Action::Help(help(&command_path(args), args))),
                     _ => Err(usage_error(&command_path(args), &clap_message(&e))),
                 };
             }
         };
         cli.command.into_action()
     }
+}
+
+/// Whether the arguments ask for help (`-h` or `--help` before any `--`).
+fn wants_help(args: &[OsString]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help")
+}
+
+/// The help of the command at `path`: the long one when `args` hold `--help`.
+fn help(path: &[String], args: &[OsString]) -> String {
+    let long = args.iter().take_while(|a| *a != "--").any(|a| a == "--help");
+    with_subcommand(path, |sub| {
+        if long { sub.render_long_help() } else { sub.render_help() }.to_string()
+    })
+}
+
+/// `f` of the declared command at `path` (`["bench", "lookup"]`; empty: `ferrite`).
+fn with_subcommand<T>(path: &[String], f: impl FnOnce(&mut clap::Command) -> T) -> T {
+    let mut command = Cli::command();
+    command.build();
+    let mut sub = &mut command;
+    for name in path {
+        sub = sub.find_subcommand_mut(name).expect("a declared subcommand");
+    }
+    f(sub)
 }
 
 /// clap's message without its own usage and hint (the [`UsageError`] adds them).
@@ -1298,13 +1324,7 @@ fn command_path(args: &[OsString]) -> Vec<String> {
 
 /// An error about the command at `path`, with its usage.
 fn usage_error(path: &[String], message: &str) -> UsageError {
-    let mut command = Cli::command();
-    command.build();
-    let mut sub = &mut command;
-    for name in path {
-        sub = sub.find_subcommand_mut(name).expect("a declared subcommand");
-    }
-    let usage = sub.render_usage().to_string();
+    let usage = with_subcommand(path, |sub| sub.render_usage().to_string());
     let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).trim_end().to_owned();
     UsageError { command: path.join(" "), message: message.to_owned(), usage }
 }
