@@ -1,8 +1,8 @@
 //! The `ferrite` command: store, inspect, check and benchmark Ferrite data directories.
 //!
-//! `cli` declares the command line (clap derive) and turns it into an `Action`; one module
-//! per group of subcommands runs it (`data`: put/get/del/scan, `admin`: trees/stats/check, `bench`: workloads from
-//! `ferrite-bench`). Exit status: 0 success, 1 key absent or faults found, 2 any error.
+//! `cli` declares the command line (clap derive, units parsed by `value`) and turns it into
+//! an `Action`; one module per group of subcommands runs it (`data`: put/get/del/scan,
+//! `admin`: trees/stats/check, `bench`: workloads from `ferrite-bench`). Exit status: 0 success, 1 key absent or faults found, 2 any error.
 //! A command that prints fails before it starts when standard output cannot be written
 //! (`output`).
 
@@ -25,14 +25,14 @@ use common::{CliError, Outcome, ERROR_STATUS};
 fn main() -> ExitCode {
     init_logging();
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let command = match Cli::parse_args(&argv) {
-        Ok(command) => command,
+    let action = match Cli::parse_args(&argv) {
+        Ok(action) => action,
         Err(e) => {
             eprintln!("ferrite: {e}");
             return ExitCode::from(ERROR_STATUS);
         }
     };
-    match run(command) {
+    match run(action) {
         Ok(outcome) => ExitCode::from(outcome.exit_status()),
         // The reader is gone (`ferrite scan | head`): stop quietly.
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
