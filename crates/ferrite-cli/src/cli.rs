@@ -612,6 +612,7 @@ pub struct LookupCmd {
             (default: the single page file in --db). Ferrite's benchmark only.",
         long, value_name = "PATH[,PATH...]",
           value_parser = OsStringValueParser::new().try_map(value::paths))]
+    // (`::std::vec::Vec`: one value that is a list, not an option given many times.)
     devices: Option<::std::vec::Vec<PathBuf>>,
     /// Look up through the blocking API from --threads threads instead of tasks on workers
     #[arg(long)]
@@ -969,6 +970,7 @@ pub struct IoCmd {
         long_help = "io_uring, aio, psync, mmap, or all (default io_uring); with all, every \
             engine is measured in turn and the result line is io_uring's.",
         long, value_name = "ENGINE", value_parser = value::engines)]
+    // (`::std::vec::Vec`: one value that is a list, not an option given many times.)
     engine: Option<::std::vec::Vec<EngineKind>>,
     /// randread, seqread, randwrite or seqwrite (default randread)
     #[arg(long, value_name = "PATTERN", value_parser = value::pattern)]
@@ -1057,6 +1059,7 @@ pub struct RecoveryCmd {
         long_help = "The run lengths, one run each, in order (default 5,10,20); fractions \
             allowed (0.5), at least 1 ms each, at most 64 runs.",
         long, value_name = "S[,S...]", value_parser = value::seconds_list)]
+    // (`::std::vec::Vec`: one value that is a list, not an option given many times.)
     seconds: Option<::std::vec::Vec<f64>>,
     /// Concurrent committers (default 16)
     #[arg(
