@@ -7,7 +7,7 @@ use ferrite::btree::check::TreeReport;
 use ferrite::{CheckReport, LogReport};
 use ferrite_bench::report::{bytes, thousands};
 
-use crate::args::{DbArgs, StatsArgs, TreesAction, TreesArgs};
+use crate::cli::{DbArgs, StatsArgs, TreesAction, TreesArgs};
 use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::field;
 

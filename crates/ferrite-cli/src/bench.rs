@@ -1,6 +1,6 @@
 //! `ferrite bench WORKLOAD`: hands the parsed configuration to the workload in
 //! `ferrite-bench` and prints what it reports. New workloads are one function here and one
-//! arm in the argument parser. Where the results go (`--json FILE`, `--out DIR`) is opened
+//! declaration in `cli`. Where the results go (`--json FILE`, `--out DIR`) is opened
 //! before anything runs: a path that cannot take them fails the command at once, not after
 //! the whole run.
 
@@ -16,7 +16,7 @@ use ferrite_bench::report::{bytes, duration, thousands};
 use ferrite_bench::workload::{self, RunConfig};
 use ferrite_bench::{BenchError, Progress};
 
-use crate::args::CompareArgs;
+use crate::cli::CompareArgs;
 
 use crate::common::{CliError, Outcome};
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use ferrite::{Db, Durability, Options};
 use ferrite_bench::BenchError;
 
-use crate::args::DbArgs;
+use crate::cli::DbArgs;
 
 /// How a command ended, when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,7 +216,7 @@ mod tests {
     /// keeps it.
     #[test]
     fn a_put_or_del_is_durable_before_the_close() {
-        let dir = ferrite::test_util::TempDir::new("cli-durable");
+        let dir = tempfile::Builder::new().prefix("cli-durable").tempdir().unwrap();
         let db_args = DbArgs { dir: dir.path().join("db"), pool_mib: 1, direct_io: true };
         let db = open(&db_args, Access::Create).unwrap();
         let tree = db.tree("t").unwrap();
@@ -320,7 +320,7 @@ mod tests {
     /// `operate_then_close` on a real directory: the operation's value, a clean close.
     #[test]
     fn operate_then_close_returns_the_operations_value() {
-        let dir = ferrite::test_util::TempDir::new("cli-operate");
+        let dir = tempfile::Builder::new().prefix("cli-operate").tempdir().unwrap();
         let db_args = DbArgs { dir: dir.path().join("db"), pool_mib: 1, direct_io: true };
         let db = open(&db_args, Access::Create).unwrap();
         let put = operate_then_close(db, &db_args.dir, |db| {

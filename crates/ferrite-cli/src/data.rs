@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::ops::Bound;
 
-use crate::args::{KeyArgs, PutArgs, ScanArgs};
+use crate::cli::{KeyArgs, PutArgs, ScanArgs};
 use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::{encode_hex, escape_if_not_utf8, field};
 

@@ -1,37 +1,38 @@
 //! The `ferrite` command: store, inspect, check and benchmark Ferrite data directories.
 //!
-//! `args` turns the command line into a `Command`; one module per group of subcommands
-//! runs it (`data`: put/get/del/scan, `admin`: trees/stats/check, `bench`: workloads from
-//! `ferrite-bench`). Exit status: 0 success, 1 key absent or faults found, 2 any error.
+//! `cli` declares the command line (clap derive, units parsed by `value`) and turns it into
+//! an `Action`; one module per group of subcommands runs it (`data`: put/get/del/scan,
+//! `admin`: trees/stats/check, `bench`: workloads from `ferrite-bench`). Exit status: 0 success, 1 key absent or faults found, 2 any error.
 //! A command that prints fails before it starts when standard output cannot be written
 //! (`output`).
 
 mod admin;
-mod args;
 mod bench;
+mod cli;
 mod common;
 mod data;
 mod encoding;
-mod help;
 mod output;
+mod value;
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use args::{Command, TreesAction};
+use cli::{Action, Cli, TreesAction};
 use common::{CliError, Outcome, ERROR_STATUS};
 
 fn main() -> ExitCode {
+    init_logging();
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let command = match args::parse(&argv) {
-        Ok(command) => command,
+    let action = match Cli::parse_args(&argv) {
+        Ok(action) => action,
         Err(e) => {
             eprintln!("ferrite: {e}");
             return ExitCode::from(ERROR_STATUS);
         }
     };
-    match run(command) {
+    match run(action) {
         Ok(outcome) => ExitCode::from(outcome.exit_status()),
         // The reader is gone (`ferrite scan | head`): stop quietly.
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
@@ -42,7 +43,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> Result<Outcome, CliError> {
+/// What the engine logs through the `log` facade goes to stderr as `ferrite: LEVEL: ...`
+/// lines: warnings and errors unless `RUST_LOG` says otherwise (`RUST_LOG=info`,
+/// `RUST_LOG=ferrite=debug`).
+fn init_logging() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format(|buf, record| {
+            let level = record.level().to_string().to_lowercase();
+            writeln!(buf, "ferrite: {level}: {}", record.args())
+        })
+        .init();
+}
+
+fn run(command: Action) -> Result<Outcome, CliError> {
     let mut out: Box<dyn Write> = if prints(&command) {
         Box::new(BufWriter::new(output::stdout()?))
     } else {
@@ -50,37 +63,42 @@ fn run(command: Command) -> Result<Outcome, CliError> {
     };
     let out = &mut *out;
     match command {
-        Command::Help(text) => {
+        Action::Help(text) => {
             out.write_all(text.as_bytes())?;
             out.flush()?;
             Ok(Outcome::Done)
         }
-        Command::Version => {
+        Action::Version => {
             writeln!(out, "ferrite {}", env!("CARGO_PKG_VERSION"))?;
             out.flush()?;
             Ok(Outcome::Done)
         }
-        Command::Put(a) => data::put(&a),
-        Command::Get(a) => data::get(&a, out),
-        Command::Del(a) => data::del(&a),
-        Command::Scan(a) => data::scan(&a, out),
-        Command::Trees(a) => admin::trees(&a, out),
-        Command::Stats(a) => admin::stats(&a, out),
-        Command::Check(a) => admin::check(&a, out),
-        Command::BenchLookup(config) => bench::lookup(&config, out),
-        Command::BenchIo(config) => bench::io(&config, out),
-        Command::BenchWorkload(config) => bench::workload(&config, out),
-        Command::BenchCompare(args) => bench::compare(&args, out),
-        Command::BenchRecovery(config) => bench::recovery(&config, out),
+        Action::Put(a) => data::put(&a),
+        Action::Get(a) => data::get(&a, out),
+        Action::Del(a) => data::del(&a),
+        Action::Scan(a) => data::scan(&a, out),
+        Action::Trees(a) => admin::trees(&a, out),
+        Action::Stats(a) => admin::stats(&a, out),
+        Action::Check(a) => admin::check(&a, out),
+        Action::BenchLookup(config) => bench::lookup(&config, out),
+        Action::BenchIo(config) => bench::io(&config, out),
+        Action::BenchWorkload(config) => bench::workload(&config, out),
+        Action::BenchCompare(args) => bench::compare(&args, out),
+        Action::BenchRecovery(config) => bench::recovery(&config, out),
+        Action::Completions(shell) => {
+            clap_complete::generate(shell, &mut cli::command(), "ferrite", out);
+            out.flush()?;
+            Ok(Outcome::Done)
+        }
     }
 }
 
 /// Whether `command` prints on standard output (every command but those that change the
 /// data directory and print nothing: put, del, trees --create and --drop).
-fn prints(command: &Command) -> bool {
+fn prints(command: &Action) -> bool {
     match command {
-        Command::Put(_) | Command::Del(_) => false,
-        Command::Trees(args) => args.action == TreesAction::List,
+        Action::Put(_) | Action::Del(_) => false,
+        Action::Trees(args) => args.action == TreesAction::List,
         _ => true,
     }
 }

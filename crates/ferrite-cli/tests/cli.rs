@@ -338,7 +338,7 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "recovery", "--help"],
     ] {
         let out = ok(&args);
-        assert!(out.contains("USAGE"), "{out}");
+        assert!(out.contains("Usage: ferrite"), "{out}");
     }
     assert!(!Path::new("x").exists());
 }

@@ -1,0 +1,1699 @@
+//! The command line, declared once with clap's derive: each command's arguments, their value
+//! parsers (`value`), usage, help and typo suggestions come from the declarations below, so
+//! the help cannot drift from what is parsed.
+//!
+//! `Cli::parse_args` turns the arguments into an [`Action`]: the data commands' arguments
+//! (keys decoded as text or hex) or a benchmark's configuration from `ferrite-bench`. One
+//! small function per configuration converts the parsed options into it, and refuses the
+//! combinations that do not apply. Every error (clap's or a conversion's) becomes a
+//! [`UsageError`]: a message, the command's usage and where to read more, exit status 2.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::builder::OsStringValueParser;
+use clap::builder::TypedValueParser as _;
+use clap::error::ErrorKind;
+use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
+
+use ferrite::io::EngineKind;
+use ferrite_bench::io::{self as bench_io, IoBenchConfig, Pattern};
+use ferrite_bench::lookup::{self, LookupConfig};
+use ferrite_bench::recovery::RecoveryConfig;
+use ferrite_bench::workload::{RunConfig, StoreKind};
+use ferrite_bench::ycsb::{Distribution, Workload};
+
+use crate::encoding::decode_arg;
+use crate::value::{self, Order, MAX_COMMITTERS, MAX_POOL_MIB, MAX_ROUNDS};
+
+/// Default pool of the data commands, in MiB.
+pub const DEFAULT_POOL_MIB: u64 = 64;
+
+/// The `ferrite` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferrite",
+    version,
+    about = "ferrite: store, inspect, check and benchmark Ferrite data directories",
+    long_about = "ferrite: store, inspect, check and benchmark Ferrite data directories.\n\n\
+        Run `ferrite COMMAND --help` (or `ferrite help COMMAND`) for a command's arguments \
+        and options.",
+    after_long_help = TOP_AFTER,
+    subcommand_required = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `text` with the engine's key and value limits in place of their names.
+fn with_limits(text: &str) -> String {
+    text.replace("MAX_KEY_LEN", &ferrite::MAX_KEY_LEN.to_string())
+        .replace("MAX_VALUE_LEN", &ferrite::MAX_VALUE_LEN.to_string())
+}
+
+const TOP_AFTER: &str = "\
+EXIT STATUS
+    0    success
+    1    the key is absent (get, del), or check found faults
+    2    an error: bad arguments, a directory that is not a Ferrite data directory, an
+         I/O error, corrupt data, a failed benchmark, output that cannot be written
+         (a command that prints checks standard output before it starts: closed, not
+         open for writing, a full device); the message starts with \"ferrite: \" on
+         stderr. A reader that goes away (ferrite scan | head) ends a command quietly.
+
+    The status is the operation's. A change that was made (put, del, trees --create or
+    --drop: durable in the write-ahead log when made) exits 0 even if closing the data
+    directory afterwards fails, with a warning on stderr saying the next open for
+    writing applies it; a read whose data was printed likewise exits 0 with a warning.
+
+LOGGING
+    What the engine logs goes to stderr; RUST_LOG chooses the level (default warn),
+    RUST_LOG=info ferrite check --db DIR, say.
+
+EXAMPLES
+    ferrite put --db data --tree t apple red
+    ferrite get --db data --tree t apple
+    ferrite scan --db data --tree t --from a --to m --limit 10
+    ferrite check --db data
+    ferrite bench lookup --keys 4.6M --pool-mib 64 --seconds 20
+    ferrite completions bash > /etc/bash_completion.d/ferrite";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Store a value under a key (creates the directory and tree if needed)
+    #[command(
+        long_about = "Store VALUE under KEY in tree TREE (replacing any value the key had), \
+            then close the data directory cleanly. The directory and the tree are created if \
+            they do not exist. The put is durable before the close begins (it is in the synced \
+            write-ahead log): a crash during the close keeps it.",
+        after_long_help = put_after())]
+    Put(PutCmd),
+    /// Print the value of a key
+    #[command(
+        long_about = "Print the value of KEY in tree TREE, followed by a newline.",
+        after_long_help = get_after())]
+    Get(KeyCmd),
+    /// Remove a key
+    #[command(
+        long_about = "Remove KEY from tree TREE. The removal is durable before the data \
+            directory is closed (it is in the synced write-ahead log): a crash during the \
+            close keeps it.",
+        after_long_help = del_after())]
+    Del(KeyCmd),
+    /// Print the entries of a key range
+    #[command(
+        long_about = "Print the entries of tree TREE whose keys lie in the range [FROM, TO), \
+            in key order, one line per entry: KEY, a tab, VALUE.",
+        after_long_help = scan_after())]
+    Scan(ScanCmd),
+    /// List, create or drop trees
+    #[command(
+        long_about = "List the trees of a data directory, one name per line in name order; or \
+            create or drop one.",
+        after_long_help = TREES_AFTER)]
+    Trees(TreesCmd),
+    /// Print file, pool and per-tree numbers
+    #[command(
+        long_about = "Print the numbers of a data directory: its page file (pages in use, free \
+            pages, size on disk), its buffer pool, and per tree the keys, pages and depth.",
+        after_long_help = STATS_AFTER)]
+    Stats(StatsCmd),
+    /// Verify every page and tree, and the write-ahead log; report every fault
+    #[command(
+        long_about = "Verify a data directory: every page's checksum and identity, every \
+            tree's structure (key order, fences, depth), the page accounting (each page used \
+            once or free, none lost), and the write-ahead log. Prints what was checked, per \
+            tree and in total, and every fault found.",
+        after_long_help = CHECK_AFTER)]
+    Check(CheckCmd),
+    /// Run a benchmark workload (lookup, fill, ycsb-a .. ycsb-f, compare, io, recovery)
+    #[command(
+        long_about = "Run a benchmark workload against Ferrite, or a comparison workload on \
+            Ferrite, RocksDB, WiredTiger or LMDB. Every workload prints a human-readable \
+            summary and ends with one line `result name=value ...` of plain numbers, for \
+            scripts.",
+        after_long_help = BENCH_AFTER)]
+    Bench(BenchCmd),
+    /// Print a shell completion script on stdout
+    #[command(
+        long_about = "Print the completion script of SHELL on stdout, to be sourced by the \
+            shell.",
+        after_long_help = "\
+EXAMPLES
+    ferrite completions bash > ~/.local/share/bash-completion/completions/ferrite
+    ferrite completions zsh > ~/.zfunc/_ferrite
+    ferrite completions fish > ~/.config/fish/completions/ferrite.fish"
+    )]
+    Completions(CompletionsCmd),
+    /// Print the version
+    Version,
+}
+
+fn put_after() -> String {
+    with_limits(concat!(
+        "\
+KEYS AND VALUES
+    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
+    printed as text: an argument's bytes are taken as they are. With --hex they are given
+    and printed in hexadecimal instead (two digits a byte, either case, optional 0x
+    prefix), for binary data. Put `--` before a KEY or VALUE that begins with '-'.
+
+EXIT STATUS
+    0 when the put was made, 2 when it failed.
+",
+        "    If only closing the data directory fails afterwards (a full disk, say), the change
+    stands: it is durable in the write-ahead log, the exit status is the change's, and a
+    warning on stderr says that the next open for writing (put, del, trees --create or
+    --drop) applies it.
+
+EXAMPLES
+    ferrite put --db data --tree fruit apple red
+    ferrite put --db data --tree fruit --hex 00ff 0102
+    ferrite put --db data --tree fruit -- -dash value"
+    ))
+}
+
+fn get_after() -> String {
+    with_limits(
+        "\
+OUTPUT
+    The value's bytes as they are when it is UTF-8 text. A value that is not UTF-8 is
+    printed with each invalid byte as \\xNN (and each backslash as \\\\), with a note on
+    stderr; use --hex for the exact bytes.
+
+KEYS AND VALUES
+    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
+    printed as text: an argument's bytes are taken as they are. With --hex they are given
+    and printed in hexadecimal instead (two digits a byte, either case, optional 0x
+    prefix), for binary data. Put `--` before a KEY or VALUE that begins with '-'.
+
+EXIT STATUS
+    0 when the key was found, 1 when it is absent (nothing is printed on stdout), 2 on
+    an error (including a tree that does not exist).
+    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite get --db data --tree fruit apple
+    ferrite get --db data --tree fruit --hex 00ff",
+    )
+}
+
+fn del_after() -> String {
+    with_limits(
+        "\
+KEYS AND VALUES
+    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
+    printed as text: an argument's bytes are taken as they are. With --hex they are given
+    and printed in hexadecimal instead (two digits a byte, either case, optional 0x
+    prefix), for binary data. Put `--` before a KEY or VALUE that begins with '-'.
+
+EXIT STATUS
+    0 when the key was removed, 1 when it was absent, 2 on an error (including a tree or
+    data directory that does not exist: del creates neither).
+    If only closing the data directory fails afterwards (a full disk, say), the change
+    stands: it is durable in the write-ahead log, the exit status is the change's, and a
+    warning on stderr says that the next open for writing (put, del, trees --create or
+    --drop) applies it.
+
+EXAMPLES
+    ferrite del --db data --tree fruit apple",
+    )
+}
+
+fn scan_after() -> String {
+    with_limits(
+        "\
+OUTPUT
+    One line per entry. As text, every key and value is escaped so that an entry stays on
+    one line: \\\\ for a backslash, \\t, \\n, \\r, \\xNN for other control characters and
+    for bytes that are not UTF-8. Use --hex for exact bytes.
+
+KEYS AND VALUES
+    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
+    printed as text: an argument's bytes are taken as they are. With --hex they are given
+    and printed in hexadecimal instead (two digits a byte, either case, optional 0x
+    prefix), for binary data.
+
+NOTES
+    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite scan --db data --tree fruit
+    ferrite scan --db data --tree fruit --from b --to d
+    ferrite scan --db data --tree fruit --reverse --limit 10",
+    )
+}
+
+const TREES_AFTER: &str = "\
+NOTES
+    Listing never creates a data directory. Names are escaped like scan's text output.
+    --create and --drop are durable once made (in the synced write-ahead log).
+
+EXIT STATUS
+    0 when the trees were listed or the tree created or dropped, 2 on an error.
+    If only closing the data directory fails afterwards (a full disk, say), the change
+    stands: it is durable in the write-ahead log, the exit status is the change's, and a
+    warning on stderr says that the next open for writing (put, del, trees --create or
+    --drop) applies it.
+
+EXAMPLES
+    ferrite trees --db data
+    ferrite trees --db data --create fruit
+    ferrite trees --db data --drop fruit";
+
+const STATS_AFTER: &str = "\
+NOTES
+    The per-tree numbers are counted by walking every page of every tree, as check does,
+    so on a large data set they take as long as a check; --quick prints only the numbers
+    known without reading the trees.
+    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite stats --db data
+    ferrite stats --db data --quick";
+
+const CHECK_AFTER: &str = "\
+OUTPUT
+    The trees' table and a pages line, then the log's lines:
+
+    log: N segments in DIR/wal; last checkpoint at position P, replay from R
+    log: N records verified from there to the end (position E): C commits, I page images
+
+    Positions are byte offsets in the log. Every record from the replay position to the
+    end, what recovery replays, is read and its checksum verified (after a clean close
+    there is little more than the close's checkpoint). Torn bytes after the end, a log
+    write a crash cut short and never acknowledged, get a line of their own: recovery
+    drops them. Damage (a log sector whose checksum fails, a record that does not decode
+    although its bytes were written whole, a missing or damaged segment) is a fault naming
+    the segment file, the byte and the log position: recovery refuses the directory, and
+    its pages are then not checked.
+
+    Then one line per fault, `fault: ...`, and `ok: no faults found` or
+    `FAILED: N faults [and P lost pages] found`. Pages neither in use nor free (lost)
+    come last, on one line of page ranges (`fault: 615 pages neither in use nor free
+    (lost): 4-618`; past 160 characters the rest is counted, not listed): a node that
+    cannot be read hides every page below it from the walk, and its own fault is printed
+    before them.
+
+NOTES
+    A directory that was not closed cleanly (a crash, a killed process) is checked as
+    recovered: its log is replayed into memory and the pages checked as recovery leaves
+    them; nothing on disk changes (a command that opens it for writing, put or del,
+    recovers it on disk). Both superblock copies are read: a damaged one is a fault until
+    the next write replaces it.
+
+EXIT STATUS
+    0 when no fault was found, 1 when faults were found (in the pages or the log), 2 when
+    the data could not be checked at all (for example a corrupt page on the way to the
+    trees: the error says which page).
+    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite check --db data";
+
+/// The options every data command takes.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct DbArgs {
+    /// The data directory (required)
+    #[arg(long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    pub dir: PathBuf,
+    /// Buffer pool size in MiB (at least 1)
+    #[arg(long, value_name = "M", default_value_t = DEFAULT_POOL_MIB,
+          value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
+    pub pool_mib: u64,
+    /// Buffered I/O instead of O_DIRECT
+    #[arg(
+        long_help = "Buffered I/O instead of O_DIRECT (for file systems that refuse O_DIRECT, \
+            such as tmpfs).",
+        long = "no-direct", action = ArgAction::SetFalse)]
+    pub direct_io: bool,
+}
+
+/// `ferrite put`.
+#[derive(Debug, Args)]
+pub struct PutCmd {
+    /// The tree (created if it does not exist)
+    #[arg(long, value_name = "TREE")]
+    tree: String,
+    /// KEY and VALUE are hexadecimal
+    #[arg(long)]
+    hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
+    /// The key (text, or hex with --hex; `--` before one that begins with '-')
+    #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
+    key: OsString,
+    /// The value (text, or hex with --hex)
+    #[arg(value_name = "VALUE", value_parser = OsStringValueParser::new())]
+    value: OsString,
+}
+
+/// `ferrite get` and `ferrite del`.
+#[derive(Debug, Args)]
+pub struct KeyCmd {
+    /// The tree
+    #[arg(long, value_name = "TREE")]
+    tree: String,
+    /// KEY is given (and get prints the value) in hexadecimal
+    #[arg(long)]
+    hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
+    /// The key (text, or hex with --hex; `--` before one that begins with '-')
+    #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
+    key: OsString,
+}
+
+/// `ferrite scan`.
+#[derive(Debug, Args)]
+pub struct ScanCmd {
+    /// The tree
+    #[arg(long, value_name = "TREE")]
+    tree: String,
+    /// The range starts at KEY, inclusive (default: the first key)
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true,
+          value_parser = OsStringValueParser::new())]
+    from: Option<OsString>,
+    /// The range ends before KEY, exclusive (default: after the last key)
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true,
+          value_parser = OsStringValueParser::new())]
+    to: Option<OsString>,
+    /// Print at most N entries (default: all)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole(s, 0, u64::MAX))]
+    limit: Option<u64>,
+    /// Walk the same range backwards
+    #[arg(
+        long_help = "Walk the same range backwards: from the last key below TO down to FROM; \
+            with --limit, the N largest keys of the range.",
+        long
+    )]
+    reverse: bool,
+    /// FROM and TO are given, and keys and values printed, in hexadecimal
+    #[arg(long)]
+    hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// `ferrite trees`.
+#[derive(Debug, Args)]
+pub struct TreesCmd {
+    /// Create tree NAME
+    #[arg(
+        long_help = "Create tree NAME (an error if it exists); creates the data directory if \
+            it does not exist.",
+        long,
+        value_name = "NAME",
+        conflicts_with = "drop"
+    )]
+    create: Option<String>,
+    /// Drop tree NAME and free its pages (an error if it does not exist)
+    #[arg(long, value_name = "NAME")]
+    drop: Option<String>,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// `ferrite stats`.
+#[derive(Debug, Args)]
+pub struct StatsCmd {
+    /// Skip the per-tree numbers
+    #[arg(long)]
+    quick: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// `ferrite check`.
+#[derive(Debug, Args)]
+pub struct CheckCmd {
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// `ferrite completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsCmd {
+    /// The shell
+    #[arg(value_name = "SHELL", value_parser = ["bash", "zsh", "fish"])]
+    shell: String,
+}
+
+// ---------------------------------------------------------------------------------------
+// bench
+
+#[derive(Debug, Args)]
+pub struct BenchCmd {
+    #[command(subcommand)]
+    workload: BenchWorkload,
+}
+
+const BENCH_AFTER: &str = "\
+WORKLOADS
+    lookup     uniform random point lookups over a data set ~10x the pool, every value
+               verified (ferrite bench lookup --help); with --store PEER, the comparison
+               workload of the same name (ferrite bench ycsb-a --help)
+    fill       inserts into an empty store, in random (default) or key order (--order);
+               with --sync each insert is acknowledged only once durable, from
+               --committers N concurrent committers (fill-sync)
+    ycsb-a .. ycsb-f
+               the YCSB workloads on Ferrite or a peer: --store ferrite|rocksdb|
+               wiredtiger|lmdb (ferrite bench ycsb-a --help)
+    compare    a named suite of workloads on every store built in, written as markdown
+               tables, JSON lines and charts (ferrite bench compare --help)
+    io         the raw device ceiling: reads or writes through each I/O engine, and fio
+               with the same parameters when it is installed (ferrite bench io --help)
+    recovery   durable inserts for runs of growing length, each ended by a crash: recovery
+               time and the log on disk stay bounded (ferrite bench recovery --help)
+
+EXAMPLES
+    ferrite bench lookup --db DIR --keys 4.6M --pool-mib 64 --seconds 20
+    ferrite bench lookup --store rocksdb --keys 1M --pool-mib 64
+    ferrite bench io --engine all --pattern randread --depth 64
+    ferrite bench fill --sync --committers 64 --store ferrite
+    ferrite bench ycsb-a --store ferrite --records 1M --cache-mib 64
+    ferrite bench compare quick --stores ferrite --records 1M --seconds 10
+    ferrite bench recovery --seconds 5,10,20";
+
+#[derive(Debug, Subcommand)]
+enum BenchWorkload {
+    /// Point lookups: Ferrite's lookup benchmark, or with --store PEER the comparison workload
+    #[command(
+        long_about = "Load N keys into tree \"bench\" (key i is the 8-byte big-endian integer \
+            i, its value 120 bytes derived from i), then look up keys drawn uniformly from \
+            0..N for S seconds after a warm-up of min(5, S/4) seconds, checking every value \
+            read. Without --store (or with --store ferrite) this is Ferrite's lookup \
+            benchmark, measured against the device's random-read ceiling; with --store \
+            rocksdb|wiredtiger|lmdb it is the comparison workload `lookup` on that store \
+            (ferrite bench ycsb-a --help).",
+        after_long_help = lookup_after())]
+    Lookup(LookupCmd),
+    /// Inserts into an empty store, in random (default) or key order (--order)
+    #[command(after_long_help = WORKLOAD_AFTER)]
+    Fill(FillCmd),
+    /// Inserts in key order (fill --order seq)
+    #[command(name = "fill-seq", after_long_help = WORKLOAD_AFTER)]
+    FillSeq(FillCmd),
+    /// Inserts in random order (fill --order random)
+    #[command(name = "fill-random", after_long_help = WORKLOAD_AFTER)]
+    FillRandom(FillCmd),
+    /// Durable inserts from --committers N concurrent committers (fill --sync)
+    #[command(name = "fill-sync", after_long_help = WORKLOAD_AFTER)]
+    FillSync(FillCmd),
+    /// YCSB A: 50 % reads, 50 % updates
+    #[command(name = "ycsb-a", after_long_help = WORKLOAD_AFTER)]
+    YcsbA(WorkloadCmd),
+    /// YCSB B: 95 % reads, 5 % updates
+    #[command(name = "ycsb-b", after_long_help = WORKLOAD_AFTER)]
+    YcsbB(WorkloadCmd),
+    /// YCSB C: 100 % reads
+    #[command(name = "ycsb-c", after_long_help = WORKLOAD_AFTER)]
+    YcsbC(WorkloadCmd),
+    /// YCSB D: 95 % reads of the latest keys, 5 % inserts
+    #[command(name = "ycsb-d", after_long_help = WORKLOAD_AFTER)]
+    YcsbD(WorkloadCmd),
+    /// YCSB E: 95 % scans of 1-100 entries, 5 % inserts
+    #[command(name = "ycsb-e", after_long_help = WORKLOAD_AFTER)]
+    YcsbE(WorkloadCmd),
+    /// YCSB F: 50 % reads, 50 % read-modify-writes
+    #[command(name = "ycsb-f", after_long_help = WORKLOAD_AFTER)]
+    YcsbF(WorkloadCmd),
+    /// A named suite of workloads on every store built in, as tables and charts
+    #[command(
+        long_about = "Run a suite of workloads on every store built in (or --stores) and write \
+            the tables that go into docs/benchmarks.md: workloads as rows, stores as columns, \
+            the best of each row in bold, with the machine and the commit named.",
+        after_long_help = COMPARE_AFTER)]
+    Compare(CompareCmd),
+    /// The raw device ceiling through each I/O engine, and fio
+    #[command(
+        long_about = "Measure the raw device: keep requests in flight through one of Ferrite's \
+            I/O engines (each thread its own engine instance) and count what completes; then \
+            run fio with the same parameters on the same file when fio is on PATH. The ceiling \
+            every other benchmark is compared with.",
+        after_long_help = IO_AFTER)]
+    Io(IoCmd),
+    /// Recovery time and the log on disk, bounded as runs get longer
+    #[command(
+        long_about = "Show that recovery time and the log on disk stay bounded as a run gets \
+            longer. For each length S of --seconds, in a fresh database: N committers insert \
+            new random keys (8 bytes, 120-byte values), each acknowledged once durable, for S \
+            seconds; then the database is given up as a crash would, reopened (recovery \
+            replays the log from the last checkpoint) and every acknowledged key is read back.",
+        after_long_help = RECOVERY_AFTER)]
+    Recovery(RecoveryCmd),
+}
+
+/// `ferrite bench lookup`: one declaration for both runners (see [`lookup_action`]). Where
+/// the two used different names for the same thing the lookup benchmark's name is the
+/// option and the workload's an alias: `--keys` (`--records`), `--pool-mib`
+/// (`--cache-mib`).
+#[derive(Debug, Args)]
+pub struct LookupCmd {
+    /// ferrite (this benchmark, the default) or a peer: rocksdb, wiredtiger, lmdb
+    #[arg(
+        long_help = "ferrite (Ferrite's lookup benchmark, the default); rocksdb, wiredtiger or \
+            lmdb run the comparison workload `lookup` on that store (the peers need a build \
+            with --features peers).",
+        long, value_name = "STORE", value_parser = value::store)]
+    store: Option<StoreKind>,
+    /// The data directory
+    #[arg(
+        long_help = "The data directory (default ./ferrite-data/bench-lookup; with a peer, \
+            ferrite-data/bench-STORE). Ferrite's must hold no trees but the benchmark's \
+            (\"bench\", \"bench-meta\").",
+        long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    dir: Option<PathBuf>,
+    /// Keys to load (default 4.6M, also 20k, 4.6M style)
+    #[arg(
+        long_help = "Keys to load (default 4.6M; 20000, 20k, 4.6M style); the default makes \
+            the data about 10x the default pool: an entry takes 138 bytes (8-byte key, \
+            120-byte value, 10-byte slot) and the key-order load fills leaves, so 4.6 M keys \
+            take ~650 MiB (the summary shows the size). --records N is the same.",
+        long, value_name = "N", visible_alias = "records",
+          value_parser = |s: &str| value::count(s, 1, u64::MAX / 2))]
+    keys: Option<u64>,
+    /// Buffer pool (a peer's cache) size in MiB (default 64)
+    #[arg(
+        long_help = "Buffer pool size in MiB (default 64, at least 1); with a peer, its cache. \
+            --cache-mib M is the same.",
+        long, value_name = "M", visible_alias = "cache-mib",
+          value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
+    pool_mib: Option<u64>,
+    /// Measured time in seconds (default 20; fractions allowed)
+    #[arg(long, value_name = "S", value_parser = value::seconds)]
+    seconds: Option<f64>,
+    /// Worker threads running lookup tasks (default: the number of cores)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1024))]
+    workers: Option<usize>,
+    /// Lookup tasks in flight per worker (default 64)
+    #[arg(long, value_name = "N",
+          value_parser = |s: &str| value::whole_usize(s, 0, u32::MAX as usize))]
+    tasks: Option<usize>,
+    /// How the workers issue I/O: io_uring, aio, psync or mmap (default io_uring)
+    #[arg(
+        long_help = "How the workers issue I/O: io_uring, aio, psync or mmap (default \
+            io_uring; see ferrite bench io --help). Ferrite's benchmark only.",
+        long, value_name = "ENGINE", value_parser = value::engine)]
+    engine: Option<EngineKind>,
+    /// The devices the data is striped over, in order
+    #[arg(
+        long_help = "The devices (files or block devices) the data is striped over, in order \
+            (default: the single page file in --db). Ferrite's benchmark only.",
+        long, value_name = "PATH[,PATH...]",
+          value_parser = OsStringValueParser::new().try_map(value::paths))]
+    // (`::std::vec::Vec`: one value that is a list, not an option given many times.)
+    devices: Option<::std::vec::Vec<PathBuf>>,
+    /// Look up through the blocking API from --threads threads instead of tasks on workers
+    #[arg(long)]
+    direct_api: bool,
+    /// Lookup threads of the blocking API (default 1; a peer's threads: the cores)
+    #[arg(long, value_name = "T", value_parser = |s: &str| value::whole_usize(s, 1, 4096))]
+    threads: Option<usize>,
+    /// Seed of the key draws (default 1; decimal or 0x hex)
+    #[arg(long, value_name = "X", value_parser = value::seed)]
+    seed: Option<u64>,
+    /// uniform or zipfian (a peer only; default uniform)
+    #[arg(long, value_name = "DIST", value_parser = value::distribution)]
+    distribution: Option<Distribution>,
+    /// Open loop: offer OPS operations/s in all (a peer only)
+    #[arg(long, value_name = "OPS", value_parser = value::rate)]
+    rate: Option<f64>,
+    /// Keep the data directory for the next run to reuse
+    #[arg(
+        long_help = "Keep the data directory; a later run with the same --db and --keys reuses \
+            the data instead of loading it again (tree \"bench-meta\" records what was loaded). \
+            Without --keep the directory (and the parents the run created) is removed at the \
+            end.",
+        long
+    )]
+    keep: bool,
+    /// Buffered I/O instead of O_DIRECT
+    #[arg(long = "no-direct", action = ArgAction::SetFalse)]
+    direct_io: bool,
+    /// Skip the device ceiling (a peer only)
+    #[arg(long = "no-ceiling", action = ArgAction::SetFalse)]
+    ceiling: bool,
+    /// Append the result as one JSON object to FILE
+    #[arg(
+        long_help = "Append the result as one JSON object to FILE (opened, or created, before \
+            the run: a FILE that cannot be appended to fails at once).",
+        long,
+        value_name = "FILE"
+    )]
+    json: Option<PathBuf>,
+}
+
+fn lookup_after() -> String {
+    format!(
+        "\
+DEFAULTS (Ferrite's benchmark)
+    --db {dir}  --keys {keys}  --pool-mib {pool}  --seconds {seconds}  --seed {seed}
+    --workers {workers} (the cores here)  --tasks {tasks}  --threads 1
+
+OUTPUT
+    Load progress on stderr (a bar redrawn in place on a terminal, a line every 10%
+    otherwise). On stdout a summary: load time and rate, data size on disk (pages x
+    4 KiB) and its ratio to the pool, lookups per second, latency percentiles from a
+    log-bucket histogram (within 1/16), device reads per lookup, CPU (user + system)
+    per lookup. With tasks (the default) also the device's random-read ceiling (4 KiB
+    random reads on the page file through io_uring at queue depth 128, just before and
+    just after the lookups, 3 s each or S/4 for runs under 12 s) and the mean of both,
+    the ratio of lookups/s to that mean, and the share of worker time spent in tree
+    work (running tasks), eviction, I/O submission, completion handling and idle.
+    The last line is:
+
+    result lookups_per_s=N keys=N pool_mib=M threads=T seconds=S lookups=N data_mib=D
+           data_pool_ratio=R reads_per_lookup=R [device_iops=N ratio=X
+           device_iops_before=N device_iops_after=N mode=tasks workers=N tasks=N
+           engine=E tree_pct=P evict_pct=P submit_pct=P complete_pct=P idle_pct=P]
+           cpu_us_per_lookup=X p50_us=L p99_us=L max_us=L load_s=S reused=0|1 seed=X
+           direct_io=0|1 store=ferrite workload=lookup ops_per_s=N
+
+    (on one line; the bracketed fields with tasks only, mode=direct otherwise). A wrong
+    or missing value ends the run with exit status 2 and no result line. With a peer
+    (--store rocksdb|wiredtiger|lmdb) the output is the comparison workload's
+    (ferrite bench ycsb-a --help): its last line starts `result store=S workload=lookup`.
+
+EXAMPLES
+    ferrite bench lookup --db DIR --keys 4.6M --pool-mib 64 --seconds 20
+    ferrite bench lookup --keys 20k --pool-mib 1 --seconds 1 --workers 2 --tasks 128
+    ferrite bench lookup --direct-api --threads 8 --keep
+    ferrite bench lookup --store lmdb --keys 1M --cache-mib 64",
+        dir = lookup::DEFAULT_DIR,
+        keys = lookup::DEFAULT_KEYS,
+        pool = lookup::DEFAULT_POOL_MIB,
+        seconds = lookup::DEFAULT_SECONDS,
+        seed = lookup::DEFAULT_SEED,
+        workers = LookupConfig::default().workers,
+        tasks = LookupConfig::default().tasks,
+    )
+}
+
+/// The options of the comparison workloads and of `compare`: a run's data, sizes, time and
+/// concurrency. `--records` and `--cache-mib` are the names; `--keys` and `--pool-mib`, the
+/// lookup benchmark's, are aliases.
+#[derive(Debug, Args)]
+pub struct RunOpts {
+    /// The store's data directory (default ferrite-data/bench-STORE)
+    #[arg(
+        long_help = "The store's data directory (default ferrite-data/bench-STORE; compare: \
+            ferrite-data/compare, the root of every store's); fills use DIR-fill, emptied \
+            first; both removed at the end unless --keep.",
+        long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    dir: Option<PathBuf>,
+    /// Keys loaded (fills: keys inserted), default 4.6M
+    #[arg(
+        long_help = "Keys loaded (fills: keys inserted), default 4.6M (~10x the default \
+            cache); --keys N is the same.",
+        long, value_name = "N", visible_alias = "keys",
+          value_parser = |s: &str| value::count(s, 1, u64::MAX / 4))]
+    records: Option<u64>,
+    /// Cache of every store, MiB (default 64)
+    #[arg(
+        long_help = "Cache of every store, MiB (default 64): Ferrite's pool, RocksDB's block \
+            cache, WiredTiger's cache; LMDB has none (it uses the page cache). --pool-mib M is \
+            the same.",
+        long, value_name = "M", visible_alias = "pool-mib",
+          value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
+    cache_mib: Option<u64>,
+    /// Ferrite only: MiB of the cache its change buffer may borrow (0: off)
+    #[arg(
+        long_help = "Ferrite only: MiB of the cache its change buffer (puts into leaves not in \
+            memory) may borrow from the frames once puts need it; 0 turns it off (default: a \
+            quarter of the cache from 16 MiB up, at most 128).",
+        long, value_name = "M",
+          value_parser = |s: &str| value::whole(s, 0, ferrite::MAX_CHANGE_BUFFER_BYTES >> 20))]
+    change_buffer_mib: Option<u64>,
+    /// Measured time (default 20)
+    #[arg(long, value_name = "S", value_parser = value::seconds)]
+    seconds: Option<f64>,
+    /// Threads of the peers (and of Ferrite with --direct-api); default: cores
+    #[arg(long, value_name = "T", value_parser = |s: &str| value::whole_usize(s, 1, 4096))]
+    threads: Option<usize>,
+    /// Ferrite's workers (default: cores)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1024))]
+    workers: Option<usize>,
+    /// Ferrite's tasks per worker (default 64)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1 << 16))]
+    tasks: Option<usize>,
+    /// Ferrite through its blocking API on --threads threads
+    #[arg(
+        long_help = "Ferrite through its blocking API on --threads threads (fill --sync: on \
+            --committers threads).",
+        long
+    )]
+    direct_api: bool,
+    /// uniform or zipfian (default: zipfian for YCSB, uniform otherwise)
+    #[arg(long, value_name = "DIST", value_parser = value::distribution)]
+    distribution: Option<Distribution>,
+    /// Open loop: offer OPS operations/s in all (Poisson arrivals)
+    #[arg(
+        long_help = "Open loop: offer OPS operations/s in all (Poisson arrivals); latency \
+            counts from each operation's scheduled arrival. Default: closed loop.",
+        long, value_name = "OPS", value_parser = value::rate)]
+    rate: Option<f64>,
+    /// Seed of the operation streams (default 1)
+    #[arg(long, value_name = "X", value_parser = value::seed)]
+    seed: Option<u64>,
+    /// Keep the data directory after the run
+    #[arg(
+        long_help = "Keep the data directory after the run: loaded data for the next run with \
+            the same --records to reuse; a fill's DIR-fill to look at (ferrite check, say), \
+            which the next fill empties first.",
+        long
+    )]
+    keep: bool,
+    /// Buffered I/O instead of O_DIRECT
+    #[arg(long = "no-direct", action = ArgAction::SetFalse)]
+    direct_io: bool,
+    /// Skip the device ceiling (it writes a 1 GiB file beside DIR once)
+    #[arg(long = "no-ceiling", action = ArgAction::SetFalse)]
+    ceiling: bool,
+}
+
+/// `ferrite bench ycsb-a` .. `ycsb-f`.
+#[derive(Debug, Args)]
+pub struct WorkloadCmd {
+    /// ferrite (default), rocksdb, wiredtiger or lmdb
+    #[arg(
+        long_help = "ferrite (default), rocksdb, wiredtiger or lmdb; the peers need a build \
+            with --features peers and their Debian -dev packages.",
+        long, value_name = "STORE", value_parser = value::store)]
+    store: Option<StoreKind>,
+    #[command(flatten)]
+    run: RunOpts,
+    /// Append one JSON object per run to FILE
+    #[arg(
+        long_help = "Append one JSON object per run to FILE (with a hash of the configuration: \
+            runs with the same `config` measured the same thing); FILE is opened, or created, \
+            before the run: one that cannot be appended to fails at once.",
+        long,
+        value_name = "FILE"
+    )]
+    json: Option<PathBuf>,
+}
+
+/// `ferrite bench fill` (and `fill-seq`, `fill-random`, `fill-sync`).
+#[derive(Debug, Args)]
+pub struct FillCmd {
+    #[command(flatten)]
+    workload: WorkloadCmd,
+    /// fill only: seq or random key order (default random)
+    #[arg(long, value_name = "ORDER", value_parser = value::order)]
+    order: Option<Order>,
+    /// Acknowledge each insert once durable (fill-sync)
+    #[arg(
+        long_help = "Acknowledge each insert once durable (fill-sync): --committers N \
+            concurrent committers each insert a new key in random order and wait until it is \
+            durable before the next.",
+        long
+    )]
+    sync: bool,
+    /// fill --sync only: concurrent committers (default 1)
+    #[arg(
+        long_help = "fill --sync only: concurrent committers (default 1): threads for the \
+            peers and with --direct-api, else Ferrite tasks spread over --workers; --threads \
+            and --tasks do not apply to it.",
+        long, value_name = "N",
+          value_parser = |s: &str| value::whole_usize(s, 1, MAX_COMMITTERS as usize))]
+    committers: Option<usize>,
+}
+
+const WORKLOAD_AFTER: &str = "\
+WORKLOADS
+    lookup         point reads of loaded keys (uniform unless --distribution)
+    fill           inserts of --records new keys into an empty store (fill-seq: key order,
+                   fill-random: random order; `fill --order seq|random` says the same)
+    fill --sync    (also fill-sync) durable inserts: --committers N concurrent committers
+                   each insert a new key in random order and wait until it is durable before
+                   the next. Every store syncs each commit: Ferrite Durability::Sync, RocksDB
+                   its WAL with WriteOptions.sync, WiredTiger its log with transaction_sync
+                   (fsync), LMDB without MDB_NOSYNC. Ends after --records keys or --seconds,
+                   whichever comes first; then the store is closed and reopened and every
+                   acknowledged key read back (outside the measured time). Every other
+                   workload runs with the logs off (Ferrite Durability::None) on every store.
+    ycsb-a         50 % reads, 50 % updates          ycsb-b   95 % reads, 5 % updates
+    ycsb-c         100 % reads                       ycsb-d   95 % reads of the latest
+                                                              keys, 5 % inserts
+    ycsb-e         95 % scans of 1-100 entries, 5 % inserts
+    ycsb-f         50 % reads, 50 % read-modify-writes
+    YCSB keys are zipfian (theta 0.99, scrambled) unless --distribution uniform.
+
+    Each run loads the data set (or reuses one kept by an earlier run), measures the
+    device's random-read ceiling, then runs the operations for S seconds after a warm-up
+    of min(5, S/4) s, every value read checked.
+
+OUTPUT
+    Load progress on stderr; on stdout a summary (throughput, operation counts, latency
+    percentiles from an HdrHistogram, CPU per operation, device reads, writes and cache
+    flushes per operation from /proc/diskstats, bytes on disk, the device ceiling), then
+    one line:
+
+    result store=S workload=W ops_per_s=N seconds=S ops=N p50_us=L p99_us=L p999_us=L
+           max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
+           [dev_reads_per_op=X dev_writes_per_op=X]
+           [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
+           log_kib_per_write=X log_write_us=X] [buffer_drains=N
+           buffer_entries_per_drain=X] [worker_task_us_per_op=X
+           worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
+           worker_idle_pct=X] [mem_mib=X mem_cache_mib=X mem_write_buffers_mib=X]
+           bytes_on_disk=N records=N [load_s=S] [reused=0|1]
+           [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
+           [committers=N sync=1 verified=N] distribution=D loop=closed|open
+           [target_ops_per_s=N] cache_mib=M seed=X config=HASH
+
+    dev_flushes_per_op counts device cache flushes (what fsync/fdatasync send a disk with
+    a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
+    its log wrote while measuring): group-commit writes, records (commits, page images,
+    checkpoints) and KiB per write, and the mean time from taking a write to its being
+    durable. The buffer_ fields (Ferrite, when its change buffer drained while
+    measuring): drains, each a leaf read that moves the puts buffered for that leaf into
+    it, and the entries each moved. The worker_ fields (Ferrite with tasks on its
+    workers): the workers' time per operation polling tasks (tree work, commits),
+    submitting I/O, reaping completions and evicting, and the share of their time they
+    waited with nothing to do. The mem_ fields (stores that say: Ferrite, RocksDB): the
+    most data the store held in memory while measuring, sampled every 0.5 s: its cache
+    (Ferrite's frames, dirty pages included; RocksDB's block cache) plus write buffers
+    (Ferrite's change buffer, whose budget comes out of the pool's memory; RocksDB's
+    memtables). fill-sync adds committers, sync=1 and verified (keys read back after
+    reopening); its tasks= counts the committer tasks over all workers (the other
+    workloads: tasks per worker).
+
+EXAMPLES
+    ferrite bench ycsb-a --store rocksdb --records 1M --cache-mib 128 --threads 64
+    ferrite bench ycsb-c --distribution uniform --rate 50k --json runs.jsonl
+    ferrite bench fill --order seq --records 1M
+    ferrite bench fill --sync --committers 64 --store ferrite";
+
+/// `ferrite bench compare SUITE`.
+#[derive(Debug, Args)]
+pub struct CompareCmd {
+    /// quick, ycsb, lookup-sweep, ycsb-sweep, sync or all
+    #[arg(value_name = "SUITE", value_parser = value::suite)]
+    suite: String,
+    /// The stores to run (default: every store built in)
+    #[arg(long, value_name = "STORE[,STORE...]", value_delimiter = ',',
+          value_parser = value::store)]
+    stores: Option<Vec<StoreKind>>,
+    /// Where SUITE.md, SUITE.jsonl and the charts go (default bench-results)
+    #[arg(
+        long_help = "Where SUITE.md, SUITE.jsonl and the charts go (default bench-results); \
+            DIR and SUITE.jsonl are made before the runs: a DIR that cannot be made or written \
+            to fails at once.",
+        long,
+        value_name = "DIR",
+        default_value = "bench-results"
+    )]
+    out: PathBuf,
+    /// Run the whole suite N times (default 1, at most 100)
+    #[arg(
+        long_help = "Run the whole suite N times, one round after the other (default 1, at \
+            most 100); each table cell is then the run with the median operations/s, and the \
+            tables are followed by Ferrite's operations/s over RocksDB's for each row and \
+            round, with their median.",
+        long, value_name = "N", default_value_t = 1,
+          value_parser = |s: &str| value::whole_usize(s, 1, MAX_ROUNDS as usize))]
+    rounds: usize,
+    #[command(flatten)]
+    run: RunOpts,
+}
+
+const COMPARE_AFTER: &str = "\
+SUITES
+    quick          lookup, ycsb-a, ycsb-c, ycsb-e, fill-random
+    ycsb           ycsb-a .. ycsb-f (zipfian)
+    lookup-sweep   lookups with 1..256 peer threads and Ferrite at 1x64, 2x64, 2x128 tasks
+    ycsb-sweep     ycsb-a and ycsb-c with 2, 16, 64, 256 peer threads and Ferrite at 1x64, 2x64
+    sync           fill --sync with 1, 8 and 64 committers on every store
+    all            all of the above but sync, YCSB also uniform, and fill-seq
+
+    The other options are those of the workloads (ferrite bench ycsb-a --help) and apply
+    to every run; each store's data set is loaded once and kept for the suite's runs.
+
+OUTPUT
+    A line per run on stderr; the tables on stdout, then
+    result suite=NAME stores=LIST runs=N failed=N
+    (runs counts every round's.) Exit status 1 when a run failed (the tables show what did
+    run).
+
+EXAMPLES
+    ferrite bench compare quick --records 1M --seconds 10
+    ferrite bench compare sync --stores ferrite,rocksdb --rounds 3 --out bench-results";
+
+/// `ferrite bench io`.
+#[derive(Debug, Args)]
+pub struct IoCmd {
+    /// The data file (default ./ferrite-data/bench-io.dat)
+    #[arg(
+        long_help = "The data file (default ./ferrite-data/bench-io.dat); created and filled \
+            with data up to --size-mib if missing or smaller, removed at the end unless \
+            --keep. A block device is accepted for read patterns (only read). An existing file \
+            that is not a bench io data file is only ever read: never extended, written or \
+            removed.",
+        long, value_name = "PATH",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    file: Option<PathBuf>,
+    /// io_uring, aio, psync, mmap, or all (default io_uring)
+    #[arg(
+        long_help = "io_uring, aio, psync, mmap, or all (default io_uring); with all, every \
+            engine is measured in turn and the result line is io_uring's.",
+        long, value_name = "ENGINE", value_parser = value::engines)]
+    // (`::std::vec::Vec`: one value that is a list, not an option given many times.)
+    engine: Option<::std::vec::Vec<EngineKind>>,
+    /// randread, seqread, randwrite or seqwrite (default randread)
+    #[arg(long, value_name = "PATTERN", value_parser = value::pattern)]
+    pattern: Option<Pattern>,
+    /// Bytes per request, a multiple of 4096 (default 4096; 4k, 64KiB, 1m style allowed)
+    #[arg(long, value_name = "BYTES",
+          value_parser = |s: &str| value::block_size(s, bench_io::MAX_BS))]
+    bs: Option<usize>,
+    /// Requests in flight per thread (default 64)
+    #[arg(
+        long_help = "Requests in flight per thread (default 64); psync and mmap perform each \
+            request inside submit and run at depth 1, as fio does.",
+        long, value_name = "N",
+          value_parser = |s: &str| value::whole_usize(s, 1, bench_io::MAX_DEPTH))]
+    depth: Option<usize>,
+    /// Threads, each with its own engine (default 1)
+    #[arg(long, value_name = "N",
+          value_parser = |s: &str| value::whole_usize(s, 1, bench_io::MAX_THREADS))]
+    threads: Option<usize>,
+    /// Measured time per engine (default 10)
+    #[arg(
+        long_help = "Measured time per engine (default 10), after a warm-up of min(1, S/5) \
+            seconds; fractions allowed.",
+        long, value_name = "S", value_parser = value::seconds)]
+    seconds: Option<f64>,
+    /// The part of the file the requests cover, from its start, in MiB (default 1024)
+    #[arg(long, value_name = "M",
+          value_parser = |s: &str| value::whole(s, 1, bench_io::MAX_SIZE_MIB))]
+    size_mib: Option<u64>,
+    /// O_DIRECT (the default)
+    #[arg(long, conflicts_with = "no_direct")]
+    direct: bool,
+    /// Buffered I/O through the page cache (the cache is dropped before each engine)
+    #[arg(long = "no-direct")]
+    no_direct: bool,
+    /// Keep the data file for the next run
+    #[arg(long)]
+    keep: bool,
+}
+
+const IO_AFTER: &str = "\
+MEASUREMENT
+    Each thread queues requests until its engine is full, submits them in one batch,
+    reaps with wait, and queues again: random patterns draw block-aligned offsets
+    uniformly, sequential ones walk the file from its start and wrap. Latency runs from
+    the submit that sent a request to the reap that returned it. CPU per I/O is the
+    process's processor time (user + system) while measuring over the I/Os completed.
+    mmap reads come from the page cache whatever --direct says (mappings ignore
+    O_DIRECT).
+
+    With fio on PATH, fio runs the same job after each engine: --ioengine=io_uring,
+    libaio, psync or mmap, --direct, --rw, --bs, --iodepth, --numjobs, --size,
+    --time_based --runtime with the same warm-up as --ramp_time, --thread
+    --group_reporting --norandommap, --output-format=json; the table shows its IOPS
+    and ours over fio's.
+
+OUTPUT
+    A table with one row per engine: IOPS, MiB/s, latency p50/p99/p99.9, CPU per I/O,
+    fio's IOPS and the ratio. The last line is:
+
+    result iops=N engine=E depth=N threads=N pattern=P bs=N mib_per_s=R p50_us=L
+           p99_us=L p999_us=L cpu_us_per_io=R seconds=S direct=0|1
+           [fio_iops=N ratio=R]
+
+    (on one line; fio_iops and ratio only when fio ran). With --engine all it is
+    io_uring's.
+
+EXAMPLES
+    ferrite bench io
+    ferrite bench io --engine all --pattern randread --depth 64 --seconds 5
+    ferrite bench io --file /dev/nvme0n1 --pattern seqread --bs 1m";
+
+/// `ferrite bench recovery`.
+#[derive(Debug, Args)]
+pub struct RecoveryCmd {
+    /// The data directory (default ferrite-data/bench-recovery)
+    #[arg(
+        long_help = "The data directory (default ferrite-data/bench-recovery); emptied before \
+            each run, removed at the end. A directory that ferrite bench did not make is never \
+            emptied: the run stops instead.",
+        long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    dir: Option<PathBuf>,
+    /// The run lengths, one run each, in order (default 5,10,20)
+    #[arg(
+        long_help = "The run lengths, one run each, in order (default 5,10,20); fractions \
+            allowed (0.5), at least 1 ms each, at most 64 runs.",
+        long, value_name = "S[,S...]", value_parser = value::seconds_list)]
+    // (`::std::vec::Vec`: one value that is a list, not an option given many times.)
+    seconds: Option<::std::vec::Vec<f64>>,
+    /// Concurrent committers (default 16)
+    #[arg(
+        long_help = "Concurrent committers (default 16): tasks spread round robin over the \
+            workers, each inserting and waiting until the insert is durable (Durability::Sync) \
+            before the next, as fill --sync does.",
+        long, value_name = "N",
+          value_parser = |s: &str| value::whole_usize(s, 1, MAX_COMMITTERS as usize))]
+    committers: Option<usize>,
+    /// Ferrite's workers (default: the number of cores)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1024))]
+    workers: Option<usize>,
+    /// Ferrite's pool, MiB (default 64)
+    #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
+    cache_mib: Option<u64>,
+    /// A checkpoint starts once M MiB were logged since the last
+    #[arg(
+        long_help = "A checkpoint starts once M MiB were logged since the last \
+            (Options::checkpoint_log_bytes; default: the engine's). Log segments are the \
+            engine's default but at most M MiB: a checkpoint frees whole segments only.",
+        long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 20))]
+    checkpoint_mib: Option<u64>,
+    /// Keep the last run's data directory (for ferrite check, say)
+    #[arg(long)]
+    keep: bool,
+    /// Buffered I/O instead of O_DIRECT
+    #[arg(long = "no-direct", action = ArgAction::SetFalse)]
+    direct_io: bool,
+    /// Append one JSON object per run to FILE (the result line's fields)
+    #[arg(
+        long_help = "Append one JSON object per run to FILE (the result line's fields); \
+            opened, or created, before the runs: a FILE that cannot be appended to fails at \
+            once.",
+        long,
+        value_name = "FILE"
+    )]
+    json: Option<PathBuf>,
+}
+
+const RECOVERY_AFTER: &str = "\
+MEASUREMENT
+    While the committers run, the log bytes on disk that a recovery may read (from the
+    first segment in use to the end) are sampled every 100 ms; the largest is \"log max\".
+    The crash is Db::abandon: the workers stop, no final checkpoint is taken and nothing
+    more is written (a checkpoint under way is let finish). The files keep every write
+    made, so the reopen sees what a power cut would leave (without torn writes). The
+    reopen is timed on the wall clock (\"open\": recovery, then the checkpoint every open
+    takes); \"recovery\" is the replay alone, from the engine's recovery report, with the
+    log bytes and records it replayed and the pages it changed. A key missing, wrong or
+    never inserted after the reopen fails the run: it is marked FAILED in the table and
+    prints no result line, the other runs go on, and the command then exits with status
+    2 (a failed last run leaves its directory, for ferrite check).
+
+    A checkpoint starts once the interval was logged since the last one began, and frees
+    the segments below its start when it ends: the log on disk peaks near the interval,
+    plus a segment, plus what is logged while a checkpoint writes the dirty pages back
+    (twice that when checkpoints outlast the logging of an interval), however long the
+    run. Recovery replays at most about as much.
+
+OUTPUT
+    Progress and a line per step on stderr. On stdout a table, one row per run: inserts
+    and inserts/s, log written, log max and its ratio to the checkpoint interval, log
+    replayed, records replayed, pages applied, recovery and open time, log segment files,
+    keys verified and mismatches; then the longest run against the shortest (ratios of
+    inserts, log written, recovery and open time, log replayed, log max) and the largest
+    log on disk against the checkpoint interval. Then one line per passing run:
+
+    result workload=recovery seconds=S ops=N ops_per_s=N log_max_bytes=N
+           replayed_bytes=N replayed_records=N recovery_ms=X open_ms=X
+           checkpoint_bytes=N verified=N pages_applied=N torn_bytes=N
+           log_written_bytes=N log_files=N segment_bytes=N run_s=S verify_s=S
+           store=ferrite sync=1 committers=N workers=N cache_mib=M
+
+EXAMPLES
+    ferrite bench recovery
+    ferrite bench recovery --seconds 10,30,60 --committers 64 --checkpoint-mib 4 --keep";
+
+// ---------------------------------------------------------------------------------------
+// What the command line asks for, after conversion.
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Print this text (help) on stdout.
+    Help(String),
+    Version,
+    Put(PutArgs),
+    Get(KeyArgs),
+    Del(KeyArgs),
+    Scan(ScanArgs),
+    Trees(TreesArgs),
+    Stats(StatsArgs),
+    Check(DbArgs),
+    BenchLookup(LookupConfig),
+    BenchIo(IoBenchConfig),
+    /// A comparison workload (`lookup --store PEER`, `fill`, `ycsb-a` .. `ycsb-f`).
+    BenchWorkload(RunConfig),
+    BenchCompare(CompareArgs),
+    BenchRecovery(RecoveryConfig),
+    /// Print the completion script of this shell.
+    Completions(Shell),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// `get` and `del`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub hex: bool,
+    pub key: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub hex: bool,
+    /// Inclusive lower bound.
+    pub from: Option<Vec<u8>>,
+    /// Exclusive upper bound.
+    pub to: Option<Vec<u8>>,
+    pub limit: Option<u64>,
+    pub reverse: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreesAction {
+    List,
+    Create(String),
+    Drop(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreesArgs {
+    pub db: DbArgs,
+    pub action: TreesAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsArgs {
+    pub db: DbArgs,
+    /// Skip the per-tree walk.
+    pub quick: bool,
+}
+
+/// `ferrite bench compare SUITE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareArgs {
+    pub suite: String,
+    /// Where the markdown table, the JSON lines and the charts go.
+    pub out: PathBuf,
+    /// The template every run starts from (data directory root, sizes, seconds, ...).
+    pub base: RunConfig,
+    pub stores: Vec<StoreKind>,
+    /// Times the whole suite runs (every step on every store per round).
+    pub rounds: usize,
+}
+
+/// A command line that does not parse: the message, and the usage of the command it was
+/// for. Exit status 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    /// The command's path (`get`, `bench lookup`), empty for the top level.
+    pub command: String,
+    /// What is wrong (clap's message, with its tips).
+    pub message: String,
+    /// `ferrite get [OPTIONS] --tree <TREE> --db <DIR> <KEY>`.
+    pub usage: String,
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let command =
+            if self.command.is_empty() { String::new() } else { format!("{} ", self.command) };
+        write!(f, "{}\nusage: {}\nrun `ferrite {command}--help` for more", self.message, self.usage)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+impl Cli {
+    /// Parses the arguments after the program name.
+    pub fn parse_args(args: &[OsString]) -> Result<Action, UsageError> {
+        let argv = std::iter::once(OsString::from("ferrite")).chain(args.iter().cloned());
+        let cli = match Cli::try_parse_from(argv) {
+            Ok(cli) => cli,
+            Err(e) => {
+                return match e.kind() {
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                        Ok(Action::Help(e.render().to_string()))
+                    }
+                    // (clap would print the help on stderr.)
+                    ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                        let path = command_path(args);
+                        let missing = if path.is_empty() { "COMMAND" } else { "WORKLOAD" };
+                        Err(usage_error(&path, &format!("missing {missing}")))
+                    }
+                    // Help wins over errors in the same command line.
+                    _ if wants_help(args) => Ok(Action::Help(help(&command_path(args), args))),
+                    _ => Err(usage_error(&command_path(args), &clap_message(&e))),
+                };
+            }
+        };
+        cli.command.into_action()
+    }
+}
+
+/// Whether the arguments ask for help (`-h` or `--help` before any `--`).
+fn wants_help(args: &[OsString]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help")
+}
+
+/// The help of the command at `path`: the long one when `args` hold `--help`.
+fn help(path: &[String], args: &[OsString]) -> String {
+    let long = args.iter().take_while(|a| *a != "--").any(|a| a == "--help");
+    with_subcommand(path, |sub| {
+        if long { sub.render_long_help() } else { sub.render_help() }.to_string()
+    })
+}
+
+/// `f` of the declared command at `path` (`["bench", "lookup"]`; empty: `ferrite`).
+fn with_subcommand<T>(path: &[String], f: impl FnOnce(&mut clap::Command) -> T) -> T {
+    let mut command = Cli::command();
+    command.build();
+    let mut sub = &mut command;
+    for name in path {
+        sub = sub.find_subcommand_mut(name).expect("a declared subcommand");
+    }
+    f(sub)
+}
+
+/// clap's message without its own usage and hint (the [`UsageError`] adds them).
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let end = ["\nUsage:", "\nFor more information"]
+        .iter()
+        .filter_map(|cut| text.find(cut))
+        .min()
+        .unwrap_or(text.len());
+    text[..end].trim_end().to_owned()
+}
+
+/// The subcommands named at the start of `args` (`["bench", "lookup"]`): the command an
+/// error is about.
+fn command_path(args: &[OsString]) -> Vec<String> {
+    let mut command = Cli::command();
+    let mut path = Vec::new();
+    for arg in args {
+        let Some(name) = arg.to_str() else { break };
+        let Some(sub) = command.find_subcommand(name) else { break };
+        path.push(sub.get_name().to_owned());
+        command = sub.clone();
+    }
+    path
+}
+
+/// An error about the command at `path`, with its usage.
+fn usage_error(path: &[String], message: &str) -> UsageError {
+    let usage = with_subcommand(path, |sub| sub.render_usage().to_string());
+    let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).trim_end().to_owned();
+    UsageError { command: path.join(" "), message: message.to_owned(), usage }
+}
+
+/// An error of a conversion about `command` (`"bench lookup"`).
+fn refuse(command: &str, message: impl Into<String>) -> UsageError {
+    let path: Vec<String> = command.split(' ').map(str::to_owned).collect();
+    usage_error(&path, &message.into())
+}
+
+impl Command {
+    fn into_action(self) -> Result<Action, UsageError> {
+        match self {
+            Command::Put(cmd) => put_args(cmd).map(Action::Put),
+            Command::Get(cmd) => key_args("get", cmd).map(Action::Get),
+            Command::Del(cmd) => key_args("del", cmd).map(Action::Del),
+            Command::Scan(cmd) => scan_args(cmd).map(Action::Scan),
+            Command::Trees(cmd) => Ok(Action::Trees(trees_args(cmd))),
+            Command::Stats(cmd) => Ok(Action::Stats(StatsArgs { db: cmd.db, quick: cmd.quick })),
+            Command::Check(cmd) => Ok(Action::Check(cmd.db)),
+            Command::Bench(cmd) => cmd.workload.into_action(),
+            Command::Completions(cmd) => Ok(Action::Completions(match cmd.shell.as_str() {
+                "zsh" => Shell::Zsh,
+                "fish" => Shell::Fish,
+                _ => Shell::Bash,
+            })),
+            Command::Version => Ok(Action::Version),
+        }
+    }
+}
+
+/// Bytes from an argument, as text or hex.
+fn bytes(command: &str, what: &str, arg: &OsString, hex: bool) -> Result<Vec<u8>, UsageError> {
+    decode_arg(arg, hex).map_err(|e| refuse(command, format!("{what}: {e}")))
+}
+
+fn put_args(cmd: PutCmd) -> Result<PutArgs, UsageError> {
+    Ok(PutArgs {
+        key: bytes("put", "KEY", &cmd.key, cmd.hex)?,
+        value: bytes("put", "VALUE", &cmd.value, cmd.hex)?,
+        db: cmd.db,
+        tree: cmd.tree,
+    })
+}
+
+fn key_args(command: &str, cmd: KeyCmd) -> Result<KeyArgs, UsageError> {
+    let key = bytes(command, "KEY", &cmd.key, cmd.hex)?;
+    Ok(KeyArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex, key })
+}
+
+fn scan_args(cmd: ScanCmd) -> Result<ScanArgs, UsageError> {
+    let bound = |what: &str, arg: &Option<OsString>| {
+        arg.as_ref().map(|arg| bytes("scan", what, arg, cmd.hex)).transpose()
+    };
+    Ok(ScanArgs {
+        from: bound("--from", &cmd.from)?,
+        to: bound("--to", &cmd.to)?,
+        db: cmd.db,
+        tree: cmd.tree,
+        hex: cmd.hex,
+        limit: cmd.limit,
+        reverse: cmd.reverse,
+    })
+}
+
+fn trees_args(cmd: TreesCmd) -> TreesArgs {
+    let action = match (cmd.create, cmd.drop) {
+        (Some(name), _) => TreesAction::Create(name),
+        (None, Some(name)) => TreesAction::Drop(name),
+        (None, None) => TreesAction::List,
+    };
+    TreesArgs { db: cmd.db, action }
+}
+
+impl BenchWorkload {
+    fn into_action(self) -> Result<Action, UsageError> {
+        let ycsb = |letter: char, cmd: WorkloadCmd| {
+            workload_config(Workload::Ycsb(letter), cmd).map(Action::BenchWorkload)
+        };
+        match self {
+            BenchWorkload::Lookup(cmd) => lookup_action(cmd),
+            BenchWorkload::Fill(cmd) => fill_config("fill", cmd).map(Action::BenchWorkload),
+            BenchWorkload::FillSeq(cmd) => fill_config("fill-seq", cmd).map(Action::BenchWorkload),
+            BenchWorkload::FillRandom(cmd) => {
+                fill_config("fill-random", cmd).map(Action::BenchWorkload)
+            }
+            BenchWorkload::FillSync(cmd) => {
+                fill_config("fill-sync", cmd).map(Action::BenchWorkload)
+            }
+            BenchWorkload::YcsbA(cmd) => ycsb('a', cmd),
+            BenchWorkload::YcsbB(cmd) => ycsb('b', cmd),
+            BenchWorkload::YcsbC(cmd) => ycsb('c', cmd),
+            BenchWorkload::YcsbD(cmd) => ycsb('d', cmd),
+            BenchWorkload::YcsbE(cmd) => ycsb('e', cmd),
+            BenchWorkload::YcsbF(cmd) => ycsb('f', cmd),
+            BenchWorkload::Compare(cmd) => compare_args(cmd).map(Action::BenchCompare),
+            BenchWorkload::Io(cmd) => io_config(cmd).map(Action::BenchIo),
+            BenchWorkload::Recovery(cmd) => recovery_config(cmd).map(Action::BenchRecovery),
+        }
+    }
+}
+
+/// `bench lookup`: without `--store` (or with `--store ferrite`) Ferrite's lookup benchmark,
+/// with a peer the comparison workload `lookup` on it.
+fn lookup_action(cmd: LookupCmd) -> Result<Action, UsageError> {
+    match cmd.store {
+        None | Some(StoreKind::Ferrite) => lookup_config(cmd).map(Action::BenchLookup),
+        Some(store) => lookup_run_config(store, cmd).map(Action::BenchWorkload),
+    }
+}
+
+/// `bench lookup` on Ferrite: its [`LookupConfig`].
+fn lookup_config(cmd: LookupCmd) -> Result<LookupConfig, UsageError> {
+    const COMMAND: &str = "bench lookup";
+    for (given, name) in [
+        (cmd.distribution.is_some(), "--distribution"),
+        (cmd.rate.is_some(), "--rate"),
+        (!cmd.ceiling, "--no-ceiling"),
+    ] {
+        if given {
+            return Err(refuse(
+                COMMAND,
+                format!(
+                    "{name} is for the comparison workload (bench lookup --store \
+                     rocksdb|wiredtiger|lmdb, or bench ycsb-c)"
+                ),
+            ));
+        }
+    }
+    let defaults = LookupConfig::default();
+    let config = LookupConfig {
+        dir: cmd.dir.unwrap_or(defaults.dir),
+        keys: cmd.keys.unwrap_or(defaults.keys),
+        pool_mib: cmd.pool_mib.unwrap_or(defaults.pool_mib),
+        seconds: cmd.seconds.unwrap_or(defaults.seconds),
+        threads: cmd.threads.unwrap_or(defaults.threads),
+        seed: cmd.seed.unwrap_or(defaults.seed),
+        keep: cmd.keep,
+        direct_io: cmd.direct_io,
+        workers: cmd.workers.unwrap_or(defaults.workers),
+        tasks: cmd.tasks.unwrap_or(defaults.tasks),
+        engine: cmd.engine.unwrap_or(defaults.engine),
+        devices: cmd.devices.unwrap_or(defaults.devices),
+        direct_api: cmd.direct_api,
+        json: cmd.json,
+    };
+    // The ranges that only the benchmark knows (threads, tasks per worker, devices).
+    config.validate().map_err(|e| refuse(COMMAND, e.to_string()))?;
+    Ok(config)
+}
+
+/// `bench lookup --store PEER`: the comparison workload's [`RunConfig`].
+fn lookup_run_config(store: StoreKind, cmd: LookupCmd) -> Result<RunConfig, UsageError> {
+    const COMMAND: &str = "bench lookup";
+    if cmd.engine.is_some() || cmd.devices.is_some() {
+        let name = if cmd.engine.is_some() { "--engine" } else { "--devices" };
+        return Err(refuse(COMMAND, format!("{name} is for Ferrite's lookup benchmark")));
+    }
+    let run = RunOpts {
+        dir: cmd.dir,
+        records: cmd.keys,
+        cache_mib: cmd.pool_mib,
+        change_buffer_mib: None,
+        seconds: cmd.seconds,
+        threads: cmd.threads,
+        workers: cmd.workers,
+        tasks: cmd.tasks,
+        direct_api: cmd.direct_api,
+        distribution: cmd.distribution,
+        rate: cmd.rate,
+        seed: cmd.seed,
+        keep: cmd.keep,
+        direct_io: cmd.direct_io,
+        ceiling: cmd.ceiling,
+    };
+    let mut config = run_config(COMMAND, &run, RunConfig::new(Workload::Lookup, store))?;
+    config.json = cmd.json;
+    Ok(config)
+}
+
+/// `bench ycsb-*`: its [`RunConfig`].
+fn workload_config(workload: Workload, cmd: WorkloadCmd) -> Result<RunConfig, UsageError> {
+    let command = format!("bench {}", workload.name());
+    let store = cmd.store.unwrap_or(StoreKind::Ferrite);
+    let mut config = run_config(&command, &cmd.run, RunConfig::new(workload, store))?;
+    config.json = cmd.json;
+    Ok(config)
+}
+
+/// `bench fill` (`fill-seq`, `fill-random`, `fill-sync`): its [`RunConfig`]. `--sync` turns
+/// a random-order fill into `fill-sync`, whose concurrency is `--committers` (default 1).
+/// `--committers` means nothing to the other fills, and `--threads` / `--tasks` nothing to
+/// `fill-sync`: each is refused where it does not apply.
+fn fill_config(name: &str, cmd: FillCmd) -> Result<RunConfig, UsageError> {
+    let command = format!("bench {name}");
+    let refuse = |message: &str| refuse(&command, message);
+    let workload = match (name, cmd.order) {
+        ("fill", None | Some(Order::Random)) => Workload::FillRandom,
+        ("fill", Some(Order::Sequential)) => Workload::FillSequential,
+        (_, Some(_)) => return Err(refuse("--order is for `fill` only")),
+        ("fill-seq", None) => Workload::FillSequential,
+        ("fill-sync", None) => Workload::FillSync,
+        (_, None) => Workload::FillRandom,
+    };
+    let workload = match (cmd.sync, workload) {
+        (false, w) => w,
+        (true, Workload::FillSequential) => {
+            return Err(refuse(
+                "--sync inserts in random order: it does not go with --order seq (fill-seq)",
+            ))
+        }
+        (true, _) => Workload::FillSync,
+    };
+    let run = &cmd.workload.run;
+    if workload == Workload::FillSync {
+        for (given, name) in
+            [(run.threads.is_some(), "--threads"), (run.tasks.is_some(), "--tasks")]
+        {
+            if given {
+                return Err(refuse(&format!(
+                    "{name} does not apply to `fill --sync`: its concurrency is --committers N \
+                     (threads, or Ferrite's tasks spread over --workers)"
+                )));
+            }
+        }
+    } else if cmd.committers.is_some() {
+        return Err(refuse(
+            "--committers is for `fill --sync` (the other workloads: --threads, or Ferrite's \
+             --workers and --tasks)",
+        ));
+    }
+    let mut config = workload_config(workload, cmd.workload).map_err(|mut e| {
+        e.command.clone_from(&command);
+        e
+    })?;
+    if let Some(committers) = cmd.committers {
+        config.committers = committers;
+    }
+    Ok(config)
+}
+
+/// Applies the options shared by the workloads and `compare` to `config`.
+fn run_config(
+    command: &str,
+    run: &RunOpts,
+    mut config: RunConfig,
+) -> Result<RunConfig, UsageError> {
+    let refuse = |message: String| refuse(command, message);
+    if let Some(dir) = &run.dir {
+        config.dir.clone_from(dir);
+    }
+    if let Some(records) = run.records {
+        if records > u64::MAX / 4 {
+            return Err(refuse(format!(
+                "--records: {records} is out of range (1 to {})",
+                u64::MAX / 4
+            )));
+        }
+        config.records = records;
+    }
+    if let Some(cache_mib) = run.cache_mib {
+        config.cache_mib = cache_mib;
+    }
+    if let Some(mib) = run.change_buffer_mib {
+        if mib >= config.cache_mib {
+            return Err(refuse(format!(
+                "--change-buffer-mib: {mib} leaves nothing of the {} MiB cache for the pool's \
+                 frames",
+                config.cache_mib
+            )));
+        }
+        if config.store != StoreKind::Ferrite {
+            return Err(refuse(
+                "--change-buffer-mib is for --store ferrite (the peers' write buffers are \
+                 theirs)"
+                    .into(),
+            ));
+        }
+        config.change_buffer_mib = Some(mib);
+    }
+    if let Some(seconds) = run.seconds {
+        config.seconds = seconds;
+    }
+    if let Some(threads) = run.threads {
+        config.threads = threads;
+    }
+    if let Some(workers) = run.workers {
+        config.workers = workers;
+    }
+    if let Some(tasks) = run.tasks {
+        if !(1..=1 << 16).contains(&tasks) {
+            return Err(refuse(format!("--tasks: {tasks} is out of range (1 to 65536)")));
+        }
+        config.tasks = tasks;
+    }
+    config.direct_api = run.direct_api;
+    if config.direct_api && config.store != StoreKind::Ferrite {
+        return Err(refuse(
+            "--direct-api is for --store ferrite (the peers always use threads)".into(),
+        ));
+    }
+    if let Some(distribution) = run.distribution {
+        config.distribution = distribution;
+    }
+    config.rate = run.rate.or(config.rate);
+    if let Some(seed) = run.seed {
+        config.seed = seed;
+    }
+    config.keep = run.keep;
+    config.direct_io = run.direct_io;
+    config.ceiling = run.ceiling;
+    Ok(config)
+}
+
+/// `bench compare SUITE`: its [`CompareArgs`].
+fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
+    let mut base = RunConfig::new(Workload::Lookup, StoreKind::Ferrite);
+    base.dir = PathBuf::from("ferrite-data/compare");
+    let base = run_config("bench compare", &cmd.run, base)?;
+    let stores =
+        cmd.stores.unwrap_or_else(|| StoreKind::ALL.into_iter().filter(|s| s.built_in()).collect());
+    Ok(CompareArgs { suite: cmd.suite, out: cmd.out, base, stores, rounds: cmd.rounds })
+}
+
+/// `bench io`: its [`IoBenchConfig`].
+fn io_config(cmd: IoCmd) -> Result<IoBenchConfig, UsageError> {
+    let defaults = IoBenchConfig::default();
+    let config = IoBenchConfig {
+        file: cmd.file.unwrap_or(defaults.file),
+        engines: cmd.engine.unwrap_or(defaults.engines),
+        pattern: cmd.pattern.unwrap_or(defaults.pattern),
+        bs: cmd.bs.unwrap_or(defaults.bs),
+        depth: cmd.depth.unwrap_or(defaults.depth),
+        threads: cmd.threads.unwrap_or(defaults.threads),
+        seconds: cmd.seconds.unwrap_or(defaults.seconds),
+        size_mib: cmd.size_mib.unwrap_or(defaults.size_mib),
+        direct: !cmd.no_direct,
+        keep: cmd.keep,
+        use_fio: defaults.use_fio,
+    };
+    config.validate().map_err(|e| refuse("bench io", e.to_string()))?;
+    Ok(config)
+}
+
+/// `bench recovery`: its [`RecoveryConfig`].
+fn recovery_config(cmd: RecoveryCmd) -> Result<RecoveryConfig, UsageError> {
+    let defaults = RecoveryConfig::default();
+    let config = RecoveryConfig {
+        dir: cmd.dir.unwrap_or(defaults.dir),
+        seconds: cmd.seconds.unwrap_or(defaults.seconds),
+        committers: cmd.committers.unwrap_or(defaults.committers),
+        workers: cmd.workers.unwrap_or(defaults.workers),
+        cache_mib: cmd.cache_mib.unwrap_or(defaults.cache_mib),
+        checkpoint_bytes: cmd.checkpoint_mib.map_or(defaults.checkpoint_bytes, |mib| mib << 20),
+        direct_io: cmd.direct_io,
+        keep: cmd.keep,
+        json: cmd.json,
+    };
+    config.validate().map_err(|e| refuse("bench recovery", e.to_string()))?;
+    Ok(config)
+}
+
+/// The `clap` command, for completions and tests.
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+#[cfg(test)]
+mod tests;
