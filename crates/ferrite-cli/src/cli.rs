@@ -907,7 +907,7 @@ pub struct CompareCmd {
     #[arg(long, value_name = "STORE[,STORE...]", value_delimiter = ',',
           value_parser = value::store)]
     stores: Option<Vec<StoreKind>>,
-    /// Where SUITE.md, SUITE.jsonl and the charts go (default bench-results)
+    /// Where the SUITE tables (.md), runs (.jsonl) and the charts go (default bench-results)
     #[arg(
         long_help = "Where SUITE.md, SUITE.jsonl and the charts go (default bench-results); \
             DIR and SUITE.jsonl are made before the runs: a DIR that cannot be made or written \

@@ -285,9 +285,8 @@ fn check_passes_on_good_data_and_fails_on_a_flipped_byte() {
     assert!(reported, "{}", describe(&args, &o));
 }
 
-/// A healthy directory whose trees freed pages passes `check`. Fails today: a read-only open
-/// does not know the free pages (they are in the checkpoint record, read only by recovery),
-/// so every free page is reported lost (crates/ferrite/tests/known_bugs.rs).
+/// A healthy directory whose trees freed pages passes `check` (a read-only open once did not
+/// know the free pages, which are in the checkpoint record, and reported every one lost).
 #[test]
 fn check_passes_after_a_tree_is_dropped() {
     let tmp = TempDir::new("check-free");
@@ -878,7 +877,7 @@ fn put_on_full_disk(db: &str, key: &str, value: &str) -> (Option<i32>, String) {
 /// the change buffer takes the put, and draining it at close needs a page the page file
 /// cannot grow to hold (ENOSPC). The exit status says what happened to the put: 0, with a
 /// warning that it is durable; and every put that exited 0 is there once the disk has room
-/// (shared/repro/r4_enospc.sh). A `del` likewise. Runs as root only (it mounts a tmpfs).
+/// (../shared/repro/r4_enospc.sh). A `del` likewise. Runs as root only (it mounts a tmpfs).
 #[test]
 fn a_committed_change_exits_0_when_only_the_close_fails() {
     let tmp = TempDir::new("full-disk");
