@@ -1071,6 +1071,32 @@ mod tests {
 mod task_tests {
     use super::*;
 
+    /// A whole run as tasks on Ferrite's workers: the ceiling measured around it, every
+    /// lookup counted once, with its latency, and the directory removed.
+    #[test]
+    fn task_lookups_run_on_the_workers_and_are_counted_once() {
+        let dir = ferrite::test_util::TempDir::new("bench-lookup-tasks");
+        let config = LookupConfig {
+            dir: dir.path().join("db"),
+            keys: 20_000,
+            pool_mib: 1,
+            seconds: 0.3,
+            workers: 2,
+            tasks: 4,
+            direct_io: false,
+            ..LookupConfig::default()
+        };
+        let report = run(&config, &mut Progress::hidden(config.keys)).unwrap();
+        let tasks = report.tasks.expect("a run as tasks");
+        assert!(tasks.device_iops > 0.0);
+        assert!(report.run.lookups > 0);
+        assert_eq!(report.run.latency_ns.len(), report.run.lookups);
+        assert!(report.run.reads_per_lookup().unwrap() > 0.0, "the data is ~3 times the pool");
+        let line = report.result_line();
+        assert_eq!((line.get("mode"), line.get("tasks")), (Some("tasks"), Some("4")));
+        assert!(!config.dir.exists());
+    }
+
     #[test]
     fn shares_add_up_to_a_hundred() {
         let before = WorkerTimes::default();
