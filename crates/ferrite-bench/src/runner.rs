@@ -9,9 +9,10 @@
 //! (untimed). The loop is generic over the `Ops` type, so each workload gets its own
 //! monomorphised loop with no dynamic call the workload does not make itself. Per operation
 //! the runner adds: a relaxed load of the phase, two reads of the monotonic clock as `u64`
-//! nanoseconds (`now_ns`) and one HdrHistogram `record`. Counts live in the `Ops` value and the histogram in the loop's
-//! locals; both are reset when the loop first sees the phase `MEASURE` (so nothing is
-//! counted during the warm-up, without a per-operation test) and handed back at the end.
+//! nanoseconds (`now_ns`) and one HdrHistogram `record`. Counts live in the `Ops` value and
+//! the histogram in the loop's locals; both are reset when the loop first sees the phase
+//! `MEASURE` (so nothing is counted during the warm-up, without a per-operation test) and
+//! handed back at the end.
 //!
 //! The caller drives the phases (`crate::phase`): warm-up, measuring, stop, and takes its own
 //! counters around the measured window in the `control` closure it passes.

@@ -1,11 +1,11 @@
 //! One comparison workload on one store (`ferrite bench lookup|fill-seq|fill-random|fill-sync|
 //! ycsb-a..f --store S`), the same for every store. It loads the data set (or reuses one kept
 //! by an earlier run), measures the device's random-read ceiling, runs the operation streams
-//! of `ycsb.rs` on the runner (`crate::runner`) closed loop (as fast as they go) or open loop (a target rate of Poisson
-//! arrivals, latency counted from each operation's scheduled arrival, so that queueing
-//! counts), and reports operations per second, HdrHistogram latency percentiles, CPU per
-//! operation, device reads, writes and cache flushes per operation (from `/proc/diskstats`),
-//! bytes on disk and load time.
+//! of `ycsb.rs` on the runner (`crate::runner`) closed loop (as fast as they go) or open loop
+//! (a target rate of Poisson arrivals, latency counted from each operation's scheduled
+//! arrival, so that queueing counts), and reports operations per second, HdrHistogram
+//! latency percentiles, CPU per operation, device reads, writes and cache flushes per
+//! operation (from `/proc/diskstats`), bytes on disk and load time.
 //!
 //! Peers run on `threads` OS threads through their blocking APIs. Ferrite runs as
 //! `workers × tasks` tasks on its own workers (its task API); `--direct-api` runs it on

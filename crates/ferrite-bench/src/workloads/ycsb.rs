@@ -586,8 +586,8 @@ pub fn template(config: &RunConfig) -> OpStream {
 
 /// How a run paces its operations: closed loop, or open loop at `--rate`.
 pub fn pacing(config: &RunConfig, tasks: bool) -> Pacing {
-    // The arrival seeds of the thread and task runs (any seed would do; these are the ones
-    // their runs have always drawn from).
+    // Salted, so that the arrivals do not draw the numbers of the operation streams
+    // (`Rng::stream(seed, index)`).
     let salt = if tasks { 0xD15B } else { 0xA771 };
     Pacing::new(config.rate, config.seed ^ salt)
 }
