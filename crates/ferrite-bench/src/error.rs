@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::gen::keys::ValueMismatch;
-use crate::store::StoreError;
+use crate::stores::StoreError;
 
 /// Everything that stops a benchmark. A failed run prints no result line.
 #[derive(Debug)]

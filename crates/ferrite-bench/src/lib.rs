@@ -1,38 +1,26 @@
 //! Workloads and measurement behind `ferrite bench`. The `ferrite` command only parses
 //! arguments and prints what comes back.
 //!
+//! - `runner`: the one runner every workload runs on (threads or Ferrite's tasks, closed or
+//!   open loop), HdrHistogram for latency;
+//! - `workloads`: Ferrite's lookup benchmark, the comparison workloads (YCSB, fills) on any
+//!   store, `io` (the device's ceiling, fio beside it), `recovery`, `compare` (suites) and
+//!   the data directory they run in;
+//! - `stores`: the stores behind `KvStore` (Ferrite, and the peers with feature `peers`);
 //! - `gen`: what the workloads draw (the seeded generator, key choosers, self-checking values);
 //! - `measure`: processor time, device counters, the memory cap, progress, run phases;
-//! - `report`: the result line, its JSON, the summary formats and the comparison charts;
-//! - `workloads`: `io`, `recovery`, `compare` and the data directory;
-//! - `ycsb` (the operation streams), `workload` (the runner), `workload_tasks` (Ferrite's
-//!   tasks), `lookup`, and the stores behind `KvStore` (`store`).
+//! - `report`: the result line, its JSON, the summary formats and the comparison charts.
 
-pub mod conformance;
 pub mod error;
 pub mod gen;
-pub mod histogram;
-pub mod lookup;
-pub mod lookup_tasks;
 pub mod measure;
-#[cfg(feature = "peers")]
-pub mod peers;
 pub mod report;
-pub mod store;
-pub mod workload;
-pub mod workload_tasks;
+pub mod runner;
+pub mod stores;
 pub mod workloads;
-pub mod ycsb;
-
-// The modules' paths before they moved into folders, for the code that still uses them.
-pub use gen::{keys, rng, zipf};
-pub use measure::{cpu, diskstats, memcap, phase, progress};
-pub use report::chart;
-pub use workloads::{compare, datadir, io, recovery};
 
 pub use error::BenchError;
 pub use gen::Rng;
-pub use histogram::Histogram;
 pub use measure::Progress;
 pub use report::ResultLine;
-pub use store::{FerriteTree, IoCounters, KvStore, StoreError};
+pub use stores::{FerriteTree, IoCounters, KvStore, StoreError};

@@ -8,12 +8,13 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
 
-use ferrite_bench::compare;
-use ferrite_bench::io::{self as bench_io, IoBenchConfig};
-use ferrite_bench::lookup::{self, LookupConfig};
-use ferrite_bench::recovery::{self, seconds_text, RecoveryConfig};
 use ferrite_bench::report::{bytes, duration, thousands};
-use ferrite_bench::workload::{self, RunConfig};
+use ferrite_bench::stores::open_store;
+use ferrite_bench::workloads::compare;
+use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig};
+use ferrite_bench::workloads::lookup::{self, LookupConfig};
+use ferrite_bench::workloads::recovery::{self, seconds_text, RecoveryConfig};
+use ferrite_bench::workloads::run::{self as workload, RunConfig};
 use ferrite_bench::{BenchError, Progress};
 
 use crate::cli::CompareArgs;
@@ -94,7 +95,7 @@ pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliE
         },
         config.durability()
     );
-    let report = workload::run(config, &workload::open_store, true)?;
+    let report = workload::run(config, &open_store, true)?;
     write!(out, "{}", report.summary())?;
     writeln!(out, "{}", report.result_line())?;
     out.flush()?;

@@ -19,11 +19,12 @@ use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 
 use ferrite::io::EngineKind;
-use ferrite_bench::io::{self as bench_io, IoBenchConfig, Pattern};
-use ferrite_bench::lookup::{self, LookupConfig};
-use ferrite_bench::recovery::RecoveryConfig;
-use ferrite_bench::workload::{RunConfig, StoreKind};
-use ferrite_bench::ycsb::{Distribution, Workload};
+use ferrite_bench::stores::StoreKind;
+use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig, Pattern};
+use ferrite_bench::workloads::lookup::{self, LookupConfig};
+use ferrite_bench::workloads::recovery::RecoveryConfig;
+use ferrite_bench::workloads::run::RunConfig;
+use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
 use crate::encoding::decode_arg;
 use crate::value::{self, Order, MAX_COMMITTERS, MAX_POOL_MIB, MAX_ROUNDS};
@@ -665,7 +666,7 @@ OUTPUT
     Load progress on stderr (a bar redrawn in place on a terminal, a line every 10%
     otherwise). On stdout a summary: load time and rate, data size on disk (pages x
     4 KiB) and its ratio to the pool, lookups per second, latency percentiles from a
-    log-bucket histogram (within 1/16), device reads per lookup, CPU (user + system)
+    HdrHistogram (2 significant digits), device reads per lookup, CPU (user + system)
     per lookup. With tasks (the default) also the device's random-read ceiling (4 KiB
     random reads on the page file through io_uring at queue depth 128, just before and
     just after the lookups, 3 s each or S/4 for runs under 12 s) and the mean of both,

@@ -10,10 +10,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use ferrite::io::EngineKind;
-use ferrite_bench::io::Pattern;
-use ferrite_bench::recovery;
-use ferrite_bench::workload::StoreKind;
-use ferrite_bench::ycsb::Distribution;
+use ferrite_bench::stores::StoreKind;
+use ferrite_bench::workloads::io::Pattern;
+use ferrite_bench::workloads::recovery;
+use ferrite_bench::workloads::ycsb::Distribution;
 
 /// Largest pool or cache accepted, in MiB (16 TiB).
 pub const MAX_POOL_MIB: u64 = 1 << 24;
@@ -222,11 +222,11 @@ pub fn order(text: &str) -> Result<Order, String> {
 }
 
 pub fn suite(text: &str) -> Result<String, String> {
-    match ferrite_bench::compare::suite(text) {
+    match ferrite_bench::workloads::compare::suite(text) {
         Some(_) => Ok(text.to_owned()),
         None => Err(format!(
             "unknown suite {text:?} (known: {})",
-            ferrite_bench::compare::SUITES.join(", ")
+            ferrite_bench::workloads::compare::SUITES.join(", ")
         )),
     }
 }
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(parse_bytes("k"), None);
         assert_eq!(parse_bytes("1kb"), None);
         assert_eq!(parse_bytes("99999999999999999999g"), None);
-        let max = ferrite_bench::io::MAX_BS;
+        let max = ferrite_bench::workloads::io::MAX_BS;
         for (text, bytes) in
             [("4096", 4096), ("4k", 4096), ("8K", 8192), ("1m", 1 << 20), ("2MiB", 2 << 20)]
         {

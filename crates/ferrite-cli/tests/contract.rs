@@ -93,8 +93,11 @@ fn runnable(line: &str, tmp: &Path) -> Vec<String> {
     let peer = store.as_deref().is_some_and(|s| s != "ferrite");
     // The options to set (replacing what the line says), by command.
     let mut set: Vec<(&str, Option<String>)> = Vec::new();
+    let takes_db = !matches!(words.first().map(String::as_str), Some("completions" | "help"));
     if !bench {
-        set.push(("--db", Some(path("data"))));
+        if takes_db {
+            set.push(("--db", Some(path("data"))));
+        }
     } else {
         match workload.as_str() {
             "lookup" if !peer => set.extend([
@@ -234,6 +237,12 @@ fn readme_command_block_runs() {
                 other[i + 1] = peer.to_owned();
                 let db = other.iter().position(|a| a == "--db").unwrap();
                 other[db + 1] = tmp.path().join(format!("peer-{peer}")).display().to_string();
+                // Ferrite's own options are refused for a peer: leave them out.
+                for ferrite_only in ["--engine", "--workers", "--tasks"] {
+                    if let Some(i) = other.iter().position(|a| a == ferrite_only) {
+                        other.drain(i..i + 2);
+                    }
+                }
                 runs.push(other);
             }
         }

@@ -1,17 +1,17 @@
 //! The JSON form of a result line, one object per run in the `--json` files: the fields in
-//! their order, numbers as JSON numbers (integers stay integers), words as strings. Written by
+//! their order, numbers as JSON numbers written exactly as on the line, words as strings. Written by
 //! serde_json.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::value::RawValue;
 
 use super::ResultLine;
 
-/// A field's value as JSON sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A field's value as JSON sees it: a number keeps the exact text of the line (`0.750` stays
+/// `0.750`, as the hand-written writer before serde_json wrote it), anything else is a string.
+#[derive(Debug)]
 enum Value<'a> {
-    Unsigned(u64),
-    Signed(i64),
-    Real(f64),
+    Number(Box<RawValue>),
     Word(&'a str),
 }
 
@@ -28,28 +28,17 @@ impl<'a> Value<'a> {
             && int.bytes().all(|b| b.is_ascii_digit())
             && (int == "0" || !int.starts_with('0'))
             && fraction.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()));
-        if !is_number {
-            return Value::Word(text);
+        match is_number.then(|| RawValue::from_string(text.to_owned())) {
+            Some(Ok(raw)) => Value::Number(raw),
+            _ => Value::Word(text),
         }
-        let integer = fraction.is_none();
-        if let (true, Ok(n)) = (integer, text.parse::<u64>()) {
-            return Value::Unsigned(n);
-        }
-        if let (true, Ok(n)) = (integer, text.parse::<i64>()) {
-            return Value::Signed(n);
-        }
-        // Fractions, and integers beyond 64 bits: the nearest double, written back by
-        // serde_json in the fewest digits that read as the same double.
-        text.parse::<f64>().map_or(Value::Word(text), Value::Real)
     }
 }
 
 impl Serialize for Value<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match *self {
-            Value::Unsigned(n) => serializer.serialize_u64(n),
-            Value::Signed(n) => serializer.serialize_i64(n),
-            Value::Real(x) => serializer.serialize_f64(x),
+        match self {
+            Value::Number(raw) => raw.serialize(serializer),
             Value::Word(word) => serializer.serialize_str(word),
         }
     }
@@ -118,6 +107,21 @@ mod tests {
             })
             .collect();
         format!("{{{}}}", members.join(","))
+    }
+
+    #[test]
+    fn numbers_keep_the_text_of_the_line() {
+        let line = ResultLine::new()
+            .word("store", "ferrite")
+            .real("ops_per_s", 1234.0, 0)
+            .real("reads_per_op", 0.75, 3)
+            .word("config", "0123abcd")
+            .word("hash", "01");
+        assert_eq!(
+            line.to_json(),
+            r#"{"store":"ferrite","ops_per_s":1234,"reads_per_op":0.750,"config":"0123abcd","hash":"01"}"#
+        );
+        assert_eq!(line.to_json(), json_written_by_hand(&line));
     }
 
     #[test]

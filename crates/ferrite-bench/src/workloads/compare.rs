@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::BenchError;
 use crate::report;
-use crate::workload::{self, RunConfig, RunReport, StoreKind};
-use crate::ycsb::{Distribution, Workload};
+use crate::stores::{open_store, StoreKind};
+use crate::workloads::run::{self, RunConfig, RunReport};
+use crate::workloads::ycsb::{Distribution, Workload};
 
 /// One run of a suite: a workload on a store at one concurrency.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,7 +212,7 @@ pub fn run(
                 let Some(config) = config_for(base, step, store) else { continue };
                 labels[at].get_or_insert_with(|| row_label(step, &config));
                 let config = RunConfig { json: Some(json.clone()), ..config };
-                match workload::run(&config, &workload::open_store, true) {
+                match run::run(&config, &open_store, true) {
                     Ok(report) => {
                         say(&format!(
                             "[{done}/{total}] {} {}{of_round}: {} ops/s, p99 {}, {:.2} us CPU/op",

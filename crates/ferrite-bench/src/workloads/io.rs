@@ -34,10 +34,10 @@ use ferrite::io::{
 
 use crate::error::BenchError;
 use crate::gen::rng::Rng;
-use crate::histogram::Histogram;
 use crate::measure::cpu::CpuTime;
 use crate::measure::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
 use crate::report::{self, ResultLine};
+use crate::runner::Histogram;
 use datafile::{DataFile, FileFate, Origin};
 use fio::{FioJob, FioResult};
 

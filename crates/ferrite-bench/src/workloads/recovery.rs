@@ -42,13 +42,12 @@ use crate::error::BenchError;
 use crate::measure::phase::{wait, MEASURE, STOP};
 use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
-use crate::store::FerriteTree;
-use crate::workload::{
-    append_json, compare_fill, remove_bench_dir, verify, FillCheck, RunConfig, StoreKind,
-    MARKER_FILE,
-};
-use crate::workload_tasks::{ferrite_options, start_tasks};
-use crate::ycsb::{KeySpace, Workload};
+use crate::stores::ferrite::ferrite_options;
+use crate::stores::FerriteTree;
+use crate::stores::StoreKind;
+use crate::workloads::fill::{compare_fill, FillCheck};
+use crate::workloads::run::{append_json, remove_bench_dir, RunConfig, MARKER_FILE};
+use crate::workloads::ycsb::{start_tasks, verify, KeySpace, Workload};
 
 /// The default data directory.
 pub const DEFAULT_DIR: &str = "ferrite-data/bench-recovery";

@@ -1,5 +1,5 @@
 //! The peers behind `KvStore` (feature `peers`): RocksDB, WiredTiger and LMDB from
-//! `ferrite-peers`, configured for the comparison as seed 000 configured them:
+//! `ferrite-peers`, configured alike for the comparison:
 //!
 //! - the cache of every store is `--cache-mib` (Ferrite's pool, RocksDB's block cache,
 //!   WiredTiger's cache); LMDB has none and reads through the OS page cache, which the runner
@@ -23,9 +23,9 @@ use std::path::Path;
 
 use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerError, RocksDb, WiredTiger};
 
+use super::{KvStore, OpenStore, StoreError, StoreKind, StoreMemory};
 use crate::error::BenchError;
-use crate::store::{KvStore, StoreError, StoreMemory};
-use crate::workload::{OpenStore, RunConfig, StoreKind};
+use crate::workloads::run::RunConfig;
 
 /// LMDB's map: the most it may ever hold (virtual: it costs nothing until used).
 const LMDB_MAP_BYTES: u64 = 256 << 30;
@@ -103,9 +103,10 @@ pub fn open(kind: StoreKind, config: &RunConfig, dir: &Path) -> Result<OpenStore
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conformance::check_store;
-    use crate::workload::{open_store, run};
-    use crate::ycsb::Workload;
+    use crate::stores::conformance::check_store;
+    use crate::stores::open_store;
+    use crate::workloads::run::run;
+    use crate::workloads::ycsb::Workload;
     use ferrite::test_util::TempDir;
 
     /// Each peer passes the same conformance check as Ferrite, through the same trait.

@@ -1,11 +1,11 @@
-//! The comparison workloads (`ferrite bench lookup|fill-seq|fill-random|fill-sync|ycsb-a..f
-//! --store S`): one runner for every store. It loads the data set (or reuses one kept by an
-//! earlier run), measures the device's random-read ceiling, runs the operation streams of
-//! `ycsb.rs` closed loop (as fast as they go) or open loop (a target rate of Poisson
-//! arrivals, latency counted from each operation's scheduled arrival, so that queueing
-//! counts), and reports operations per second, HdrHistogram latency percentiles, CPU per
-//! operation, device reads, writes and cache flushes per operation (from `/proc/diskstats`),
-//! bytes on disk and load time.
+//! One comparison workload on one store (`ferrite bench lookup|fill-seq|fill-random|fill-sync|
+//! ycsb-a..f --store S`), the same for every store. It loads the data set (or reuses one kept
+//! by an earlier run), measures the device's random-read ceiling, runs the operation streams
+//! of `ycsb.rs` on the runner (`crate::runner`) closed loop (as fast as they go) or open loop
+//! (a target rate of Poisson arrivals, latency counted from each operation's scheduled
+//! arrival, so that queueing counts), and reports operations per second, HdrHistogram
+//! latency percentiles, CPU per operation, device reads, writes and cache flushes per
+//! operation (from `/proc/diskstats`), bytes on disk and load time.
 //!
 //! Peers run on `threads` OS threads through their blocking APIs. Ferrite runs as
 //! `workers × tasks` tasks on its own workers (its task API); `--direct-api` runs it on
@@ -21,56 +21,27 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram as Hdr;
+use serde::Serialize;
 
-use crate::cpu::CpuTime;
-use crate::diskstats::{Disk, DiskCounters};
 use crate::error::BenchError;
-use crate::keys::KEY_LEN;
-use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
-use crate::progress::Progress;
+use crate::gen::rng::Rng;
+use crate::measure::cpu::CpuTime;
+use crate::measure::diskstats::{Disk, DiskCounters};
+use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
+use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
-use crate::rng::Rng;
-use crate::store::{DrainCounters, KvStore, LogCounters, StoreMemory, WorkerTimes};
-use crate::ycsb::{
-    check_versioned, versioned_value, Distribution, KeySpace, Op, OpStream, Workload,
+use crate::runner::{self, Hdr};
+use crate::stores::{
+    DrainCounters, KvStore, LogCounters, OpenStore, StoreKind, StoreMemory, WorkerTimes,
 };
-
-/// The stores a comparison can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StoreKind {
-    Ferrite,
-    RocksDb,
-    WiredTiger,
-    Lmdb,
-}
-
-impl StoreKind {
-    pub const ALL: [StoreKind; 4] =
-        [StoreKind::Ferrite, StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreKind::Ferrite => "ferrite",
-            StoreKind::RocksDb => "rocksdb",
-            StoreKind::WiredTiger => "wiredtiger",
-            StoreKind::Lmdb => "lmdb",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<StoreKind> {
-        StoreKind::ALL.into_iter().find(|s| s.name() == name)
-    }
-
-    /// Whether this build can run the store (the peers need the `peers` feature).
-    pub fn built_in(self) -> bool {
-        self == StoreKind::Ferrite || cfg!(feature = "peers")
-    }
-}
+use crate::workloads::fill::verify_fill;
+use crate::workloads::ycsb::{
+    self, versioned_value, Distribution, KeySpace, OpCounts, StreamOps, Workload,
+};
 
 /// Everything a run is told.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,38 +212,6 @@ impl RunConfig {
     }
 }
 
-/// Counts of each kind of operation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OpCounts {
-    pub reads: u64,
-    pub updates: u64,
-    pub inserts: u64,
-    pub scans: u64,
-    pub rmws: u64,
-    /// Reads of keys whose insert had not completed yet (not errors).
-    pub not_found: u64,
-    /// Entries visited by scans.
-    pub scanned: u64,
-}
-
-impl OpCounts {
-    pub fn total(&self) -> u64 {
-        self.reads + self.updates + self.inserts + self.scans + self.rmws
-    }
-    pub fn add_from(&mut self, o: &OpCounts) {
-        self.add(o);
-    }
-    fn add(&mut self, o: &OpCounts) {
-        self.reads += o.reads;
-        self.updates += o.updates;
-        self.inserts += o.inserts;
-        self.scans += o.scans;
-        self.rmws += o.rmws;
-        self.not_found += o.not_found;
-        self.scanned += o.scanned;
-    }
-}
-
 /// What one run measured.
 #[derive(Debug)]
 pub struct RunReport {
@@ -280,7 +219,7 @@ pub struct RunReport {
     pub store_description: String,
     pub counts: OpCounts,
     pub seconds: f64,
-    pub latency_ns: Hdr<u64>,
+    pub latency_ns: Hdr,
     pub cpu: CpuTime,
     pub disk: Option<(String, DiskCounters)>,
     /// The store's log while measuring (Ferrite with a log that wrote; peers: `None`).
@@ -406,27 +345,15 @@ impl RunReport {
 
     /// One JSON object (one line): the result line's fields plus the configuration.
     pub fn json(&self) -> String {
-        let mut out = String::from("{");
-        out.push_str(&self.result_line().json_members());
-        let _ = write!(
-            out,
-            ",\"canonical\":\"{}\",\"store_config\":\"{}\",\"counts\":{{\"reads\":{},\"updates\":{},\
-             \"inserts\":{},\"scans\":{},\"rmws\":{},\"not_found\":{},\"scanned\":{}}}",
-            json_escape(&self.config.canonical()),
-            json_escape(&self.store_description),
-            self.counts.reads,
-            self.counts.updates,
-            self.counts.inserts,
-            self.counts.scans,
-            self.counts.rmws,
-            self.counts.not_found,
-            self.counts.scanned
-        );
-        if let Some((name, _)) = &self.disk {
-            let _ = write!(out, ",\"device\":\"{}\"", json_escape(name));
-        }
-        out.push('}');
-        out
+        let line = self.result_line();
+        let record = RunRecord {
+            result: &line,
+            canonical: self.config.canonical(),
+            store_config: &self.store_description,
+            counts: &self.counts,
+            device: self.disk.as_ref().map(|(name, _)| name.as_str()),
+        };
+        serde_json::to_string(&record).expect("a run record serialises")
     }
 
     /// The summary a person reads.
@@ -617,28 +544,23 @@ impl RunReport {
     }
 }
 
+/// The JSON object of a run: the result line's fields, then these.
+#[derive(Serialize)]
+struct RunRecord<'a> {
+    #[serde(flatten)]
+    result: &'a ResultLine,
+    /// `RunConfig::canonical`: everything that decides what the run measured.
+    canonical: String,
+    /// Every option the store was opened with.
+    store_config: &'a str,
+    counts: &'a OpCounts,
+    /// The device the data lives on, when `/proc/diskstats` has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<&'a str>,
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
-}
-
-fn json_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The key of entry `i` (the lookup benchmark's keys: 8-byte big-endian).
-pub(crate) fn key(i: u64) -> [u8; KEY_LEN] {
-    i.to_be_bytes()
 }
 
 /// Loads keys `0..records` in key order, `BATCH` per batch, with a progress bar.
@@ -652,7 +574,7 @@ pub fn load(store: &dyn KvStore, records: u64, progress: &mut Progress) -> Resul
         keys.clear();
         values.clear();
         for i in done..end {
-            keys.push(key(i));
+            keys.push(crate::gen::keys::key(i));
             values.push(versioned_value(i, 0));
         }
         let entries: Vec<(&[u8], &[u8])> =
@@ -665,225 +587,50 @@ pub fn load(store: &dyn KvStore, records: u64, progress: &mut Progress) -> Resul
     store.flush().map_err(BenchError::Store)
 }
 
-/// What one thread or task hands back.
-struct Part {
-    counts: OpCounts,
-    latency_ns: Hdr<u64>,
-}
-
-fn new_hdr() -> Hdr<u64> {
-    // 1 ns to 100 s at 2 significant digits (1 %): ~30 KiB a histogram, one per thread or
-    // task. Longer latencies are recorded as 100 s.
-    Hdr::new_with_bounds(1, 100_000_000_000, 2).expect("valid histogram bounds")
-}
-
-/// The arrival schedule of one open-loop stream: Poisson arrivals at `rate` per second.
-pub(crate) struct Arrivals {
-    pub(crate) next: Instant,
-    mean_gap_s: f64,
-    rng: Rng,
-}
-
-impl Arrivals {
-    pub(crate) fn new(rate: f64, start: Instant, rng: Rng) -> Self {
-        let mut a = Arrivals { next: start, mean_gap_s: 1.0 / rate.max(1e-9), rng };
-        a.advance();
-        a
-    }
-    pub(crate) fn advance(&mut self) {
-        let unit = ((self.rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-        let gap = -unit.ln() * self.mean_gap_s;
-        self.next += Duration::from_secs_f64(gap);
-    }
-}
-
-/// Runs one operation on a blocking store, checking what it reads.
-pub(crate) fn run_op(
-    store: &dyn KvStore,
-    op: Op,
-    stream: &mut OpStream,
-    keys: &KeySpace,
-    buf: &mut Vec<u8>,
-    counts: &mut OpCounts,
-) -> Result<(), BenchError> {
-    let store_err = BenchError::Store;
-    match op {
-        Op::Read(i) => {
-            counts.reads += 1;
-            let found = store.get_into(&key(i), buf).map_err(store_err)?;
-            check_read(i, found, buf, keys, counts)?;
-        }
-        Op::Update(i) => {
-            counts.updates += 1;
-            let version = stream.version();
-            store.put(&key(i), &versioned_value(i, version)).map_err(store_err)?;
-        }
-        Op::Insert(i) => {
-            counts.inserts += 1;
-            store.put(&key(i), &versioned_value(i, 0)).map_err(store_err)?;
-            keys.insert_done();
-        }
-        Op::Scan(i, len) => {
-            counts.scans += 1;
-            let mut bad = None;
-            let visited = store
-                .scan(&key(i), len as usize, &mut |k, v| {
-                    if bad.is_none() {
-                        bad = check_scanned(k, v).err();
-                    }
-                })
-                .map_err(store_err)?;
-            counts.scanned += visited as u64;
-            if let Some(reason) = bad {
-                return Err(verify(reason));
-            }
-        }
-        Op::ReadModifyWrite(i) => {
-            counts.rmws += 1;
-            let found = store.get_into(&key(i), buf).map_err(store_err)?;
-            let version = check_read(i, found, buf, keys, counts)?;
-            store.put(&key(i), &versioned_value(i, version.wrapping_add(1))).map_err(store_err)?;
-        }
-    }
-    Ok(())
-}
-
-/// Checks what a read of key `i` found (in `buf`, if `found`): the version of a whole value;
-/// 0 for a key not inserted yet (counted in `not_found`). A loaded key that is missing, or a
-/// value that is not the key's, is an error.
-pub(crate) fn check_read(
-    i: u64,
-    found: bool,
-    buf: &[u8],
-    keys: &KeySpace,
-    counts: &mut OpCounts,
-) -> Result<u64, BenchError> {
-    if found {
-        return check_versioned(i, buf).map_err(verify);
-    }
-    if i < keys.loaded() {
-        return Err(verify(format!("key {i} is missing")));
-    }
-    counts.not_found += 1;
-    Ok(0)
-}
-
-pub(crate) fn check_scanned(k: &[u8], v: &[u8]) -> Result<(), String> {
-    let i =
-        u64::from_be_bytes(k.try_into().map_err(|_| format!("a scan met a foreign key {k:?}"))?);
-    check_versioned(i, v).map(|_| ())
-}
-
-pub(crate) fn verify(reason: String) -> BenchError {
-    BenchError::Store(format!("verification failed: {reason}").into())
-}
-
-/// One thread of the thread driver.
-fn thread_part(
-    store: &dyn KvStore,
+/// Runs the measured part on threads or as Ferrite's tasks: warm-up, then `seconds` measured
+/// (fills: until every key is in or the time is up).
+fn measure(
+    store: &OpenStore,
     config: &RunConfig,
-    template: &OpStream,
-    index: u64,
-    keys: &KeySpace,
-    phase: &AtomicU8,
-    failure: &Mutex<Option<BenchError>>,
-) -> Part {
-    let _stop = StopOnDrop(phase);
-    let mut stream = template.fork(config.seed, index);
-    let mut counts = OpCounts::default();
-    let mut latency_ns = new_hdr();
-    let mut buf = Vec::with_capacity(256);
-    let per_thread_rate = config.rate.map(|r| r / config.thread_count() as f64);
-    let mut arrivals = per_thread_rate
-        .map(|rate| Arrivals::new(rate, Instant::now(), Rng::stream(config.seed ^ 0xA771, index)));
-    let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
-    loop {
-        let current = phase.load(Ordering::Relaxed);
-        if current == STOP {
-            break;
-        }
-        let scheduled = match &mut arrivals {
-            Some(a) => {
-                let due = a.next;
-                let now = Instant::now();
-                if due > now {
-                    thread::sleep(due - now);
-                }
-                a.advance();
-                due
-            }
-            None => Instant::now(),
-        };
-        let op = stream.next(keys);
-        if let Op::Insert(i) = op {
-            if i >= keys.loaded().saturating_add(fill_limit) {
-                // A fill inserted every key it may: done.
-                phase.store(STOP, Ordering::Relaxed);
-                break;
-            }
-        }
-        let mut op_counts = OpCounts::default();
-        if let Err(e) = run_op(store, op, &mut stream, keys, &mut buf, &mut op_counts) {
-            failure.lock().unwrap().get_or_insert(e);
-            phase.store(STOP, Ordering::Relaxed);
-            break;
-        }
-        if current == MEASURE {
-            let nanos = u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            latency_ns.saturating_record(nanos.max(1));
-            counts.add(&op_counts);
-        }
-    }
-    Part { counts, latency_ns }
-}
-
-/// Runs the measured part on threads: warm-up, then `seconds` measured (fills: until every
-/// key is in or the time is up).
-fn run_threads(
-    store: &dyn KvStore,
-    config: &RunConfig,
-    keys: &KeySpace,
+    keys: &Arc<KeySpace>,
     disk: Option<&Disk>,
     show: bool,
 ) -> Result<Measured, BenchError> {
-    let template =
-        OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
-    let phase = AtomicU8::new(WARMUP);
-    let failure = Mutex::new(None);
-    let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk, store));
-    thread::scope(|scope| {
-        let parts: Vec<_> = (0..config.thread_count())
-            .map(|t| {
-                let (phase, failure, template) = (&phase, &failure, &template);
-                scope.spawn(move || {
-                    thread_part(store, config, template, t as u64 + 1, keys, phase, failure)
-                })
-            })
-            .collect();
-        let window = early.unwrap_or_else(|| open_window(config, &phase, disk, store));
-        let measured = close_window(config, &phase, disk, store, window, show);
-        let mut counts = OpCounts::default();
-        let mut latency_ns = new_hdr();
-        for part in parts {
-            match part.join() {
-                Ok(part) => {
-                    counts.add(&part.counts);
-                    latency_ns.add(&part.latency_ns).expect("same histogram bounds");
-                }
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+    let kv = store.kv();
+    let phase = Arc::new(AtomicU8::new(WARMUP));
+    // Runs without warm-up (fills) open the window before the operations start, so that
+    // none goes uncounted.
+    let early = config.warmup().is_zero().then(|| open_window(config, &phase, disk, kv));
+    let control = || {
+        let window = early.unwrap_or_else(|| open_window(config, &phase, disk, kv));
+        close_window(config, &phase, disk, kv, window, show)
+    };
+    let (measured, tally) = match store.tasks() {
+        Some(tasks) if config.tasks_mode() => {
+            let running = ycsb::start_tasks(
+                &tasks.db,
+                &tasks.tree,
+                config,
+                Arc::clone(keys),
+                Arc::clone(&phase),
+            )?;
+            let measured = control();
+            (measured, running.finish()?)
         }
-        if let Some(error) = failure.lock().unwrap().take() {
-            return Err(error);
+        _ => {
+            let template = ycsb::template(config);
+            let make = |t: u64| StreamOps::new(kv, config, &template, t + 1, Arc::clone(keys));
+            let pacing = ycsb::pacing(config, false);
+            runner::on_threads(config.thread_count(), &make, pacing, &phase, control)?
         }
-        Ok(Measured { counts, latency_ns, ..measured })
-    })
+    };
+    Ok(Measured { counts: tally.counts, latency_ns: tally.latency_ns, ..measured })
 }
 
 /// The timed part of a run, without the operations' own figures.
 struct Measured {
     counts: OpCounts,
-    latency_ns: Hdr<u64>,
+    latency_ns: Hdr,
     seconds: f64,
     cpu: CpuTime,
     disk: Option<DiskCounters>,
@@ -962,7 +709,7 @@ fn close_window(
     let workers = w.workers.zip(store.worker_times()).map(|(b, a)| a.since(b));
     Measured {
         counts: OpCounts::default(),
-        latency_ns: new_hdr(),
+        latency_ns: runner::new_histogram(),
         seconds,
         cpu,
         disk,
@@ -1062,8 +809,8 @@ pub fn run(
         // so they can leave the page cache, and every page the run reads is read, and
         // charged, inside the cap.
         drop(store);
-        let entered = crate::memcap::MemoryCap::enter((config.cache_mib << 20) + headroom);
-        crate::memcap::evict_from_page_cache(&dir);
+        let entered = crate::measure::memcap::MemoryCap::enter((config.cache_mib << 20) + headroom);
+        crate::measure::memcap::evict_from_page_cache(&dir);
         store = open_store(config, &dir)?;
         match entered {
             Ok(cap) => {
@@ -1081,7 +828,7 @@ pub fn run(
         (None, String::new())
     };
     let keys = Arc::new(KeySpace::new(if needs_data { config.records } else { 0 }));
-    let measured = store.run(config, &keys, disk.as_ref(), progress_label);
+    let measured = measure(&store, config, &keys, disk.as_ref(), progress_label);
     drop(cap);
     let measured = measured?;
     let store_description = store.kv().describe() + &cap_note;
@@ -1123,105 +870,6 @@ pub fn run(
     Ok(report)
 }
 
-/// Checks that the store holds exactly the keys a random-order fill of `records` keys
-/// acknowledged (`keys.inserted()` of them, into an empty store), each with its value: one
-/// scan in key order. Returns how many keys it read; the first difference is the error.
-pub fn verify_fill(store: &dyn KvStore, keys: &KeySpace, records: u64) -> Result<u64, BenchError> {
-    let check = compare_fill(store, keys, records)?;
-    match check.first {
-        Some(reason) => Err(verify(reason)),
-        None => Ok(check.visited),
-    }
-}
-
-/// What `compare_fill` found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FillCheck {
-    /// Entries the scan visited.
-    pub visited: u64,
-    /// Keys acknowledged and found with their value.
-    pub matched: u64,
-    /// Acknowledged keys that are missing.
-    pub missing: u64,
-    /// Keys found with a value that is not theirs.
-    pub wrong: u64,
-    /// Keys found that no insert took (foreign keys included).
-    pub unexpected: u64,
-    /// The first difference, in words.
-    pub first: Option<String>,
-}
-
-impl FillCheck {
-    /// Every difference: missing, wrong and unexpected keys.
-    pub fn mismatches(&self) -> u64 {
-        self.missing + self.wrong + self.unexpected
-    }
-}
-
-/// Compares the store with the keys a random-order fill of `records` keys acknowledged (as
-/// `verify_fill`), counting every difference instead of stopping at the first: one scan in
-/// key order, merged with the sorted acknowledged keys.
-pub fn compare_fill(
-    store: &dyn KvStore,
-    keys: &KeySpace,
-    records: u64,
-) -> Result<FillCheck, BenchError> {
-    let acknowledged = keys.inserted();
-    let mut expected: Vec<u64> = (0..acknowledged)
-        .map(|n| keys.loaded() + crate::ycsb::random_fill_key(n, records))
-        .collect();
-    expected.sort_unstable();
-    let mut next = expected.iter().copied().peekable();
-    let mut check = FillCheck::default();
-    let note = |first: &mut Option<String>, reason: String| {
-        first.get_or_insert(reason);
-    };
-    let visited = store
-        .scan(&[], usize::MAX, &mut |k, v| {
-            let Ok(key) = <[u8; KEY_LEN]>::try_from(k) else {
-                check.unexpected += 1;
-                note(&mut check.first, format!("the store holds a foreign key {k:?}"));
-                return;
-            };
-            let i = u64::from_be_bytes(key);
-            while let Some(want) = next.next_if(|&want| want < i) {
-                check.missing += 1;
-                note(&mut check.first, format!("key {want} was acknowledged but is missing"));
-            }
-            if next.next_if_eq(&i).is_some() {
-                match check_versioned(i, v) {
-                    Ok(_) => check.matched += 1,
-                    Err(reason) => {
-                        check.wrong += 1;
-                        note(&mut check.first, reason);
-                    }
-                }
-            } else {
-                check.unexpected += 1;
-                note(&mut check.first, format!("key {i} is there but was never inserted"));
-            }
-        })
-        .map_err(BenchError::Store)?;
-    for want in next {
-        check.missing += 1;
-        note(&mut check.first, format!("key {want} was acknowledged but is missing"));
-    }
-    check.visited = visited as u64;
-    Ok(check)
-}
-
-/// Opens the store `config` names in `dir`: Ferrite (with its task driver unless
-/// `--direct-api`), or a peer (with the `peers` feature).
-pub fn open_store(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchError> {
-    match config.store {
-        StoreKind::Ferrite => crate::workload_tasks::open_ferrite(config, dir),
-        #[cfg(feature = "peers")]
-        peer => crate::peers::open(peer, config, dir),
-        #[cfg(not(feature = "peers"))]
-        peer => Err(BenchError::Config(format!("{} is not built in", peer.name()))),
-    }
-}
-
 /// Appends one line to a JSON-lines file.
 pub fn append_json(path: &Path, line: &str) -> Result<(), BenchError> {
     use std::io::Write;
@@ -1261,7 +909,7 @@ fn ceiling(dir: &Path, direct: bool) -> Result<f64, BenchError> {
     if !complete {
         write_ceiling_file(&path, SIZE)?;
     }
-    crate::io::device_read_ceiling(&path, direct, 3.0)
+    crate::workloads::io::device_read_ceiling(&path, direct, 3.0)
 }
 
 /// Writes `size` bytes of non-zero data (reads of never-written blocks would not reach the
@@ -1283,156 +931,9 @@ fn write_ceiling_file(path: &Path, size: u64) -> Result<(), BenchError> {
     std::fs::rename(&tmp, path).map_err(io)
 }
 
-/// A store opened for a run, with the driver that runs it.
-pub struct OpenStore {
-    kv: Box<dyn KvStore + Send + Sync>,
-    /// Ferrite's task driver, when the run uses tasks.
-    tasks: Option<Box<dyn TaskDriver>>,
-}
-
-impl std::fmt::Debug for OpenStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenStore").field("store", &self.kv.name()).finish_non_exhaustive()
-    }
-}
-
-impl OpenStore {
-    pub fn threads(kv: Box<dyn KvStore + Send + Sync>) -> Self {
-        OpenStore { kv, tasks: None }
-    }
-    pub fn with_tasks(kv: Box<dyn KvStore + Send + Sync>, tasks: Box<dyn TaskDriver>) -> Self {
-        OpenStore { kv, tasks: Some(tasks) }
-    }
-    pub fn kv(&self) -> &dyn KvStore {
-        &*self.kv
-    }
-    fn run(
-        &self,
-        config: &RunConfig,
-        keys: &Arc<KeySpace>,
-        disk: Option<&Disk>,
-        show: bool,
-    ) -> Result<Measured, BenchError> {
-        match &self.tasks {
-            Some(driver) if config.tasks_mode() => {
-                let phase = Arc::new(AtomicU8::new(WARMUP));
-                let kv = &*self.kv;
-                let early =
-                    config.warmup().is_zero().then(|| open_window(config, &phase, disk, kv));
-                let running = driver.start(config, Arc::clone(keys), Arc::clone(&phase))?;
-                let window = early.unwrap_or_else(|| open_window(config, &phase, disk, kv));
-                let measured = close_window(config, &phase, disk, kv, window, show);
-                let (counts, latency_ns) = running.finish()?;
-                Ok(Measured { counts, latency_ns, ..measured })
-            }
-            _ => run_threads(&*self.kv, config, keys, disk, show),
-        }
-    }
-}
-
-/// Runs a workload as tasks (Ferrite's workers); see `workload_tasks.rs`.
-pub trait TaskDriver: Send + Sync {
-    /// Spawns the tasks; they run until `phase` says stop.
-    fn start(
-        &self,
-        config: &RunConfig,
-        keys: Arc<KeySpace>,
-        phase: Arc<AtomicU8>,
-    ) -> Result<Box<dyn RunningTasks>, BenchError>;
-}
-
-/// Tasks under way.
-pub trait RunningTasks {
-    /// Waits for every task and merges what they counted.
-    fn finish(self: Box<Self>) -> Result<(OpCounts, Hdr<u64>), BenchError>;
-}
-
-pub(crate) fn merge_parts(
-    parts: impl IntoIterator<Item = (OpCounts, Hdr<u64>)>,
-) -> (OpCounts, Hdr<u64>) {
-    let mut counts = OpCounts::default();
-    let mut latency_ns = new_hdr();
-    for (c, h) in parts {
-        counts.add(&c);
-        latency_ns.add(&h).expect("same histogram bounds");
-    }
-    (counts, latency_ns)
-}
-
-pub(crate) fn histogram() -> Hdr<u64> {
-    new_hdr()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::mem::MemStore;
-    use crate::ycsb::random_fill_key;
-
-    /// The read-back of a sync fill finds a missing key, a key never inserted, a wrong value
-    /// and a foreign key; and accepts exactly the keys acknowledged.
-    #[test]
-    fn a_fill_read_back_finds_every_difference() {
-        const RECORDS: u64 = 1000;
-        let keys = KeySpace::new(0);
-        let store = MemStore::default();
-        for n in 0..600 {
-            let i = random_fill_key(n, RECORDS);
-            store.put(&key(i), &versioned_value(i, 0)).unwrap();
-            keys.insert_done();
-        }
-        assert_eq!(verify_fill(&store, &keys, RECORDS).unwrap(), 600);
-        let missing = random_fill_key(17, RECORDS);
-        store.remove(&key(missing));
-        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
-        assert!(e.contains(&format!("key {missing} was acknowledged but is missing")), "{e}");
-        store.put(&key(missing), &versioned_value(missing, 0)).unwrap();
-        let extra = random_fill_key(600, RECORDS);
-        store.put(&key(extra), &versioned_value(extra, 0)).unwrap();
-        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
-        assert!(e.contains(&format!("key {extra} is there but was never inserted")), "{e}");
-        keys.insert_done();
-        assert_eq!(verify_fill(&store, &keys, RECORDS).unwrap(), 601);
-        store.put(&key(extra), &versioned_value(extra + 1, 0)).unwrap();
-        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
-        assert!(e.contains("verification failed"), "{e}");
-        store.put(&key(extra), &versioned_value(extra, 0)).unwrap();
-        store.put(b"k", b"v").unwrap();
-        let e = verify_fill(&store, &keys, RECORDS).unwrap_err().to_string();
-        assert!(e.contains("foreign key"), "{e}");
-    }
-
-    /// The counting comparison behind the recovery benchmark finds every difference, not
-    /// only the first.
-    #[test]
-    fn a_fill_comparison_counts_every_difference() {
-        const RECORDS: u64 = 1000;
-        let keys = KeySpace::new(0);
-        let store = MemStore::default();
-        for n in 0..100 {
-            let i = random_fill_key(n, RECORDS);
-            store.put(&key(i), &versioned_value(i, 0)).unwrap();
-            keys.insert_done();
-        }
-        let clean = compare_fill(&store, &keys, RECORDS).unwrap();
-        assert_eq!((clean.visited, clean.matched, clean.mismatches()), (100, 100, 0));
-        assert_eq!(clean.first, None);
-        for n in [3, 50, 99] {
-            store.remove(&key(random_fill_key(n, RECORDS)));
-        }
-        let wrong = random_fill_key(7, RECORDS);
-        store.put(&key(wrong), &versioned_value(wrong + 1, 0)).unwrap();
-        for n in [100, 101] {
-            let i = random_fill_key(n, RECORDS);
-            store.put(&key(i), &versioned_value(i, 0)).unwrap();
-        }
-        store.put(b"k", b"v").unwrap();
-        let check = compare_fill(&store, &keys, RECORDS).unwrap();
-        assert_eq!((check.missing, check.wrong, check.unexpected), (3, 1, 3), "{check:?}");
-        assert_eq!((check.matched, check.visited, check.mismatches()), (96, 100, 7));
-        assert!(check.first.is_some());
-        assert!(verify_fill(&store, &keys, RECORDS).is_err());
-    }
 
     #[test]
     fn sync_fills_count_their_committers_and_others_their_threads_and_tasks() {

@@ -1,46 +1,37 @@
-//! Ferrite in the comparison workloads: an owned store (`FerriteStore`, the blocking API, for
-//! loads and `--direct-api`) and the task driver: `workers × tasks` tasks on Ferrite's own
-//! workers (`fill-sync`: its committers, spread round robin over the workers), each running
-//! the operation stream through `Tree::*_async`, so that a miss is a read queued on its
-//! worker while the other tasks go on, and a commit waiting for its sync lets them go on too.
+//! Ferrite as a store: a tree of a database behind `KvStore` (`FerriteTree`: the blocking
+//! API, for loads, `--direct-api` and the lookup benchmark), and the database and tree the
+//! task runs use (`FerriteTasks`: operations through `Tree::*_async` on Ferrite's own workers,
+//! so that a miss is a read queued on its worker while the other tasks go on, and a commit
+//! waiting for its sync lets them go on too).
 //!
 //! Durability: `fill-sync` opens the database with `Durability::Sync` (a put returns once it
 //! is durable); every other workload, and every load, with `Durability::None`, as the peers
 //! run with their logs off.
-//!
-//! Open loop: one dispatcher thread draws Poisson arrivals at the target rate and hands each
-//! one (its scheduled time) to the next idle task through an async queue; a task's latency is
-//! counted from the scheduled arrival, so time spent queued counts. The dispatcher sleeps
-//! between arrivals in steps of at most 100 µs, and its CPU counts against Ferrite's.
 
-use std::collections::VecDeque;
-use std::future::Future;
+use std::ops::Deref;
 use std::path::Path;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use ferrite::sched::TaskHandle;
 use ferrite::{Db, Durability, Options, Tree};
-use hdrhistogram::Histogram as Hdr;
 
-use crate::error::BenchError;
-use crate::phase::{MEASURE, STOP};
-use crate::rng::Rng;
-use crate::store::FerriteTree;
-use crate::workload::{
-    check_read, check_scanned, histogram, key, merge_parts, verify, Arrivals, OpCounts, OpenStore,
-    RunConfig, RunningTasks, TaskDriver,
+use super::{
+    DrainCounters, IoCounters, KvStore, LogCounters, OpenStore, StoreError, StoreMemory,
+    WorkerTimes,
 };
-use crate::ycsb::{versioned_value, KeySpace, Op, OpStream};
+use crate::error::BenchError;
+use crate::workloads::run::RunConfig;
 
 const TREE: &str = "bench";
 
 /// A Ferrite database and its benchmark tree, owned.
 pub type FerriteStore = FerriteTree<Arc<Db>>;
+
+/// The database and tree a run's tasks work on.
+#[derive(Debug, Clone)]
+pub struct FerriteTasks {
+    pub db: Arc<Db>,
+    pub tree: Tree,
+}
 
 /// Opens Ferrite in `dir` for `config`: the pool is the run's cache, the workers and their
 /// depth as asked, durable commits for `fill-sync` only.
@@ -51,7 +42,7 @@ pub fn open_ferrite(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchEr
     let tree = db.tree(TREE)?;
     let store = FerriteStore::new(Arc::clone(&db), tree.clone()).with_durability(durability);
     if config.tasks_mode() {
-        Ok(OpenStore::with_tasks(Box::new(store), Box::new(FerriteTasks { db, tree })))
+        Ok(OpenStore::with_tasks(Box::new(store), FerriteTasks { db, tree }))
     } else {
         Ok(OpenStore::threads(Box::new(store)))
     }
@@ -59,7 +50,7 @@ pub fn open_ferrite(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchEr
 
 /// The options Ferrite opens with for `config`: the pool is the run's cache, the workers and
 /// their depth as asked, durable commits (`Durability::Sync`) for `fill-sync` only.
-pub(crate) fn ferrite_options(config: &RunConfig) -> Options {
+pub fn ferrite_options(config: &RunConfig) -> Options {
     let durability = if config.workload.durable() { Durability::Sync } else { Durability::None };
     let tasks_per_worker = config.task_count().div_ceil(config.workers.max(1));
     Options {
@@ -76,277 +67,126 @@ pub(crate) fn ferrite_options(config: &RunConfig) -> Options {
     }
 }
 
-/// The task driver.
+/// A tree of a Ferrite database, counting device reads from its buffer pool. `D` holds the
+/// database: a borrow (`&Db`, the lookup benchmark) or a share (`Arc<Db>`, the comparison
+/// workloads, which own their store).
 #[derive(Debug)]
-struct FerriteTasks {
-    db: Arc<Db>,
+pub struct FerriteTree<D: Deref<Target = Db>> {
+    db: D,
     tree: Tree,
+    /// What the database was opened with, for `describe` (the `Db` does not say).
+    durability: Option<Durability>,
 }
 
-type PartResult = Result<(OpCounts, Hdr<u64>), BenchError>;
+impl<D: Deref<Target = Db>> FerriteTree<D> {
+    pub fn new(db: D, tree: Tree) -> Self {
+        FerriteTree { db, tree, durability: None }
+    }
 
-struct Running {
-    handles: Vec<TaskHandle<PartResult>>,
-    dispatcher: Option<thread::JoinHandle<()>>,
-}
-
-impl RunningTasks for Running {
-    fn finish(self: Box<Self>) -> Result<(OpCounts, Hdr<u64>), BenchError> {
-        let mut parts = Vec::with_capacity(self.handles.len());
-        let mut failure = None;
-        for handle in self.handles {
-            match handle.wait() {
-                Ok(part) => parts.push(part),
-                Err(e) => {
-                    failure.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(dispatcher) = self.dispatcher {
-            let _ = dispatcher.join();
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(merge_parts(parts)),
-        }
+    /// Names the durability the database was opened with in `describe`.
+    pub fn with_durability(self, durability: Durability) -> Self {
+        FerriteTree { durability: Some(durability), ..self }
     }
 }
 
-impl TaskDriver for FerriteTasks {
-    fn start(
-        &self,
-        config: &RunConfig,
-        keys: Arc<KeySpace>,
-        phase: Arc<AtomicU8>,
-    ) -> Result<Box<dyn RunningTasks>, BenchError> {
-        start_tasks(&self.db, &self.tree, config, keys, phase)
+impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
+    fn name(&self) -> &'static str {
+        "ferrite"
     }
-}
 
-/// Spawns the run's tasks on `db`'s workers, each running its operation stream on `tree`
-/// until `phase` says stop (or a fill inserted every key it may); operations count only
-/// while `phase` is `MEASURE`. The task driver, and `recovery` (which owns its `Db`).
-pub(crate) fn start_tasks(
-    db: &Db,
-    tree: &Tree,
-    config: &RunConfig,
-    keys: Arc<KeySpace>,
-    phase: Arc<AtomicU8>,
-) -> Result<Box<dyn RunningTasks>, BenchError> {
-    let template =
-        OpStream::new(config.workload, config.distribution, config.records, config.seed, 0);
-    let count = config.task_count();
-    let arrivals = config.rate.map(|_| Arc::new(ArrivalQueue::default()));
-    let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
-    let mut handles = Vec::with_capacity(count);
-    for index in 0..count as u64 {
-        let (tree, keys, phase) = (tree.clone(), Arc::clone(&keys), Arc::clone(&phase));
-        let mut stream = template.fork(config.seed, index + 1);
-        let arrivals = arrivals.clone();
-        let handle = db.spawn(async move {
-            let mut counts = OpCounts::default();
-            let mut latency_ns = histogram();
-            let mut buf = Vec::with_capacity(256);
-            loop {
-                let current = phase.load(Ordering::Relaxed);
-                if current == STOP {
-                    break;
-                }
-                let scheduled = match &arrivals {
-                    Some(queue) => match queue.next().await {
-                        Some(at) => at,
-                        None => break,
-                    },
-                    None => Instant::now(),
-                };
-                let op = stream.next(&keys);
-                if let Op::Insert(i) = op {
-                    if i >= keys.loaded().saturating_add(fill_limit) {
-                        phase.store(STOP, Ordering::Relaxed);
-                        break;
-                    }
-                }
-                let mut op_counts = OpCounts::default();
-                let done = run_op_async(&tree, op, &mut stream, &keys, &mut buf, &mut op_counts);
-                if let Err(e) = done.await {
-                    phase.store(STOP, Ordering::Relaxed);
-                    if let Some(queue) = &arrivals {
-                        queue.close();
-                    }
-                    return Err(e);
-                }
-                if current == MEASURE {
-                    let nanos = u64::try_from(scheduled.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    latency_ns.saturating_record(nanos.max(1));
-                    counts.add_from(&op_counts);
-                }
-            }
-            Ok((counts, latency_ns))
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tree.put(key, value)?)
+    }
+
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        let found = self.tree.get_with(key, |value| {
+            out.clear();
+            out.extend_from_slice(value);
         })?;
-        handles.push(handle);
+        Ok(found.is_some())
     }
-    let dispatcher = match (&arrivals, config.rate) {
-        (Some(queue), Some(rate)) => {
-            let (queue, phase) = (Arc::clone(queue), Arc::clone(&phase));
-            let rng = Rng::stream(config.seed ^ 0xD15B, 0);
-            Some(thread::spawn(move || dispatch(&queue, &phase, rate, rng)))
-        }
-        _ => None,
-    };
-    Ok(Box::new(Running { handles, dispatcher }))
-}
 
-/// Draws arrivals at `rate` until the run stops, handing each to the queue when it is due.
-fn dispatch(queue: &ArrivalQueue, phase: &AtomicU8, rate: f64, rng: Rng) {
-    let mut arrivals = Arrivals::new(rate, Instant::now(), rng);
-    while phase.load(Ordering::Relaxed) != STOP {
-        let now = Instant::now();
-        if arrivals.next > now {
-            thread::sleep((arrivals.next - now).min(Duration::from_micros(100)));
-            continue;
+    fn scan(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StoreError> {
+        let mut visited = 0;
+        for entry in self.tree.range(start..).take(limit) {
+            let (key, value) = entry?;
+            visit(&key, &value);
+            visited += 1;
         }
-        while arrivals.next <= now {
-            queue.push(arrivals.next);
-            arrivals.advance();
-        }
+        Ok(visited)
     }
-    queue.close();
-}
 
-/// Scheduled arrivals waiting for a task, and the tasks waiting for an arrival.
-#[derive(Debug, Default)]
-struct ArrivalQueue {
-    state: Mutex<QueueState>,
-}
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(self.db.pool().flush_all()?)
+    }
 
-#[derive(Debug, Default)]
-struct QueueState {
-    due: VecDeque<Instant>,
-    waiting: VecDeque<Waker>,
-    closed: bool,
-}
+    fn io_counters(&self) -> Option<IoCounters> {
+        let stats = self.db.pool().stats();
+        Some(IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions })
+    }
 
-impl ArrivalQueue {
-    fn push(&self, at: Instant) {
-        let waker = {
-            let mut state = self.state.lock().unwrap();
-            state.due.push_back(at);
-            state.waiting.pop_front()
+    fn log_counters(&self) -> Option<LogCounters> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.db.log()?.counters;
+        Some(LogCounters {
+            writes: c.flushes.load(Relaxed),
+            records: c.records.load(Relaxed),
+            bytes: c.bytes_written.load(Relaxed),
+            flight_ns: c.flight_ns.load(Relaxed),
+        })
+    }
+
+    fn drain_counters(&self) -> Option<DrainCounters> {
+        let (drains, entries) = self.db.change_buffer_drains();
+        (self.db.change_buffer_budget() > 0).then_some(DrainCounters { drains, entries })
+    }
+
+    fn worker_times(&self) -> Option<WorkerTimes> {
+        let stats = self.db.worker_stats();
+        (!stats.is_empty()).then(|| WorkerTimes::of(&stats))
+    }
+
+    fn memory(&self) -> Option<StoreMemory> {
+        Some(StoreMemory {
+            // The frames the change buffer borrowed are its memory, not the cache's.
+            cache: (self.db.pool().pool_pages() - self.db.pool().retired_frames()) * 4096,
+            write_buffers: self.db.change_buffer().1,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let workers = self.db.worker_count();
+        let engine = self.db.engine().map_or("none".to_owned(), |e| e.name().to_owned());
+        let durability = match self.durability {
+            Some(Durability::Sync) => "durability=Sync (a write returns once durable)".to_owned(),
+            Some(Durability::None) => "durability=None (writes not synced)".to_owned(),
+            Some(other) => format!("durability={other:?}"),
+            None => "durability not given".to_owned(),
         };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        format!(
+            "ferrite: buffer pool {} MiB of 4 KiB frames, of which a change buffer (puts into \
+             leaves not in memory) borrows up to {} MiB once puts need it, O_DIRECT unless \
+             --no-direct, B+tree of 4 KiB nodes, {workers} workers ({engine}), {durability}",
+            (self.db.pool().pool_pages() * 4096) >> 20,
+            self.db.change_buffer_budget() >> 20
+        )
     }
-
-    fn close(&self) {
-        let wakers = {
-            let mut state = self.state.lock().unwrap();
-            state.closed = true;
-            std::mem::take(&mut state.waiting)
-        };
-        wakers.into_iter().for_each(Waker::wake);
-    }
-
-    /// The next arrival, or `None` once the run is over.
-    fn next(&self) -> NextArrival<'_> {
-        NextArrival { queue: self }
-    }
-}
-
-struct NextArrival<'a> {
-    queue: &'a ArrivalQueue,
-}
-
-impl Future for NextArrival<'_> {
-    type Output = Option<Instant>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
-        let mut state = self.queue.state.lock().unwrap();
-        if let Some(at) = state.due.pop_front() {
-            return Poll::Ready(Some(at));
-        }
-        if state.closed {
-            return Poll::Ready(None);
-        }
-        if !state.waiting.iter().any(|w| w.will_wake(cx.waker())) {
-            state.waiting.push_back(cx.waker().clone());
-        }
-        Poll::Pending
-    }
-}
-
-/// `workload::run_op` through the task API.
-async fn run_op_async(
-    tree: &Tree,
-    op: Op,
-    stream: &mut OpStream,
-    keys: &KeySpace,
-    buf: &mut Vec<u8>,
-    counts: &mut OpCounts,
-) -> Result<(), BenchError> {
-    let engine = BenchError::Engine;
-    match op {
-        Op::Read(i) => {
-            counts.reads += 1;
-            let found = tree
-                .get_with_async(&key(i), |v| {
-                    buf.clear();
-                    buf.extend_from_slice(v);
-                })
-                .await
-                .map_err(engine)?;
-            check_read(i, found.is_some(), buf, keys, counts)?;
-        }
-        Op::Update(i) => {
-            counts.updates += 1;
-            let value = versioned_value(i, stream.version());
-            tree.put_async(&key(i), &value).await.map_err(engine)?;
-        }
-        Op::Insert(i) => {
-            counts.inserts += 1;
-            tree.put_async(&key(i), &versioned_value(i, 0)).await.map_err(engine)?;
-            keys.insert_done();
-        }
-        Op::Scan(i, len) => {
-            counts.scans += 1;
-            let mut bad = None;
-            let visited = tree
-                .scan_async(&key(i), len as usize, |k, v| {
-                    if bad.is_none() {
-                        bad = check_scanned(k, v).err();
-                    }
-                })
-                .await
-                .map_err(engine)?;
-            counts.scanned += visited as u64;
-            if let Some(reason) = bad {
-                return Err(verify(reason));
-            }
-        }
-        Op::ReadModifyWrite(i) => {
-            counts.rmws += 1;
-            let found = tree
-                .get_with_async(&key(i), |v| {
-                    buf.clear();
-                    buf.extend_from_slice(v);
-                })
-                .await
-                .map_err(engine)?;
-            let version = check_read(i, found.is_some(), buf, keys, counts)?;
-            let value = versioned_value(i, version.wrapping_add(1));
-            tree.put_async(&key(i), &value).await.map_err(engine)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conformance::check_store;
-    use crate::workload::{open_store, run, StoreKind};
-    use crate::ycsb::{Distribution, Workload};
+    use crate::stores::conformance::check_store;
+    use crate::stores::{open_store, StoreKind};
+    use crate::workloads::run::run;
+    use crate::workloads::ycsb::{Distribution, Workload};
     use ferrite::test_util::TempDir;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn the_change_buffer_option_reaches_the_engine() {

@@ -1,10 +1,98 @@
-//! The seam between workloads and the stores they measure. Workloads see a `KvStore`; today
-//! the only implementation is a Ferrite tree, later peers (RocksDB, LMDB, ...) join behind the
-//! same trait. Tests use an in-memory map so that workloads are tested without an engine.
+//! The stores the workloads measure, behind one trait: `KvStore` (a blocking, ordered
+//! key-value store shared by the threads of a run) and the counters a store may keep (device
+//! and cache, log, change buffer drains, worker time, memory). Ferrite (`ferrite.rs`) also
+//! runs as tasks on its own workers; the peers (`peers.rs`, feature `peers`) are RocksDB,
+//! WiredTiger and LMDB. `conformance.rs` checks any store against a model; tests use an
+//! in-memory map (`mem`) so that workloads are tested without an engine.
 
-use std::ops::Deref;
+use std::path::Path;
 
-use ferrite::{Db, Durability, Tree};
+use crate::error::BenchError;
+use crate::workloads::run::RunConfig;
+
+pub mod conformance;
+pub mod ferrite;
+#[cfg(feature = "peers")]
+pub mod peers;
+
+pub use self::ferrite::{FerriteStore, FerriteTasks, FerriteTree};
+
+/// The stores a comparison can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    Ferrite,
+    RocksDb,
+    WiredTiger,
+    Lmdb,
+}
+
+impl StoreKind {
+    pub const ALL: [StoreKind; 4] =
+        [StoreKind::Ferrite, StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Ferrite => "ferrite",
+            StoreKind::RocksDb => "rocksdb",
+            StoreKind::WiredTiger => "wiredtiger",
+            StoreKind::Lmdb => "lmdb",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<StoreKind> {
+        StoreKind::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Whether this build can run the store (the peers need the `peers` feature).
+    pub fn built_in(self) -> bool {
+        self == StoreKind::Ferrite || cfg!(feature = "peers")
+    }
+}
+
+/// A store opened for a run: its blocking API, and Ferrite's workers when the run uses tasks.
+pub struct OpenStore {
+    kv: Box<dyn KvStore + Send + Sync>,
+    tasks: Option<FerriteTasks>,
+}
+
+impl std::fmt::Debug for OpenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStore").field("store", &self.kv.name()).finish_non_exhaustive()
+    }
+}
+
+impl OpenStore {
+    /// A store run from threads.
+    pub fn threads(kv: Box<dyn KvStore + Send + Sync>) -> Self {
+        OpenStore { kv, tasks: None }
+    }
+
+    /// Ferrite, run as tasks on its workers.
+    pub fn with_tasks(kv: Box<dyn KvStore + Send + Sync>, tasks: FerriteTasks) -> Self {
+        OpenStore { kv, tasks: Some(tasks) }
+    }
+
+    pub fn kv(&self) -> &dyn KvStore {
+        &*self.kv
+    }
+
+    /// The database and tree the tasks run on, if the run uses tasks.
+    pub fn tasks(&self) -> Option<&FerriteTasks> {
+        self.tasks.as_ref()
+    }
+}
+
+/// Opens the store `config` names in `dir`: Ferrite (with its workers unless `--direct-api`),
+/// or a peer (with the `peers` feature).
+pub fn open_store(config: &RunConfig, dir: &Path) -> Result<OpenStore, BenchError> {
+    match config.store {
+        StoreKind::Ferrite => self::ferrite::open_ferrite(config, dir),
+        #[cfg(feature = "peers")]
+        peer => self::peers::open(peer, config, dir),
+        #[cfg(not(feature = "peers"))]
+        peer => Err(BenchError::Config(format!("{} is not built in", peer.name()))),
+    }
+}
 
 /// An error from a store, whatever the store.
 pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
@@ -90,7 +178,7 @@ pub struct WorkerTimes {
 
 impl WorkerTimes {
     /// The sums over `stats`, now.
-    pub fn of(stats: &[std::sync::Arc<ferrite::sched::WorkerStats>]) -> WorkerTimes {
+    pub fn of(stats: &[std::sync::Arc<::ferrite::sched::WorkerStats>]) -> WorkerTimes {
         use std::sync::atomic::Ordering::Relaxed;
         let mut t = WorkerTimes::default();
         for s in stats {
@@ -212,117 +300,6 @@ pub trait KvStore: Sync {
     /// What it holds in memory now, if it says.
     fn memory(&self) -> Option<StoreMemory> {
         None
-    }
-}
-
-/// A tree of a Ferrite database, counting device reads from its buffer pool. `D` holds the
-/// database: a borrow (`&Db`, the lookup benchmark) or a share (`Arc<Db>`, the comparison
-/// workloads, which own their store).
-#[derive(Debug)]
-pub struct FerriteTree<D: Deref<Target = Db>> {
-    db: D,
-    tree: Tree,
-    /// What the database was opened with, for `describe` (the `Db` does not say).
-    durability: Option<Durability>,
-}
-
-impl<D: Deref<Target = Db>> FerriteTree<D> {
-    pub fn new(db: D, tree: Tree) -> Self {
-        FerriteTree { db, tree, durability: None }
-    }
-
-    /// Names the durability the database was opened with in `describe`.
-    pub fn with_durability(self, durability: Durability) -> Self {
-        FerriteTree { durability: Some(durability), ..self }
-    }
-}
-
-impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
-    fn name(&self) -> &'static str {
-        "ferrite"
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        Ok(self.tree.put(key, value)?)
-    }
-
-    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        let found = self.tree.get_with(key, |value| {
-            out.clear();
-            out.extend_from_slice(value);
-        })?;
-        Ok(found.is_some())
-    }
-
-    fn scan(
-        &self,
-        start: &[u8],
-        limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<usize, StoreError> {
-        let mut visited = 0;
-        for entry in self.tree.range(start..).take(limit) {
-            let (key, value) = entry?;
-            visit(&key, &value);
-            visited += 1;
-        }
-        Ok(visited)
-    }
-
-    fn flush(&self) -> Result<(), StoreError> {
-        Ok(self.db.pool().flush_all()?)
-    }
-
-    fn io_counters(&self) -> Option<IoCounters> {
-        let stats = self.db.pool().stats();
-        Some(IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions })
-    }
-
-    fn log_counters(&self) -> Option<LogCounters> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.db.log()?.counters;
-        Some(LogCounters {
-            writes: c.flushes.load(Relaxed),
-            records: c.records.load(Relaxed),
-            bytes: c.bytes_written.load(Relaxed),
-            flight_ns: c.flight_ns.load(Relaxed),
-        })
-    }
-
-    fn drain_counters(&self) -> Option<DrainCounters> {
-        let (drains, entries) = self.db.change_buffer_drains();
-        (self.db.change_buffer_budget() > 0).then_some(DrainCounters { drains, entries })
-    }
-
-    fn worker_times(&self) -> Option<WorkerTimes> {
-        let stats = self.db.worker_stats();
-        (!stats.is_empty()).then(|| WorkerTimes::of(&stats))
-    }
-
-    fn memory(&self) -> Option<StoreMemory> {
-        Some(StoreMemory {
-            // The frames the change buffer borrowed are its memory, not the cache's.
-            cache: (self.db.pool().pool_pages() - self.db.pool().retired_frames()) * 4096,
-            write_buffers: self.db.change_buffer().1,
-        })
-    }
-
-    fn describe(&self) -> String {
-        let workers = self.db.worker_count();
-        let engine = self.db.engine().map_or("none".to_owned(), |e| e.name().to_owned());
-        let durability = match self.durability {
-            Some(Durability::Sync) => "durability=Sync (a write returns once durable)".to_owned(),
-            Some(Durability::None) => "durability=None (writes not synced)".to_owned(),
-            Some(other) => format!("durability={other:?}"),
-            None => "durability not given".to_owned(),
-        };
-        format!(
-            "ferrite: buffer pool {} MiB of 4 KiB frames, of which a change buffer (puts into \
-             leaves not in memory) borrows up to {} MiB once puts need it, O_DIRECT unless \
-             --no-direct, B+tree of 4 KiB nodes, {workers} workers ({engine}), {durability}",
-            (self.db.pool().pool_pages() * 4096) >> 20,
-            self.db.change_buffer_budget() >> 20
-        )
     }
 }
 

@@ -22,13 +22,26 @@
 //! | 0      | 8    | key number `i`, big-endian                        |
 //! | 8      | 8    | version, little-endian (0 as loaded)              |
 //! | 16     | 104  | SplitMix64 stream seeded from `i` and the version |
+//!
+//! The run side: `StreamOps` runs a stream on the runner (`crate::runner`), through a
+//! blocking store from threads or through Ferrite's task API (`start_tasks`), checking every
+//! value it reads and counting each kind of operation (`OpCounts`).
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 
-use crate::keys::{KEY_LEN, VALUE_LEN};
-use crate::rng::{mix64, Rng};
-use crate::zipf::{KeyChooser, Zipf, YCSB_THETA};
+use ferrite::{Db, Tree};
+use serde::Serialize;
+
+use crate::error::BenchError;
+use crate::gen::keys::{key, KEY_LEN, VALUE_LEN};
+use crate::gen::rng::{mix64, Rng};
+use crate::gen::zipf::{KeyChooser, Zipf, YCSB_THETA};
+use crate::runner::{self, AsyncOps, BlockingOps, Ops, Pacing, Running};
+use crate::stores::KvStore;
+use crate::workloads::fill::random_fill_key;
+use crate::workloads::run::RunConfig;
 
 /// Longest scan of workload E.
 pub const MAX_SCAN: u32 = 100;
@@ -278,13 +291,6 @@ impl OpStream {
     }
 }
 
-/// The key the `n`th insert of a random-order fill of `count` keys takes (past the loaded
-/// ones): a permutation of `0..count`, then of the next `count` keys, and so on.
-pub fn random_fill_key(n: u64, count: u64) -> u64 {
-    let count = count.max(1);
-    crate::zipf::permute(n % count, count) + n / count * count
-}
-
 /// The value of key `i` at `version`.
 pub fn versioned_value(i: u64, version: u64) -> [u8; VALUE_LEN] {
     let mut out = [0u8; VALUE_LEN];
@@ -313,6 +319,294 @@ pub fn check_versioned(i: u64, got: &[u8]) -> Result<u64, String> {
         return Err(format!("key {i}: the value of version {version} is corrupt"));
     }
     Ok(version)
+}
+
+/// Counts of each kind of operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OpCounts {
+    pub reads: u64,
+    pub updates: u64,
+    pub inserts: u64,
+    pub scans: u64,
+    pub rmws: u64,
+    /// Reads of keys whose insert had not completed yet (not errors).
+    pub not_found: u64,
+    /// Entries visited by scans.
+    pub scanned: u64,
+}
+
+impl OpCounts {
+    pub fn total(&self) -> u64 {
+        self.reads + self.updates + self.inserts + self.scans + self.rmws
+    }
+}
+
+impl std::ops::AddAssign for OpCounts {
+    fn add_assign(&mut self, o: OpCounts) {
+        self.reads += o.reads;
+        self.updates += o.updates;
+        self.inserts += o.inserts;
+        self.scans += o.scans;
+        self.rmws += o.rmws;
+        self.not_found += o.not_found;
+        self.scanned += o.scanned;
+    }
+}
+
+/// The error of a value that fails its check.
+pub fn verify(reason: String) -> BenchError {
+    BenchError::Store(format!("verification failed: {reason}").into())
+}
+
+/// Checks what a read of key `i` found (in `buf`, if `found`): the version of a whole value;
+/// 0 for a key not inserted yet (counted in `not_found`). A loaded key that is missing, or a
+/// value that is not the key's, is an error.
+pub fn check_read(
+    i: u64,
+    found: bool,
+    buf: &[u8],
+    keys: &KeySpace,
+    counts: &mut OpCounts,
+) -> Result<u64, BenchError> {
+    if found {
+        return check_versioned(i, buf).map_err(verify);
+    }
+    if i < keys.loaded() {
+        return Err(verify(format!("key {i} is missing")));
+    }
+    counts.not_found += 1;
+    Ok(0)
+}
+
+/// Checks an entry a scan visited.
+pub fn check_scanned(k: &[u8], v: &[u8]) -> Result<(), String> {
+    let i =
+        u64::from_be_bytes(k.try_into().map_err(|_| format!("a scan met a foreign key {k:?}"))?);
+    check_versioned(i, v).map(|_| ())
+}
+
+/// One thread's or task's operation stream on a store `S`: a blocking store (`&dyn KvStore`)
+/// on threads, or a Ferrite `Tree` as a task. Operations are checked and counted as they
+/// run (`execute`), so `verify` only passes their verdict on.
+#[derive(Debug)]
+pub struct StreamOps<S> {
+    store: S,
+    stream: OpStream,
+    keys: Arc<KeySpace>,
+    /// Inserts past `keys.loaded() + fill_limit` end the stream (a fill done).
+    fill_limit: u64,
+    buf: Vec<u8>,
+    counts: OpCounts,
+}
+
+impl<S> StreamOps<S> {
+    /// Stream `index` (from 1) of `config`'s workload, forked from `template`.
+    pub fn new(
+        store: S,
+        config: &RunConfig,
+        template: &OpStream,
+        index: u64,
+        keys: Arc<KeySpace>,
+    ) -> Self {
+        let fill_limit = if config.workload.needs_data() { u64::MAX } else { config.records };
+        StreamOps {
+            store,
+            stream: template.fork(config.seed, index),
+            keys,
+            fill_limit,
+            buf: Vec::with_capacity(256),
+            counts: OpCounts::default(),
+        }
+    }
+}
+
+impl<S> Ops for StreamOps<S> {
+    type Op = Op;
+    type Outcome = Result<(), BenchError>;
+    type Counts = OpCounts;
+
+    fn next_op(&mut self) -> Option<Op> {
+        let op = self.stream.next(&self.keys);
+        match op {
+            Op::Insert(i) if i >= self.keys.loaded().saturating_add(self.fill_limit) => None,
+            op => Some(op),
+        }
+    }
+
+    fn verify(&mut self, _op: Op, outcome: Result<(), BenchError>) -> Result<(), BenchError> {
+        outcome
+    }
+
+    fn start_measuring(&mut self) {
+        self.counts = OpCounts::default();
+    }
+
+    fn counts(&self) -> OpCounts {
+        self.counts
+    }
+}
+
+impl BlockingOps for StreamOps<&dyn KvStore> {
+    fn execute(&mut self, op: Op) -> Result<(), BenchError> {
+        let StreamOps { store, stream, keys, buf, counts, .. } = self;
+        run_op(*store, op, stream, keys, buf, counts)
+    }
+}
+
+impl AsyncOps for StreamOps<Tree> {
+    fn execute(
+        &mut self,
+        op: Op,
+    ) -> impl std::future::Future<Output = Result<(), BenchError>> + Send + '_ {
+        let StreamOps { store, stream, keys, buf, counts, .. } = self;
+        run_op_async(store, op, stream, keys, buf, counts)
+    }
+}
+
+/// Runs one operation on a blocking store, checking what it reads.
+pub fn run_op(
+    store: &dyn KvStore,
+    op: Op,
+    stream: &mut OpStream,
+    keys: &KeySpace,
+    buf: &mut Vec<u8>,
+    counts: &mut OpCounts,
+) -> Result<(), BenchError> {
+    let store_err = BenchError::Store;
+    match op {
+        Op::Read(i) => {
+            counts.reads += 1;
+            let found = store.get_into(&key(i), buf).map_err(store_err)?;
+            check_read(i, found, buf, keys, counts)?;
+        }
+        Op::Update(i) => {
+            counts.updates += 1;
+            let version = stream.version();
+            store.put(&key(i), &versioned_value(i, version)).map_err(store_err)?;
+        }
+        Op::Insert(i) => {
+            counts.inserts += 1;
+            store.put(&key(i), &versioned_value(i, 0)).map_err(store_err)?;
+            keys.insert_done();
+        }
+        Op::Scan(i, len) => {
+            counts.scans += 1;
+            let mut bad = None;
+            let visited = store
+                .scan(&key(i), len as usize, &mut |k, v| {
+                    if bad.is_none() {
+                        bad = check_scanned(k, v).err();
+                    }
+                })
+                .map_err(store_err)?;
+            counts.scanned += visited as u64;
+            if let Some(reason) = bad {
+                return Err(verify(reason));
+            }
+        }
+        Op::ReadModifyWrite(i) => {
+            counts.rmws += 1;
+            let found = store.get_into(&key(i), buf).map_err(store_err)?;
+            let version = check_read(i, found, buf, keys, counts)?;
+            store.put(&key(i), &versioned_value(i, version.wrapping_add(1))).map_err(store_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// `run_op` through the task API.
+pub async fn run_op_async(
+    tree: &Tree,
+    op: Op,
+    stream: &mut OpStream,
+    keys: &KeySpace,
+    buf: &mut Vec<u8>,
+    counts: &mut OpCounts,
+) -> Result<(), BenchError> {
+    let engine = BenchError::Engine;
+    match op {
+        Op::Read(i) => {
+            counts.reads += 1;
+            let found = tree
+                .get_with_async(&key(i), |v| {
+                    buf.clear();
+                    buf.extend_from_slice(v);
+                })
+                .await
+                .map_err(engine)?;
+            check_read(i, found.is_some(), buf, keys, counts)?;
+        }
+        Op::Update(i) => {
+            counts.updates += 1;
+            let value = versioned_value(i, stream.version());
+            tree.put_async(&key(i), &value).await.map_err(engine)?;
+        }
+        Op::Insert(i) => {
+            counts.inserts += 1;
+            tree.put_async(&key(i), &versioned_value(i, 0)).await.map_err(engine)?;
+            keys.insert_done();
+        }
+        Op::Scan(i, len) => {
+            counts.scans += 1;
+            let mut bad = None;
+            let visited = tree
+                .scan_async(&key(i), len as usize, |k, v| {
+                    if bad.is_none() {
+                        bad = check_scanned(k, v).err();
+                    }
+                })
+                .await
+                .map_err(engine)?;
+            counts.scanned += visited as u64;
+            if let Some(reason) = bad {
+                return Err(verify(reason));
+            }
+        }
+        Op::ReadModifyWrite(i) => {
+            counts.rmws += 1;
+            let found = tree
+                .get_with_async(&key(i), |v| {
+                    buf.clear();
+                    buf.extend_from_slice(v);
+                })
+                .await
+                .map_err(engine)?;
+            let version = check_read(i, found.is_some(), buf, keys, counts)?;
+            let value = versioned_value(i, version.wrapping_add(1));
+            tree.put_async(&key(i), &value).await.map_err(engine)?;
+        }
+    }
+    Ok(())
+}
+
+/// The stream every thread or task of a run forks from (zeta sums are computed once).
+pub fn template(config: &RunConfig) -> OpStream {
+    OpStream::new(config.workload, config.distribution, config.records, config.seed, 0)
+}
+
+/// How a run paces its operations: closed loop, or open loop at `--rate`.
+pub fn pacing(config: &RunConfig, tasks: bool) -> Pacing {
+    // Salted, so that the arrivals do not draw the numbers of the operation streams
+    // (`Rng::stream(seed, index)`).
+    let salt = if tasks { 0xD15B } else { 0xA771 };
+    Pacing::new(config.rate, config.seed ^ salt)
+}
+
+/// Spawns the run's tasks on `db`'s workers (`config.task_count()` of them), each running its
+/// operation stream on `tree` until `phase` says stop (or a fill inserted every key it may);
+/// operations count once `phase` is `MEASURE`. Used by the comparison runs and by
+/// `recovery` (which owns its `Db`).
+pub fn start_tasks(
+    db: &Db,
+    tree: &Tree,
+    config: &RunConfig,
+    keys: Arc<KeySpace>,
+    phase: Arc<AtomicU8>,
+) -> Result<Running<OpCounts>, BenchError> {
+    let template = template(config);
+    let streams = (0..config.task_count() as u64)
+        .map(|index| StreamOps::new(tree.clone(), config, &template, index + 1, Arc::clone(&keys)));
+    runner::spawn_tasks(db, streams, pacing(config, true), &phase)
 }
 
 #[cfg(test)]

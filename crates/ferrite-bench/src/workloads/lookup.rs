@@ -1,32 +1,37 @@
-//! `bench lookup`: uniform random point lookups over a data set many times larger than the
-//! buffer pool, every value verified.
+//! `bench lookup`: Ferrite's own lookup benchmark. Uniform random point lookups over a data
+//! set many times larger than the buffer pool, every value verified, measured against the
+//! device's random-read ceiling in the same run.
 //!
 //! A run: open (or create) the data directory; reuse the `bench` tree if an earlier `--keep`
 //! run left exactly this data set (tree `bench-meta` says so), else load it in key order;
-//! close and reopen it read-only (its whole pool as frames); run lookups from `threads` threads, first for a warm-up that is not counted, then for
+//! close and reopen it read-only (its whole pool as frames); run lookups on the runner
+//! (`crate::runner`), closed loop: from `threads` threads through the blocking API
+//! (`--direct-api`), or as `workers × tasks` tasks on Ferrite's workers, each miss a read
+//! queued on its worker's engine (then the device's ceiling is measured just before and just
+//! after the lookups, and the workers' time is split into tree work, eviction, I/O
+//! submission, completion and idle); first for a warm-up that is not counted, then for
 //! `seconds`; close; remove the directory unless `--keep`. Any wrong or missing value stops
 //! the run with an error (and no result line).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ferrite::buffer::PoolStats;
-use ferrite::{Db, Options};
+use ferrite::{Db, Options, Tree};
 
-use crate::cpu::CpuTime;
-use crate::datadir::{BenchDir, DirFate};
 use crate::error::BenchError;
-use crate::histogram::Histogram;
-use crate::keys::{check_value, key, value, KEY_LEN, VALUE_LEN};
-use crate::lookup_tasks::TimeShares;
-use crate::phase::{wait, StopOnDrop, MEASURE, STOP, WARMUP};
-use crate::progress::Progress;
+use crate::gen::keys::{check_value, key, value, ValueMismatch, KEY_LEN, VALUE_LEN};
+use crate::gen::rng::Rng;
+use crate::measure::cpu::CpuTime;
+use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
+use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
-use crate::rng::Rng;
-use crate::store::{FerriteTree, IoCounters, KvStore};
+use crate::runner::{self, AsyncOps, BlockingOps, Hdr, Ops, Pacing};
+use crate::stores::{FerriteTree, IoCounters, KvStore, StoreError, WorkerTimes};
+use crate::workloads::datadir::{BenchDir, DirFate};
 
 /// The tree holding the data set.
 pub const BENCH_TREE: &str = "bench";
@@ -179,7 +184,7 @@ pub struct LookupRun {
     /// Warm-up time before it (not counted).
     pub warmup_seconds: f64,
     /// Latency of each measured lookup, in nanoseconds.
-    pub latency_ns: Histogram,
+    pub latency_ns: Hdr,
     /// Device and cache counts while measuring, if the store keeps them.
     pub io: Option<IoCounters>,
     /// Processor time the whole process used while measuring.
@@ -340,9 +345,9 @@ impl LookupReport {
             "latency",
             format!(
                 "p50 {}, p99 {}, p99.9 {}, max {}, mean {}",
-                report::latency(h.percentile(50.0)),
-                report::latency(h.percentile(99.0)),
-                report::latency(h.percentile(99.9)),
+                report::latency(h.value_at_quantile(0.50)),
+                report::latency(h.value_at_quantile(0.99)),
+                report::latency(h.value_at_quantile(0.999)),
                 report::latency(h.max()),
                 report::latency(h.mean().round() as u64)
             ),
@@ -428,8 +433,8 @@ impl LookupReport {
             line = line.word("mode", "direct");
         }
         line = line.real("cpu_us_per_lookup", run.cpu_us_per_lookup(), 2);
-        line.real("p50_us", us(run.latency_ns.percentile(50.0)), 2)
-            .real("p99_us", us(run.latency_ns.percentile(99.0)), 2)
+        line.real("p50_us", us(run.latency_ns.value_at_quantile(0.50)), 2)
+            .real("p99_us", us(run.latency_ns.value_at_quantile(0.99)), 2)
             .real("max_us", us(run.latency_ns.max()), 1)
             .real("load_s", self.load_seconds(), 2)
             .flag("reused", self.source == DataSource::Reused)
@@ -480,7 +485,7 @@ pub fn run(config: &LookupConfig, progress: &mut Progress) -> Result<LookupRepor
         dir: fate,
     };
     if let Some(path) = &config.json {
-        crate::workload::append_json(path, &report.result_line().to_json())?;
+        crate::workloads::run::append_json(path, &report.result_line().to_json())?;
     }
     Ok(report)
 }
@@ -539,9 +544,9 @@ fn measure(db: &Db, config: &LookupConfig, source: DataSource) -> Result<Measure
     // 3 s each side for real runs; short (test) runs get a proportionally short ceiling.
     let ceiling_seconds = (config.seconds / 4.0).clamp(0.2, 3.0);
     let device_before =
-        crate::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
+        crate::workloads::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
     let tree = db.open_tree(BENCH_TREE)?;
-    let (run, shares) = crate::lookup_tasks::run_task_lookups(
+    let (run, shares) = run_task_lookups(
         db,
         &tree,
         config.keys,
@@ -552,7 +557,7 @@ fn measure(db: &Db, config: &LookupConfig, source: DataSource) -> Result<Measure
     )?;
     let stats = db.pool().stats();
     let device_after =
-        crate::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
+        crate::workloads::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
     let engine = db.engine().map_or("none", |kind| kind.name());
     let device_iops = (device_before + device_after) / 2.0;
     let figures = TaskFigures { engine, device_iops, device_before, device_after, shares };
@@ -631,97 +636,220 @@ pub struct LookupParams {
     pub measure: Duration,
 }
 
+/// Uniform random lookups of keys `0..keys`, every value checked: the operations of one
+/// lookup thread (`S` a borrowed store: the blocking API) or task (`S` a `Tree`: the task
+/// API). Only the lookup is timed, not the drawing or (on threads) the checking.
+#[derive(Debug)]
+pub struct LookupOps<S> {
+    store: S,
+    keys: u64,
+    rng: Rng,
+    /// The value read (threads).
+    buf: Vec<u8>,
+    lookups: u64,
+}
+
+impl<S> LookupOps<S> {
+    pub fn new(store: S, keys: u64, rng: Rng) -> Self {
+        assert!(keys > 0);
+        LookupOps { store, keys, rng, buf: Vec::new(), lookups: 0 }
+    }
+
+    fn verified(&mut self, i: u64, checked: Result<(), ValueMismatch>) -> Result<(), BenchError> {
+        checked.map_err(|mismatch| BenchError::Verify { key: i, mismatch })?;
+        self.lookups += 1;
+        Ok(())
+    }
+}
+
+impl<S: KvStore + ?Sized> Ops for LookupOps<&S> {
+    type Op = u64;
+    type Outcome = Result<bool, StoreError>;
+    type Counts = u64;
+
+    #[inline(always)]
+    fn next_op(&mut self) -> Option<u64> {
+        Some(self.rng.below(self.keys))
+    }
+
+    #[inline(always)]
+    fn verify(&mut self, i: u64, found: Result<bool, StoreError>) -> Result<(), BenchError> {
+        let found = found.map_err(BenchError::Store)?;
+        let checked = check_value(i, found.then_some(&self.buf[..]));
+        self.verified(i, checked)
+    }
+
+    fn start_measuring(&mut self) {
+        self.lookups = 0;
+    }
+
+    fn counts(&self) -> u64 {
+        self.lookups
+    }
+}
+
+impl<S: KvStore + ?Sized> BlockingOps for LookupOps<&S> {
+    #[inline(always)]
+    fn execute(&mut self, i: u64) -> Result<bool, StoreError> {
+        self.store.get_into(&key(i), &mut self.buf)
+    }
+}
+
+impl Ops for LookupOps<Tree> {
+    type Op = u64;
+    /// The value is checked as it is read, inside the tree's read.
+    type Outcome = ferrite::Result<Option<Result<(), ValueMismatch>>>;
+    type Counts = u64;
+
+    #[inline(always)]
+    fn next_op(&mut self) -> Option<u64> {
+        Some(self.rng.below(self.keys))
+    }
+
+    #[inline(always)]
+    fn verify(&mut self, i: u64, outcome: Self::Outcome) -> Result<(), BenchError> {
+        let checked = match outcome {
+            Ok(Some(checked)) => checked,
+            Ok(None) => check_value(i, None),
+            Err(e) => return Err(BenchError::Engine(e)),
+        };
+        self.verified(i, checked)
+    }
+
+    fn start_measuring(&mut self) {
+        self.lookups = 0;
+    }
+
+    fn counts(&self) -> u64 {
+        self.lookups
+    }
+}
+
+impl AsyncOps for LookupOps<Tree> {
+    async fn execute(&mut self, i: u64) -> Self::Outcome {
+        self.store.get_with_async(&key(i), |v| check_value(i, Some(v))).await
+    }
+}
+
+/// The measured window, as the controlling thread saw it.
+struct Window<T> {
+    warmup_seconds: f64,
+    seconds: f64,
+    cpu: CpuTime,
+    /// `sample()` when measuring began and when it ended.
+    before: T,
+    after: T,
+}
+
+/// Waits out `warmup` (unless the run stops first), samples, measures for `measure`, samples
+/// again, and stops the run.
+fn window<T>(
+    phase: &AtomicU8,
+    warmup: Duration,
+    measure: Duration,
+    sample: impl Fn() -> T,
+) -> Window<T> {
+    let warmup_start = Instant::now();
+    wait(phase, warmup);
+    let warmup_seconds = warmup_start.elapsed().as_secs_f64();
+    let before = sample();
+    let cpu_before = CpuTime::now();
+    let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
+    let start = Instant::now();
+    wait(phase, measure);
+    phase.store(STOP, Ordering::Release);
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(cpu_before);
+    let after = sample();
+    Window { warmup_seconds, seconds, cpu, before, after }
+}
+
 /// Runs uniform random lookups of keys `0..keys` from `threads` threads: `warmup`, then
 /// `measure` counted. Stops at the first wrong or missing value or store error and returns
-/// it. A panicking worker's panic is passed on.
-pub fn run_lookups(store: &dyn KvStore, params: &LookupParams) -> Result<LookupRun, BenchError> {
+/// it. A panicking thread's panic is passed on.
+pub fn run_lookups<S: KvStore + ?Sized>(
+    store: &S,
+    params: &LookupParams,
+) -> Result<LookupRun, BenchError> {
     assert!(params.keys > 0 && params.threads > 0);
     let phase = AtomicU8::new(WARMUP);
-    let failure: Mutex<Option<BenchError>> = Mutex::new(None);
-    thread::scope(|scope| {
-        let workers: Vec<_> = (0..params.threads)
-            .map(|t| {
-                let (phase, failure) = (&phase, &failure);
-                scope.spawn(move || lookup_worker(store, params, t as u64, phase, failure))
-            })
-            .collect();
-        let warmup_start = Instant::now();
-        wait(&phase, params.warmup);
-        let warmup_seconds = warmup_start.elapsed().as_secs_f64();
-        let io_before = store.io_counters();
-        let cpu_before = CpuTime::now();
-        let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
-        let start = Instant::now();
-        wait(&phase, params.measure);
-        phase.store(STOP, Ordering::Release);
-        let seconds = start.elapsed().as_secs_f64();
-        let cpu = CpuTime::now().since(cpu_before);
-        let io_after = store.io_counters();
-        let mut latency_ns = Histogram::new();
-        let mut lookups = 0;
-        for worker in workers {
-            match worker.join() {
-                Ok((count, histogram)) => {
-                    lookups += count;
-                    latency_ns.merge(&histogram);
-                }
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        if let Some(error) = failure.lock().unwrap().take() {
-            return Err(error);
-        }
-        let io = io_before.zip(io_after).map(|(before, after)| after.since(before));
-        Ok(LookupRun { lookups, seconds, warmup_seconds, latency_ns, io, cpu })
+    let make = |t: u64| LookupOps::new(store, params.keys, Rng::stream(params.seed, t));
+    let (w, tally) = runner::on_threads(params.threads, &make, Pacing::Closed, &phase, || {
+        window(&phase, params.warmup, params.measure, || store.io_counters())
+    })?;
+    let io = w.before.zip(w.after).map(|(before, after)| after.since(before));
+    Ok(LookupRun {
+        lookups: tally.counts,
+        seconds: w.seconds,
+        warmup_seconds: w.warmup_seconds,
+        latency_ns: tally.latency_ns,
+        io,
+        cpu: w.cpu,
     })
 }
 
-/// One worker: looks keys up until told to stop; returns the lookups it made while
-/// measuring and their latencies. Only the lookup is timed, not the drawing or checking.
-fn lookup_worker(
-    store: &dyn KvStore,
-    params: &LookupParams,
-    thread_index: u64,
-    phase: &AtomicU8,
-    failure: &Mutex<Option<BenchError>>,
-) -> (u64, Histogram) {
-    let _stop = StopOnDrop(phase);
-    let mut rng = Rng::stream(params.seed, thread_index);
-    let mut latency_ns = Histogram::new();
-    let mut lookups = 0u64;
-    let mut buf = Vec::with_capacity(VALUE_LEN);
-    loop {
-        let current = phase.load(Ordering::Relaxed);
-        if current == STOP {
-            break;
-        }
-        let i = rng.below(params.keys);
-        let k = key(i);
-        let start = Instant::now();
-        let found = store.get_into(&k, &mut buf);
-        let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let verdict = match found {
-            Ok(found) => check_value(i, found.then_some(&buf[..]))
-                .map_err(|mismatch| BenchError::Verify { key: i, mismatch }),
-            Err(e) => Err(BenchError::Store(e)),
-        };
-        if let Err(error) = verdict {
-            failure.lock().unwrap().get_or_insert(error);
-            break;
-        }
-        if current == MEASURE {
-            latency_ns.record(nanos);
-            lookups += 1;
-        }
+/// Shares of the workers' time, in percent of their total.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TimeShares {
+    pub tree_pct: f64,
+    pub evict_pct: f64,
+    pub submit_pct: f64,
+    pub complete_pct: f64,
+    pub idle_pct: f64,
+}
+
+fn shares(before: WorkerTimes, after: WorkerTimes) -> TimeShares {
+    let t = after.since(before);
+    let total = t.total().max(1) as f64;
+    let pct = |x: u64| 100.0 * x as f64 / total;
+    TimeShares {
+        tree_pct: pct(t.task),
+        evict_pct: pct(t.evict),
+        submit_pct: pct(t.submit),
+        complete_pct: pct(t.complete),
+        idle_pct: pct(t.idle),
     }
-    (lookups, latency_ns)
+}
+
+/// Runs `tasks` lookup tasks per worker of `db` on `tree` (keys `0..keys`): `warmup`, then
+/// `measure` counted, every value verified. Returns the run and the workers' time shares.
+pub fn run_task_lookups(
+    db: &Db,
+    tree: &Tree,
+    keys: u64,
+    tasks: usize,
+    seed: u64,
+    warmup: Duration,
+    measure: Duration,
+) -> Result<(LookupRun, TimeShares), BenchError> {
+    let phase = Arc::new(AtomicU8::new(WARMUP));
+    let count = (db.worker_count() * tasks) as u64;
+    let streams =
+        (0..count).map(|index| LookupOps::new(tree.clone(), keys, Rng::stream(seed, index)));
+    let running = runner::spawn_tasks(db, streams, Pacing::Closed, &phase)?;
+    let stats = db.worker_stats();
+    let w = window(&phase, warmup, measure, || (pool_io(db), WorkerTimes::of(&stats)));
+    let tally = running.finish()?;
+    let run = LookupRun {
+        lookups: tally.counts,
+        seconds: w.seconds,
+        warmup_seconds: w.warmup_seconds,
+        latency_ns: tally.latency_ns,
+        io: Some(w.after.0.since(w.before.0)),
+        cpu: w.cpu,
+    };
+    Ok((run, shares(w.before.1, w.after.1)))
+}
+
+fn pool_io(db: &Db) -> IoCounters {
+    let stats = db.pool().stats();
+    IoCounters { reads: stats.reads, writes: stats.writes, evictions: stats.evictions }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::ValueMismatch;
-    use crate::store::mem::MemStore;
+    use crate::stores::mem::MemStore;
 
     fn loaded(keys: u64) -> MemStore {
         let store = MemStore::default();
@@ -758,7 +886,7 @@ mod tests {
         let store = loaded(2_000);
         let run = run_lookups(&store, &params(2_000, 2)).unwrap();
         assert!(run.lookups > 100, "{} lookups", run.lookups);
-        assert_eq!(run.latency_ns.count(), run.lookups);
+        assert_eq!(run.latency_ns.len(), run.lookups);
         assert!(run.seconds >= 0.15 && run.seconds < 5.0, "{}", run.seconds);
         assert!(run.warmup_seconds >= 0.02);
         assert!(run.lookups_per_s() > 0.0);
@@ -805,9 +933,9 @@ mod tests {
     }
 
     fn report(source: DataSource) -> LookupReport {
-        let mut latency_ns = Histogram::new();
+        let mut latency_ns = runner::new_histogram();
         for v in [2_000, 3_000, 4_000, 50_000] {
-            latency_ns.record(v);
+            latency_ns.record(v).unwrap();
         }
         LookupReport {
             config: LookupConfig { keys: 3_200_000, ..LookupConfig::default() },
@@ -862,10 +990,11 @@ mod tests {
             "tasks=64",
             "tree_pct=40.0",
             "idle_pct=20.0",
-            // 3000 ns lies in the bucket 2944..3072, whose middle is 3007.
+            // HdrHistogram at 2 significant digits: 3000 ns lies in the bucket 2992..=3007,
+            // 50000 ns in 49920..=50175; a percentile is its bucket's highest value.
             "p50_us=3.01",
-            "p99_us=50.00",
-            "max_us=50.0",
+            "p99_us=50.17",
+            "max_us=50.2",
             "load_s=41.23",
             "reused=0",
             "seed=1",
@@ -923,5 +1052,47 @@ mod tests {
         let data_bytes = DEFAULT_KEYS as f64 * entry_bytes / 0.97;
         let ratio = data_bytes / (DEFAULT_POOL_MIB << 20) as f64;
         assert!((8.0..12.0).contains(&ratio), "{ratio}");
+    }
+}
+
+#[cfg(test)]
+mod task_tests {
+    use super::*;
+
+    /// A whole run as tasks on Ferrite's workers: the ceiling measured around it, every
+    /// lookup counted once, with its latency, and the directory removed.
+    #[test]
+    fn task_lookups_run_on_the_workers_and_are_counted_once() {
+        let dir = ferrite::test_util::TempDir::new("bench-lookup-tasks");
+        let config = LookupConfig {
+            dir: dir.path().join("db"),
+            keys: 20_000,
+            pool_mib: 1,
+            seconds: 0.3,
+            workers: 2,
+            tasks: 4,
+            direct_io: false,
+            ..LookupConfig::default()
+        };
+        let report = run(&config, &mut Progress::hidden(config.keys)).unwrap();
+        let tasks = report.tasks.expect("a run as tasks");
+        assert!(tasks.device_iops > 0.0);
+        assert!(report.run.lookups > 0);
+        assert_eq!(report.run.latency_ns.len(), report.run.lookups);
+        assert!(report.run.reads_per_lookup().unwrap() > 0.0, "the data is ~3 times the pool");
+        let line = report.result_line();
+        assert_eq!((line.get("mode"), line.get("tasks")), (Some("tasks"), Some("4")));
+        assert!(!config.dir.exists());
+    }
+
+    #[test]
+    fn shares_add_up_to_a_hundred() {
+        let before = WorkerTimes::default();
+        let after = WorkerTimes { task: 50, evict: 10, submit: 20, complete: 10, idle: 10 };
+        let s = shares(before, after);
+        assert_eq!(s.tree_pct, 50.0);
+        assert_eq!(s.idle_pct, 10.0);
+        let total = s.tree_pct + s.evict_pct + s.submit_pct + s.complete_pct + s.idle_pct;
+        assert!((total - 100.0).abs() < 1e-9);
     }
 }

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::rng::Rng;
-use crate::store::KvStore;
+use super::KvStore;
+use crate::gen::rng::Rng;
 
 /// Runs `ops` operations from `seed` on `store` (which must start empty) and panics, naming
 /// the operation, at the first answer that differs from the model's.
@@ -80,7 +80,7 @@ pub fn check_store(store: &dyn KvStore, seed: u64, ops: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::mem::MemStore;
+    use crate::stores::mem::MemStore;
 
     #[test]
     fn the_model_store_conforms() {
