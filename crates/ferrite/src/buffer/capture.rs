@@ -155,7 +155,7 @@ pub(super) struct CaptureState {
 /// A commit's changes, as the pool gathers them and the log gets them.
 impl BufferPool {
     /// Whether a commit's changes are being captured.
-    #[inline]
+    #[inline(always)]
     pub(super) fn capturing(&self) -> bool {
         self.capture.capturing.load(Ordering::Acquire)
     }

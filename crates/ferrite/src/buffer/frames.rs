@@ -29,11 +29,21 @@ impl Frames {
     }
 
     /// The start of frame `frame`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn ptr(&self, frame: u32) -> *mut u8 {
         assert!(u64::from(frame) < self.count);
         // SAFETY: in bounds of the frames region, checked above.
         unsafe { self.region.base().add(frame as usize * PAGE_SIZE) }
+    }
+
+    /// Sets `bits` in byte `offset` of frame `frame`, whose page the caller holds the
+    /// exclusive latch of.
+    #[inline(always)]
+    pub(super) fn set_bits(&self, frame: u32, offset: usize, bits: u8) {
+        assert!(offset < PAGE_SIZE);
+        // SAFETY: in bounds of the frame (checked here and by `ptr`); the caller's latch
+        // keeps other writers away, and optimistic readers only copy the byte.
+        unsafe { *self.ptr(frame).add(offset) |= bits };
     }
 
     /// The memory of frames `0..count` (for registration with an I/O engine).
@@ -66,7 +76,7 @@ pub struct FrameView<'a> {
 
 impl<'a> FrameView<'a> {
     /// A view of frame `frame` of `frames`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn new(frames: &'a Frames, frame: u32) -> Self {
         FrameView { ptr: frames.ptr(frame), _frames: std::marker::PhantomData }
     }

@@ -68,7 +68,7 @@ impl BufferPool {
     }
 
     /// Whether page `page_id` is still at `version` (nobody changed it since a copy).
-    #[inline]
+    #[inline(always)]
     pub fn validate(&self, page_id: PageId, version: u64) -> bool {
         // Reads of the page's bytes before this point must not move past the version check
         // (the seqlock reader's fence; free on x86).
@@ -79,7 +79,7 @@ impl BufferPool {
 
     /// Latches page `page_id` exclusively if it is still at `version` (an upgrade from an
     /// optimistic read); `Restart` otherwise.
-    #[inline]
+    #[inline(always)]
     pub fn lock_exclusive(&self, page_id: PageId, version: u64) -> Attempt<ExclusiveGuard<'_>> {
         let now = self.table.load(page_id);
         if now.version() != version || !matches!(now.state(), UNLOCKED | MARKED) {
@@ -142,7 +142,7 @@ impl BufferPool {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn unlock_shared(&self, page_id: PageId) {
         loop {
             let now = self.table.load(page_id);
@@ -154,14 +154,13 @@ impl BufferPool {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn unlock_exclusive(&self, page_id: PageId, dirty: bool) {
-        if dirty {
-            self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
-        }
-        let now = self.table.load(page_id);
-        debug_assert_eq!(now.state(), LOCKED, "page {page_id} not latched");
-        self.table.store(page_id, now.bumped(UNLOCKED));
+        self.table.release_exclusive(page_id, |frame| {
+            if dirty {
+                self.frames.set_bits(frame, OFFSET_FLAGS, FLAG_DIRTY);
+            }
+        });
     }
 
     /// Latches page `page_id` exclusively, yielding while others hold it (a blocking
@@ -188,7 +187,7 @@ pub struct ExclusiveGuard<'a> {
 
 impl<'a> ExclusiveGuard<'a> {
     /// The guard of a latch the caller just took; `dirty`: the page is marked dirty on release.
-    #[inline]
+    #[inline(always)]
     pub(super) fn new(pool: &'a BufferPool, page_id: PageId, dirty: bool) -> Self {
         ExclusiveGuard { pool, page_id, dirty }
     }
@@ -200,18 +199,18 @@ impl<'a> ExclusiveGuard<'a> {
         self.dirty = dirty;
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn page_id(&self) -> PageId {
         self.page_id
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn page(&self) -> &[u8] {
         self.pool.page_mut(self.page_id)
     }
 
     /// The page, to change: it will be written back before its frame is reused.
-    #[inline]
+    #[inline(always)]
     pub fn page_mut(&mut self) -> &mut [u8] {
         self.dirty = true;
         if self.pool.capturing() {
@@ -222,7 +221,7 @@ impl<'a> ExclusiveGuard<'a> {
 }
 
 impl Drop for ExclusiveGuard<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         self.pool.unlock_exclusive(self.page_id, self.dirty);
     }
@@ -236,19 +235,19 @@ pub struct SharedGuard<'a> {
 }
 
 impl SharedGuard<'_> {
-    #[inline]
+    #[inline(always)]
     pub fn page_id(&self) -> PageId {
         self.page_id
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn page(&self) -> &[u8] {
         self.pool.page_mut(self.page_id)
     }
 }
 
 impl Drop for SharedGuard<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         self.pool.unlock_shared(self.page_id);
     }

@@ -11,13 +11,14 @@
 //! | `log_state`  | 4    | bits 0..30: checkpoint epoch of its last logged image;         |
 //! |              |      | bit 30 `WRITING`, bit 31 `PINNED` (below)                       |
 //!
-//! Every function here is on the path of every page access: all are `#[inline]`.
+//! Every function here is on the path of every page access: all are `#[inline(always)]`
+//! (they are a few instructions each, and inline into the B+tree's attempts).
 
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::state::PageState;
+use super::state::{PageState, LOCKED, UNLOCKED};
 use super::vmem::VirtualRegion;
 use crate::error::{PageId, Result};
 
@@ -63,12 +64,12 @@ impl PageTable {
     }
 
     /// Page ids the table can translate.
-    #[inline]
+    #[inline(always)]
     pub(super) fn max_pages(&self) -> u64 {
         self.max_pages
     }
 
-    #[inline]
+    #[inline(always)]
     fn slot(&self, page_id: PageId) -> &Slot {
         assert!(page_id < self.max_pages);
         // SAFETY: the slots region holds `max_pages` zero-initialised `Slot`s (two u64s each;
@@ -78,20 +79,20 @@ impl PageTable {
     }
 
     /// The page's state word (acquire: for this state, the frame and the bytes are seen).
-    #[inline]
+    #[inline(always)]
     pub(super) fn load(&self, page_id: PageId) -> PageState {
         PageState(self.slot(page_id).state.load(Ordering::Acquire))
     }
 
     /// The page's state word with no ordering (the seqlock reader's re-check, after its
     /// own fence).
-    #[inline]
+    #[inline(always)]
     pub(super) fn load_relaxed(&self, page_id: PageId) -> PageState {
         PageState(self.slot(page_id).state.load(Ordering::Relaxed))
     }
 
     /// Moves the page from state `from` to `to` if it is still in `from`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn cas(&self, page_id: PageId, from: PageState, to: PageState) -> bool {
         self.slot(page_id)
             .state
@@ -100,26 +101,38 @@ impl PageTable {
     }
 
     /// Sets the page's state (release), by the holder of its latch.
-    #[inline]
+    #[inline(always)]
     pub(super) fn store(&self, page_id: PageId, to: PageState) {
         self.slot(page_id).state.store(to.0, Ordering::Release);
     }
 
+    /// Releases the exclusive latch on page `page_id` with a new version, after running
+    /// `before_release` with the page's frame (to mark the page dirty). One lookup of the
+    /// entry for both: this runs at every exclusive guard's drop.
+    #[inline(always)]
+    pub(super) fn release_exclusive(&self, page_id: PageId, before_release: impl FnOnce(u32)) {
+        let slot = self.slot(page_id);
+        before_release(slot.frame.load(Ordering::Relaxed));
+        let now = PageState(slot.state.load(Ordering::Acquire));
+        debug_assert_eq!(now.state(), LOCKED, "page {page_id} not latched");
+        slot.state.store(now.bumped(UNLOCKED).0, Ordering::Release);
+    }
+
     /// The frame page `page_id` occupies (or last occupied: optimistic readers may see a
     /// stale frame, and then fail their version check).
-    #[inline]
+    #[inline(always)]
     pub(super) fn frame(&self, page_id: PageId) -> u32 {
         self.slot(page_id).frame.load(Ordering::Relaxed)
     }
 
     /// Gives latched page `page_id` the frame `frame`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn set_frame(&self, page_id: PageId, frame: u32) {
         self.slot(page_id).frame.store(frame, Ordering::Relaxed);
     }
 
     /// The page's write-back bits and image epoch (`PINNED`, `WRITING`, `EPOCH_MASK`).
-    #[inline]
+    #[inline(always)]
     pub(super) fn log_state(&self, page_id: PageId) -> &AtomicU32 {
         &self.slot(page_id).log_state
     }

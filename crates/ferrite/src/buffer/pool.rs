@@ -182,14 +182,14 @@ impl BufferPool {
 
     /// The memory of the frame page `page_id` occupies (or last occupied: optimistic readers
     /// may see a stale frame, and then fail their version check).
-    #[inline]
+    #[inline(always)]
     pub(super) fn page_ptr(&self, page_id: PageId) -> *mut u8 {
         self.frames.ptr(self.table.frame(page_id))
     }
 
     /// The page's memory. Only for holders of its exclusive or shared latch.
     #[allow(clippy::mut_from_ref)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn page_mut(&self, page_id: PageId) -> &mut [u8] {
         // SAFETY: the caller holds the page's exclusive latch (or a shared latch and only
         // reads), so no other thread writes these bytes while the slice lives; optimistic

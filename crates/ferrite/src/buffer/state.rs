@@ -44,30 +44,38 @@ const VERSION_MASK: u64 = (1 << 56) - 1;
 pub struct PageState(pub u64);
 
 impl PageState {
+    #[inline]
     pub fn new(state: u8, version: u64) -> Self {
         PageState(((state as u64) << 56) | (version & VERSION_MASK))
     }
+    #[inline]
     pub fn state(self) -> u8 {
         (self.0 >> 56) as u8
     }
+    #[inline]
     pub fn version(self) -> u64 {
         self.0 & VERSION_MASK
     }
     /// Same version, another state.
+    #[inline]
     pub fn with_state(self, state: u8) -> Self {
         PageState::new(state, self.version())
     }
     /// Next version, another state.
+    #[inline]
     pub fn bumped(self, state: u8) -> Self {
         PageState::new(state, self.version() + 1)
     }
+    #[inline]
     pub fn is_resident(self) -> bool {
         self.state() != EVICTED
     }
     /// Whether an optimistic reader may copy the page now.
+    #[inline]
     pub fn readable(self) -> bool {
         matches!(self.state(), UNLOCKED | MARKED) || self.shared()
     }
+    #[inline]
     pub fn shared(self) -> bool {
         (SHARED_MIN..=SHARED_MAX).contains(&self.state())
     }
