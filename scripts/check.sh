@@ -25,6 +25,7 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== layers: lower layers never name higher ones" && scripts/check_layers.sh
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 echo "== cargo test"

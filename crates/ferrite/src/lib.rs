@@ -31,6 +31,7 @@ pub mod test_util;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod wal;
+mod worker_context;
 
 pub use btree::node::MAX_KEY_LEN;
 pub use db::{

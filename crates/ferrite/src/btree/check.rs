@@ -6,10 +6,11 @@
 
 use crate::btree::node::{Expect, Node, Payload};
 use crate::btree::BTree;
-use crate::buffer::{AlignedPage, BufferPool};
+use crate::buffer::BufferPool;
 use crate::error::{Error, PageId, Result};
 use crate::format::page::{self, PageKind};
 use crate::format::value;
+use crate::io::AlignedPage;
 
 /// What a walk saw.
 #[derive(Debug, Default, Clone)]

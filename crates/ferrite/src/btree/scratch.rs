@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use crate::buffer::AlignedPage;
+use crate::io::AlignedPage;
 
 /// Page copies an operation may hold at once: parent, node, sibling, merge output.
 pub const SCRATCH_PAGES: usize = 4;

@@ -24,10 +24,11 @@
 use crate::btree::node::{self, Node, NodeMut, Payload, MAX_INLINE_ENTRY};
 use crate::btree::probe::Probe;
 use crate::btree::scratch::Scratch;
-use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
+use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId};
 use crate::format::page::{PageKind, PAGE_SIZE};
 use crate::format::value;
+use crate::io::AlignedPage;
 
 /// Where a descent goes.
 #[derive(Debug, Clone, Copy)]

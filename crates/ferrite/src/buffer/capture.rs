@@ -1,19 +1,22 @@
-//! What one commit changed, page by page, gathered while it runs and turned into its log
-//! record when it ends (`wal::record`, kind commit).
+//! What one commit changed, page by page, gathered while it runs and handed, when it ends,
+//! to the log that encodes it as the commit's record (`WriteAhead::encode_commit`).
 //!
 //! Only one commit runs at a time (the database's commit lock), so the pool keeps a single
 //! capture. A page enters it on its first change in the commit, with a copy of its bytes
 //! before the change (*changed*), as a page the commit allocated (*new*: logged against a
 //! zeroed page), or as freed. A page first changed and then freed is just freed; a page freed
 //! and allocated again is new. While a commit runs, every page it changed is *pinned* (a bit
-//! in the pool's translation table), so no write-back takes it before its record is in the
-//! log; `BufferPool::stamp` then gives it the record's LSN and unpins it.
+//! in the pool's translation table, `page_table.rs`), so no write-back takes it before its
+//! record is in the log; `BufferPool::stamp` then gives it the record's LSN and unpins it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
+use super::page_table::{set_epoch, PINNED};
+use super::{BufferPool, Interrupt};
 use crate::error::PageId;
-use crate::format::page::PAGE_SIZE;
-use crate::wal::record::{diff_spans, RecordWriter, KIND_COMMIT, OP_CHANGED, OP_FREED, OP_NEW};
+use crate::format::page;
 
 #[derive(Debug)]
 enum Change {
@@ -37,8 +40,6 @@ pub struct Capture {
 const LINEAR_PAGES: usize = 8;
 /// Page copies kept for reuse between commits.
 const SPARE_COPIES: usize = 16;
-
-static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 
 impl Capture {
     pub fn is_empty(&self) -> bool {
@@ -116,42 +117,132 @@ impl Capture {
         self.pages.iter().filter(|(_, c)| !matches!(c, Change::Freed)).map(|(id, _)| *id)
     }
 
-    /// The commit record: `page(id)` gives a page's bytes now.
-    pub fn encode<'a>(&self, next_tree_id: u64, page: impl Fn(PageId) -> &'a [u8]) -> Vec<u8> {
-        let mut w = RecordWriter::new(KIND_COMMIT);
-        w.u64(next_tree_id);
-        w.u32(self.pages.len() as u32);
-        let mut spans = Vec::new();
-        for (page_id, change) in &self.pages {
-            let (op, before) = match change {
-                Change::Changed(before) => (OP_CHANGED, &before[..]),
-                Change::New => (OP_NEW, &ZERO_PAGE[..]),
-                Change::Freed => {
-                    w.page_entry_spans(*page_id, OP_FREED, &[], &[]);
-                    continue;
+    /// The changes, in the order first made: `page(id)` gives a page's bytes now.
+    pub fn changes<'a>(&'a self, page: impl Fn(PageId) -> &'a [u8]) -> Vec<PageChange<'a>> {
+        let change = |(page_id, change): &'a (PageId, Change)| {
+            let page_id = *page_id;
+            match change {
+                Change::Changed(before) => {
+                    PageChange::Changed { page_id, before: &before[..], now: page(page_id) }
                 }
-            };
-            let now = page(*page_id);
-            diff_spans(before, now, &mut spans);
-            w.page_entry_spans(*page_id, op, now, &spans);
-        }
-        w.bytes
+                Change::New => PageChange::New { page_id, now: page(page_id) },
+                Change::Freed => PageChange::Freed { page_id },
+            }
+        };
+        self.pages.iter().map(change).collect()
     }
 }
 
-/// The page-image record of `page` (for a write-back after a checkpoint).
-pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
-    let mut spans = Vec::new();
-    diff_spans(&ZERO_PAGE, page, &mut spans);
-    let mut w = RecordWriter::new(crate::wal::record::KIND_IMAGE);
-    w.u64(crate::format::page::lsn_of(page));
-    w.page_entry_spans(page_id, OP_NEW, page, &spans);
-    w.bytes
+/// One page's change in a commit, as the log encodes it.
+#[derive(Debug, Clone, Copy)]
+pub enum PageChange<'a> {
+    /// Changed: its bytes before the commit's first change, and now.
+    Changed { page_id: PageId, before: &'a [u8], now: &'a [u8] },
+    /// Allocated by the commit: its bytes now, logged against a zeroed page.
+    New { page_id: PageId, now: &'a [u8] },
+    /// Freed by the commit.
+    Freed { page_id: PageId },
+}
+
+/// The capture as the pool keeps it: the changes, and whether a commit is capturing (read
+/// without the lock on every page change).
+#[derive(Debug, Default)]
+pub(super) struct CaptureState {
+    changes: Mutex<Capture>,
+    capturing: AtomicBool,
+}
+
+/// A commit's changes, as the pool gathers them and the log gets them.
+impl BufferPool {
+    /// Whether a commit's changes are being captured.
+    #[inline(always)]
+    pub(super) fn capturing(&self) -> bool {
+        self.capture.capturing.load(Ordering::Acquire)
+    }
+
+    /// Starts capturing a commit's changes (the caller holds the commit lock).
+    pub fn begin_capture(&self) {
+        debug_assert!(self.capture.changes.lock().unwrap().is_empty());
+        self.capture.capturing.store(true, Ordering::Release);
+    }
+
+    pub(super) fn note_change(&self, page_id: PageId) {
+        let memory = self.page_mut(page_id);
+        if self.capture.changes.lock().unwrap().note_change(page_id, memory) {
+            self.table.log_state(page_id).fetch_or(PINNED, Ordering::AcqRel);
+        }
+    }
+
+    pub(super) fn note_new(&self, page_id: PageId) {
+        if !self.capturing() {
+            return;
+        }
+        self.capture.changes.lock().unwrap().note_new(page_id);
+        // Logged whole: counts as an image for the current epoch.
+        let epoch = self.epochs.started.load(Ordering::Acquire);
+        let log_state = self.table.log_state(page_id);
+        set_epoch(log_state, epoch);
+        log_state.fetch_or(PINNED, Ordering::AcqRel);
+    }
+
+    pub(super) fn note_freed(&self, page_id: PageId) {
+        if self.capturing() {
+            self.capture.changes.lock().unwrap().note_freed(page_id);
+        }
+    }
+
+    /// Ends the capture: the commit record of what changed, encoded by the attached log
+    /// (`None` if nothing changed), and the pages to stamp with its LSN once appended
+    /// (`stamp`).
+    pub fn finish_capture(&self, next_tree_id: u64) -> Option<(Vec<u8>, Vec<PageId>)> {
+        self.capture.capturing.store(false, Ordering::Release);
+        let mut capture = self.capture.changes.lock().unwrap();
+        if capture.is_empty() {
+            return None;
+        }
+        let log = self.log.get().expect("a commit needs a log");
+        // The pages are pinned (not written, not evicted while dirty) and only this commit
+        // changes them, so their bytes are stable here.
+        let record = log.encode_commit(next_tree_id, &capture.changes(|id| &*self.page_mut(id)));
+        let pages = capture.kept_pages().collect();
+        capture.clear();
+        Some((record, pages))
+    }
+
+    /// Gives the pages a commit changed its record's LSN, which unpins them.
+    pub fn stamp(&self, pages: &[PageId], lsn: u64) {
+        for &page_id in pages {
+            loop {
+                match self.lock_exclusive_any(page_id) {
+                    Ok(guard) => {
+                        page::set_lsn(self.page_mut(page_id), lsn);
+                        self.table.log_state(page_id).fetch_and(!PINNED, Ordering::AcqRel);
+                        drop(guard);
+                        break;
+                    }
+                    Err(Interrupt::Restart) => std::hint::spin_loop(),
+                    Err(e) => panic!("page {page_id}, pinned by its commit, is gone: {e:?}"),
+                }
+            }
+        }
+    }
+
+    /// Abandons the capture of a commit that failed half-way: its pages stay pinned (they
+    /// hold changes no record describes), so nothing of it can reach the disk; the caller
+    /// fails the log, and the database must be reopened.
+    pub fn abandon_capture(&self) -> bool {
+        self.capture.capturing.store(false, Ordering::Release);
+        let mut capture = self.capture.changes.lock().unwrap();
+        let changed = !capture.is_empty();
+        capture.clear();
+        changed
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::page::PAGE_SIZE;
 
     fn page(fill: u8) -> Vec<u8> {
         vec![fill; PAGE_SIZE]
@@ -175,11 +266,16 @@ mod tests {
             assert!(kept.contains(&7) && kept.contains(&1000) && !kept.contains(&(14 * 7)));
             // The before-images are the first ones (reused copies are overwritten).
             let now = page(round + 1);
-            let record = capture.encode(1, |_| &now[..]);
-            assert!(record.len() > crate::wal::record::RECORD_HEADER_SIZE);
-            for (id, change) in &capture.pages {
-                if let Change::Changed(before) = change {
-                    assert!(before.iter().all(|&b| b == round), "page {id} before-image");
+            let changes = capture.changes(|_| &now[..]);
+            assert_eq!(changes.len(), 3 * LINEAR_PAGES + 1);
+            for change in &changes {
+                match *change {
+                    PageChange::Changed { page_id, before, now } => {
+                        assert!(before.iter().all(|&b| b == round), "page {page_id} before");
+                        assert!(now.iter().all(|&b| b == round + 1), "page {page_id} now");
+                    }
+                    PageChange::New { page_id, .. } => assert!([7, 1000].contains(&page_id)),
+                    PageChange::Freed { page_id } => assert_eq!(page_id, 14 * 7),
                 }
             }
             capture.clear();

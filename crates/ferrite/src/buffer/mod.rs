@@ -1,20 +1,34 @@
 //! The buffer manager: a bounded pool of 4 KiB frames over a virtual-memory page table
 //! (the vmcache approach), page-state words with version latches, and clock eviction run
-//! inline by whoever runs short of frames.
+//! inline by whoever runs short of frames. `pool.rs` composes the components below and lists
+//! what each is for. The pool follows the write-ahead rule through the [`WriteAhead`] trait,
+//! which the log implements: nothing here depends on `wal/`.
 
-mod aligned;
-pub mod capture;
+mod alloc;
+mod capture;
+mod evict;
+mod frames;
+mod guard;
+mod load;
+mod page_alloc;
+mod page_table;
 mod pool;
+mod recovery;
 mod resident;
 mod state;
 mod vmem;
+mod write_ahead;
+mod write_back;
 
-pub use aligned::AlignedPage;
-pub use pool::{
-    evict_batch_size, BufferPool, ExclusiveGuard, FrameView, LoadStart, PageValidator, PoolStats,
-    SharedGuard, WriteCheck, WriteStart,
-};
+pub use capture::PageChange;
+pub use evict::evict_batch_size;
+pub use frames::FrameView;
+pub use guard::{ExclusiveGuard, SharedGuard};
+pub use load::LoadStart;
+pub use pool::{BufferPool, PageValidator, PoolStats};
 pub use state::PageState;
+pub use write_ahead::WriteAhead;
+pub use write_back::{WriteCheck, WriteStart};
 
 /// Why an operation could not finish now. The B+tree's operations return it and are re-run
 /// from the start by their driver (the blocking API, or later a task) once it is handled.

@@ -12,14 +12,18 @@
 //! |             |           | clears the mark (second chance)                       |
 //! | `LOCKED`    | 255       | exclusively latched (writer, loader or evictor)       |
 //!
-//! Transitions (all by compare-and-swap, in `pool.rs`):
-//! - `EVICTED -> LOADING -> UNLOCKED` (version + 1): `load` / `begin_load` + `finish_load`,
-//!   or `-> EVICTED` (version + 1) when the read fails;
-//! - `EVICTED -> LOCKED`: `allocate` (the page is formatted, then unlocked);
-//! - `UNLOCKED|MARKED -> LOCKED`: `lock_exclusive`; `LOCKED -> UNLOCKED` with version + 1 on release;
-//! - `UNLOCKED|MARKED|shared -> shared + 1` and back: `lock_shared` / release;
-//! - `UNLOCKED -> MARKED`: the clock in `evict_batch`; `MARKED -> UNLOCKED`: any reader;
-//! - `MARKED -> LOCKED -> EVICTED` with version + 1: `evict_batch`.
+//! Transitions (by compare-and-swap, or by a store from the latch holder; the state words
+//! live in the page table, `page_table.rs`):
+//! - `EVICTED -> LOADING -> UNLOCKED` (version + 1): `load` / `begin_load` + `finish_load`
+//!   (`load.rs`), or `-> EVICTED` (version + 1) when the read fails;
+//! - `EVICTED -> LOCKED`: `allocate` (`page_alloc.rs`; the page is formatted, then unlocked),
+//!   and recovery's reads (`recovery.rs`);
+//! - `UNLOCKED|MARKED -> LOCKED`: `lock_exclusive` (`guard.rs`); `LOCKED -> UNLOCKED` with
+//!   version + 1 on release;
+//! - `UNLOCKED|MARKED|shared -> shared + 1` and back: `lock_shared` / release (`guard.rs`);
+//! - `UNLOCKED -> MARKED`: the clock (`evict.rs`); `MARKED -> UNLOCKED`: any reader;
+//! - `MARKED -> LOCKED -> EVICTED` with version + 1: `evict_batch`, or `pick_victims` +
+//!   `finish_evict_many` (`evict.rs`).
 //!
 //! Invariants: the version changes whenever the page's contents may have changed (every
 //! exclusive release and every eviction), so an optimistic reader that sees the same version
@@ -40,30 +44,38 @@ const VERSION_MASK: u64 = (1 << 56) - 1;
 pub struct PageState(pub u64);
 
 impl PageState {
+    #[inline]
     pub fn new(state: u8, version: u64) -> Self {
         PageState(((state as u64) << 56) | (version & VERSION_MASK))
     }
+    #[inline]
     pub fn state(self) -> u8 {
         (self.0 >> 56) as u8
     }
+    #[inline]
     pub fn version(self) -> u64 {
         self.0 & VERSION_MASK
     }
     /// Same version, another state.
+    #[inline]
     pub fn with_state(self, state: u8) -> Self {
         PageState::new(state, self.version())
     }
     /// Next version, another state.
+    #[inline]
     pub fn bumped(self, state: u8) -> Self {
         PageState::new(state, self.version() + 1)
     }
+    #[inline]
     pub fn is_resident(self) -> bool {
         self.state() != EVICTED
     }
     /// Whether an optimistic reader may copy the page now.
+    #[inline]
     pub fn readable(self) -> bool {
         matches!(self.state(), UNLOCKED | MARKED) || self.shared()
     }
+    #[inline]
     pub fn shared(self) -> bool {
         (SHARED_MIN..=SHARED_MAX).contains(&self.state())
     }

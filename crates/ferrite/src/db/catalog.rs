@@ -11,9 +11,10 @@ use super::iter::next_blocking;
 use super::{Db, Shared, Tree, MAX_TREE_NAME_LEN};
 use crate::btree::node::{Node, Payload};
 use crate::btree::BTree;
-use crate::buffer::{AlignedPage, BufferPool};
+use crate::buffer::BufferPool;
 use crate::error::{Error, PageId, Result};
 use crate::format::page::read_u64;
+use crate::io::AlignedPage;
 use crate::sched::{block_on, run_async, run_async_with};
 
 fn check_tree_name(name: &str) -> Result<()> {

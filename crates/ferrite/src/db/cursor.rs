@@ -24,10 +24,11 @@ use std::sync::Arc;
 use crate::btree::node::{Node, Payload};
 use crate::btree::tree::{BTree, Seek};
 use crate::btree::Scratch;
-use crate::buffer::{AlignedPage, Attempt, BufferPool, Interrupt};
+use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::change_buffer::ChangeBuffer;
 use crate::error::{Error, PageId, Result};
 use crate::format::value;
+use crate::io::AlignedPage;
 
 /// What [`Cursor::next_in_leaf`] found.
 #[derive(Debug)]

@@ -249,7 +249,7 @@ fn start_workers(
     options: &Options,
 ) -> Result<()> {
     if !engines.is_empty() {
-        let workers = Workers::start(&shared.pool, engines)?;
+        let workers = Workers::start(&shared.pool, shared.log.as_ref(), engines)?;
         *shared.engine.lock().unwrap() = Some(workers.engine());
         *shared.workers.lock().unwrap() = Some(workers);
         if let Some(log) = &shared.log {

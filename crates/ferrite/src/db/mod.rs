@@ -23,10 +23,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::btree::node::MAX_KEY_LEN;
-use crate::buffer::{AlignedPage, BufferPool, PoolStats};
+use crate::buffer::{BufferPool, PoolStats};
 use crate::error::{Error, PageId, Result};
 use crate::format::page::PAGE_SIZE;
 use crate::format::value::MAX_VALUE_LEN;
+use crate::io::AlignedPage;
 use crate::io::PageFile;
 use crate::sched::{TaskHandle, WorkerStats, Workers};
 use crate::wal::Log;

@@ -1,5 +1,7 @@
-//! A heap buffer aligned for direct I/O: the memory that requests point at in tests, in
-//! `ferrite bench io`, and wherever whole-buffer ownership is simpler than the pool's frames.
+//! Heap memory aligned for direct I/O: [`AlignedBuf`] of any length, the memory that
+//! requests point at in tests, in `ferrite bench io`, and wherever whole-buffer ownership is
+//! simpler than the pool's frames; and [`AlignedPage`], one page: the page copies optimistic
+//! readers take out of the buffer pool, and pages read or written outside it.
 
 #![allow(unsafe_code)]
 
@@ -8,6 +10,7 @@ use std::fmt;
 use std::ptr::NonNull;
 
 use super::engine::IO_ALIGN;
+use crate::format::page::PAGE_SIZE;
 
 /// `len` bytes, zeroed, starting at a multiple of [`IO_ALIGN`].
 pub struct AlignedBuf {
@@ -72,6 +75,38 @@ impl Drop for AlignedBuf {
 impl fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AlignedBuf").field("len", &self.len).finish()
+    }
+}
+
+#[repr(C, align(4096))]
+struct RawPage([u8; PAGE_SIZE]);
+
+const _: () = assert!(std::mem::align_of::<RawPage>() >= IO_ALIGN);
+
+/// One page-aligned page of memory.
+pub struct AlignedPage(Box<RawPage>);
+
+impl AlignedPage {
+    pub fn zeroed() -> Self {
+        AlignedPage(Box::new(RawPage([0; PAGE_SIZE])))
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &self.0 .0
+    }
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0 .0
+    }
+}
+
+impl fmt::Debug for AlignedPage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AlignedPage")
+    }
+}
+
+impl Default for AlignedPage {
+    fn default() -> Self {
+        Self::zeroed()
     }
 }
 

@@ -305,7 +305,7 @@ impl PageFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::AlignedPage;
+    use crate::io::AlignedPage;
 
     #[test]
     fn write_read_and_grow_in_chunks() {

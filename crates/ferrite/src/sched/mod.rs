@@ -17,13 +17,13 @@ use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 
 pub use task::{yield_now, TaskHandle};
-pub(crate) use worker::log_flush_in_flight;
 pub use worker::WorkerStats;
 
 use crate::btree::{with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};
 use crate::error::{Error, PageId, Result};
 use crate::io::IoEngine;
+use crate::wal::Log;
 use worker::{spend_budget, with_io, HideWorker, Inbox, LoadStep, Worker};
 
 /// The running workers of one database.
@@ -37,8 +37,13 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts `count` workers over `pool`, worker `i` issuing its I/O through `engines[i]`.
-    pub fn start(pool: &Arc<BufferPool>, engines: Vec<Box<dyn IoEngine>>) -> Result<Workers> {
+    /// Starts `count` workers over `pool`, worker `i` issuing its I/O through `engines[i]`;
+    /// with a `log`, the workers write and sync its flushes on their rings.
+    pub fn start(
+        pool: &Arc<BufferPool>,
+        log: Option<&Arc<Log>>,
+        engines: Vec<Box<dyn IoEngine>>,
+    ) -> Result<Workers> {
         let count = engines.len();
         assert!(count > 0, "at least one worker");
         let engine = engines[0].kind();
@@ -54,9 +59,10 @@ impl Workers {
             let stats = Arc::new(WorkerStats::default());
             let worker = Worker::new(index, count, Arc::clone(&inbox), Arc::clone(&stats));
             let pool = Arc::clone(pool);
+            let log = log.cloned();
             let thread = std::thread::Builder::new()
                 .name(format!("ferrite-worker-{index}"))
-                .spawn(move || worker.run(pool, engine))
+                .spawn(move || worker.run(pool, log, engine))
                 .map_err(|e| Error::io("starting a worker thread", e))?;
             workers.inboxes.push(inbox);
             workers.stats.push(stats);
@@ -125,10 +131,9 @@ impl Drop for Workers {
     }
 }
 
-/// Whether the calling code runs inside a worker task.
-pub fn on_worker() -> bool {
-    with_io(|_| ()).is_some()
-}
+/// Whether the calling code runs inside a worker task (asked of the ground floor, where the
+/// worker loop records it).
+pub use crate::worker_context::on_worker;
 
 /// Gets page `page_id` into the pool: on a worker, by queuing a read and yielding until it
 /// completes (concurrent misses of one page share that read); elsewhere, with a blocking read.

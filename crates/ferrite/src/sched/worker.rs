@@ -22,6 +22,8 @@ use crate::error::{Error, PageId};
 use crate::format::page::PAGE_SIZE;
 use crate::id_hash::PageMap;
 use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
+use crate::wal::Log;
+use crate::worker_context;
 
 /// Tag bit of a write; reads have it clear. The rest of a tag is the page id.
 const TAG_WRITE: u64 = 1;
@@ -204,6 +206,8 @@ pub(crate) struct WorkerIo {
     slot_waiters: VecDeque<Waker>,
     /// The log flush this worker has on its ring, if any.
     log_flight: Option<LogFlight>,
+    /// The database's log, if it has one: this worker writes and syncs its flushes.
+    log: Option<Arc<Log>>,
     stats: Arc<WorkerStats>,
 }
 
@@ -218,17 +222,6 @@ struct LogFlight {
 /// Tag bit of the write-and-sync requests of a log flush (page requests carry page ids,
 /// below 2^47, shifted by one).
 const TAG_LOG: u64 = 1 << 61;
-
-thread_local! {
-    /// Whether this thread is a worker with a log flush on its ring: it must not then wait
-    /// for the log with a blocking call (only its own loop can finish that flush).
-    static LOG_IN_FLIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the calling thread is a worker whose ring carries a log flush.
-pub(crate) fn log_flush_in_flight() -> bool {
-    LOG_IN_FLIGHT.with(|cell| cell.get())
-}
 
 /// What a task should do about a page it missed.
 pub(crate) enum LoadStep {
@@ -342,7 +335,7 @@ impl WorkerIo {
         if self.log_flight.is_some() {
             return;
         }
-        let Some(log) = self.pool.log() else { return };
+        let Some(log) = self.log.as_ref() else { return };
         if !log.flush_wanted() {
             return;
         }
@@ -388,7 +381,7 @@ impl WorkerIo {
         };
         match queued {
             Some((outstanding, error)) if outstanding > 0 => {
-                LOG_IN_FLIGHT.with(|cell| cell.set(true));
+                worker_context::set_log_flush_in_flight(true);
                 self.log_flight = Some(LogFlight { job, outstanding, error });
             }
             Some((_, error)) => {
@@ -412,8 +405,8 @@ impl WorkerIo {
             return;
         }
         let flight = self.log_flight.take().expect("checked above");
-        LOG_IN_FLIGHT.with(|cell| cell.set(false));
-        let log = self.pool.log().expect("a log");
+        worker_context::set_log_flush_in_flight(false);
+        let log = self.log.as_ref().expect("a log");
         let result = match flight.error {
             Some(e) => Err(e),
             None => Ok(()),
@@ -487,23 +480,18 @@ pub(crate) fn spend_budget() -> bool {
     })
 }
 
-thread_local! {
-    /// Set while a blocking call runs on a worker thread (`block_on` inside a task): the
-    /// worker's I/O state is hidden from it, so that it loads with blocking reads.
-    static HIDDEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// Runs `f` on the current worker's I/O state; `None` when not called from a worker task
 /// (or while a blocking call hides it: `HideWorker`).
 pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
-    if HIDDEN.with(std::cell::Cell::get) {
+    if !worker_context::on_worker() {
         return None;
     }
     CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
 }
 
 /// Hides this thread's worker I/O state (if it is a worker's) until dropped: whatever runs
-/// meanwhile loads with blocking reads, as off a worker (see `block_on`).
+/// meanwhile is not on a worker (`worker_context::on_worker`) and loads with blocking reads
+/// (see `block_on`).
 pub(crate) struct HideWorker {
     was: bool,
 }
@@ -511,15 +499,14 @@ pub(crate) struct HideWorker {
 impl HideWorker {
     #[inline]
     pub(crate) fn new() -> HideWorker {
-        HideWorker { was: HIDDEN.with(|hidden| hidden.replace(true)) }
+        HideWorker { was: worker_context::set_on_worker(false) }
     }
 }
 
 impl Drop for HideWorker {
     #[inline]
     fn drop(&mut self) {
-        let was = self.was;
-        HIDDEN.with(|hidden| hidden.set(was));
+        worker_context::set_on_worker(self.was);
     }
 }
 
@@ -564,8 +551,12 @@ impl Worker {
     }
 
     /// Runs the loop until shut down and every task has finished.
-    pub fn run(mut self, pool: Arc<BufferPool>, mut engine: Box<dyn IoEngine>) {
-        let log = pool.log().cloned();
+    pub fn run(
+        mut self,
+        pool: Arc<BufferPool>,
+        log: Option<Arc<Log>>,
+        mut engine: Box<dyn IoEngine>,
+    ) {
         let (frames, frames_len) = pool.frames_region();
         // SAFETY: the frames stay mapped while the pool lives, and this worker holds the
         // pool until after its engine is dropped (`WorkerIo` drops `engine` first).
@@ -589,8 +580,10 @@ impl Worker {
                 loads: PageMap::default(),
                 failed: PageMap::default(),
                 evict_wanted: false,
+                log: log.clone(),
             })
         });
+        worker_context::set_on_worker(true);
         let mut completions = Vec::new();
         let mut clock = Instant::now();
         loop {
@@ -657,6 +650,7 @@ impl Worker {
                 clock = self.charge(&self.stats.idle_ns, clock);
             }
         }
+        worker_context::set_on_worker(false);
         CURRENT.with(|cell| cell.borrow_mut().take());
     }
 
@@ -782,7 +776,7 @@ impl Worker {
             io.pool.finish_evict_many(&clean);
             if log_needed > 0 {
                 // Dirty pages wait for the log: this or another worker flushes it next.
-                if let Some(log) = io.pool.log() {
+                if let Some(log) = &io.log {
                     log.request_flush(log_needed);
                 }
             }

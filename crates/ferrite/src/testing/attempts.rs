@@ -3,8 +3,9 @@
 //! unit tests share.
 
 use crate::btree::Scratch;
-use crate::buffer::{AlignedPage, Attempt, BufferPool};
+use crate::buffer::{Attempt, BufferPool};
 use crate::error::{PageId, Result};
+use crate::io::AlignedPage;
 
 /// Runs `attempt` until it finishes, loading missing pages with blocking reads.
 pub fn run<T>(pool: &BufferPool, attempt: impl FnMut(&mut Scratch) -> Attempt<T>) -> Result<T> {

@@ -26,12 +26,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use super::record::{RecordWriter, KIND_FLUSH_END};
+use super::record::{encode_commit, encode_image, RecordWriter, KIND_FLUSH_END};
 use super::segment::{
     capacity_of_body, encode_segment_header, file_bytes, frame, segment_name, Segment,
     SegmentHeader, StreamReader, SEGMENT_HEADER_BYTES,
 };
-use crate::error::{Error, Result};
+use crate::buffer::{PageChange, WriteAhead};
+use crate::error::{Error, PageId, Result};
 use crate::io::{BlockDevice, Storage};
 
 /// Flushes in progress at once. One: measured on this project's machine, two flushes in
@@ -185,7 +186,8 @@ pub type LogPiece<'a> = (std::os::fd::RawFd, u64, &'a [u8], bool);
 struct LogWrite {
     segment: Segment,
     offset: u64,
-    buf: crate::io::AlignedBuf,
+    /// The framed sectors to write, whole blocks.
+    sectors: crate::io::AlignedBuf,
 }
 
 impl LogWrite {
@@ -195,8 +197,8 @@ impl LogWrite {
         let context =
             |what: &str, e| Error::io(format!("{what} the log {path} at {}", self.offset), e);
         match &self.segment.writer {
-            Some(writer) => writer.write_at(self.buf.as_slice(), self.offset),
-            None => self.segment.device.write_at(self.buf.as_slice(), self.offset),
+            Some(writer) => writer.write_at(self.sectors.as_slice(), self.offset),
+            None => self.segment.device.write_at(self.sectors.as_slice(), self.offset),
         }
         .map_err(|e| context("writing", e))?;
         if self.segment.writer.is_none() {
@@ -215,7 +217,7 @@ impl FlushJob {
         self.writes
             .iter()
             .map(|w| {
-                let bytes = w.buf.as_slice();
+                let bytes = w.sectors.as_slice();
                 match &w.segment.writer {
                     Some(writer) => Some((writer.raw_fd()?, w.offset, bytes, false)),
                     None => Some((w.segment.device.raw_fd()?, w.offset, bytes, true)),
@@ -237,7 +239,7 @@ impl FlushJob {
 
     /// Bytes this flush writes (log bytes, the start of its first block again, padding).
     fn written_bytes(&self) -> u64 {
-        self.writes.iter().map(|w| w.buf.len() as u64).sum()
+        self.writes.iter().map(|w| w.sectors.len() as u64).sum()
     }
 }
 
@@ -358,7 +360,10 @@ impl Log {
             self.check()?;
             // Only that worker's loop could finish its ring's flush: blocking writes and
             // checkpoints are refused inside tasks, and write-backs skip the wait there.
-            debug_assert!(!crate::sched::log_flush_in_flight(), "waiting for our own flush");
+            debug_assert!(
+                !crate::worker_context::log_flush_in_flight(),
+                "waiting for our own flush"
+            );
             let mut state = self.state.lock().unwrap();
             // Wait while the bytes are all in flushes already, or no flush may start.
             while (lsn <= state.pending_start || state.flights.len() >= MAX_FLIGHTS)
@@ -429,7 +434,7 @@ impl Log {
         }
     }
 
-    /// The writes of log bytes `start..end` (the buffer's): whole blocks of sectors of each
+    /// The writes of pending log bytes `start..end`: whole blocks of sectors of each
     /// segment they fall in, beginning with what the last flush wrote of `start`'s block
     /// (the same bytes again: a torn rewrite leaves them intact sector by sector), sectors
     /// past `end` left zero. Leaves the new carry in `state`.
@@ -461,7 +466,7 @@ impl Log {
             let block = segment.block_lsn(from);
             debug_assert_eq!(block + bytes.len() as u64, from);
             bytes.extend_from_slice(&state.pending[(from - start) as usize..(to - start) as usize]);
-            let (offset, buf) = frame(&segment, block, &bytes);
+            let (offset, sectors) = frame(&segment, block, &bytes);
             // The next flush starts with this segment's last partial block, unless the
             // segment is full (it then starts at the next one's first block).
             carry = if to < segment.end() {
@@ -470,7 +475,7 @@ impl Log {
                 Vec::new()
             };
             self.open_writer(state, &mut segment);
-            writes.push(LogWrite { segment, offset, buf });
+            writes.push(LogWrite { segment, offset, sectors });
         }
         state.carry = Some(carry);
         Ok(writes)
@@ -758,7 +763,7 @@ impl Log {
     /// Starts a flush if none is in progress and bytes wait; used by polling waiters when
     /// no worker loop flushes (returns false: someone else flushes, wait to be woken).
     fn try_lead(&self) -> Result<bool> {
-        if self.by_workers.load(Ordering::Acquire) && crate::sched::on_worker() {
+        if self.by_workers.load(Ordering::Acquire) && crate::worker_context::on_worker() {
             return Ok(false);
         }
         let state = self.state.lock().unwrap();
@@ -767,6 +772,32 @@ impl Log {
         }
         self.lead_flush(state)?;
         Ok(true)
+    }
+}
+
+/// The log as the buffer pool sees it: write-backs follow the write-ahead rule through
+/// these (the pool knows no log record).
+impl WriteAhead for Log {
+    fn append_image(&self, page_id: PageId, page: &[u8]) -> Result<u64> {
+        let mut record = encode_image(page_id, page);
+        let (lsn, _) = self.append(&mut record)?;
+        Ok(lsn)
+    }
+
+    fn encode_commit(&self, next_tree_id: u64, changes: &[PageChange<'_>]) -> Vec<u8> {
+        encode_commit(next_tree_id, changes)
+    }
+
+    fn durable(&self) -> u64 {
+        Log::durable(self)
+    }
+
+    fn flush(&self, lsn: u64) -> Result<()> {
+        Log::flush(self, lsn)
+    }
+
+    fn fail(&self, reason: String) {
+        Log::fail(self, reason)
     }
 }
 
@@ -826,7 +857,7 @@ mod tests {
             for write in &job.writes {
                 let block = crate::io::IO_ALIGN as u64;
                 assert_eq!(write.offset % block, 0, "write at {}", write.offset);
-                assert_eq!(write.buf.len() as u64 % block, 0);
+                assert_eq!(write.sectors.len() as u64 % block, 0);
             }
             let result = job.write_blocking();
             log.finish_flush(job, result).unwrap();

@@ -49,6 +49,7 @@
 //! change buffer held entries at the redo LSN, their count m (4, at least 1) and m buffered
 //! changes, all puts (recovery starts the change buffer from them).
 
+use crate::buffer::PageChange;
 use crate::error::PageId;
 use crate::format::page::{read_u16, read_u32, read_u64, PAGE_SIZE};
 
@@ -290,6 +291,42 @@ impl RecordWriter {
         let crc = crc32c::crc32c(&bytes[4..]);
         bytes[0..4].copy_from_slice(&crc.to_le_bytes());
     }
+}
+
+static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
+/// The commit record of the page changes one commit made (the buffer pool captures them:
+/// `buffer/capture.rs`), without its buffered changes (the caller appends those). A changed
+/// page is logged as the differences from its bytes before the commit, a new one as the
+/// differences from a zeroed page.
+pub fn encode_commit(next_tree_id: u64, changes: &[PageChange<'_>]) -> Vec<u8> {
+    let mut w = RecordWriter::new(KIND_COMMIT);
+    w.u64(next_tree_id);
+    w.u32(changes.len() as u32);
+    let mut spans = Vec::new();
+    for change in changes {
+        let (page_id, op, before, now) = match *change {
+            PageChange::Changed { page_id, before, now } => (page_id, OP_CHANGED, before, now),
+            PageChange::New { page_id, now } => (page_id, OP_NEW, &ZERO_PAGE[..], now),
+            PageChange::Freed { page_id } => {
+                w.page_entry_spans(page_id, OP_FREED, &[], &[]);
+                continue;
+            }
+        };
+        diff_spans(before, now, &mut spans);
+        w.page_entry_spans(page_id, op, now, &spans);
+    }
+    w.bytes
+}
+
+/// The page-image record of `page` (for a write-back after a checkpoint).
+pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
+    let mut spans = Vec::new();
+    diff_spans(&ZERO_PAGE, page, &mut spans);
+    let mut w = RecordWriter::new(KIND_IMAGE);
+    w.u64(crate::format::page::lsn_of(page));
+    w.page_entry_spans(page_id, OP_NEW, page, &spans);
+    w.bytes
 }
 
 pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
@@ -766,5 +803,45 @@ mod tests {
             fuzz_record(&input[..if round % 5 == 0 { cut } else { input.len() }]);
         }
         fuzz_record(&valid);
+    }
+
+    /// Captured page changes encode into a commit record whose entries rebuild each page
+    /// (but its reserved bytes) from its before-image, from zeros, or free it; a page's
+    /// image rebuilds it from zeros.
+    #[test]
+    fn captured_changes_and_images_encode_into_records_that_rebuild_the_pages() {
+        let before = page_with(|i| (i * 3) as u8);
+        let mut changed = before.clone();
+        changed[100..140].fill(0xaa);
+        let new = page_with(|i| if i % 97 == 0 { 5 } else { 0 });
+        let changes = [
+            PageChange::Changed { page_id: 7, before: &before, now: &changed },
+            PageChange::New { page_id: 8, now: &new },
+            PageChange::Freed { page_id: 9 },
+        ];
+        let mut bytes = encode_commit(42, &changes);
+        RecordWriter::finish(&mut bytes, 4096);
+        let Record::Commit { next_tree_id, pages, buffered } = decode(&bytes, 4096).unwrap() else {
+            panic!("not a commit record");
+        };
+        assert_eq!((next_tree_id, buffered.len()), (42, 0));
+        let ids_and_ops: Vec<_> = pages.iter().map(|e| (e.page_id, e.op)).collect();
+        assert_eq!(ids_and_ops, [(7, OP_CHANGED), (8, OP_NEW), (9, OP_FREED)]);
+        let rebuilt = |entry: &PageEntry, start: &[u8], wanted: &[u8]| {
+            let mut page = start.to_vec();
+            entry.apply(&mut page);
+            for i in (0..PAGE_SIZE).filter(|i| !SKIPPED.iter().any(|r| r.contains(i))) {
+                assert_eq!(page[i], wanted[i], "page {} byte {i}", entry.page_id);
+            }
+        };
+        rebuilt(&pages[0], &before, &changed);
+        rebuilt(&pages[1], &changed, &new);
+        assert!(pages[2].ranges.is_empty());
+        let mut image = encode_image(8, &new);
+        RecordWriter::finish(&mut image, 8192);
+        let Record::Image { entry, .. } = decode(&image, 8192).unwrap() else {
+            panic!("not an image record");
+        };
+        rebuilt(&entry, &before, &new);
     }
 }

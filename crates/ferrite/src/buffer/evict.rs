@@ -1,0 +1,163 @@
+//! Clock eviction over the resident set (`resident.rs`): a page the hand passes is marked
+//! (`UNLOCKED -> MARKED`); any access clears the mark (second chance); a page still marked
+//! when the hand comes round again is a victim: latched, written back if dirty
+//! (`write_back.rs`, which follows the log's rule first), then evicted (`-> EVICTED` with a
+//! new version, so that optimistic readers of it fail their check) and its frame freed.
+//!
+//! Two ways in: `evict_batch`, run inline (blocking) by whoever runs short of frames, and
+//! `pick_victims` + `write_back_start` + `finish_evict_many` / `abort_evict`, the workers'
+//! way, cut where the write happens and run on each worker's own share of the clock.
+
+use std::sync::atomic::{fence, Ordering};
+
+use super::state::{EVICTED, LOCKED, MARKED, UNLOCKED};
+use super::BufferPool;
+use crate::error::{Error, PageId, Result};
+
+/// Most victims chosen per eviction round.
+const EVICT_BATCH: usize = 64;
+
+/// Victims per eviction round for a pool of `pool_pages`: up to 64, but a small fraction of
+/// the pool, so that a round never throws out pages that were just read for a waiting user.
+pub fn evict_batch_size(pool_pages: u64) -> usize {
+    (pool_pages as usize / 16).clamp(1, EVICT_BATCH)
+}
+
+/// Fruitless eviction rounds, and time since the first, before a frame is given up for.
+const EXHAUSTED_ROUNDS: u32 = 10_000;
+pub(super) const EXHAUSTED_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl BufferPool {
+    /// Takes a free frame, evicting when none is left. Gives up with `PoolExhausted` only
+    /// after `EXHAUSTED_ROUNDS` fruitless rounds *and* `EXHAUSTED_AFTER`: on a loaded machine
+    /// the holders of the latches may be off the CPU for longer than ten thousand yields take
+    /// (a test failed so, with 256 frames, under the parallel test suite on 2 cores).
+    pub(super) fn reserve_frame(&self) -> Result<u32> {
+        let mut idle_rounds = 0;
+        let mut idle_since = None;
+        loop {
+            if let Some(frame) = self.frame_alloc.take() {
+                return Ok(frame);
+            }
+            if self.evict_batch()? == 0 {
+                idle_rounds += 1;
+                let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                if idle_rounds > EXHAUSTED_ROUNDS && since.elapsed() >= EXHAUSTED_AFTER {
+                    return Err(Error::PoolExhausted { pool_pages: self.pool_pages });
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// One round of the clock: marks unmarked pages, and evicts up to a batch of pages that
+    /// stayed marked since the hand last passed, writing the dirty ones first. Returns how
+    /// many pages it evicted.
+    pub fn evict_batch(&self) -> Result<usize> {
+        let mut victims = [0 as PageId; EVICT_BATCH];
+        let batch = evict_batch_size(self.pool_pages);
+        let mut found = 0;
+        let mut swept = 0;
+        // One pass of the hand at most: a page marked now is only evicted if it is still
+        // untouched when the hand comes round again (second chance).
+        let limit = self.resident.capacity();
+        while found < batch && swept < limit {
+            self.resident.sweep(64, |page_id| {
+                let now = self.table.load(page_id);
+                match now.state() {
+                    MARKED if found < batch => {
+                        victims[found] = page_id;
+                        found += 1;
+                    }
+                    UNLOCKED => {
+                        self.table.cas(page_id, now, now.with_state(MARKED));
+                    }
+                    _ => {}
+                }
+            });
+            swept += 64;
+        }
+        let mut latched = Vec::with_capacity(found);
+        let mut failure = None;
+        for &page_id in &victims[..found] {
+            let now = self.table.load(page_id);
+            if now.state() != MARKED || !self.table.cas(page_id, now, now.with_state(LOCKED)) {
+                continue;
+            }
+            fence(Ordering::Release);
+            if failure.is_none() {
+                match self.write_back(page_id) {
+                    Ok(true) => {
+                        latched.push(page_id);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => failure = Some(e),
+                }
+            }
+            // After a failed write, the rest of the batch stays in memory.
+            self.table.store(page_id, now.bumped(UNLOCKED));
+        }
+        // `finish_evict_many` counts the evictions.
+        self.finish_evict_many(&latched);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(latched.len())
+    }
+
+    /// Slots in the resident set, for callers that keep their own clock hand.
+    pub fn clock_slots(&self) -> u64 {
+        self.resident.capacity()
+    }
+
+    /// One sweep of a caller's clock hand over slots `start..start + count`: marks unmarked
+    /// pages and latches (exclusively) up to `max` pages that stayed marked, into `victims`.
+    /// Each victim then goes to `write_back_start` and `finish_evict_many` (or `abort_evict`).
+    pub fn pick_victims(&self, start: u64, count: u64, max: usize, victims: &mut Vec<PageId>) {
+        self.resident.sweep_slots(start, count, |page_id| {
+            if victims.len() >= max {
+                return;
+            }
+            let now = self.table.load(page_id);
+            match now.state() {
+                MARKED if self.table.cas(page_id, now, now.with_state(LOCKED)) => {
+                    fence(Ordering::Release);
+                    victims.push(page_id);
+                }
+                UNLOCKED => {
+                    self.table.cas(page_id, now, now.with_state(MARKED));
+                }
+                _ => {}
+            }
+        });
+    }
+
+    /// Evicts latched victims whose contents are on disk, putting their frames back on the
+    /// free list in one batch.
+    pub fn finish_evict_many(&self, page_ids: &[PageId]) {
+        if page_ids.is_empty() {
+            return;
+        }
+        let mut frames = [0u32; EVICT_BATCH];
+        for chunk in page_ids.chunks(EVICT_BATCH) {
+            for (frame, &page_id) in frames.iter_mut().zip(chunk) {
+                let now = self.table.load(page_id);
+                debug_assert_eq!(now.state(), LOCKED);
+                *frame = self.table.frame(page_id);
+                self.resident.remove(page_id);
+                // From here on optimistic readers of the page fail their version check, so
+                // its frame may go to another page.
+                self.table.store(page_id, now.bumped(EVICTED));
+            }
+            self.give_frames(frames[..chunk.len()].iter().copied());
+        }
+        self.counters.evictions.fetch_add(page_ids.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Gives up evicting a latched victim (its write failed, or it must wait for the log
+    /// or its commit): it stays, dirty.
+    pub fn abort_evict(&self, page_id: PageId) {
+        self.unlock_exclusive(page_id, true);
+    }
+}

@@ -1,0 +1,205 @@
+//! Loads: reading an evicted page from disk into a frame, and the tasks that wait for a
+//! read someone else started. A load moves the page `EVICTED -> LOADING`, gives it a frame,
+//! reads and verifies it (checksum, own id and kind, then the validator's structural check),
+//! and ends `-> UNLOCKED` with a new version, or back `-> EVICTED` (frame returned) if the
+//! read or the check failed; either way every waiter is woken.
+//!
+//! Two ways in: `load`, blocking (threads off a worker), and `begin_load` + `finish_load`,
+//! cut where the I/O happens so that a worker can queue the read on its engine and go on.
+
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::task::Waker;
+
+use super::state::{PageState, EVICTED, LOADING, LOCKED, UNLOCKED};
+use super::BufferPool;
+use crate::error::{Error, PageId, Result};
+use crate::format::page::{self, PAGE_SIZE};
+use crate::id_hash::PageMap;
+
+/// Tasks waiting for a page that someone else (another worker, or a blocking thread) is
+/// reading: woken when that read ends, however it ends. Sharded by page id; a load that
+/// nobody waits for pays one atomic load.
+#[derive(Debug, Default)]
+pub(super) struct LoadWaiters {
+    shards: [Mutex<PageMap<Vec<Waker>>>; 16],
+    count: AtomicUsize,
+}
+
+impl LoadWaiters {
+    fn shard(&self, page_id: PageId) -> &Mutex<PageMap<Vec<Waker>>> {
+        &self.shards[(page_id % self.shards.len() as u64) as usize]
+    }
+
+    fn add(&self, page_id: PageId, waker: &Waker) {
+        let mut shard = self.shard(page_id).lock().unwrap();
+        shard.entry(page_id).or_default().push(waker.clone());
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Wakes everyone waiting for `page_id`; the caller changed its state first.
+    fn wake(&self, page_id: PageId) {
+        // SeqCst pairs with `add` + the re-check in `wait_for_load`: either the waiter sees
+        // the new state, or this sees the waiter.
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let wakers = self.shard(page_id).lock().unwrap().remove(&page_id);
+        if let Some(wakers) = wakers {
+            self.count.fetch_sub(wakers.len(), Ordering::SeqCst);
+            wakers.into_iter().for_each(Waker::wake);
+        }
+    }
+}
+
+/// What [`BufferPool::begin_load`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadStart {
+    /// The page is in memory (or became so meanwhile): nothing to do.
+    Resident,
+    /// The page is latched: someone is loading, evicting or changing it. Try again later.
+    Busy,
+    /// No frame is free: evict first, then try again.
+    NoFrame,
+    /// Someone else is reading the page: wait with [`BufferPool::wait_for_load`].
+    Loading,
+    /// The page is latched for this caller and has a frame: read it into
+    /// [`BufferPool::frame_ptr`], then call [`BufferPool::finish_load`].
+    Started,
+}
+
+impl BufferPool {
+    /// Reads page `page_id` from disk into the pool, blocking, unless it is there already;
+    /// if another thread is reading it, waits for that read to end.
+    pub fn load(&self, page_id: PageId) -> Result<()> {
+        self.check_id(page_id)?;
+        let mut now = self.table.load(page_id);
+        while now.state() == LOADING {
+            std::thread::yield_now();
+            now = self.table.load(page_id);
+        }
+        if now.state() != EVICTED || !self.table.cas(page_id, now, now.with_state(LOADING)) {
+            return Ok(());
+        }
+        let frame = self.frame_for(page_id, now)?;
+        let result = self.read_from_disk(page_id);
+        if let Err(e) = result {
+            self.table.store(page_id, now.bumped(EVICTED));
+            self.give_frames([frame]);
+            self.load_waiters.wake(page_id);
+            return Err(e);
+        }
+        self.resident.insert(page_id);
+        self.table.store(page_id, now.bumped(UNLOCKED));
+        self.load_waiters.wake(page_id);
+        Ok(())
+    }
+
+    fn read_from_disk(&self, page_id: PageId) -> Result<()> {
+        let memory = self.page_mut(page_id);
+        self.file.read_page(page_id, memory)?;
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        self.verify_read(memory, page_id)
+    }
+
+    /// Verifies a page just read from disk, before anyone else sees it: checksum, own id and
+    /// kind (`page::verify`), then its structure (`validator`).
+    pub(super) fn verify_read(&self, memory: &[u8], page_id: PageId) -> Result<()> {
+        page::verify(memory, page_id).and_then(|()| self.validate_structure(memory)).map_err(
+            |reason| Error::Corrupt { page: page_id, file: self.file.path().to_owned(), reason },
+        )
+    }
+
+    pub(super) fn validate_structure(&self, memory: &[u8]) -> std::result::Result<(), String> {
+        self.validator.map_or(Ok(()), |validate| validate(memory))
+    }
+
+    /// Gives page `page_id`, which the caller moved out of state `now` (evicted), a frame;
+    /// if none can be had, puts the page back as it was.
+    pub(super) fn frame_for(&self, page_id: PageId, now: PageState) -> Result<u32> {
+        match self.reserve_frame() {
+            Ok(frame) => {
+                self.table.set_frame(page_id, frame);
+                Ok(frame)
+            }
+            Err(e) => {
+                self.table.store(page_id, now.bumped(EVICTED));
+                Err(e)
+            }
+        }
+    }
+
+    /// Begins loading `page_id` without waiting for anything.
+    pub fn begin_load(&self, page_id: PageId) -> Result<LoadStart> {
+        self.check_id(page_id)?;
+        let now = self.table.load(page_id);
+        match now.state() {
+            EVICTED => {}
+            LOADING => return Ok(LoadStart::Loading),
+            LOCKED => return Ok(LoadStart::Busy),
+            _ => return Ok(LoadStart::Resident),
+        }
+        if !self.table.cas(page_id, now, now.with_state(LOADING)) {
+            return Ok(LoadStart::Busy);
+        }
+        let Some(frame) = self.frame_alloc.take() else {
+            // Nothing changed: put the word back as it was.
+            self.table.store(page_id, now);
+            return Ok(LoadStart::NoFrame);
+        };
+        self.table.set_frame(page_id, frame);
+        Ok(LoadStart::Started)
+    }
+
+    /// The memory of page `page_id`, for I/O by the holder of its exclusive latch.
+    pub fn frame_ptr(&self, page_id: PageId) -> *mut u8 {
+        self.page_ptr(page_id)
+    }
+
+    /// Ends a load begun by `begin_load`, given how the read went: verifies the page and
+    /// unlatches it, or gives its frame back and leaves it evicted.
+    pub fn finish_load(&self, page_id: PageId, read: std::io::Result<usize>) -> Result<()> {
+        let now = self.table.load(page_id);
+        debug_assert_eq!(now.state(), LOADING);
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        let outcome = match read {
+            Ok(bytes) => {
+                let memory = self.page_mut(page_id);
+                if bytes < PAGE_SIZE {
+                    memory[bytes..].fill(0); // past the end of the file
+                }
+                self.verify_read(memory, page_id)
+            }
+            Err(e) => Err(Error::io(
+                format!("reading page {page_id} of {}", self.file.path().display()),
+                e,
+            )),
+        };
+        let result = match outcome {
+            Ok(()) => {
+                self.resident.insert(page_id);
+                self.table.store(page_id, now.bumped(UNLOCKED));
+                Ok(())
+            }
+            Err(e) => {
+                let frame = self.table.frame(page_id);
+                self.table.store(page_id, now.bumped(EVICTED));
+                self.give_frames([frame]);
+                Err(e)
+            }
+        };
+        self.load_waiters.wake(page_id);
+        result
+    }
+
+    /// Registers `waker` to be woken when the read of `page_id` under way ends (see
+    /// [`LoadStart::Loading`]). Returns false, registering nothing that matters, when that
+    /// read has ended already: the caller goes on at once.
+    pub fn wait_for_load(&self, page_id: PageId, waker: &Waker) -> bool {
+        self.load_waiters.add(page_id, waker);
+        fence(Ordering::SeqCst);
+        // Re-checked after registering: a read that ended before this saw our waker or
+        // left a state we see now. A stale registration only costs a spurious wake-up.
+        self.table.load(page_id).state() == LOADING
+    }
+}

@@ -1,0 +1,173 @@
+//! The page allocator: which page ids are in use. Ids below `next` have been handed out at
+//! least once (the file's logical size in pages); freed ones wait on the free list to be
+//! handed out again. A new page gets a frame, zeros (unless it is reused while resident and
+//! no commit is captured) and an exclusive latch; a freed one is marked free in memory,
+//! never written again, and its id goes back on the list.
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::guard::ExclusiveGuard;
+use super::state::{EVICTED, LOCKED, MARKED, UNLOCKED};
+use super::{BufferPool, Interrupt};
+use crate::error::{Error, PageId, Result};
+use crate::format::page::{PageKind, OFFSET_FLAGS, OFFSET_KIND};
+
+/// The allocator's state.
+#[derive(Debug)]
+pub(super) struct PageIds {
+    /// Page ids below this have been handed out at least once.
+    next: AtomicU64,
+    free: Mutex<Vec<PageId>>,
+}
+
+impl PageIds {
+    /// `page_count` ids handed out, of which `free` are free.
+    pub(super) fn new(page_count: u64, free: Vec<PageId>) -> Self {
+        PageIds { next: AtomicU64::new(page_count), free: Mutex::new(free) }
+    }
+
+    /// Page ids handed out so far.
+    #[inline]
+    pub(super) fn count(&self) -> u64 {
+        self.next.load(Ordering::Acquire)
+    }
+
+    /// Raises the count to at least `count` (recovery meeting a page past the end).
+    pub(super) fn raise(&self, count: u64) {
+        self.next.fetch_max(count, Ordering::AcqRel);
+    }
+
+    fn push_free(&self, page_id: PageId) {
+        self.free.lock().unwrap().push(page_id);
+    }
+
+    pub(super) fn free_count(&self) -> usize {
+        self.free.lock().unwrap().len()
+    }
+}
+
+impl BufferPool {
+    /// Page ids handed out so far: the file's logical size in pages.
+    #[inline]
+    pub fn page_count(&self) -> u64 {
+        self.page_ids.count()
+    }
+
+    /// Replaces the free list (after it was rebuilt by walking every tree).
+    pub fn set_free_pages(&self, free: Vec<PageId>) {
+        *self.page_ids.free.lock().unwrap() = free;
+    }
+
+    pub fn free_pages(&self) -> Vec<PageId> {
+        self.page_ids.free.lock().unwrap().clone()
+    }
+
+    /// Sets the allocator's state (after recovery): page count and free pages. A writable
+    /// file grows to hold them; a read-only one stays as it is (pages past its end exist only
+    /// in memory, from the log).
+    pub fn set_allocation(&self, page_count: u64, free: Vec<PageId>) -> Result<()> {
+        if page_count > 0 && self.writable {
+            self.file.ensure_page(page_count - 1)?;
+        }
+        self.page_ids.next.store(page_count, Ordering::Release);
+        *self.page_ids.free.lock().unwrap() = free;
+        Ok(())
+    }
+
+    /// A new page, zero-filled unless it is a reused one, latched exclusively and dirty.
+    pub fn allocate(&self) -> Result<ExclusiveGuard<'_>> {
+        let reused = self.page_ids.free.lock().unwrap().pop();
+        let page_id = match reused {
+            Some(id) => id,
+            None => {
+                let id = self.page_ids.next.fetch_add(1, Ordering::AcqRel);
+                let max_pages = self.table.max_pages();
+                if id >= max_pages {
+                    self.page_ids.next.fetch_sub(1, Ordering::AcqRel);
+                    return Err(Error::DatabaseFull { max_pages });
+                }
+                // The workers write pages back through their own engines: the devices must
+                // hold the page before its first write-back.
+                if let Err(e) = self.file.ensure_page(id) {
+                    self.page_ids.push_free(id);
+                    return Err(e);
+                }
+                id
+            }
+        };
+        loop {
+            let now = self.table.load(page_id);
+            match now.state() {
+                EVICTED => {
+                    if !self.table.cas(page_id, now, now.with_state(LOCKED)) {
+                        continue;
+                    }
+                    let frame = match self.reserve_frame() {
+                        Ok(frame) => frame,
+                        Err(e) => {
+                            self.table.store(page_id, now.bumped(EVICTED));
+                            self.page_ids.push_free(page_id);
+                            return Err(e);
+                        }
+                    };
+                    self.table.set_frame(page_id, frame);
+                    fence(Ordering::Release);
+                    // The frame still holds whatever page used it last.
+                    self.page_mut(page_id).fill(0);
+                    self.resident.insert(page_id);
+                    self.note_new(page_id);
+                    return Ok(ExclusiveGuard::new(self, page_id, true));
+                }
+                UNLOCKED | MARKED => {
+                    if self.table.cas(page_id, now, now.with_state(LOCKED)) {
+                        fence(Ordering::Release);
+                        if self.capturing() {
+                            // Logged against a zeroed page: start from one.
+                            self.page_mut(page_id).fill(0);
+                        }
+                        self.note_new(page_id);
+                        return Ok(ExclusiveGuard::new(self, page_id, true));
+                    }
+                }
+                _ => std::thread::yield_now(),
+            }
+        }
+    }
+
+    /// Frees a latched page: it is marked free in memory, never written again, and its id
+    /// goes back to the allocator.
+    pub fn free(&self, mut guard: ExclusiveGuard<'_>) {
+        let page_id = guard.page_id();
+        let memory = guard.page_mut();
+        memory[OFFSET_KIND] = PageKind::Free as u8;
+        memory[OFFSET_FLAGS] = 0;
+        guard.set_dirty(false);
+        drop(guard);
+        self.note_freed(page_id);
+        self.page_ids.push_free(page_id);
+    }
+
+    /// Frees page `page_id`, in memory or not, without reading it.
+    pub fn free_by_id(&self, page_id: PageId) -> Result<()> {
+        loop {
+            let now = self.table.load(page_id);
+            if now.state() == EVICTED {
+                if self.table.cas(page_id, now, now.bumped(EVICTED)) {
+                    self.note_freed(page_id);
+                    self.page_ids.push_free(page_id);
+                    return Ok(());
+                }
+                continue;
+            }
+            match self.lock_exclusive_any(page_id) {
+                Ok(guard) => {
+                    self.free(guard);
+                    return Ok(());
+                }
+                Err(Interrupt::Miss(_)) | Err(Interrupt::Restart) => std::thread::yield_now(),
+                Err(Interrupt::Error(e)) => return Err(e),
+            }
+        }
+    }
+}

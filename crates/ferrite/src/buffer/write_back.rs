@@ -1,0 +1,281 @@
+//! Write-back: dirty pages written to the page file, by eviction one victim at a time
+//! (`write_back`, or the workers' `write_back_start`) and by checkpoints in batches
+//! (`flush_all`). Every write first passes `write_check`, which applies the write-ahead rule
+//! of the attached log (`write_ahead.rs`): a logged page waits for the log to be durable past
+//! its last change and, once per checkpoint epoch, past a full image of it appended here; a
+//! page a commit in progress changed (`PINNED`) or a checkpoint is writing (`WRITING`) waits.
+//!
+//! Checkpoint epochs: a checkpoint starts an epoch (`start_epoch`) after reading its redo
+//! LSN, and completes it once it is on disk (`complete_epoch`); a page whose last image is
+//! from an older epoch than the last completed one gets a new image before its next write.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::page_table::{set_epoch, EPOCH_MASK, PINNED, WRITING};
+use super::write_ahead::WriteAhead;
+use super::BufferPool;
+use crate::error::{PageId, Result};
+use crate::format::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND};
+use crate::io::AlignedPage;
+use crate::worker_context;
+
+/// Threads writing pages back in `flush_all` (checkpoints): writes in flight at once.
+const FLUSH_THREADS: usize = 8;
+/// Pages `flush_all` prepares together: their images appended, then one wait for the log.
+const FLUSH_GROUP: usize = 64;
+
+/// Checkpoint epochs: the last one started and the last one completed.
+#[derive(Debug)]
+pub(super) struct Epochs {
+    pub(super) started: AtomicU32,
+    completed: AtomicU32,
+}
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs { started: AtomicU32::new(1), completed: AtomicU32::new(1) }
+    }
+}
+
+/// What `write_back_start` decided for a victim.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteStart {
+    Clean,
+    /// Write these `PAGE_SIZE` bytes, then `finish_evict_many`.
+    Write(*const u8),
+    /// Not now (`abort_evict` it): after the log is durable up to the LSN, or (`None`) after
+    /// the commit that changed it is logged.
+    Later(Option<u64>),
+}
+
+/// What a dirty page needs before it may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteCheck {
+    /// Clean or free: nothing to write.
+    Clean,
+    Ready,
+    /// The log must be durable up to this LSN first (`WriteAhead::flush`).
+    LogFirst(u64),
+    /// A commit in progress changed it: not before its record is logged.
+    Pinned,
+}
+
+impl BufferPool {
+    /// Attaches the log: from now on write-backs follow its rules.
+    pub fn attach_log(&self, log: Arc<impl WriteAhead + 'static>) {
+        let log: Arc<dyn WriteAhead> = log;
+        assert!(self.log.set(log).is_ok(), "a log is attached already");
+    }
+
+    fn attached_log(&self) -> &dyn WriteAhead {
+        &**self.log.get().expect("a log")
+    }
+
+    /// Writes a latched page if it is dirty, forcing the log first (blocking); returns
+    /// false if the page must stay (a commit in progress changed it). On failure the page
+    /// stays dirty.
+    pub(super) fn write_back(&self, page_id: PageId) -> Result<bool> {
+        match self.write_check(page_id)? {
+            WriteCheck::Clean => return Ok(true),
+            WriteCheck::Pinned => return Ok(false),
+            // A worker whose own ring carries the log's flush cannot wait for it here.
+            WriteCheck::LogFirst(_) if worker_context::log_flush_in_flight() => return Ok(false),
+            WriteCheck::LogFirst(lsn) => self.attached_log().flush(lsn)?,
+            WriteCheck::Ready => {}
+        }
+        let memory = self.page_mut(page_id);
+        page::seal(memory);
+        if let Err(e) = self.file.write_page(page_id, memory) {
+            memory[OFFSET_FLAGS] |= FLAG_DIRTY;
+            self.note_write_failed(e.to_string());
+            return Err(e);
+        }
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// For a latched page: what it needs before it may be written. Appends the page's
+    /// image to the log if it has none since the last completed checkpoint.
+    pub fn write_check(&self, page_id: PageId) -> Result<WriteCheck> {
+        let log_state = self.table.log_state(page_id);
+        if log_state.load(Ordering::Acquire) & WRITING != 0 {
+            // Its frame must stay until the checkpoint's copy is on disk (a reader would
+            // load the older page), and another write could land before that copy.
+            return Ok(WriteCheck::Pinned);
+        }
+        let memory = self.page_mut(page_id);
+        if memory[OFFSET_FLAGS] & FLAG_DIRTY == 0 || memory[OFFSET_KIND] == PageKind::Free as u8 {
+            return Ok(WriteCheck::Clean);
+        }
+        if !self.writable {
+            // A read-only open's replay keeps its changes in memory, never written.
+            return Ok(WriteCheck::Pinned);
+        }
+        let Some(log) = self.log.get() else { return Ok(WriteCheck::Ready) };
+        if !page::is_logged(page::kind_of(memory)) {
+            return Ok(WriteCheck::Ready);
+        }
+        let state = log_state.load(Ordering::Acquire);
+        if state & PINNED != 0 {
+            return Ok(WriteCheck::Pinned);
+        }
+        // The log must be durable past the page's last change, and past its image.
+        let mut needed = page::lsn_of(memory);
+        if state & EPOCH_MASK < self.epochs.completed.load(Ordering::Acquire) {
+            // Read the epoch before appending: an image is counted for a checkpoint only if
+            // it follows that checkpoint's redo LSN (see `Shared::checkpoint`). The page keeps
+            // its LSN: the image says which content it holds.
+            let epoch = self.epochs.started.load(Ordering::Acquire);
+            let image_lsn = log.append_image(page_id, memory)?;
+            set_epoch(log_state, epoch);
+            needed = needed.max(image_lsn);
+        }
+        if needed >= log.durable() {
+            return Ok(WriteCheck::LogFirst(needed + 1));
+        }
+        Ok(WriteCheck::Ready)
+    }
+
+    /// Writes every page dirty in memory (blocking; pages a commit in progress changed are
+    /// waited for), then syncs the file. Runs beside the workers and commits (checkpoints):
+    /// a page is latched only to check it and copy it, never across a write or a wait for
+    /// the log, so commits seldom find a page latched by it.
+    pub fn flush_all(&self) -> Result<()> {
+        let mut ids = self.resident.ids();
+        ids.sort_unstable();
+        // Several writes in flight on real devices (a simulated disk's draws must not depend
+        // on threads, so it gets one).
+        let threads = if self.file.devices().is_some() { FLUSH_THREADS } else { 1 };
+        while !ids.is_empty() {
+            let share = ids.len().div_ceil(threads).max(1);
+            let pinned = std::sync::Mutex::new(Vec::new());
+            let outcome: Result<()> = std::thread::scope(|scope| {
+                let runs: Vec<_> = ids
+                    .chunks(share)
+                    .map(|chunk| {
+                        let pinned = &pinned;
+                        scope.spawn(move || -> Result<()> {
+                            let mut copy = AlignedPage::zeroed();
+                            for group in chunk.chunks(FLUSH_GROUP) {
+                                self.log_ahead_of(group)?;
+                                for &page_id in group {
+                                    if !self.write_copy(page_id, &mut copy)? {
+                                        pinned.lock().unwrap().push(page_id);
+                                    }
+                                }
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                runs.into_iter().try_for_each(|run| run.join().expect("a flush thread panicked"))
+            });
+            outcome?;
+            let mut pinned = pinned.into_inner().unwrap();
+            if !pinned.is_empty() {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            pinned.sort_unstable();
+            ids = pinned;
+        }
+        self.file.sync()
+    }
+
+    /// Before `flush_all` writes `pages`: appends the images they need and waits, once, for
+    /// the log to be durable past them all (rather than one log flush per page).
+    fn log_ahead_of(&self, pages: &[PageId]) -> Result<()> {
+        let Some(log) = self.log.get() else { return Ok(()) };
+        let mut needed = 0;
+        for &page_id in pages {
+            let Some(_guard) = self.latch_resident(page_id)? else { continue };
+            if let WriteCheck::LogFirst(lsn) = self.write_check(page_id)? {
+                needed = needed.max(lsn);
+            }
+        }
+        if needed > 0 {
+            log.flush(needed)?;
+        }
+        Ok(())
+    }
+
+    /// `flush_all`'s write of one page: false if a commit in progress has it pinned.
+    fn write_copy(&self, page_id: PageId, copy: &mut AlignedPage) -> Result<bool> {
+        let mut waited_for_log = false;
+        loop {
+            let Some(guard) = self.latch_resident(page_id)? else { return Ok(true) };
+            match self.write_check(page_id)? {
+                WriteCheck::Clean => return Ok(true),
+                WriteCheck::Pinned => return Ok(false),
+                WriteCheck::LogFirst(lsn) if !waited_for_log => {
+                    // Wait for the log unlatched, then look again; a page changed again
+                    // meanwhile is waited for latched the second time (no endless chase).
+                    drop(guard);
+                    self.attached_log().flush(lsn)?;
+                    waited_for_log = true;
+                    continue;
+                }
+                WriteCheck::LogFirst(lsn) => self.attached_log().flush(lsn)?,
+                WriteCheck::Ready => {}
+            }
+            let memory = self.page_mut(page_id);
+            page::seal(memory);
+            copy.bytes_mut().copy_from_slice(memory);
+            let log_state = self.table.log_state(page_id);
+            log_state.fetch_or(WRITING, Ordering::AcqRel);
+            drop(guard);
+            let written = self.file.write_page(page_id, copy.bytes());
+            if let Err(e) = written {
+                // The page is dirty again (under its latch), and the database refuses writes.
+                if let Ok(Some(_guard)) = self.latch_resident(page_id) {
+                    self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
+                }
+                log_state.fetch_and(!WRITING, Ordering::AcqRel);
+                self.note_write_failed(e.to_string());
+                return Err(e);
+            }
+            log_state.fetch_and(!WRITING, Ordering::AcqRel);
+            self.counters.writes.fetch_add(1, Ordering::Relaxed);
+            return Ok(true);
+        }
+    }
+
+    /// For a latched victim: whether it must be written before its frame is reused (then
+    /// it is sealed and its memory returned), or must wait for the log or its commit.
+    pub fn write_back_start(&self, page_id: PageId) -> WriteStart {
+        match self.write_check(page_id) {
+            Ok(WriteCheck::Clean) => WriteStart::Clean,
+            Ok(WriteCheck::Ready) => {
+                let memory = self.page_mut(page_id);
+                page::seal(memory);
+                WriteStart::Write(memory.as_ptr())
+            }
+            Ok(WriteCheck::LogFirst(lsn)) => WriteStart::Later(Some(lsn)),
+            Ok(WriteCheck::Pinned) | Err(_) => WriteStart::Later(None),
+        }
+    }
+
+    /// A page write failed: the database refuses writes from now on (what reached the disk
+    /// is unknown, and the page's frame cannot be trusted to be written later).
+    pub fn note_write_failed(&self, reason: String) {
+        if let Some(log) = self.log.get() {
+            log.fail(format!("a page write failed: {reason}"));
+        }
+    }
+
+    /// Counts a write-back that finished.
+    pub fn note_write(&self) {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Starts a checkpoint epoch; returns it. The caller read the checkpoint's redo LSN
+    /// before: an image counted for this epoch was appended after it.
+    pub fn start_epoch(&self) -> u32 {
+        self.epochs.started.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The checkpoint of `epoch` is on disk: later write-backs need images from it on.
+    pub fn complete_epoch(&self, epoch: u32) {
+        self.epochs.completed.fetch_max(epoch, Ordering::AcqRel);
+    }
+}

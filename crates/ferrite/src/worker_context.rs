@@ -1,0 +1,60 @@
+//! Facts about the calling thread that any layer may ask: is it a worker running a task,
+//! and does its worker's ring carry a log flush? They live on the ground floor so that the
+//! log and the buffer pool can ask them without reaching up into the scheduler: the
+//! scheduler's worker loop (`sched/worker.rs`) sets them, everyone else only reads them.
+//!
+//! Both are thread-locals read with one load: `on_worker` is asked on every operation's
+//! path (`sched::go_on`), so it must stay that cheap.
+
+use std::cell::Cell;
+
+thread_local! {
+    /// Set while this thread runs a worker's loop and its I/O state is not hidden (a
+    /// blocking call inside a task hides it: `sched::block_on`).
+    static ON_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread is a worker with a log flush on its ring.
+    static LOG_FLUSH_IN_FLIGHT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling code runs inside a worker task (and not inside a blocking call made
+/// from one, which loads with blocking reads as off a worker).
+#[inline]
+pub fn on_worker() -> bool {
+    ON_WORKER.with(Cell::get)
+}
+
+/// Whether the calling thread is a worker whose ring carries a log flush: it must not then
+/// wait for the log with a blocking call (only its own loop can finish that flush).
+#[inline]
+pub fn log_flush_in_flight() -> bool {
+    LOG_FLUSH_IN_FLIGHT.with(Cell::get)
+}
+
+/// Sets whether this thread counts as a worker (the scheduler's worker loop, and
+/// `block_on` hiding it); returns what it was.
+#[inline]
+pub(crate) fn set_on_worker(on: bool) -> bool {
+    ON_WORKER.with(|cell| cell.replace(on))
+}
+
+/// Sets whether this worker's ring carries a log flush (the scheduler's worker loop).
+pub(crate) fn set_log_flush_in_flight(in_flight: bool) {
+    LOG_FLUSH_IN_FLIGHT.with(|cell| cell.set(in_flight));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_are_per_thread_and_restored() {
+        assert!(!on_worker() && !log_flush_in_flight());
+        assert!(!set_on_worker(true));
+        set_log_flush_in_flight(true);
+        std::thread::spawn(|| assert!(!on_worker() && !log_flush_in_flight())).join().unwrap();
+        assert!(on_worker() && log_flush_in_flight());
+        assert!(set_on_worker(false));
+        set_log_flush_in_flight(false);
+        assert!(!on_worker() && !log_flush_in_flight());
+    }
+}
