@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one entry point for developers and CI: formatting, lints with warnings denied, and
-# every test (the fuzz targets' decoders also run as ordinary tests over random inputs).
+# every test (the fuzz targets' decoders also run as ordinary tests over random inputs); the
+# layer rule (scripts/check_layers.sh) and the file names in comments and docs
+# (scripts/check_paths.sh).
 #
 # The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB) are built and tested too when
 # their Debian packages are installed (librocksdb-dev libwiredtiger-dev liblmdb-dev);
@@ -26,6 +28,9 @@ fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== layers: lower layers never name higher ones" && scripts/check_layers.sh
+echo "== paths: every file a comment or document names exists" && scripts/check_paths.sh
+echo "== fuzz targets build (their own workspace; the bodies run as unit tests below)"
+cargo check --quiet --manifest-path fuzz/Cargo.toml
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 echo "== cargo test"

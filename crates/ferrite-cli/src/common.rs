@@ -236,7 +236,7 @@ mod tests {
         assert!(db.check().unwrap().is_ok());
     }
 
-    use ferrite::test_util::copy_crash_image as copy_files;
+    use ferrite::testing::copy_crash_image as copy_files;
 
     fn enospc() -> ferrite::Error {
         ferrite::Error::Io {

@@ -26,8 +26,6 @@ mod id_hash;
 pub mod io;
 mod options;
 pub mod sched;
-#[doc(hidden)]
-pub mod test_util;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod wal;

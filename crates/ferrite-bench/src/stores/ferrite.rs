@@ -185,8 +185,8 @@ mod tests {
     use crate::stores::{open_store, StoreKind};
     use crate::workloads::run::run;
     use crate::workloads::ycsb::{Distribution, Workload};
-    use ferrite::test_util::TempDir;
     use std::time::{Duration, Instant};
+    use tempfile::TempDir;
 
     #[test]
     fn the_change_buffer_option_reaches_the_engine() {
@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn ferrite_conforms_through_the_store_trait() {
-        let dir = TempDir::new("bench-conformance");
+        let dir = TempDir::new().unwrap();
         let config = RunConfig { direct_api: true, ..tiny(Workload::Lookup, &dir) };
         let store = open_ferrite(&config, dir.path()).unwrap();
         check_store(store.kv(), 7, 4000);
@@ -225,7 +225,7 @@ mod tests {
     /// value it reads, and reports operations of the kinds its mix has.
     #[test]
     fn every_workload_runs_as_tasks_and_as_threads() {
-        let dir = TempDir::new("bench-workloads");
+        let dir = TempDir::new().unwrap();
         let json = dir.path().join("runs.jsonl");
         for workload in Workload::ALL {
             for direct_api in [false, true] {
@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn a_fill_inserts_every_key_once_and_stops() {
-        let dir = TempDir::new("bench-fill");
+        let dir = TempDir::new().unwrap();
         for workload in [Workload::FillSequential, Workload::FillRandom] {
             let config = RunConfig { records: 2000, seconds: 60.0, ..tiny(workload, &dir) };
             let start = Instant::now();
@@ -275,7 +275,7 @@ mod tests {
     /// the store, reopened, holds each with its value; the result line says what ran.
     #[test]
     fn a_sync_fill_commits_every_key_it_acknowledges() {
-        let dir = TempDir::new("bench-fill-sync");
+        let dir = TempDir::new().unwrap();
         let json = dir.path().join("runs.jsonl");
         for direct_api in [false, true] {
             let config = RunConfig {
@@ -324,7 +324,7 @@ mod tests {
     /// it acknowledged.
     #[test]
     fn a_sync_fill_stopped_by_the_clock_verifies_what_it_acknowledged() {
-        let dir = TempDir::new("bench-fill-sync-time");
+        let dir = TempDir::new().unwrap();
         for direct_api in [false, true] {
             let config = RunConfig {
                 records: 50_000_000,
@@ -344,7 +344,7 @@ mod tests {
     /// Every other workload opens Ferrite without syncing (as the peers run without logs).
     #[test]
     fn only_the_sync_fill_syncs() {
-        let dir = TempDir::new("bench-durability");
+        let dir = TempDir::new().unwrap();
         for workload in [Workload::FillRandom, Workload::Ycsb('a'), Workload::FillSync] {
             let config = tiny(workload, &dir);
             let store = open_ferrite(&config, &dir.path().join(workload.name())).unwrap();
@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn open_loop_offers_about_the_rate_asked() {
-        let dir = TempDir::new("bench-open");
+        let dir = TempDir::new().unwrap();
         for direct_api in [false, true] {
             let config = RunConfig {
                 rate: Some(2000.0),

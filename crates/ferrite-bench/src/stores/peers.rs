@@ -107,13 +107,13 @@ mod tests {
     use crate::stores::open_store;
     use crate::workloads::run::run;
     use crate::workloads::ycsb::Workload;
-    use ferrite::test_util::TempDir;
+    use tempfile::TempDir;
 
     /// Each peer passes the same conformance check as Ferrite, through the same trait.
     #[test]
     fn every_peer_conforms() {
         for kind in [StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb] {
-            let dir = TempDir::new(&format!("peer-{}", kind.name()));
+            let dir = TempDir::new().unwrap();
             let config = RunConfig { direct_io: false, ..RunConfig::new(Workload::Lookup, kind) };
             let store = open(kind, &config, dir.path()).unwrap();
             check_store(store.kv(), 11, 3000);
@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn a_sync_fill_runs_on_every_peer_with_its_log_synced() {
         for kind in [StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb] {
-            let dir = TempDir::new(&format!("peer-sync-{}", kind.name()));
+            let dir = TempDir::new().unwrap();
             let config = RunConfig {
                 dir: dir.path().join("bench-peer"),
                 records: 400,
@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn workloads_run_on_every_peer() {
         for kind in [StoreKind::RocksDb, StoreKind::WiredTiger, StoreKind::Lmdb] {
-            let dir = TempDir::new(&format!("peer-run-{}", kind.name()));
+            let dir = TempDir::new().unwrap();
             for workload in
                 [Workload::Lookup, Workload::Ycsb('a'), Workload::Ycsb('e'), Workload::FillRandom]
             {

@@ -1063,7 +1063,7 @@ mod task_tests {
     /// lookup counted once, with its latency, and the directory removed.
     #[test]
     fn task_lookups_run_on_the_workers_and_are_counted_once() {
-        let dir = ferrite::test_util::TempDir::new("bench-lookup-tasks");
+        let dir = tempfile::TempDir::new().unwrap();
         let config = LookupConfig {
             dir: dir.path().join("db"),
             keys: 20_000,

@@ -962,7 +962,7 @@ mod tests {
     /// else's files was removable. Only marked, recorded or empty directories are.
     #[test]
     fn only_the_benchmarks_own_directories_are_removed() {
-        let root = ferrite::test_util::TempDir::new("bench-dirs");
+        let root = tempfile::TempDir::new().unwrap();
         let foreign = root.path().join("bench-precious");
         std::fs::create_dir_all(&foreign).unwrap();
         std::fs::write(foreign.join("data"), b"keep me").unwrap();

@@ -12,7 +12,7 @@ use crate::format::page::PAGE_SIZE;
 /// header): any page image must decode or be refused without panicking, and whatever decodes
 /// must encode back to the same bytes. Lives here so that unit tests run it on stable.
 #[doc(hidden)]
-pub fn fuzz_store_page(input: &[u8]) {
+pub fn fuzz_format_page(input: &[u8]) {
     let mut image = vec![0u8; PAGE_SIZE];
     let len = input.len().min(PAGE_SIZE);
     image[..len].copy_from_slice(&input[..len]);
@@ -92,10 +92,10 @@ mod tests {
                 }
             }
             let cut = xorshift(&mut state) as usize % (PAGE_SIZE + 1);
-            fuzz_store_page(&input[..if round % 7 == 0 { cut } else { PAGE_SIZE }]);
+            fuzz_format_page(&input[..if round % 7 == 0 { cut } else { PAGE_SIZE }]);
         }
         for page in &valid {
-            fuzz_store_page(page);
+            fuzz_format_page(page);
         }
     }
 }
