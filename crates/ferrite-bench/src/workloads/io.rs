@@ -28,7 +28,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ferrite::io::{
-    open_engine, AlignedBuf, DeviceOptions, Devices, EngineKind, IoCompletion, IoKind, IoRequest,
+    open_engine, AlignedBlock, DeviceOptions, Devices, EngineKind, IoCompletion, IoKind, IoRequest,
     QueueError, IO_ALIGN,
 };
 
@@ -625,7 +625,7 @@ fn worker(
     let _stop = StopOnDrop(phase);
     // Declared before the engine, so dropped after it: dropping an engine waits for the
     // requests it still holds, which point into these buffers.
-    let mut buffers = AlignedBuf::zeroed(plan.depth * plan.bs);
+    let mut buffers = AlignedBlock::zeroed(plan.depth * plan.bs);
     if plan.pattern.is_write() {
         datafile::fill_blocks(buffers.as_mut_slice(), datafile::template().as_slice(), 0);
     }

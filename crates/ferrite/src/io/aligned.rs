@@ -1,4 +1,4 @@
-//! Heap memory aligned for direct I/O: [`AlignedBuf`] of any length, the memory that
+//! Heap memory aligned for direct I/O: [`AlignedBlock`] of any length, the memory that
 //! requests point at in tests, in `ferrite bench io`, and wherever whole-buffer ownership is
 //! simpler than the pool's frames; and [`AlignedPage`], one page: the page copies optimistic
 //! readers take out of the buffer pool, and pages read or written outside it.
@@ -13,24 +13,24 @@ use super::engine::IO_ALIGN;
 use crate::format::page::PAGE_SIZE;
 
 /// `len` bytes, zeroed, starting at a multiple of [`IO_ALIGN`].
-pub struct AlignedBuf {
+pub struct AlignedBlock {
     ptr: NonNull<u8>,
     len: usize,
 }
 
 // SAFETY: the buffer owns its memory exclusively, like a `Box<[u8]>`.
-unsafe impl Send for AlignedBuf {}
+unsafe impl Send for AlignedBlock {}
 // SAFETY: shared access only reads (`as_slice`); writing needs `&mut self`.
-unsafe impl Sync for AlignedBuf {}
+unsafe impl Sync for AlignedBlock {}
 
-impl AlignedBuf {
+impl AlignedBlock {
     /// A zeroed buffer of `len` bytes (at least one byte is allocated).
     pub fn zeroed(len: usize) -> Self {
         let layout = Self::layout(len);
         // SAFETY: the layout has a non-zero size (`layout` rounds 0 up to one block).
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(ptr) else { alloc::handle_alloc_error(layout) };
-        AlignedBuf { ptr, len }
+        AlignedBlock { ptr, len }
     }
 
     fn layout(len: usize) -> Layout {
@@ -65,16 +65,16 @@ impl AlignedBuf {
     }
 }
 
-impl Drop for AlignedBuf {
+impl Drop for AlignedBlock {
     fn drop(&mut self) {
         // SAFETY: allocated in `zeroed` with exactly this layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
     }
 }
 
-impl fmt::Debug for AlignedBuf {
+impl fmt::Debug for AlignedBlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AlignedBuf").field("len", &self.len).finish()
+        f.debug_struct("AlignedBlock").field("len", &self.len).finish()
     }
 }
 
@@ -117,7 +117,7 @@ mod tests {
     #[test]
     fn aligned_zeroed_and_writable() {
         for len in [0, 1, 4096, 3 * 4096 + 5] {
-            let mut buf = AlignedBuf::zeroed(len);
+            let mut buf = AlignedBlock::zeroed(len);
             assert_eq!(buf.as_ptr() as usize % IO_ALIGN, 0);
             assert_eq!(buf.len(), len);
             assert!(buf.as_slice().iter().all(|&b| b == 0));

@@ -19,7 +19,7 @@ pub mod engine;
 pub mod page_file;
 pub mod storage;
 
-pub use aligned::{AlignedBuf, AlignedPage};
+pub use aligned::{AlignedBlock, AlignedPage};
 pub use device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES, DEFAULT_GROW_BYTES};
 pub use engine::block_engine::BlockEngine;
 pub use engine::mmap::Mapping;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use super::SimDisk;
 use crate::io::{
-    open_engine, AlignedBuf, BlockDevice, BlockEngine, DeviceOptions, Devices, EngineKind,
+    open_engine, AlignedBlock, BlockDevice, BlockEngine, DeviceOptions, Devices, EngineKind,
     IoCompletion, IoEngine, IoKind, IoRequest, QueueError, Storage, IO_ALIGN, MAX_IO_DEPTH,
 };
 use tempfile::TempDir;
@@ -113,7 +113,12 @@ fn run_all(engine: &mut dyn IoEngine, requests: &[IoRequest]) -> HashMap<u64, io
 
 /// Requests covering logical bytes `0..total` of `devices` in pieces of 1, 2 and 4 blocks
 /// (never across a chunk), into or out of `buf` at the same logical offsets.
-fn cover(devices: &Devices, kind: IoKind, buf: &mut AlignedBuf, first_tag: u64) -> Vec<IoRequest> {
+fn cover(
+    devices: &Devices,
+    kind: IoKind,
+    buf: &mut AlignedBlock,
+    first_tag: u64,
+) -> Vec<IoRequest> {
     let total = buf.len() as u64;
     let mut requests = Vec::new();
     let mut offset = 0u64;
@@ -143,7 +148,7 @@ fn written_data_reads_back_and_lands_where_locate_says() {
         let total = 24 * BLOCK;
         s.devices.ensure_capacity(total as u64).unwrap();
         let seed = kind as u64 * 10 + device_count as u64 + u64::from(direct);
-        let mut data = AlignedBuf::zeroed(total);
+        let mut data = AlignedBlock::zeroed(total);
         for (i, byte) in data.as_mut_slice().iter_mut().enumerate() {
             *byte = pattern(seed, i as u64);
         }
@@ -154,7 +159,7 @@ fn written_data_reads_back_and_lands_where_locate_says() {
             assert_eq!(result.unwrap(), writes[tag as usize].len, "{what}: write {tag}");
         }
         // Read back in a different cut: whole chunks, last to first.
-        let mut back = AlignedBuf::zeroed(total);
+        let mut back = AlignedBlock::zeroed(total);
         let reads: Vec<IoRequest> = (0..(total as u64 / CHUNK))
             .rev()
             .map(|chunk| {
@@ -196,7 +201,7 @@ fn a_batch_larger_than_the_depth_goes_through_full_submit_and_reap() {
         let blocks = 64;
         s.devices.ensure_capacity((blocks * BLOCK) as u64).unwrap();
         let mut engine = open_engine(kind, &s.devices, 4).unwrap();
-        let mut buf = AlignedBuf::zeroed(blocks * BLOCK);
+        let mut buf = AlignedBlock::zeroed(blocks * BLOCK);
         // 64 reads of one block each, in a scrambled order, tags not in order either.
         let requests: Vec<IoRequest> = (0..blocks as u64)
             .map(|i| {
@@ -231,7 +236,7 @@ fn reads_stop_short_at_the_end_and_return_nothing_past_it() {
         let content: Vec<u8> = (0..len as u64).map(|i| pattern(7, i)).collect();
         std::fs::write(&s.paths[last], &content).unwrap();
         let mut engine = open_engine(kind, &s.devices, 4).unwrap();
-        let mut bufs: Vec<AlignedBuf> = (0..4).map(|_| AlignedBuf::zeroed(2 * BLOCK)).collect();
+        let mut bufs: Vec<AlignedBlock> = (0..4).map(|_| AlignedBlock::zeroed(2 * BLOCK)).collect();
         let cases =
             [(BLOCK, 2 * BLOCK, BLOCK + 1000), (2 * BLOCK, BLOCK, 1000), (3 * BLOCK, BLOCK, 0)];
         let requests: Vec<IoRequest> = cases
@@ -265,7 +270,7 @@ fn misaligned_direct_requests_and_unknown_devices_are_refused() {
         let s = setup("refuse", kind, device_count, direct);
         s.devices.ensure_capacity(CHUNK * device_count as u64).unwrap();
         let mut engine = open_engine(kind, &s.devices, 2).unwrap();
-        let mut buf = AlignedBuf::zeroed(2 * BLOCK);
+        let mut buf = AlignedBlock::zeroed(2 * BLOCK);
         let good = IoRequest {
             kind: IoKind::Read,
             device: device_count - 1,
@@ -300,10 +305,10 @@ fn buffered_engines_take_unaligned_requests() {
         let s = setup("unaligned", kind, device_count, direct);
         s.devices.ensure_capacity(CHUNK * device_count as u64).unwrap();
         let mut engine = open_engine(kind, &s.devices, 2).unwrap();
-        let mut out = AlignedBuf::zeroed(BLOCK);
+        let mut out = AlignedBlock::zeroed(BLOCK);
         let message = b"neither the buffer, the offset nor the length is aligned";
         out.as_mut_slice()[3..3 + message.len()].copy_from_slice(message);
-        let mut back = AlignedBuf::zeroed(BLOCK);
+        let mut back = AlignedBlock::zeroed(BLOCK);
         let at = |kind, buf: *mut u8| IoRequest {
             kind,
             device: 0,
@@ -338,7 +343,7 @@ fn failed_requests_complete_with_their_error() {
         };
         let read_only = Devices::open(&s.paths, &options).unwrap();
         let mut engine = open_engine(kind, &read_only, 4).unwrap();
-        let mut buf = AlignedBuf::zeroed(BLOCK);
+        let mut buf = AlignedBlock::zeroed(BLOCK);
         let write = IoRequest {
             kind: IoKind::Write,
             device: 0,
@@ -370,7 +375,7 @@ fn reap_with_nothing_in_flight_returns_at_once_and_queued_requests_are_not_lost(
         assert!(start.elapsed() < Duration::from_secs(1), "{what}: reap waited");
         assert_eq!(engine.submit().unwrap(), 0, "{what}: nothing to submit");
         // Queued and never submitted: a waiting reap submits it rather than wait forever.
-        let mut buf = AlignedBuf::zeroed(BLOCK);
+        let mut buf = AlignedBlock::zeroed(BLOCK);
         let read = IoRequest {
             kind: IoKind::Read,
             device: 0,
@@ -402,7 +407,7 @@ fn dropping_an_engine_waits_for_its_requests() {
         let blocks = 16;
         s.devices.ensure_capacity((blocks * BLOCK) as u64).unwrap();
         let mut engine = open_engine(kind, &s.devices, blocks).unwrap();
-        let mut buf = AlignedBuf::zeroed(blocks * BLOCK);
+        let mut buf = AlignedBlock::zeroed(blocks * BLOCK);
         for block in 0..blocks {
             let (device, offset) = s.devices.locate((block * BLOCK) as u64);
             let request = IoRequest {
@@ -446,7 +451,7 @@ fn sim_setup(seed: u64, depth: usize) -> (Arc<SimDisk>, Arc<dyn BlockDevice>, Bl
 /// One request on device 0 of `len` bytes at `offset` of the file and of `buf`.
 fn sim_request(
     kind: IoKind,
-    buf: &mut AlignedBuf,
+    buf: &mut AlignedBlock,
     offset: usize,
     len: usize,
     tag: u64,
@@ -466,7 +471,7 @@ fn the_block_engine_writes_reads_back_and_takes_batches_larger_than_its_depth() 
     let (_disk, device, mut engine) = sim_setup(1, 3);
     assert_eq!((engine.kind(), engine.depth(), engine.in_flight()), (EngineKind::Psync, 3, 0));
     let total = 24 * BLOCK;
-    let mut data = AlignedBuf::zeroed(total);
+    let mut data = AlignedBlock::zeroed(total);
     for (i, byte) in data.as_mut_slice().iter_mut().enumerate() {
         *byte = pattern(11, i as u64);
     }
@@ -485,7 +490,7 @@ fn the_block_engine_writes_reads_back_and_takes_batches_larger_than_its_depth() 
     let mut on_disk = vec![0u8; total];
     assert_eq!(device.read_at(&mut on_disk, 0).unwrap(), total);
     assert!(on_disk == data.as_slice(), "the bytes are on the device where asked");
-    let mut back = AlignedBuf::zeroed(total);
+    let mut back = AlignedBlock::zeroed(total);
     let reads: Vec<IoRequest> = (0..total / BLOCK)
         .rev()
         .map(|block| sim_request(IoKind::Read, &mut back, block * BLOCK, BLOCK, block as u64))
@@ -502,7 +507,7 @@ fn the_block_engine_stops_reads_short_at_the_end_and_refuses_other_devices() {
     let len = 2 * BLOCK + 1000;
     let content: Vec<u8> = (0..len as u64).map(|i| pattern(7, i)).collect();
     device.write_at(&content, 0).unwrap();
-    let mut buf = AlignedBuf::zeroed(4 * BLOCK);
+    let mut buf = AlignedBlock::zeroed(4 * BLOCK);
     let cases = [(BLOCK, 2 * BLOCK, BLOCK + 1000), (2 * BLOCK, BLOCK, 1000), (3 * BLOCK, BLOCK, 0)];
     let requests: Vec<IoRequest> = cases
         .iter()
@@ -531,7 +536,7 @@ fn the_block_engine_stops_reads_short_at_the_end_and_refuses_other_devices() {
 #[test]
 fn the_block_engine_completes_failed_requests_with_their_error() {
     let (disk, _device, mut engine) = sim_setup(3, 4);
-    let mut buf = AlignedBuf::zeroed(2 * BLOCK);
+    let mut buf = AlignedBlock::zeroed(2 * BLOCK);
     let write = sim_request(IoKind::Write, &mut buf, 0, BLOCK, 1);
     let read = IoRequest { kind: IoKind::Read, tag: 2, ..write };
     disk.fail_next_write();

@@ -58,7 +58,7 @@ fn zero_fill(device: &dyn BlockDevice, bytes: u64) -> std::io::Result<()> {
         return device.sync();
     }
     let direct = crate::io::FileDevice::open(device.path(), false, true).ok();
-    let zeros = crate::io::AlignedBuf::zeroed(1 << 20);
+    let zeros = crate::io::AlignedBlock::zeroed(1 << 20);
     let mut at = 0;
     while at < bytes {
         let len = (bytes - at).min(zeros.len() as u64) as usize;
@@ -187,7 +187,7 @@ struct LogWrite {
     segment: Segment,
     offset: u64,
     /// The framed sectors to write, whole blocks.
-    sectors: crate::io::AlignedBuf,
+    sectors: crate::io::AlignedBlock,
 }
 
 impl LogWrite {

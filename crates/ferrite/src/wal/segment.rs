@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::page::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
-use crate::io::{AlignedBuf, BlockDevice};
+use crate::io::{AlignedBlock, BlockDevice};
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
 /// The framed format.
@@ -229,11 +229,11 @@ impl Segment {
 /// Frames `bytes`, the stream from `block_lsn` (where a block of `segment` begins) on, into
 /// whole blocks of sectors: each sector holds its part of `bytes`, and sectors past the end
 /// of `bytes` stay zero. Returns the file offset to write them at.
-pub fn frame(segment: &Segment, block_lsn: u64, bytes: &[u8]) -> (u64, AlignedBuf) {
+pub fn frame(segment: &Segment, block_lsn: u64, bytes: &[u8]) -> (u64, AlignedBlock) {
     debug_assert_eq!(segment.block_lsn(block_lsn), block_lsn);
     debug_assert!(block_lsn + bytes.len() as u64 <= segment.end());
     let blocks = (bytes.len() as u64).div_ceil(BLOCK_PAYLOAD).max(1) as usize;
-    let mut out = AlignedBuf::zeroed(blocks * BLOCK_BYTES);
+    let mut out = AlignedBlock::zeroed(blocks * BLOCK_BYTES);
     let sectors = out.as_mut_slice().chunks_exact_mut(SECTOR_BYTES);
     for (index, (sector, payload)) in sectors.zip(bytes.chunks(SECTOR_PAYLOAD)).enumerate() {
         let lsn = block_lsn + (index * SECTOR_PAYLOAD) as u64;

@@ -17,7 +17,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ferrite::io::{AlignedBuf, IO_ALIGN};
+use ferrite::io::{AlignedBlock, IO_ALIGN};
 
 use crate::error::BenchError;
 use crate::gen::rng::mix64;
@@ -31,8 +31,8 @@ const FILL_CHUNK: usize = 1 << 20;
 
 /// A block of the data: the marker, the block number (little-endian), then bytes derived
 /// from the seed-free mix of their position. The same for every file.
-pub fn template() -> AlignedBuf {
-    let mut buf = AlignedBuf::zeroed(BLOCK);
+pub fn template() -> AlignedBlock {
+    let mut buf = AlignedBlock::zeroed(BLOCK);
     let bytes = buf.as_mut_slice();
     bytes[..MARKER.len()].copy_from_slice(MARKER);
     for (i, word) in bytes[MARKER.len() + 8..].chunks_mut(8).enumerate() {
@@ -211,7 +211,7 @@ impl DataFile {
         }
         let out = options.open(&self.path).map_err(io_error(format!("opening {shown}")))?;
         let template = template();
-        let mut chunk = AlignedBuf::zeroed(FILL_CHUNK);
+        let mut chunk = AlignedBlock::zeroed(FILL_CHUNK);
         let total_mib = (to - from).div_ceil(1 << 20);
         let mut progress = if show_progress {
             Progress::stderr("filling the data file", "MiB", total_mib)

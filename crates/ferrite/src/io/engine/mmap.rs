@@ -335,7 +335,7 @@ impl IoEngine for MmapEngine {
 mod tests {
     use super::*;
     use crate::io::device::{DeviceOptions, Devices};
-    use crate::io::AlignedBuf;
+    use crate::io::AlignedBlock;
     use std::os::unix::fs::FileExt;
     use std::path::PathBuf;
     use std::sync::atomic::AtomicBool;
@@ -364,7 +364,7 @@ mod tests {
     }
 
     fn read(mapping: &Mapping, offset: u64, len: usize) -> (Vec<u8>, ReadPath) {
-        let mut buf = AlignedBuf::zeroed(len);
+        let mut buf = AlignedBlock::zeroed(len);
         // SAFETY: `buf` is ours and `len` bytes long.
         let (result, path) = unsafe { mapping.read(0, offset, buf.as_mut_ptr(), len, false) };
         let n = result.unwrap();

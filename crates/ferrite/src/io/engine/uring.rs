@@ -574,7 +574,7 @@ impl Drop for UringEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{AlignedBuf, DeviceOptions, Devices};
+    use crate::io::{AlignedBlock, DeviceOptions, Devices};
     use tempfile::TempDir;
 
     #[test]
@@ -593,7 +593,7 @@ mod tests {
             .truncate(true)
             .open(dir.path().join("log"))
             .unwrap();
-        let mut bufs: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::zeroed(4096)).collect();
+        let mut bufs: Vec<AlignedBlock> = (0..depth).map(|_| AlignedBlock::zeroed(4096)).collect();
         for (i, buf) in bufs.iter_mut().enumerate() {
             let request = IoRequest {
                 kind: IoKind::Read,
@@ -641,7 +641,7 @@ mod tests {
         let through = crate::io::FileDevice::open_write_through(&dir.path().join("log"))
             .or_else(|_| crate::io::FileDevice::open(&dir.path().join("log"), false, false))
             .unwrap();
-        let mut block = AlignedBuf::zeroed(4096);
+        let mut block = AlignedBlock::zeroed(4096);
         block.as_mut_slice().fill(7);
         for round in 0..2u64 {
             // SAFETY: `block` and `through` outlive the request, reaped below.
@@ -756,7 +756,7 @@ mod tests {
         let mut engine = UringEngine::new(Arc::clone(devices.files()), true, 8).unwrap();
         let on_linux_6_1 = engine.defers_completions();
         let read = std::thread::spawn(move || {
-            let mut buf = AlignedBuf::zeroed(16 * 4096);
+            let mut buf = AlignedBlock::zeroed(16 * 4096);
             let mut done = Vec::new();
             for round in 0..2 {
                 for i in 0..8 {
@@ -814,7 +814,7 @@ mod tests {
         let devices = Devices::open(&paths, &options).unwrap();
         let mut engine = UringEngine::new(Arc::clone(devices.files()), true, 4).unwrap();
         assert!(engine.uses_fixed_files());
-        let mut buf = AlignedBuf::zeroed(4 * 4096);
+        let mut buf = AlignedBlock::zeroed(4 * 4096);
         for i in 0..4 {
             let request = IoRequest {
                 kind: IoKind::Read,
@@ -845,8 +845,8 @@ mod tests {
         let options = DeviceOptions { writable: true, ..DeviceOptions::default() };
         let devices = Devices::open(&[path], &options).unwrap();
         let mut engine = UringEngine::new(Arc::clone(devices.files()), true, 8).unwrap();
-        let mut region = AlignedBuf::zeroed(2 * 4096);
-        let mut outside = AlignedBuf::zeroed(4096);
+        let mut region = AlignedBlock::zeroed(2 * 4096);
+        let mut outside = AlignedBlock::zeroed(4096);
         // SAFETY: `region` outlives the engine (dropped after it, below).
         let registered = unsafe { engine.register_memory(region.as_mut_ptr(), 2 * 4096) };
         if !registered {
