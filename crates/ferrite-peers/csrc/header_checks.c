@@ -31,6 +31,8 @@ _Static_assert(offsetof(MDB_val, mv_data) == sizeof(size_t), "MDB_val.mv_data se
 
 /* src/sys/rocksdb.rs */
 _Static_assert(rocksdb_no_compression == 0, "rocksdb_no_compression");
+_Static_assert(rocksdb_block_based_table_index_type_two_level_index_search == 2,
+               "rocksdb_block_based_table_index_type_two_level_index_search");
 
 /* src/sys/wiredtiger.rs */
 _Static_assert(WT_NOTFOUND == -31803, "WT_NOTFOUND");

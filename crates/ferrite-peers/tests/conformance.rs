@@ -332,3 +332,38 @@ fn rocksdb_reports_its_memtables_and_block_cache() {
     let wt = WiredTiger::open(&wt_dir.0, &config(true, false, false)).unwrap();
     assert_eq!(Peer::memory(&wt), None);
 }
+
+/// RocksDB is configured as its tuning guide says for data much larger than the cache, and
+/// the OPTIONS file it writes at open (RocksDB's own record of what it applied) agrees:
+/// partitioned index and filters, top levels pinned, index and filter blocks in the cache's
+/// high-priority pool, every table file kept open.
+#[test]
+fn rocksdb_applies_the_partitioned_index_options() {
+    let dir = TempDir::new("rocksdb", "options");
+    let db = RocksDb::open(&dir.0, &config(false, false, false)).unwrap();
+    let description = db.describe_config();
+    let options = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("OPTIONS-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .last()
+        .expect("RocksDB writes an OPTIONS file at open");
+    for (option, value) in [
+        ("index_type", "kTwoLevelIndexSearch"),
+        ("partition_filters", "true"),
+        ("metadata_block_size", "4096"),
+        ("block_size", "4096"),
+        ("cache_index_and_filter_blocks", "true"),
+        ("cache_index_and_filter_blocks_with_high_priority", "true"),
+        ("pin_top_level_index_and_filter", "true"),
+        ("pin_l0_filter_and_index_blocks_in_cache", "true"),
+        ("max_open_files", "-1"),
+    ] {
+        let line = format!("{option}={value}");
+        assert!(options.lines().any(|l| l.trim() == line), "OPTIONS file lacks {line}:\n{options}");
+        assert!(description.contains(&line), "description lacks {line}: {description}");
+    }
+    assert!(options.lines().any(|l| l.trim() == "compression=kNoCompression"), "{options}");
+    assert!(description.contains("high_pri_pool_ratio=0.5"), "{description}");
+}

@@ -36,6 +36,9 @@ opaque!(
 
 /// `rocksdb_no_compression` of the compression enum.
 pub(crate) const ROCKSDB_NO_COMPRESSION: c_int = 0;
+/// `rocksdb_block_based_table_index_type_two_level_index_search`: `kTwoLevelIndexSearch`, the
+/// partitioned index.
+pub(crate) const ROCKSDB_TWO_LEVEL_INDEX_SEARCH: c_int = 2;
 
 // Linked by build.rs (`cargo:rustc-link-lib=rocksdb`).
 extern "C" {
@@ -55,6 +58,7 @@ extern "C" {
         v: c_int,
     );
     pub(crate) fn rocksdb_options_set_compression(options: *mut rocksdb_options_t, v: c_int);
+    pub(crate) fn rocksdb_options_set_max_open_files(options: *mut rocksdb_options_t, v: c_int);
     pub(crate) fn rocksdb_options_set_use_direct_reads(options: *mut rocksdb_options_t, v: c_uchar);
     pub(crate) fn rocksdb_options_set_use_direct_io_for_flush_and_compaction(
         options: *mut rocksdb_options_t,
@@ -88,7 +92,34 @@ extern "C" {
         options: *mut rocksdb_block_based_table_options_t,
         v: c_uchar,
     );
+    pub(crate) fn rocksdb_block_based_options_set_cache_index_and_filter_blocks_with_high_priority(
+        options: *mut rocksdb_block_based_table_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_block_based_options_set_pin_l0_filter_and_index_blocks_in_cache(
+        options: *mut rocksdb_block_based_table_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_block_based_options_set_pin_top_level_index_and_filter(
+        options: *mut rocksdb_block_based_table_options_t,
+        v: c_uchar,
+    );
+    /// One of the `rocksdb_block_based_table_index_type_*` values.
+    pub(crate) fn rocksdb_block_based_options_set_index_type(
+        options: *mut rocksdb_block_based_table_options_t,
+        v: c_int,
+    );
+    pub(crate) fn rocksdb_block_based_options_set_partition_filters(
+        options: *mut rocksdb_block_based_table_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_block_based_options_set_metadata_block_size(
+        options: *mut rocksdb_block_based_table_options_t,
+        metadata_block_size: u64,
+    );
 
+    /// `NewLRUCache(capacity)` with its defaults: shards chosen by size, and (RocksDB 7.8,
+    /// `rocksdb/cache.h`) `high_pri_pool_ratio` 0.5. The C API has no setter for the ratio.
     pub(crate) fn rocksdb_cache_create_lru(capacity: size_t) -> *mut rocksdb_cache_t;
     pub(crate) fn rocksdb_cache_destroy(cache: *mut rocksdb_cache_t);
     pub(crate) fn rocksdb_filterpolicy_create_bloom_full(
