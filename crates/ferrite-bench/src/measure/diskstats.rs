@@ -21,7 +21,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Cumulative counters of one block device.
+/// Cumulative counters of one block device (or, from `since`, their growth over a window).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiskCounters {
     pub reads: u64,
@@ -33,6 +33,16 @@ pub struct DiskCounters {
 }
 
 impl DiskCounters {
+    /// KiB the device read per read it completed (sectors read over reads completed): about 4
+    /// for a store that reads one 4 KiB block at a time, more where reads are merged or a
+    /// store reads larger blocks. 0 when it completed no read.
+    pub fn read_kib_per_read(&self) -> f64 {
+        if self.reads == 0 {
+            return 0.0;
+        }
+        self.read_bytes as f64 / self.reads as f64 / 1024.0
+    }
+
     pub fn since(self, earlier: DiskCounters) -> DiskCounters {
         DiskCounters {
             reads: self.reads.saturating_sub(earlier.reads),
@@ -126,6 +136,17 @@ mod tests {
         let earlier = DiskCounters { flushes: Some(112_000), ..c };
         assert_eq!(c.since(earlier).flushes, Some(476));
         assert_eq!(c.since(DiskCounters::default()).flushes, None);
+    }
+
+    #[test]
+    fn read_size_is_bytes_read_over_reads_completed() {
+        let line = " 254 0 vda 1000 0 8000 0 0 0 0 0 0 0 0";
+        let (_, _, _, c) = parse_line(line).unwrap();
+        // 8000 sectors of 512 bytes in 1000 reads: 4 KiB each.
+        assert_eq!(c.read_kib_per_read(), 4.0);
+        let merged = DiskCounters { reads: 100, read_bytes: 100 * 70 * 1024, ..c };
+        assert_eq!(merged.read_kib_per_read(), 70.0);
+        assert_eq!(DiskCounters::default().read_kib_per_read(), 0.0, "no reads, no size");
     }
 
     #[test]

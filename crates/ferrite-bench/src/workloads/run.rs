@@ -5,7 +5,9 @@
 //! (a target rate of Poisson arrivals, latency counted from each operation's scheduled
 //! arrival, so that queueing counts), and reports operations per second, HdrHistogram
 //! latency percentiles, CPU per operation, device reads, writes and cache flushes per
-//! operation (from `/proc/diskstats`), bytes on disk and load time.
+//! operation and KiB per device read (from `/proc/diskstats`; the summary warns when a store
+//! reads more than two 4 KiB blocks per device read on a point workload), bytes on disk and
+//! load time.
 //!
 //! Peers run on `threads` OS threads through their blocking APIs. Ferrite runs as
 //! `workers × tasks` tasks on its own workers (its task API); `--direct-api` runs it on
@@ -270,11 +272,11 @@ impl RunReport {
             .real("user_us_per_op", self.per_op(self.cpu.user_s * 1e6), 2)
             .real("sys_us_per_op", self.per_op(self.cpu.system_s * 1e6), 2);
         if let Some((_, d)) = &self.disk {
-            line = line.real("dev_reads_per_op", self.per_op(d.reads as f64), 3).real(
-                "dev_writes_per_op",
-                self.per_op(d.writes as f64),
-                3,
-            );
+            line = line
+                .real("dev_reads_per_op", self.per_op(d.reads as f64), 3)
+                .real("dev_writes_per_op", self.per_op(d.writes as f64), 3)
+                .real("dev_read_kib_per_read", d.read_kib_per_read(), 2)
+                .real("dev_read_kib_per_op", self.per_op(d.read_bytes as f64 / 1024.0), 3);
             if let Some(flushes) = d.flushes {
                 line = line.real("dev_flushes_per_op", self.per_op(flushes as f64), 3);
             }
@@ -448,6 +450,16 @@ impl RunReport {
             None => line("device", "no /proc/diskstats entry for the data's file system".into()),
         }
         if let Some((_, d)) = &self.disk {
+            line(
+                "read size",
+                format!(
+                    "{:.1} KiB per device read, {:.2} KiB read per op",
+                    d.read_kib_per_read(),
+                    self.per_op(d.read_bytes as f64 / 1024.0)
+                ),
+            );
+        }
+        if let Some((_, d)) = &self.disk {
             if let Some(flushes) = d.flushes {
                 line(
                     "flushes",
@@ -540,6 +552,13 @@ impl RunReport {
                 ),
             );
         }
+        // Last, where it is seen: a point workload read in larger pieces than its blocks.
+        let warning = self.disk.as_ref().and_then(|(_, d)| {
+            read_size_warning(c.store.name(), c.workload, d, self.counts.total())
+        });
+        if let Some(warning) = warning {
+            let _ = writeln!(s, "  {warning}");
+        }
         s
     }
 }
@@ -625,6 +644,41 @@ fn measure(
         }
     };
     Ok(Measured { counts: tally.counts, latency_ns: tally.latency_ns, ..measured })
+}
+
+/// The most KiB a device read may average on a point workload before the summary warns: two
+/// 4 KiB blocks (every store here reads 4 KiB blocks or pages; a point read needs its data
+/// block, and at most an index or filter partition beside it). More means whole index or
+/// filter blocks, read-ahead or large blocks: a configuration to check, not a result.
+pub const POINT_READ_KIB_MAX: f64 = 8.0;
+
+/// Whether `workload` is a point workload for the read-size warning: single-key operations,
+/// nearly all reads, so that the device reads are the reads' own. `lookup` and `ycsb-c`
+/// (reads only), `ycsb-b` (95 % reads, 5 % updates) and `ycsb-d` (95 % reads of recent keys,
+/// 5 % inserts). Not `ycsb-a` or `ycsb-f` (half the operations write: flushes, compactions
+/// and evictions read in large blocks in the background), `ycsb-e` (scans) or the fills.
+pub fn point_workload(workload: Workload) -> bool {
+    matches!(workload, Workload::Lookup | Workload::Ycsb('b' | 'c' | 'd'))
+}
+
+/// The summary's warning when `store` read more than [`POINT_READ_KIB_MAX`] per device read
+/// on a point workload. Only when the device read at least once per 100 operations: a run
+/// served from memory has too few reads of its own for their size to say anything (the
+/// counters are the whole device's).
+pub fn read_size_warning(
+    store: &str,
+    workload: Workload,
+    disk: &DiskCounters,
+    ops: u64,
+) -> Option<String> {
+    let kib = disk.read_kib_per_read();
+    let enough_reads = disk.reads > 0 && disk.reads.saturating_mul(100) >= ops;
+    (point_workload(workload) && enough_reads && kib > POINT_READ_KIB_MAX).then(|| {
+        format!(
+            "warning: {store} read {kib:.1} KiB per device read (more than two 4 KiB blocks) \
+             on a point workload: check its configuration"
+        )
+    })
 }
 
 /// The timed part of a run, without the operations' own figures.
@@ -956,6 +1010,89 @@ mod tests {
         assert_ne!(more.hash(), base.hash(), "the committers are part of what a run measured");
         assert!(base.durability().contains("durable"));
         assert!(fill.durability().contains("not synced"));
+    }
+
+    #[test]
+    fn point_workloads_are_the_read_mostly_single_key_ones() {
+        let points: Vec<String> =
+            Workload::ALL.into_iter().filter(|w| point_workload(*w)).map(|w| w.name()).collect();
+        assert_eq!(points, ["lookup", "ycsb-b", "ycsb-c", "ycsb-d"]);
+    }
+
+    /// The warning fires above two 4 KiB blocks per device read, on point workloads only, and
+    /// only when the device read often enough for the size to be the store's.
+    #[test]
+    fn the_read_size_warning_fires_above_two_blocks_per_read_on_point_workloads() {
+        let kib = |reads: u64, kib_each: u64| DiskCounters {
+            reads,
+            read_bytes: reads * kib_each * 1024,
+            ..DiskCounters::default()
+        };
+        let ycsb_c = Workload::Ycsb('c');
+        let ops = 100_000;
+        let warning = read_size_warning("rocksdb", ycsb_c, &kib(50_000, 70), ops).unwrap();
+        assert_eq!(
+            warning,
+            "warning: rocksdb read 70.0 KiB per device read (more than two 4 KiB blocks) on a \
+             point workload: check its configuration"
+        );
+        assert!(read_size_warning("lmdb", ycsb_c, &kib(50_000, 4), ops).is_none(), "one block");
+        assert!(read_size_warning("x", ycsb_c, &kib(50_000, 8), ops).is_none(), "8 KiB is two");
+        let just_over = DiskCounters { read_bytes: 50_000 * 8 * 1024 + 50_000, ..kib(50_000, 8) };
+        assert!(read_size_warning("x", ycsb_c, &just_over, ops).is_some(), "above two blocks");
+        for not_point in [Workload::Ycsb('a'), Workload::Ycsb('e'), Workload::FillRandom] {
+            assert!(read_size_warning("x", not_point, &kib(50_000, 70), ops).is_none());
+        }
+        for point in [Workload::Lookup, Workload::Ycsb('b'), Workload::Ycsb('d')] {
+            assert!(read_size_warning("x", point, &kib(50_000, 70), ops).is_some(), "{point}");
+        }
+        // Served from memory: 999 reads in 100,000 operations are too few to judge, 1,000 not.
+        assert!(read_size_warning("x", ycsb_c, &kib(999, 70), ops).is_none());
+        assert!(read_size_warning("x", ycsb_c, &kib(1000, 70), ops).is_some());
+        assert!(read_size_warning("x", ycsb_c, &kib(0, 0), 0).is_none(), "no reads at all");
+    }
+
+    /// The result line and the summary carry the read size of every run with device counters.
+    #[test]
+    fn the_result_line_and_summary_give_kib_per_device_read_and_per_op() {
+        let report = RunReport {
+            config: RunConfig::new(Workload::Ycsb('c'), StoreKind::Ferrite),
+            store_description: "test".into(),
+            counts: OpCounts { reads: 1000, ..OpCounts::default() },
+            seconds: 1.0,
+            latency_ns: runner::new_histogram(),
+            cpu: CpuTime::default(),
+            disk: Some((
+                "vda".into(),
+                DiskCounters { reads: 500, read_bytes: 500 * 12 * 1024, ..DiskCounters::default() },
+            )),
+            log: None,
+            drains: None,
+            workers: None,
+            memory: None,
+            bytes_on_disk: 0,
+            load_seconds: None,
+            device_iops: None,
+            verified: None,
+        };
+        let line = report.result_line();
+        assert_eq!(line.get("dev_read_kib_per_read"), Some("12.00"));
+        assert_eq!(line.get("dev_read_kib_per_op"), Some("6.000"));
+        assert_eq!(line.get("dev_reads_per_op"), Some("0.500"), "existing fields kept");
+        let summary = report.summary();
+        assert!(summary.contains("12.0 KiB per device read, 6.00 KiB read per op"), "{summary}");
+        assert!(
+            summary.contains("\n  warning: ferrite read 12.0 KiB per device read"),
+            "{summary}"
+        );
+        let quiet = RunReport {
+            disk: Some((
+                "vda".into(),
+                DiskCounters { reads: 500, read_bytes: 500 * 4096, ..DiskCounters::default() },
+            )),
+            ..report
+        };
+        assert!(!quiet.summary().contains("warning"), "{}", quiet.summary());
     }
 
     /// Regression: a directory named like the benchmark's (`bench-…`) but holding someone
