@@ -7,6 +7,12 @@
 //!   needs (`memcap.rs`; where no cgroup can be made, its results say "NOT capped");
 //! - O_DIRECT for data where the store supports it (RocksDB reads, flushes and compactions;
 //!   WiredTiger data files), 4 KiB blocks/pages, RocksDB's bloom filters (10 bits per key);
+//! - each store tuned as its own guide says for data larger than its cache: RocksDB with
+//!   partitioned index and filters (4 KiB partitions, top levels pinned, index and filter
+//!   blocks in the block cache's high-priority pool, every table file open), WiredTiger's
+//!   sessions and cursors reused across operations, LMDB with `MDB_NORDAHEAD`. Each run's
+//!   summary gives the KiB per device read and warns when a point workload read more than
+//!   two 4 KiB blocks per device read, the sign of a store reading more than it needs;
 //! - no write-ahead log on any store (Ferrite opens with `Durability::None`, the peers' logs
 //!   are off) so that every store does the same work, except in `fill-sync`, the durability
 //!   comparison: there every store syncs each commit before acknowledging it: RocksDB with
