@@ -864,8 +864,8 @@ OUTPUT
 
     result store=S workload=W ops_per_s=N seconds=S ops=N p50_us=L p99_us=L p999_us=L
            max_us=L cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X
-           [dev_reads_per_op=X dev_writes_per_op=X]
-           [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
+           [dev_reads_per_op=X dev_writes_per_op=X dev_read_kib_per_read=X
+           dev_read_kib_per_op=X] [dev_flushes_per_op=X] [log_writes=N log_records_per_write=X
            log_kib_per_write=X log_write_us=X] [buffer_drains=N
            buffer_entries_per_drain=X] [worker_task_us_per_op=X
            worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
@@ -875,6 +875,9 @@ OUTPUT
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
            [target_ops_per_s=N] cache_mib=M seed=X config=HASH
 
+    dev_read_kib_per_read is the KiB the device read per read it completed (about 4 for
+    one 4 KiB block a read); the summary warns when a point workload (lookup, ycsb-b, c,
+    d) reads more than 8 KiB per device read, the sign of a misconfigured store.
     dev_flushes_per_op counts device cache flushes (what fsync/fdatasync send a disk with
     a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
     its log wrote while measuring): group-commit writes, records (commits, page images,
