@@ -49,16 +49,7 @@ impl BenchDir {
             // Not a directory, unreadable, ...: opening it will say what is wrong.
             Err(_) => false,
         };
-        let mut created_parents = Vec::new();
-        let mut parent = path.parent();
-        while let Some(dir) = parent {
-            if dir.as_os_str().is_empty() || dir.exists() {
-                break;
-            }
-            created_parents.push(dir.to_owned());
-            parent = dir.parent();
-        }
-        Ok(BenchDir { path: path.to_owned(), fresh, created_parents })
+        Ok(BenchDir { path: path.to_owned(), fresh, created_parents: missing_parents(path) })
     }
 
     pub fn path(&self) -> &Path {
@@ -90,12 +81,33 @@ impl BenchDir {
         if let Err(e) = fs::remove_dir_all(&self.path) {
             return DirFate::Left(format!("removing it failed: {e}"));
         }
-        for parent in &self.created_parents {
-            if fs::remove_dir(parent).is_err() {
-                break;
-            }
-        }
+        remove_created_parents(&self.created_parents);
         DirFate::Removed
+    }
+}
+
+/// The parents of `path` that do not exist yet, nearest first: what creating `path` makes,
+/// and so what the benchmark removes again after it (`remove_created_parents`).
+pub fn missing_parents(path: &Path) -> Vec<PathBuf> {
+    let mut missing = Vec::new();
+    let mut parent = path.parent();
+    while let Some(dir) = parent {
+        if dir.as_os_str().is_empty() || dir.exists() {
+            break;
+        }
+        missing.push(dir.to_owned());
+        parent = dir.parent();
+    }
+    missing
+}
+
+/// Removes the parents `missing_parents` listed, nearest first, stopping at the first that is
+/// not empty (something else was put there since).
+pub fn remove_created_parents(parents: &[PathBuf]) {
+    for dir in parents {
+        if fs::remove_dir(dir).is_err() {
+            break;
+        }
     }
 }
 

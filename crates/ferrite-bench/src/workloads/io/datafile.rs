@@ -22,6 +22,7 @@ use ferrite::io::{AlignedBlock, IO_ALIGN};
 use crate::error::BenchError;
 use crate::gen::rng::mix64;
 use crate::measure::progress::Progress;
+use crate::workloads::datadir::{missing_parents, remove_created_parents};
 
 /// The first bytes of every block of a data file.
 pub const MARKER: &[u8; 32] = b"ferrite bench io data file v1\n\0\0";
@@ -147,14 +148,7 @@ impl DataFile {
             });
         }
         if !existing {
-            let mut parent = path.parent();
-            while let Some(dir) = parent {
-                if dir.as_os_str().is_empty() || dir.exists() {
-                    break;
-                }
-                created_parents.push(dir.to_owned());
-                parent = dir.parent();
-            }
+            created_parents = missing_parents(path);
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
             }
@@ -267,11 +261,7 @@ impl DataFile {
         if let Err(e) = fs::remove_file(&self.path) {
             return FileFate::Left(format!("removing it failed: {e}"));
         }
-        for dir in &self.created_parents {
-            if fs::remove_dir(dir).is_err() {
-                break;
-            }
-        }
+        remove_created_parents(&self.created_parents);
         FileFate::Removed
     }
 }
