@@ -26,12 +26,15 @@ use crate::error::BenchError;
 use crate::gen::keys::{check_value, key, value, ValueMismatch, KEY_LEN, VALUE_LEN};
 use crate::gen::rng::Rng;
 use crate::measure::cpu::CpuTime;
+use crate::measure::diskstats::{Disk, DiskCounters};
 use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::runner::{self, AsyncOps, BlockingOps, Hdr, Ops, Pacing};
 use crate::stores::{FerriteTree, IoCounters, KvStore, StoreError, WorkerTimes};
 use crate::workloads::datadir::{BenchDir, DirFate};
+use crate::workloads::run::read_size_warning;
+use crate::workloads::ycsb::Workload;
 
 /// The tree holding the data set.
 pub const BENCH_TREE: &str = "bench";
@@ -187,6 +190,9 @@ pub struct LookupRun {
     pub latency_ns: Hdr,
     /// Device and cache counts while measuring, if the store keeps them.
     pub io: Option<IoCounters>,
+    /// The counters of the block device holding the data, while measuring (the whole
+    /// device's: other I/O on it shows up here), if `/proc/diskstats` lists it.
+    pub disk: Option<(String, DiskCounters)>,
     /// Processor time the whole process used while measuring.
     pub cpu: CpuTime,
 }
@@ -212,6 +218,16 @@ impl LookupRun {
     pub fn reads_per_lookup(&self) -> Option<f64> {
         let reads = self.io?.reads;
         Some(if self.lookups == 0 { 0.0 } else { reads as f64 / self.lookups as f64 })
+    }
+
+    /// KiB the device read per measured lookup, if its counters were read.
+    pub fn device_kib_per_lookup(&self) -> Option<f64> {
+        let (_, d) = self.disk.as_ref()?;
+        Some(if self.lookups == 0 {
+            0.0
+        } else {
+            d.read_bytes as f64 / 1024.0 / self.lookups as f64
+        })
     }
 }
 
@@ -353,6 +369,17 @@ impl LookupReport {
             ),
         );
         line("device reads", reads);
+        if let (Some((name, d)), Some(per_lookup)) = (&run.disk, run.device_kib_per_lookup()) {
+            line(
+                "read size",
+                format!(
+                    "{name}: {:.1} KiB per device read, {per_lookup:.2} KiB read per lookup ({} reads, {} read)",
+                    d.read_kib_per_read(),
+                    report::thousands(d.reads),
+                    report::bytes(d.read_bytes)
+                ),
+            );
+        }
         if let Some(t) = &self.tasks {
             line(
                 "mode",
@@ -393,6 +420,14 @@ impl LookupReport {
             ),
         );
         line("verified", "every value read (warm-up included) was the expected one".to_owned());
+        // Last, where it is seen: lookups that read more than their pages.
+        let warning = run
+            .disk
+            .as_ref()
+            .and_then(|(_, d)| read_size_warning(self.store, Workload::Lookup, d, run.lookups));
+        if let Some(warning) = warning {
+            s.push_str(&format!("  {warning}\n"));
+        }
         s
     }
 
@@ -412,6 +447,15 @@ impl LookupReport {
             .real("data_pool_ratio", self.data_pool_ratio(), 2);
         if let Some(reads) = run.reads_per_lookup() {
             line = line.real("reads_per_lookup", reads, 3);
+        }
+        // The comparison workloads' names for the device's own counts.
+        if let (Some((_, d)), Some(per_lookup)) = (&run.disk, run.device_kib_per_lookup()) {
+            let per_op =
+                |x: u64| if run.lookups == 0 { 0.0 } else { x as f64 / run.lookups as f64 };
+            line = line
+                .real("dev_reads_per_op", per_op(d.reads), 3)
+                .real("dev_read_kib_per_read", d.read_kib_per_read(), 2)
+                .real("dev_read_kib_per_op", per_lookup, 3);
         }
         if let Some(t) = &self.tasks {
             let ratio = if t.device_iops > 0.0 { run.lookups_per_s() / t.device_iops } else { 0.0 };
@@ -525,36 +569,30 @@ fn prepare(
 /// Measures lookups on a prepared data set (`db` opened read-only).
 fn measure(db: &Db, config: &LookupConfig, source: DataSource) -> Result<Measured, BenchError> {
     let store = FerriteTree::new(db, db.open_tree(BENCH_TREE)?);
+    // With several devices the ceiling and the device counters are the first device's (they
+    // are alike here).
+    let page_file = match config.devices.first() {
+        Some(first) => first.clone(),
+        None => config.dir.join(ferrite::PAGE_FILE_NAME),
+    };
     let params = LookupParams {
         keys: config.keys,
         threads: config.threads,
         seed: config.seed,
         warmup: Duration::from_secs_f64(config.warmup_seconds()),
         measure: Duration::from_secs_f64(config.seconds),
+        disk: Disk::of(&page_file),
     };
     if config.direct_api {
         let run = run_lookups(&store, &params)?;
         return Ok((source, run, db.pool().stats(), None));
     }
-    // With several devices the ceiling is the first device's (they are alike here).
-    let page_file = match config.devices.first() {
-        Some(first) => first.clone(),
-        None => config.dir.join(ferrite::PAGE_FILE_NAME),
-    };
     // 3 s each side for real runs; short (test) runs get a proportionally short ceiling.
     let ceiling_seconds = (config.seconds / 4.0).clamp(0.2, 3.0);
     let device_before =
         crate::workloads::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
     let tree = db.open_tree(BENCH_TREE)?;
-    let (run, shares) = run_task_lookups(
-        db,
-        &tree,
-        config.keys,
-        config.tasks,
-        config.seed,
-        params.warmup,
-        params.measure,
-    )?;
+    let (run, shares) = run_task_lookups(db, &tree, config.tasks, &params)?;
     let stats = db.pool().stats();
     let device_after =
         crate::workloads::io::device_read_ceiling(&page_file, config.direct_io, ceiling_seconds)?;
@@ -634,6 +672,8 @@ pub struct LookupParams {
     pub seed: u64,
     pub warmup: Duration,
     pub measure: Duration,
+    /// The device whose counters are read when measuring begins and ends, if any.
+    pub disk: Option<Disk>,
 }
 
 /// Uniform random lookups of keys `0..keys`, every value checked: the operations of one
@@ -739,19 +779,18 @@ struct Window<T> {
     /// `sample()` when measuring began and when it ended.
     before: T,
     after: T,
+    /// What the device did meanwhile, if it was given and its counters could be read.
+    disk: Option<(String, DiskCounters)>,
 }
 
-/// Waits out `warmup` (unless the run stops first), samples, measures for `measure`, samples
-/// again, and stops the run.
-fn window<T>(
-    phase: &AtomicU8,
-    warmup: Duration,
-    measure: Duration,
-    sample: impl Fn() -> T,
-) -> Window<T> {
+/// Waits out the warm-up (unless the run stops first), samples (and reads the device's
+/// counters), measures, samples again, and stops the run.
+fn window<T>(phase: &AtomicU8, params: &LookupParams, sample: impl Fn() -> T) -> Window<T> {
+    let (warmup, measure) = (params.warmup, params.measure);
     let warmup_start = Instant::now();
     wait(phase, warmup);
     let warmup_seconds = warmup_start.elapsed().as_secs_f64();
+    let disk_before = params.disk.as_ref().and_then(Disk::counters);
     let before = sample();
     let cpu_before = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
@@ -761,7 +800,11 @@ fn window<T>(
     let seconds = start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu_before);
     let after = sample();
-    Window { warmup_seconds, seconds, cpu, before, after }
+    let disk = params.disk.as_ref().and_then(|disk| {
+        let now = disk.counters()?;
+        Some((disk.name.clone(), now.since(disk_before?)))
+    });
+    Window { warmup_seconds, seconds, cpu, before, after, disk }
 }
 
 /// Runs uniform random lookups of keys `0..keys` from `threads` threads: `warmup`, then
@@ -775,7 +818,7 @@ pub fn run_lookups<S: KvStore + ?Sized>(
     let phase = AtomicU8::new(WARMUP);
     let make = |t: u64| LookupOps::new(store, params.keys, Rng::stream(params.seed, t));
     let (w, tally) = runner::on_threads(params.threads, &make, Pacing::Closed, &phase, || {
-        window(&phase, params.warmup, params.measure, || store.io_counters())
+        window(&phase, params, || store.io_counters())
     })?;
     let io = w.before.zip(w.after).map(|(before, after)| after.since(before));
     Ok(LookupRun {
@@ -784,6 +827,7 @@ pub fn run_lookups<S: KvStore + ?Sized>(
         warmup_seconds: w.warmup_seconds,
         latency_ns: tally.latency_ns,
         io,
+        disk: w.disk,
         cpu: w.cpu,
     })
 }
@@ -811,24 +855,23 @@ fn shares(before: WorkerTimes, after: WorkerTimes) -> TimeShares {
     }
 }
 
-/// Runs `tasks` lookup tasks per worker of `db` on `tree` (keys `0..keys`): `warmup`, then
-/// `measure` counted, every value verified. Returns the run and the workers' time shares.
+/// Runs `tasks` lookup tasks per worker of `db` on `tree` (keys `0..params.keys`, stream `t`
+/// from `params.seed`; `params.threads` is not used): the warm-up, then the measured time,
+/// every value verified. Returns the run and the workers' time shares.
 pub fn run_task_lookups(
     db: &Db,
     tree: &Tree,
-    keys: u64,
     tasks: usize,
-    seed: u64,
-    warmup: Duration,
-    measure: Duration,
+    params: &LookupParams,
 ) -> Result<(LookupRun, TimeShares), BenchError> {
     let phase = Arc::new(AtomicU8::new(WARMUP));
     let count = (db.worker_count() * tasks) as u64;
+    let (keys, seed) = (params.keys, params.seed);
     let streams =
         (0..count).map(|index| LookupOps::new(tree.clone(), keys, Rng::stream(seed, index)));
     let running = runner::spawn_tasks(db, streams, Pacing::Closed, &phase)?;
     let stats = db.worker_stats();
-    let w = window(&phase, warmup, measure, || (pool_io(db), WorkerTimes::of(&stats)));
+    let w = window(&phase, params, || (pool_io(db), WorkerTimes::of(&stats)));
     let tally = running.finish()?;
     let run = LookupRun {
         lookups: tally.counts,
@@ -836,6 +879,7 @@ pub fn run_task_lookups(
         warmup_seconds: w.warmup_seconds,
         latency_ns: tally.latency_ns,
         io: Some(w.after.0.since(w.before.0)),
+        disk: w.disk,
         cpu: w.cpu,
     };
     Ok((run, shares(w.before.1, w.after.1)))
@@ -864,6 +908,7 @@ mod tests {
             seed: 9,
             warmup: Duration::from_millis(20),
             measure: Duration::from_millis(150),
+            disk: None,
         }
     }
 
@@ -949,6 +994,14 @@ mod tests {
                 warmup_seconds: 5.0,
                 latency_ns,
                 io: Some(IoCounters { reads: 3_000_000, writes: 0, evictions: 2_999_000 }),
+                disk: Some((
+                    "vda".to_owned(),
+                    DiskCounters {
+                        reads: 3_000_000,
+                        read_bytes: 3_000_000 * 4096,
+                        ..DiskCounters::default()
+                    },
+                )),
                 cpu: CpuTime { user_s: 6.0, system_s: 2.0 },
             },
             tasks: Some(TaskFigures {
@@ -1000,6 +1053,9 @@ mod tests {
             "seed=1",
             "direct_io=1",
             "store=ferrite",
+            "dev_reads_per_op=0.750",
+            "dev_read_kib_per_read=4.00",
+            "dev_read_kib_per_op=3.000",
         ] {
             assert!(line.split(' ').any(|f| f == field), "{field} missing from {line}");
         }
@@ -1025,7 +1081,34 @@ mod tests {
             assert!(text.contains(needle), "{needle:?} missing from\n{text}");
         }
         assert!(text.ends_with('\n') && !text.contains("result "));
+        assert!(text.contains("vda: 4.0 KiB per device read, 3.00 KiB read per lookup"), "{text}");
+        assert!(!text.contains("warning"), "one block per read is no warning:\n{text}");
         assert!(report(DataSource::Reused).summary().contains("reused from an earlier --keep run"));
+    }
+
+    /// Lookups that make the device read more than two blocks a read are flagged, as the
+    /// comparison runner flags any store's.
+    #[test]
+    fn summary_warns_when_lookups_read_large_blocks() {
+        let mut r = report(DataSource::Reused);
+        r.run.disk = Some((
+            "vda".to_owned(),
+            DiskCounters {
+                reads: 3_000_000,
+                read_bytes: 3_000_000 * 40 * 1024,
+                ..Default::default()
+            },
+        ));
+        let text = r.summary();
+        assert!(text.contains("40.0 KiB per device read"), "{text}");
+        assert!(
+            text.lines().last().unwrap().contains("warning: ferrite read 40.0 KiB per device read"),
+            "{text}"
+        );
+        assert_eq!(r.result_line().get("dev_read_kib_per_read"), Some("40.00"));
+        r.run.disk = None;
+        assert!(r.result_line().get("dev_read_kib_per_read").is_none(), "no counters, no field");
+        assert!(!r.summary().contains("read size"));
     }
 
     #[test]
