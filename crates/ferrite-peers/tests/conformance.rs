@@ -367,3 +367,24 @@ fn rocksdb_applies_the_partitioned_index_options() {
     assert!(options.lines().any(|l| l.trim() == "compression=kNoCompression"), "{options}");
     assert!(description.contains("high_pri_pool_ratio=0.5"), "{description}");
 }
+
+/// WiredTiger's eviction is passed explicitly (its "Cache and eviction tuning" settings), and
+/// the open accepts it: `wiredtiger_open` refuses an unknown key or a value out of range, so a
+/// typo in the settings fails here instead of quietly running on the defaults. Every setting
+/// appears in the description each run prints.
+#[test]
+fn wiredtiger_opens_with_its_eviction_settings_printed() {
+    let dir = TempDir::new("wiredtiger", "eviction");
+    let wt = WiredTiger::open(&dir.0, &config(false, false, false)).unwrap();
+    let description = Peer::describe_config(&wt);
+    for setting in [
+        "cache_size=",
+        "eviction=(threads_min=1,threads_max=8)",
+        "eviction_target=80",
+        "eviction_trigger=95",
+        "eviction_dirty_target=5",
+        "eviction_dirty_trigger=20",
+    ] {
+        assert!(description.contains(setting), "description lacks {setting}: {description}");
+    }
+}

@@ -203,15 +203,20 @@ impl RunConfig {
         )
     }
 
-    /// A short hash of `canonical()`: runs with the same hash measured the same thing.
+    /// A short hash of `canonical()`: runs with the same hash ran the same workload the same
+    /// way (the store's own options are hashed apart, in `store_hash`).
     pub fn hash(&self) -> String {
-        // FNV-1a, 64 bits.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.canonical().bytes() {
-            h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        format!("{h:016x}")
+        short_hash(&self.canonical())
     }
+}
+
+/// FNV-1a, 64 bits, as 16 hex digits: a short name for a configuration text.
+pub fn short_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 /// What one run measured.
@@ -342,7 +347,12 @@ impl RunReport {
         if let Some(mib) = c.change_buffer_mib {
             line = line.int("change_buffer_mib", mib);
         }
-        line.int("cache_mib", c.cache_mib).int("seed", c.seed).word("config", &c.hash())
+        line.int("cache_mib", c.cache_mib)
+            .int("seed", c.seed)
+            .word("config", &c.hash())
+            // The store's options as it printed them: runs of one `config` with different
+            // store options (a peer tuned differently, say) differ here.
+            .word("store_hash", &short_hash(&self.store_description))
     }
 
     /// One JSON object (one line): the result line's fields plus the configuration.
@@ -1093,6 +1103,15 @@ mod tests {
             ..report
         };
         assert!(!quiet.summary().contains("warning"), "{}", quiet.summary());
+        // The same run with the store opened otherwise: one `config`, two `store_hash`es.
+        let retuned = RunReport { store_description: "test, retuned".into(), ..quiet };
+        let (a, b) = (line, retuned.result_line());
+        assert_eq!(a.get("config"), b.get("config"));
+        assert_ne!(a.get("store_hash"), b.get("store_hash"));
+        assert_eq!(a.get("store_hash").map(str::len), Some(16));
+        let json: serde_json::Value = serde_json::from_str(&retuned.json()).unwrap();
+        assert_eq!(json["store_config"], "test, retuned", "the description itself, unhashed");
+        assert_eq!(json["store_hash"].as_str(), b.get("store_hash"));
     }
 
     /// Regression: a directory named like the benchmark's (`bench-…`) but holding someone
