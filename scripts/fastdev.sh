@@ -9,6 +9,12 @@
 #                                  the mount point, the directory to give as --db
 #   scripts/fastdev.sh down        unmount, detach and free the RAM
 #   scripts/fastdev.sh status      what is set up now
+#   scripts/fastdev.sh compare SUITE [OPTIONS...]
+#                                  the whole thing in one command: up (FERRITE_FASTDEV_SIZE,
+#                                  default 8G), `ferrite bench compare SUITE --db MOUNT/cmp
+#                                  OPTIONS...` with the binary in $FERRITE (default
+#                                  target/release/ferrite), then down, whatever the run did;
+#                                  exits with the run's status
 #
 # Run as root. A suite on it:
 #   dir=$(scripts/fastdev.sh up 6G)
@@ -98,12 +104,34 @@ status() {
     fi
 }
 
+compare() {
+    [[ $# -ge 1 ]] || fail "compare needs a suite: scripts/fastdev.sh compare SUITE [OPTIONS...]"
+    local ferrite=${FERRITE:-target/release/ferrite}
+    [[ -x $ferrite ]] ||
+        fail "$ferrite is not an executable (cargo build --release -p ferrite-cli --features peers, or set FERRITE)"
+    if mountpoint -q "$mount_point" 2>/dev/null; then
+        fail "already up on $mount_point: 'down' first, or run the suite yourself with --db"
+    fi
+    local dir
+    dir=$(up "${FERRITE_FASTDEV_SIZE:-8G}")
+    trap down EXIT
+    local suite=$1
+    shift
+    local status=0
+    "$ferrite" bench compare "$suite" --db "$dir/cmp" "$@" || status=$?
+    return "$status"
+}
+
 case "${1:-}" in
     up) up "${2:-}" ;;
     down) down ;;
     status) status ;;
+    compare)
+        shift
+        compare "$@"
+        ;;
     *)
-        echo "usage: scripts/fastdev.sh up [SIZE] | down | status" >&2
+        echo "usage: scripts/fastdev.sh up [SIZE] | down | status | compare SUITE [OPTIONS...]" >&2
         exit 2
         ;;
 esac

@@ -675,13 +675,17 @@ OUTPUT
     The last line is:
 
     result lookups_per_s=N keys=N pool_mib=M threads=T seconds=S lookups=N data_mib=D
-           data_pool_ratio=R reads_per_lookup=R [device_iops=N ratio=X
+           data_pool_ratio=R reads_per_lookup=R [dev_reads_per_op=R
+           dev_read_kib_per_read=K dev_read_kib_per_op=K] [device_iops=N ratio=X
            device_iops_before=N device_iops_after=N mode=tasks workers=N tasks=N
            engine=E tree_pct=P evict_pct=P submit_pct=P complete_pct=P idle_pct=P]
            cpu_us_per_lookup=X p50_us=L p99_us=L max_us=L load_s=S reused=0|1 seed=X
            direct_io=0|1 store=ferrite workload=lookup ops_per_s=N
 
-    (on one line; the bracketed fields with tasks only, mode=direct otherwise). A wrong
+    (on one line; the dev_ fields where /proc/diskstats lists the device holding the
+    data: the whole device's reads while measuring, per lookup and KiB per read, with
+    the same warning as the comparison workloads above 8 KiB a read; the other bracketed
+    fields with tasks only, mode=direct otherwise). A wrong
     or missing value ends the run with exit status 2 and no result line. With a peer
     (--store rocksdb|wiredtiger|lmdb) the output is the comparison workload's
     (ferrite bench ycsb-a --help): its last line starts `result store=S workload=lookup`.
@@ -873,11 +877,14 @@ OUTPUT
            bytes_on_disk=N records=N [load_s=S] [reused=0|1]
            [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
-           [target_ops_per_s=N] cache_mib=M seed=X config=HASH
+           [target_ops_per_s=N] cache_mib=M seed=X config=HASH store_hash=HASH
 
     dev_read_kib_per_read is the KiB the device read per read it completed (about 4 for
     one 4 KiB block a read); the summary warns when a point workload (lookup, ycsb-b, c,
     d) reads more than 8 KiB per device read, the sign of a misconfigured store.
+    config hashes the run's settings (workload, store, sizes, concurrency, seed);
+    store_hash the options the store printed, so that runs of one config against a
+    store tuned otherwise tell apart (--json keeps the options themselves).
     dev_flushes_per_op counts device cache flushes (what fsync/fdatasync send a disk with
     a volatile write cache) on kernels that report them. The log_ fields (Ferrite, when
     its log wrote while measuring): group-commit writes, records (commits, page images,

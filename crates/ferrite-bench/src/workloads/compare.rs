@@ -115,8 +115,7 @@ pub fn config_for(base: &RunConfig, step: &Step, store: StoreKind) -> Option<Run
         _ => Distribution::Uniform,
     });
     config.rate = step.rate.or(base.rate);
-    let root = base.dir.clone();
-    config.dir = root.join(format!("bench-{}", store.name()));
+    config.dir = data_dir(base, store);
     if let Some(n) = step.committers {
         config.committers = n;
     }
@@ -135,6 +134,11 @@ pub fn config_for(base: &RunConfig, step: &Step, store: StoreKind) -> Option<Run
     config.keep = step.workload.needs_data();
     config.json = None;
     Some(config)
+}
+
+/// The data directory of `store` in a suite rooted at `base.dir`.
+fn data_dir(base: &RunConfig, store: StoreKind) -> PathBuf {
+    base.dir.join(format!("bench-{}", store.name()))
 }
 
 /// The row label of a step.
@@ -196,6 +200,10 @@ pub fn run(
     })?;
     let rounds = rounds.max(1);
     let json = out.join(format!("{suite_name}.jsonl"));
+    // What the suite leaves behind unless --keep: each store's data set (kept from run to run
+    // of the suite, `config_for`) and the ceiling's file if the suite wrote it.
+    let ceiling_file = base.dir.join(run::CEILING_FILE);
+    let ceiling_was_there = ceiling_file.exists();
     // The runs of each step on each store, with their round.
     let mut runs: Vec<Vec<Vec<(usize, RunReport)>>> =
         steps.iter().map(|_| stores.iter().map(|_| Vec::new()).collect()).collect();
@@ -232,6 +240,19 @@ pub fn run(
                 }
             }
         }
+    }
+    if !base.keep {
+        let data_dirs = stores.iter().map(|store| data_dir(base, *store));
+        for dir in data_dirs.filter(|d| d.exists()) {
+            if let Err(e) = run::remove_bench_dir(&dir) {
+                say(&format!("left {}: {e}", dir.display()));
+            }
+        }
+        if !ceiling_was_there {
+            let _ = std::fs::remove_file(&ceiling_file);
+        }
+        // The root too, if the suite left it empty.
+        let _ = std::fs::remove_dir(&base.dir);
     }
     let labels: Vec<String> = labels
         .into_iter()
@@ -717,6 +738,33 @@ mod tests {
         assert!(md.contains("2 rounds (every step on every store, then again)"), "{md}");
         // One table row per step, whatever the rounds.
         assert_eq!(md.matches("| lookup").count(), 3, "{md}");
+    }
+
+    /// Regression: a suite kept every store's data set (and the ceiling's 1 GiB file) after
+    /// its end, 4 GiB a suite at the default size, until the disk filled. Now they go at the
+    /// end unless --keep; a ceiling file that was there before stays.
+    #[test]
+    fn a_suite_removes_its_data_sets_at_the_end_unless_kept() {
+        let dir = TempDir::new().unwrap();
+        let steps = vec![Step::plain(Workload::Lookup), Step::plain(Workload::Ycsb('c'))];
+        let out = dir.path().join("out");
+        let base = tiny_base(&dir);
+        let data = base.dir.join("bench-ferrite");
+        let output = run("quick", &steps, &[StoreKind::Ferrite], &base, 1, &out, &mut |_| {});
+        assert!(output.unwrap().failures.is_empty());
+        assert!(!data.exists() && !base.dir.exists(), "the suite's data and root are gone");
+
+        let kept = RunConfig { keep: true, ..base.clone() };
+        let output = run("quick", &steps, &[StoreKind::Ferrite], &kept, 1, &out, &mut |_| {});
+        assert!(output.unwrap().failures.is_empty());
+        assert!(data.exists(), "--keep keeps the data set for the next suite");
+
+        // Someone's ceiling file from an earlier run is not the suite's to remove.
+        let ceiling = base.dir.join(run::CEILING_FILE);
+        std::fs::write(&ceiling, b"earlier").unwrap();
+        let output = run("quick", &steps, &[StoreKind::Ferrite], &base, 1, &out, &mut |_| {});
+        assert!(output.unwrap().failures.is_empty());
+        assert!(!data.exists() && ceiling.exists());
     }
 
     #[test]

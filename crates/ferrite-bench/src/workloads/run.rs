@@ -963,11 +963,14 @@ pub(crate) fn remove_bench_dir(dir: &Path) -> Result<(), BenchError> {
     }
 }
 
+/// The file the ceiling is measured on, beside the data directories.
+pub const CEILING_FILE: &str = "ferrite-ceiling.dat";
+
 /// The device's random-read ceiling, measured on a 1 GiB file written once beside the data
 /// (`<dir>/../ferrite-ceiling.dat`, kept for later runs): random 4 KiB reads, io_uring, QD 128.
 fn ceiling(dir: &Path, direct: bool) -> Result<f64, BenchError> {
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let path = parent.join("ferrite-ceiling.dat");
+    let path = parent.join(CEILING_FILE);
     const SIZE: u64 = 1 << 30;
     let complete = std::fs::metadata(&path).is_ok_and(|m| m.len() == SIZE);
     if !complete {
