@@ -83,7 +83,13 @@ up() {
 down() {
     need
     if mountpoint -q "$mount_point" 2>/dev/null; then
-        umount "$mount_point" || fail "unmounting $mount_point failed (still in use?)"
+        # Right after a benchmark exits the kernel may still hold the file system for a
+        # moment ("target is busy", seen once): try again for a few seconds first.
+        local tries=0
+        until umount "$mount_point" 2>/dev/null; do
+            ((++tries < 10)) || fail "unmounting $mount_point failed (still in use? fuser -m $mount_point)"
+            sleep 0.5
+        done
     fi
     local device
     device=$(device_of)
