@@ -473,10 +473,13 @@ fn store_note(store: StoreKind, rows: &[(String, Vec<Option<RunReport>>)]) -> &'
 }
 
 /// A table's metric: title, whether higher is better, the value of a run, its display.
-type Metric = (&'static str, bool, fn(&RunReport) -> f64, fn(f64) -> String);
+/// A table: its title, whether higher is better (`None`: no best to bold), the value of a run
+/// (`None`: the run has none) and how to show it.
+type Metric = (&'static str, Option<bool>, fn(&RunReport) -> Option<f64>, fn(f64) -> String);
 
-/// Markdown tables: operations/s, CPU per operation, p99 latency; workloads as rows, stores
-/// as columns, the best of each row in bold.
+/// Markdown tables: operations/s, CPU per operation, p99 latency, KiB per device read;
+/// workloads as rows, stores as columns, the best of each row in bold (none for read sizes:
+/// they are a check of the store's configuration, not a score).
 fn tables(
     suite_name: &str,
     stores: &[StoreKind],
@@ -546,24 +549,31 @@ fn tables(
             );
         }
     }
-    let metrics: [Metric; 3] = [
+    let metrics: [Metric; 4] = [
         (
             "operations/s (higher is better)",
-            true,
-            |r| r.ops_per_s(),
+            Some(true),
+            |r| Some(r.ops_per_s()),
             |v| report::thousands(v.round() as u64),
         ),
         (
             "CPU µs per operation, user + system (lower is better)",
-            false,
-            |r| r.cpu.total_s() * 1e6 / r.counts.total().max(1) as f64,
+            Some(false),
+            |r| Some(r.cpu.total_s() * 1e6 / r.counts.total().max(1) as f64),
             |v| format!("{v:.2}"),
         ),
         (
             "p99 latency (lower is better)",
-            false,
-            |r| r.latency_ns.value_at_quantile(0.99) as f64,
+            Some(false),
+            |r| Some(r.latency_ns.value_at_quantile(0.99) as f64),
             |v| report::latency(v as u64),
+        ),
+        (
+            "KiB read per device read (a check, not a score: about 4 for one 4 KiB block a \
+             read; above 8 on a point workload, the store reads more than it needs)",
+            None,
+            |r| r.disk.as_ref().filter(|(_, d)| d.reads > 0).map(|(_, d)| d.read_kib_per_read()),
+            |v| format!("{v:.1}"),
         ),
     ];
     for (title, higher_better, value, show) in metrics {
@@ -578,12 +588,15 @@ fn tables(
         }
         s.push('\n');
         for (label, cells) in rows {
-            let values: Vec<Option<f64>> = cells.iter().map(|c| c.as_ref().map(value)).collect();
-            let best = values.iter().flatten().copied().fold(None, |best: Option<f64>, v| {
-                Some(match best {
-                    None => v,
-                    Some(b) if (higher_better && v > b) || (!higher_better && v < b) => v,
-                    Some(b) => b,
+            let values: Vec<Option<f64>> =
+                cells.iter().map(|c| c.as_ref().and_then(value)).collect();
+            let best = higher_better.and_then(|higher| {
+                values.iter().flatten().copied().fold(None, |best: Option<f64>, v| {
+                    Some(match best {
+                        None => v,
+                        Some(b) if (higher && v > b) || (!higher && v < b) => v,
+                        Some(b) => b,
+                    })
                 })
             });
             let _ = write!(s, "| {label} |");
@@ -736,8 +749,52 @@ mod tests {
         assert_eq!(runs.lines().count(), 2 * steps.len());
         let md = std::fs::read_to_string(&output.markdown).unwrap();
         assert!(md.contains("2 rounds (every step on every store, then again)"), "{md}");
-        // One table row per step, whatever the rounds.
-        assert_eq!(md.matches("| lookup").count(), 3, "{md}");
+        // One table row per step, whatever the rounds, in each of the four tables.
+        assert_eq!(md.matches("| lookup").count(), 4, "{md}");
+    }
+
+    /// A run of `store` at `ops_per_s` whose device read `kib` KiB per read (none: no
+    /// counters).
+    fn report_of(store: StoreKind, ops: u64, kib: Option<u64>) -> RunReport {
+        use crate::measure::diskstats::DiskCounters;
+        let disk = kib.map(|k| {
+            let d = DiskCounters { reads: 1000, read_bytes: 1000 * k * 1024, ..Default::default() };
+            ("vda".to_owned(), d)
+        });
+        RunReport {
+            config: RunConfig::new(Workload::Ycsb('c'), store),
+            store_description: "test".into(),
+            counts: crate::workloads::ycsb::OpCounts { reads: ops, ..Default::default() },
+            seconds: 1.0,
+            latency_ns: crate::runner::new_histogram(),
+            cpu: crate::measure::cpu::CpuTime::default(),
+            disk,
+            log: None,
+            drains: None,
+            workers: None,
+            memory: None,
+            bytes_on_disk: 0,
+            load_seconds: None,
+            device_iops: None,
+            verified: None,
+        }
+    }
+
+    /// Every suite's tables show the KiB each store read per device read, so a misconfigured
+    /// store shows itself in them; it is a check, so no cell is bolded as the best, while the
+    /// throughput table still bolds its best.
+    #[test]
+    fn the_tables_show_each_stores_read_size_without_a_best() {
+        let stores = [StoreKind::Ferrite, StoreKind::RocksDb, StoreKind::Lmdb];
+        let cells = vec![
+            Some(report_of(StoreKind::Ferrite, 2000, Some(4))),
+            Some(report_of(StoreKind::RocksDb, 1000, Some(70))),
+            Some(report_of(StoreKind::Lmdb, 1500, None)),
+        ];
+        let md = tables("ycsb", &stores, &[("ycsb-c".to_owned(), cells)], &[]);
+        let sizes = &md[md.find("**KiB read per device read").expect("the read-size table")..];
+        assert!(sizes.contains("| ycsb-c | 4.0 | 70.0 | – |"), "{sizes}");
+        assert!(md.contains("| ycsb-c | **2,000** | 1,000 | 1,500 |"), "{md}");
     }
 
     /// Regression: a suite kept every store's data set (and the ceiling's 1 GiB file) after
@@ -782,6 +839,7 @@ mod tests {
         assert_eq!(lines.len(), steps.len());
         let md = std::fs::read_to_string(&output.markdown).unwrap();
         assert!(md.contains("| workload | ferrite |") && md.contains("ycsb-e"), "{md}");
+        assert!(md.contains("**KiB read per device read"), "{md}");
         assert!(md.contains("commit "));
         let runs = std::fs::read_to_string(&output.json).unwrap();
         assert_eq!(runs.lines().count(), steps.len());
