@@ -753,31 +753,16 @@ mod tests {
         assert_eq!(md.matches("| lookup").count(), 4, "{md}");
     }
 
-    /// A run of `store` at `ops_per_s` whose device read `kib` KiB per read (none: no
+    /// A run of `store` at `ops` operations/s whose device read `kib` KiB per read (none: no
     /// counters).
     fn report_of(store: StoreKind, ops: u64, kib: Option<u64>) -> RunReport {
         use crate::measure::diskstats::DiskCounters;
-        let disk = kib.map(|k| {
-            let d = DiskCounters { reads: 1000, read_bytes: 1000 * k * 1024, ..Default::default() };
-            ("vda".to_owned(), d)
+        let disk = kib.map(|k| DiskCounters {
+            reads: 1000,
+            read_bytes: 1000 * k * 1024,
+            ..Default::default()
         });
-        RunReport {
-            config: RunConfig::new(Workload::Ycsb('c'), store),
-            store_description: "test".into(),
-            counts: crate::workloads::ycsb::OpCounts { reads: ops, ..Default::default() },
-            seconds: 1.0,
-            latency_ns: crate::runner::new_histogram(),
-            cpu: crate::measure::cpu::CpuTime::default(),
-            disk,
-            log: None,
-            drains: None,
-            workers: None,
-            memory: None,
-            bytes_on_disk: 0,
-            load_seconds: None,
-            device_iops: None,
-            verified: None,
-        }
+        RunReport::for_test(store, ops, disk)
     }
 
     /// Every suite's tables show the KiB each store read per device read, so a misconfigured

@@ -691,6 +691,31 @@ pub fn read_size_warning(
     })
 }
 
+#[cfg(test)]
+impl RunReport {
+    /// A one-second YCSB-C run of `store` with `reads` reads and, if given, what the device
+    /// `vda` did meanwhile; everything else empty. For tests of reports and tables.
+    pub(crate) fn for_test(store: StoreKind, reads: u64, disk: Option<DiskCounters>) -> Self {
+        RunReport {
+            config: RunConfig::new(Workload::Ycsb('c'), store),
+            store_description: "test".into(),
+            counts: OpCounts { reads, ..OpCounts::default() },
+            seconds: 1.0,
+            latency_ns: runner::new_histogram(),
+            cpu: CpuTime::default(),
+            disk: disk.map(|d| ("vda".to_owned(), d)),
+            log: None,
+            drains: None,
+            workers: None,
+            memory: None,
+            bytes_on_disk: 0,
+            load_seconds: None,
+            device_iops: None,
+            verified: None,
+        }
+    }
+}
+
 /// The timed part of a run, without the operations' own figures.
 struct Measured {
     counts: OpCounts,
@@ -1068,26 +1093,8 @@ mod tests {
     /// The result line and the summary carry the read size of every run with device counters.
     #[test]
     fn the_result_line_and_summary_give_kib_per_device_read_and_per_op() {
-        let report = RunReport {
-            config: RunConfig::new(Workload::Ycsb('c'), StoreKind::Ferrite),
-            store_description: "test".into(),
-            counts: OpCounts { reads: 1000, ..OpCounts::default() },
-            seconds: 1.0,
-            latency_ns: runner::new_histogram(),
-            cpu: CpuTime::default(),
-            disk: Some((
-                "vda".into(),
-                DiskCounters { reads: 500, read_bytes: 500 * 12 * 1024, ..DiskCounters::default() },
-            )),
-            log: None,
-            drains: None,
-            workers: None,
-            memory: None,
-            bytes_on_disk: 0,
-            load_seconds: None,
-            device_iops: None,
-            verified: None,
-        };
+        let twelve = DiskCounters { reads: 500, read_bytes: 500 * 12 * 1024, ..Default::default() };
+        let report = RunReport::for_test(StoreKind::Ferrite, 1000, Some(twelve));
         let line = report.result_line();
         assert_eq!(line.get("dev_read_kib_per_read"), Some("12.00"));
         assert_eq!(line.get("dev_read_kib_per_op"), Some("6.000"));
