@@ -60,6 +60,8 @@ pub enum Error {
     /// recovery cuts). `path` is the file (a segment, or the log directory), `offset` the byte
     /// in it and `lsn` the log position, where known.
     LogCorrupt { path: PathBuf, offset: Option<u64>, lsn: Option<u64>, reason: String },
+    /// The call cannot do this (yet): `reason` says what to do instead.
+    NotSupported { reason: String },
 }
 
 impl Error {
@@ -136,6 +138,7 @@ impl fmt::Display for Error {
                 "a batch of {ops} changes is too large for a pool of {pool_pages} pages (at most \
                  {max_ops}: split it, or raise Options::pool_bytes)"
             ),
+            Error::NotSupported { reason } => write!(f, "not supported: {reason}"),
             Error::Conflict { tree, key } => write!(
                 f,
                 "transaction conflict: key \"{}\" of tree {tree:?} changed after the \

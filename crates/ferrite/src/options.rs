@@ -74,6 +74,14 @@ pub struct Options {
     /// about to replay (at most a quarter of the pool); 0 reads each page when its record
     /// needs it. Real files only: a simulated disk always reads one at a time.
     pub recovery_read_ahead_pages: u64,
+    /// Bytes of object fragments (small or unaligned writes into objects, held in the
+    /// objects tree until merged into whole blocks) the database aims to keep: an object's
+    /// fragments are merged once they cover more blocks than a threshold that falls from
+    /// 64 blocks to 1 as the fragments in all objects approach this.
+    pub object_fragment_bytes: u64,
+    /// Bytes per second the background merge of fragments may rewrite (0: no background
+    /// merge; a block whose fragments outgrow their entry is still merged by its writer).
+    pub object_merge_bytes_per_sec: u64,
     /// Where the data directory's files live; `None` (the default) is the real directory.
     /// Tests put a simulated disk here (`ferrite::testing::SimDisk`) to crash, tear and fail writes.
     #[doc(hidden)]
@@ -115,6 +123,8 @@ impl Default for Options {
             checkpoint_log_bytes: 256 << 20,
             change_buffer_bytes: None,
             recovery_read_ahead_pages: 4096,
+            object_fragment_bytes: 64 << 20,
+            object_merge_bytes_per_sec: 256 << 20,
             storage: None,
         }
     }
@@ -186,6 +196,9 @@ impl Options {
                 MIN_POOL_PAGES,
                 MIN_POOL_PAGES * PAGE_SIZE as u64
             ));
+        }
+        if self.object_fragment_bytes == 0 {
+            return bad("object_fragment_bytes must be above 0".into());
         }
         if self.max_pages() < 16 || self.max_size_bytes > 1 << 46 {
             return bad(format!(

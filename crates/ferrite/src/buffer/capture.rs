@@ -32,6 +32,8 @@ pub struct Capture {
     /// `LINEAR_PAGES` (most change one leaf or two: a scan of `pages` is cheaper).
     index: HashMap<PageId, usize>,
     pages: Vec<(PageId, Change)>,
+    /// Runs of object data pages allocated (`true`) or freed: `(first, pages, allocated)`.
+    data: Vec<(PageId, u16, bool)>,
     /// Page copies of earlier commits, reused for the next before-images.
     spare: Vec<Box<[u8]>>,
 }
@@ -43,11 +45,12 @@ const SPARE_COPIES: usize = 16;
 
 impl Capture {
     pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
+        self.pages.is_empty() && self.data.is_empty()
     }
 
     pub fn clear(&mut self) {
         self.index.clear();
+        self.data.clear();
         for (_, change) in self.pages.drain(..) {
             if let Change::Changed(copy) = change {
                 if self.spare.len() < SPARE_COPIES {
@@ -112,6 +115,11 @@ impl Capture {
         }
     }
 
+    /// Notes a run of object data pages the commit allocated (`allocated`) or freed.
+    pub fn note_data(&mut self, first: PageId, pages: u16, allocated: bool) {
+        self.data.push((first, pages, allocated));
+    }
+
     /// Pages whose bytes the commit leaves (changed or new): they get the record's LSN.
     pub fn kept_pages(&self) -> impl Iterator<Item = PageId> + '_ {
         self.pages.iter().filter(|(_, c)| !matches!(c, Change::Freed)).map(|(id, _)| *id)
@@ -129,7 +137,11 @@ impl Capture {
                 Change::Freed => PageChange::Freed { page_id },
             }
         };
-        self.pages.iter().map(change).collect()
+        let data = self.data.iter().map(|&(first, pages, allocated)| match allocated {
+            true => PageChange::DataNew { first, pages },
+            false => PageChange::DataFreed { first, pages },
+        });
+        self.pages.iter().map(change).chain(data).collect()
     }
 }
 
@@ -142,6 +154,10 @@ pub enum PageChange<'a> {
     New { page_id: PageId, now: &'a [u8] },
     /// Freed by the commit.
     Freed { page_id: PageId },
+    /// A run of object data pages the commit allocated (their bytes are not logged).
+    DataNew { first: PageId, pages: u16 },
+    /// A run of object data pages the commit freed.
+    DataFreed { first: PageId, pages: u16 },
 }
 
 /// The capture as the pool keeps it: the changes, and whether a commit is capturing (read
@@ -189,6 +205,13 @@ impl BufferPool {
         if self.capturing() {
             self.capture.changes.lock().unwrap().note_freed(page_id);
         }
+    }
+
+    /// Notes, in the running commit, a run of object data pages it allocated (`allocated`)
+    /// or freed. Such pages never enter the pool: only their allocation is logged.
+    pub fn note_data(&self, first: PageId, pages: u16, allocated: bool) {
+        assert!(self.capturing(), "object data pages change only inside a commit");
+        self.capture.changes.lock().unwrap().note_data(first, pages, allocated);
     }
 
     /// Ends the capture: the commit record of what changed, encoded by the attached log
@@ -276,6 +299,9 @@ mod tests {
                     }
                     PageChange::New { page_id, .. } => assert!([7, 1000].contains(&page_id)),
                     PageChange::Freed { page_id } => assert_eq!(page_id, 14 * 7),
+                    PageChange::DataNew { .. } | PageChange::DataFreed { .. } => {
+                        panic!("no data runs were noted")
+                    }
                 }
             }
             capture.clear();

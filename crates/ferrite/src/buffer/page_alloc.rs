@@ -135,6 +135,57 @@ impl BufferPool {
         }
     }
 
+    /// A run of `pages` new page ids for object data, taken past the end (never from the free
+    /// list: a page freed by a commit whose record is not durable yet may still be needed by
+    /// a recovery, and object data is written in place before its commit). The devices are
+    /// grown to hold them. The pages get no frames: object data bypasses the pool.
+    pub fn allocate_run(&self, pages: u64) -> Result<PageId> {
+        assert!(pages > 0);
+        let first = self.page_ids.next.fetch_add(pages, Ordering::AcqRel);
+        let max_pages = self.table.max_pages();
+        if first + pages > max_pages {
+            // Ids past the end were never used: give them back as free pages unless later
+            // ones were handed out meanwhile.
+            let end = first + pages;
+            if self
+                .page_ids
+                .next
+                .compare_exchange(end, first, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                for id in first..end.min(max_pages) {
+                    self.page_ids.push_free(id);
+                }
+            }
+            return Err(Error::DatabaseFull { max_pages });
+        }
+        if let Err(e) = self.file.ensure_page(first + pages - 1) {
+            for id in first..first + pages {
+                self.page_ids.push_free(id);
+            }
+            return Err(e);
+        }
+        Ok(first)
+    }
+
+    /// Drops page `page_id` from memory if it is there, without writing it: recovery meeting
+    /// a page that became object data (whatever node it was is gone; a write-back of the
+    /// node would overwrite the data).
+    pub fn discard(&self, page_id: PageId) -> Result<()> {
+        if self.table.load(page_id).state() == EVICTED {
+            return Ok(());
+        }
+        let free = self.page_ids.free_count();
+        self.free_by_id(page_id)?;
+        // `free_by_id` listed it as free; recovery sets the allocator's state afterwards, so
+        // the list is only kept tidy here.
+        let mut list = self.page_ids.free.lock().unwrap();
+        if list.len() > free && list.last() == Some(&page_id) {
+            list.pop();
+        }
+        Ok(())
+    }
+
     /// Frees a latched page: it is marked free in memory, never written again, and its id
     /// goes back to the allocator.
     pub fn free(&self, mut guard: ExclusiveGuard<'_>) {

@@ -22,6 +22,8 @@ fn check_tree_name(name: &str) -> Result<()> {
         "names must not be empty"
     } else if name.len() > MAX_TREE_NAME_LEN {
         "names are at most 255 bytes"
+    } else if name.starts_with('\0') {
+        "names beginning with a NUL byte are Ferrite's own"
     } else {
         return Ok(());
     };
@@ -49,31 +51,9 @@ pub(super) async fn read_page(pool: &BufferPool, page_id: PageId) -> Result<Alig
 impl Db {
     /// Creates tree `name`; `Error::TreeExists` if it exists.
     pub fn create_tree(&self, name: &str) -> Result<Tree> {
-        let shared = &self.shared;
-        shared.check_writable()?;
         check_tree_name(name)?;
-        let _guard = shared.catalog_lock.lock().unwrap();
-        if shared.lookup_tree(name)?.is_some() {
-            return Err(Error::TreeExists { name: name.to_owned() });
-        }
-        let pool = &shared.pool;
-        let catalog = shared.catalog;
-        let btree = shared.blocking_write(shared.commit(shared.durability, async || {
-            let tree_id = shared.next_tree_id.fetch_add(1, Ordering::AcqRel);
-            let btree = {
-                let mut root = pool.allocate()?;
-                let root_id = root.page_id();
-                BTree::init_root(root.page_mut(), root_id, tree_id);
-                BTree { root: root_id, tree_id }
-            };
-            let entry = encode_entry(btree);
-            run_async_with(pool, false, |scratch| {
-                catalog.put(pool, name.as_bytes(), &entry, scratch)
-            })
-            .await?;
-            Ok(btree)
-        }))?;
-        Ok(shared.handle(name, btree))
+        let btree = self.shared.create_tree_named(name)?;
+        Ok(self.shared.handle(name, btree))
     }
 
     /// Opens tree `name`; `Error::TreeNotFound` if there is none.
@@ -130,7 +110,8 @@ impl Db {
     /// The names of all trees, in order.
     pub fn tree_names(&self) -> Result<Vec<String>> {
         self.shared.check_open()?;
-        Ok(self.shared.catalog_entries()?.into_iter().map(|(name, _)| name).collect())
+        let entries = self.shared.catalog_entries()?.into_iter();
+        Ok(entries.map(|(name, _)| name).filter(|name| !name.starts_with('\0')).collect())
     }
 }
 
@@ -213,5 +194,35 @@ impl Shared {
             pool.free_by_id(page_id)?;
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Creates tree `name` (checked by the caller); `Error::TreeExists` if it exists.
+    pub(super) fn create_tree_named(self: &Arc<Self>, name: &str) -> Result<BTree> {
+        let shared = self;
+        shared.check_writable()?;
+        let _guard = shared.catalog_lock.lock().unwrap();
+        if shared.lookup_tree(name)?.is_some() {
+            return Err(Error::TreeExists { name: name.to_owned() });
+        }
+        let pool = &shared.pool;
+        let catalog = shared.catalog;
+        let btree = shared.blocking_write(shared.commit(shared.durability, async || {
+            let tree_id = shared.next_tree_id.fetch_add(1, Ordering::AcqRel);
+            let btree = {
+                let mut root = pool.allocate()?;
+                let root_id = root.page_id();
+                BTree::init_root(root.page_mut(), root_id, tree_id);
+                BTree { root: root_id, tree_id }
+            };
+            let entry = encode_entry(btree);
+            run_async_with(pool, false, |scratch| {
+                catalog.put(pool, name.as_bytes(), &entry, scratch)
+            })
+            .await?;
+            Ok(btree)
+        }))?;
+        Ok(btree)
     }
 }

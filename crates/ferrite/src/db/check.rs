@@ -15,6 +15,8 @@ pub struct CheckReport {
     pub free_pages: u64,
     pub catalog: TreeReport,
     pub trees: Vec<(String, TreeReport)>,
+    /// Objects: stubs, extent maps, fragments, and the pages extents own.
+    pub objects: super::object::ObjectsReport,
     /// Faults outside any one tree (page accounting, catalog entries, change buffer entries
     /// of no tree).
     pub faults: Vec<String>,
@@ -25,6 +27,7 @@ impl CheckReport {
     pub fn all_faults(&self) -> Vec<String> {
         let mut all = self.faults.clone();
         all.extend(self.catalog.faults.iter().cloned());
+        all.extend(self.objects.faults.iter().cloned());
         for (name, report) in &self.trees {
             all.extend(report.faults.iter().map(|f| format!("tree {name:?}: {f}")));
         }
@@ -53,6 +56,7 @@ impl Db {
         let mut read = |page_id| block_on(read_page(pool, page_id));
         report.catalog = check::check_tree(&mut read, self.shared.catalog, &mut pages);
         let mut buffered = self.shared.change_buffer.counts_by_tree();
+        let mut user_trees = Vec::new();
         match self.shared.catalog_entries() {
             Ok(entries) => {
                 for (name, entry) in entries {
@@ -61,7 +65,15 @@ impl Db {
                             let mut tree_report = check::check_tree(&mut read, btree, &mut pages);
                             tree_report.buffered =
                                 buffered.remove(&btree.tree_id).unwrap_or_default();
-                            report.trees.push((name, tree_report));
+                            // Ferrite's own trees (names from a NUL) show by what they hold.
+                            let shown = match name.strip_prefix('\0') {
+                                Some(own) => format!("({own})"),
+                                None => {
+                                    user_trees.push((name.clone(), btree));
+                                    name
+                                }
+                            };
+                            report.trees.push((shown, tree_report));
                         }
                         None => report.faults.push(format!("catalog entry {name:?} is malformed")),
                     }
@@ -75,7 +87,8 @@ impl Db {
                  catalog entry names"
             ));
         }
-        let free = pool.free_pages();
+        report.objects = self.shared.check_objects(&user_trees, &mut pages);
+        let free = [pool.free_pages(), self.shared.object_space.free_pages()].concat();
         report.free_pages = free.len() as u64;
         for id in free {
             if let Some(fault) = pages.claim(id, check::FREE) {

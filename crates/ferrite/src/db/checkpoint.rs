@@ -71,7 +71,8 @@ impl Shared {
                 page_count: pool.page_count(),
                 next_tree_id: self.next_tree_id.load(Ordering::Acquire),
                 catalog_root: self.catalog.root,
-                free: pool.free_pages(),
+                // Object data pages free or in limbo are free after a crash.
+                free: [pool.free_pages(), self.object_space.free_pages()].concat(),
                 buffered: Vec::new(),
             };
             (epoch, snapshot)

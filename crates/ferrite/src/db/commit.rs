@@ -41,7 +41,10 @@ impl Shared {
         let guard = self.commit_lock.lock_async().await;
         self.pool.begin_capture();
         let outcome = body().await;
+        // Object data the commit freed waits until its record is durable (`object/space.rs`).
+        let freed = self.object_space.take_staged();
         let (value, end) = self.end_commit(outcome)?;
+        self.object_space.retire(&freed, end);
         drop(guard);
         self.wait_durable(end, durability).await?;
         if !self.closed.load(Ordering::Acquire) {

@@ -59,6 +59,12 @@ pub(super) struct Shared {
     pub(super) recovery: RecoveryReport,
     /// Where the page file and the log live.
     pub(super) storage: Arc<dyn crate::io::Storage>,
+    /// Objects' shared state (`object/space.rs`).
+    pub(super) object_space: super::object::Space,
+    /// The objects tree, once known to exist.
+    pub(super) objects_root: std::sync::OnceLock<BTree>,
+    /// Whether the objects tree exists: puts and deletes then look for a stub to free.
+    pub(super) objects_in_use: AtomicBool,
 }
 
 impl Shared {

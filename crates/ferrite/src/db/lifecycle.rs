@@ -121,14 +121,33 @@ impl Db {
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,
+            object_space: Default::default(),
+            objects_root: Default::default(),
+            objects_in_use: AtomicBool::new(false),
         });
         shared.restore_change_buffer(buffered)?;
+        shared.object_space.set_fragment_budget(options.object_fragment_bytes);
         if !options.read_only {
             // The recovered state (or the new directory) becomes the base the log starts from
             // (the change buffer with it).
             shared.checkpoint()?;
+            // Every free page is a durable free now: long runs of them may take object data.
+            let mut free = shared.pool.free_pages();
+            shared.object_space.adopt_runs(&mut free, 16);
+            shared.pool.set_free_pages(free);
         }
+        // Puts and deletes look for objects to free once the objects tree exists.
+        shared.objects_tree(false)?;
         start_workers(&shared, engines, &options)?;
+        if !options.read_only && options.object_merge_bytes_per_sec > 0 && shared.log.is_some() {
+            let merger = Arc::clone(&shared);
+            let rate = options.object_merge_bytes_per_sec;
+            let handle = std::thread::Builder::new()
+                .name("ferrite-merge".into())
+                .spawn(move || merger.merge_in_background(rate))
+                .map_err(|e| Error::io("starting the merge of object fragments", e))?;
+            shared.helpers.lock().unwrap().push(handle);
+        }
         Ok(Db { shared })
     }
 }

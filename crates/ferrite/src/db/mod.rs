@@ -26,7 +26,6 @@ use crate::btree::node::MAX_KEY_LEN;
 use crate::buffer::{BufferPool, PoolStats};
 use crate::error::{Error, PageId, Result};
 use crate::format::page::PAGE_SIZE;
-use crate::format::value::MAX_VALUE_LEN;
 use crate::io::AlignedPage;
 use crate::io::PageFile;
 use crate::sched::{TaskHandle, WorkerStats, Workers};
@@ -52,7 +51,7 @@ pub use check::CheckReport;
 use engine::Shared;
 pub use iter::Iter;
 pub use lock::LOCK_FILE_NAME;
-pub use object::{ObjectReader, ObjectStat, ObjectWriter, MAX_OBJECT_LEN};
+pub use object::{ObjectReader, ObjectStat, ObjectWriter, ObjectsReport, MAX_OBJECT_LEN};
 pub use recovery::RecoveryReport;
 pub use tree::Tree;
 pub use txn::Transaction;
@@ -90,9 +89,10 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// A value longer than `MAX_VALUE_LEN` is stored as an object (`object/`).
 fn check_value(value: &[u8]) -> Result<()> {
-    if value.len() > MAX_VALUE_LEN {
-        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+    if value.len() as u64 > MAX_OBJECT_LEN {
+        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_OBJECT_LEN as usize });
     }
     Ok(())
 }
@@ -117,6 +117,17 @@ impl Db {
     /// The data directory.
     pub fn path(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// Objects' fragments and free space: `(fragment bytes, objects queued for a merge,
+    /// blocks merged since open, data pages waiting to be reusable)`.
+    pub fn object_space_stats(&self) -> (u64, u64, u64, u64) {
+        let space = &self.shared.object_space;
+        let (bytes, queued) = {
+            let f = space.fragments();
+            (f.bytes, f.queued.len() as u64)
+        };
+        (bytes, queued, space.merged_blocks(), space.limbo_pages())
     }
 
     pub fn stats(&self) -> Result<DbStats> {

@@ -18,7 +18,10 @@ use crate::error::{Error, PageId, Result};
 use crate::format::page;
 use crate::format::superblock::Superblock;
 use crate::options::Options;
-use crate::wal::record::{BufferedOp, Checkpoint, PageEntry, Record, OP_CHANGED, OP_FREED, OP_NEW};
+use crate::wal::record::{
+    BufferedOp, Checkpoint, PageEntry, Record, OP_CHANGED, OP_DATA_FREED, OP_DATA_NEW, OP_FREED,
+    OP_NEW,
+};
 use crate::wal::recover::LogScan;
 
 /// What recovery did, for the caller to report.
@@ -131,11 +134,21 @@ fn replay(
                         OP_NEW => {
                             free.remove(&entry.page_id);
                         }
+                        OP_DATA_NEW => {
+                            // Object data now: whatever node the replay left in memory there
+                            // is gone, and must not be written over the data.
+                            for page_id in entry.page_ids() {
+                                free.remove(&page_id);
+                                torn.remove(&page_id);
+                                pool.discard(page_id)?;
+                            }
+                        }
+                        OP_DATA_FREED => free.extend(entry.page_ids()),
                         _ => {}
                     }
                     // Freed pages too: a page allocated and freed in one commit is logged
                     // as freed only, and it did raise the page count.
-                    page_count = page_count.max(entry.page_id + 1);
+                    page_count = page_count.max(entry.page_ids().end);
                 }
                 pages
             }
@@ -150,7 +163,7 @@ fn replay(
             Record::Checkpoint(_) | Record::FlushEnd { .. } => continue,
         };
         report.records += 1;
-        for entry in entries {
+        for entry in entries.iter().filter(|e| !e.is_data()) {
             if replay_entry(pool, lsn, entry, &mut torn, end_lsn)? {
                 report.pages_applied += 1;
             }
@@ -191,7 +204,7 @@ fn read_ahead_from(
             Record::Checkpoint(_) | Record::FlushEnd { .. } => &[],
         };
         for entry in entries {
-            if entry.op != OP_FREED && seen.insert(entry.page_id) {
+            if entry.op != OP_FREED && !entry.is_data() && seen.insert(entry.page_id) {
                 ids.push(entry.page_id);
             }
         }

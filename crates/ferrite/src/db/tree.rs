@@ -23,6 +23,8 @@ use crate::error::{Error, PageId, Result};
 use crate::options::Durability;
 use crate::sched::{block_on, go_on, run_async_with};
 
+use super::object::{is_stub, needs_object};
+
 /// A named tree: an ordered map from keys (1 to `MAX_KEY_LEN` bytes) to values (0 to
 /// `MAX_VALUE_LEN` bytes). Handles are cheap to clone and `Send + Sync`.
 #[derive(Debug, Clone)]
@@ -129,6 +131,35 @@ impl Tree {
     /// it missed a page or restarted. Building and polling the future for every lookup cost
     /// 6 % more instructions per in-memory lookup (callgrind).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
+        let mut stub = None;
+        let found = self.get_raw_with(key, |value| match is_stub(value) {
+            true => {
+                stub = Some(value.to_vec());
+                None
+            }
+            false => Some(read(value)),
+        })?;
+        match (found, stub) {
+            (Some(None), Some(stub)) => self.follow_stub(stub).map(|v| Some(read(&v))),
+            (found, _) => Ok(found.flatten()),
+        }
+    }
+
+    /// The whole value of an object, given its stub.
+    fn follow_stub(&self, stub: Vec<u8>) -> Result<Vec<u8>> {
+        match self.classify(stub)? {
+            super::object::Stored::Object { id, len } => self.read_whole_object(id, len),
+            _ => unreachable!("a stub"),
+        }
+    }
+
+    /// `key`'s value as stored (an object's stub is not followed).
+    pub(super) fn get_raw(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_raw_with(key, |value| value.to_vec())
+    }
+
+    /// [`Tree::get_with`] without following an object's stub.
+    fn get_raw_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
         if let Some(done) = self.read_first(key, &mut read) {
             return done;
         }
@@ -141,18 +172,42 @@ impl Tree {
         .map_err(|e| self.error(e))
     }
 
-    /// [`Tree::get_with`] as a future.
+    /// [`Tree::get_with`] as a future. (An object's data is read with blocking reads.)
     pub async fn get_with_async<R>(
         &self,
         key: &[u8],
-        read: impl FnMut(&[u8]) -> R,
+        mut read: impl FnMut(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        self.read(false, key, read).await
+        let mut stub = None;
+        let found = self
+            .read(false, key, |value| match is_stub(value) {
+                true => {
+                    stub = Some(value.to_vec());
+                    None
+                }
+                false => Some(read(value)),
+            })
+            .await?;
+        match (found, stub) {
+            (Some(None), Some(stub)) => self.follow_stub(stub).map(|v| Some(read(&v))),
+            (found, _) => Ok(found.flatten()),
+        }
     }
 
     /// The value of `key` for the holder of the commit lock (a transaction's validation).
     pub(super) async fn get_in_commit(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read(true, key, |value| value.to_vec()).await
+        match self.read(true, key, |value| value.to_vec()).await? {
+            Some(value) if is_stub(&value) => self.follow_stub(value).map(Some),
+            other => Ok(other),
+        }
+    }
+
+    /// `key`'s value as stored, for the holder of the commit lock.
+    pub(super) async fn stored_in_commit(&self, key: &[u8]) -> Result<super::object::Stored> {
+        match self.read(true, key, |value| value.to_vec()).await? {
+            None => Ok(super::object::Stored::Absent),
+            Some(value) => self.classify(value),
+        }
     }
 
     async fn read<R>(
@@ -208,18 +263,40 @@ impl Tree {
         Ok(self.shared.change_buffer.get(self.btree.tree_id, key))
     }
 
-    /// Inserts `key` with `value`, or overwrites its value.
+    /// Inserts `key` with `value`, or overwrites its value. A value longer than
+    /// `MAX_VALUE_LEN` becomes an object (see [`Tree::put_from`]).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if needs_object(value.len() as u64, value) {
+            check_value(value)?;
+            if crate::sched::on_worker() {
+                return Err(Error::BlockingWriteInTask);
+            }
+            return self.put_stream(key, &mut &value[..]).map(|_| ());
+        }
         self.shared.blocking_write(self.put_async(key, value))
     }
 
-    /// [`Tree::put`] as a future (waiting for the commit lock or the log yields).
+    /// [`Tree::put`] as a future (waiting for the commit lock or the log yields). Values
+    /// that must be objects are refused here for now (`Error::NotSupported`): their data is
+    /// written with blocking calls; use [`Tree::put`] off the workers.
     pub async fn put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
+        if needs_object(value.len() as u64, value) {
+            return Err(Error::NotSupported {
+                reason: format!(
+                    "a value of {} bytes is an object; objects are written with the blocking \
+                     API (Tree::put, Tree::write_at), not from tasks yet",
+                    value.len()
+                ),
+            });
+        }
         let shared = &self.shared;
-        if shared.change_buffer.enabled() && !self.leaf_in_memory(key).await? {
+        // With objects in the database, a put must see the value it replaces (a stub's
+        // object is freed in the same commit): no change buffer.
+        let objects = shared.objects_in_use.load(Ordering::Acquire);
+        if !objects && shared.change_buffer.enabled() && !self.leaf_in_memory(key).await? {
             shared.change_buffer.make_room(&shared.pool, entry_cost(key, value));
             shared
                 .commit(shared.durability, async || {
@@ -232,7 +309,7 @@ impl Tree {
             }
             return Ok(());
         }
-        if !shared.change_buffer.enabled() {
+        if objects || !shared.change_buffer.enabled() {
             // (With the change buffer on, the leaf and its path were just found in memory.)
             self.prefetch(key).await;
         }
@@ -269,6 +346,18 @@ impl Tree {
         let shared = &self.shared;
         shared
             .commit(shared.durability, async || {
+                if shared.objects_in_use.load(Ordering::Acquire)
+                    && matches!(
+                        self.stored_in_commit(key).await?,
+                        super::object::Stored::Object { .. }
+                    )
+                {
+                    return Err(Error::NotSupported {
+                        reason: "update changes small values in place; an object is changed \
+                                 with write_at"
+                            .into(),
+                    });
+                }
                 // A buffered value goes into its leaf first, to be changed there.
                 if let Some(value) = shared.change_buffer.stage_remove(btree.tree_id, key) {
                     self.run(true, |pool, scratch| btree.put(pool, key, &value, scratch)).await?;
@@ -295,16 +384,40 @@ impl Tree {
             .await;
     }
 
-    /// The put itself, inside a commit (the key leaves the change buffer, if there).
+    /// The put itself, inside a commit (the key leaves the change buffer, if there; an
+    /// object it held is freed).
     pub(super) async fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.free_replaced(key).await?;
+        self.apply_put_raw(key, value).await
+    }
+
+    /// [`Tree::apply_put`] of a value that replaces no object (the caller knows).
+    pub(super) async fn apply_put_raw(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let btree = self.btree;
         self.shared.change_buffer.stage_remove(btree.tree_id, key);
         self.run(true, |pool, scratch| btree.put(pool, key, value, scratch)).await
     }
 
+    /// Inside a commit that replaces or deletes `key`: frees the object it holds, if any.
+    async fn free_replaced(&self, key: &[u8]) -> Result<()> {
+        if !self.shared.objects_in_use.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let super::object::Stored::Object { id, .. } = self.stored_in_commit(key).await? {
+            self.shared.free_object(id).await?;
+        }
+        Ok(())
+    }
+
     /// The delete itself, inside a commit. A key in the change buffer leaves it (and was
-    /// present).
+    /// present); an object it held is freed.
     pub(super) async fn apply_delete(&self, key: &[u8]) -> Result<bool> {
+        self.free_replaced(key).await?;
+        self.apply_delete_raw(key).await
+    }
+
+    /// [`Tree::apply_delete`] of a key that holds no object (the caller knows).
+    pub(super) async fn apply_delete_raw(&self, key: &[u8]) -> Result<bool> {
         let btree = self.btree;
         let buffered = self.shared.change_buffer.stage_remove(btree.tree_id, key).is_some();
         let (removed, merge) =

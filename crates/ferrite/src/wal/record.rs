@@ -34,6 +34,12 @@
 //! never cover the page checksum, flags or LSN (bytes 0..4, 5 and 16..24): recovery sets the
 //! LSN and the checksum is made when the page is written.
 //!
+//! Object data (`db/object/`) is not logged: its pages are written and synced before the
+//! commit that references them. Two more ops record their allocation, for a *run* of pages
+//! from the entry's page id: 3 = data allocated (taken from the free pages; their bytes are
+//! on disk already, recovery leaves them alone), 4 = data freed. For these the count field
+//! is the run's length in pages (1..=65535) and no ranges follow.
+//!
 //! **Page image** (written before a page's first write-back after a checkpoint, so that a
 //! write torn by a crash can be repaired): the page LSN of its content (8), then one page
 //! entry with op 1, not an allocation. Recovery applies it only to a page whose LSN is older
@@ -65,6 +71,10 @@ pub const KIND_FLUSH_END: u8 = 4;
 pub const OP_CHANGED: u8 = 0;
 pub const OP_NEW: u8 = 1;
 pub const OP_FREED: u8 = 2;
+/// A run of pages allocated for object data (not logged; written before the record).
+pub const OP_DATA_NEW: u8 = 3;
+/// A run of object data pages freed.
+pub const OP_DATA_FREED: u8 = 4;
 
 /// Page bytes a range never covers: checksum, flags, LSN.
 const SKIPPED: [std::ops::Range<usize>; 3] = [0..4, 5..6, 16..24];
@@ -76,9 +86,21 @@ pub struct PageEntry {
     pub op: u8,
     /// `(offset, bytes)`, ascending, non-overlapping.
     pub ranges: Vec<(u16, Vec<u8>)>,
+    /// Pages from `page_id` the entry covers: 1, except for the data ops' runs.
+    pub pages: u16,
 }
 
 impl PageEntry {
+    /// Whether the entry allocates or frees a run of object data pages (no page bytes).
+    pub fn is_data(&self) -> bool {
+        self.op == OP_DATA_NEW || self.op == OP_DATA_FREED
+    }
+
+    /// The page ids the entry covers.
+    pub fn page_ids(&self) -> std::ops::Range<PageId> {
+        self.page_id..self.page_id + self.pages as u64
+    }
+
     /// Applies the ranges to `page` (zeroed first for `OP_NEW`).
     pub fn apply(&self, page: &mut [u8]) {
         if self.op == OP_NEW {
@@ -265,6 +287,15 @@ impl RecordWriter {
         self.page_entry_of(page_id, op, ranges);
     }
 
+    /// A data op's entry: a run of `pages` object data pages from `first`.
+    pub fn data_run(&mut self, first: PageId, op: u8, pages: u16) {
+        debug_assert!(op == OP_DATA_NEW || op == OP_DATA_FREED);
+        debug_assert!(pages > 0);
+        self.u64(first);
+        self.u8(op);
+        self.u16(pages);
+    }
+
     /// The one encoder of a page entry: id, op, range count, then offset, length and bytes
     /// of each range.
     fn page_entry_of<'a>(
@@ -310,6 +341,14 @@ pub fn encode_commit(next_tree_id: u64, changes: &[PageChange<'_>]) -> Vec<u8> {
             PageChange::New { page_id, now } => (page_id, OP_NEW, &ZERO_PAGE[..], now),
             PageChange::Freed { page_id } => {
                 w.page_entry_spans(page_id, OP_FREED, &[], &[]);
+                continue;
+            }
+            PageChange::DataNew { first, pages } => {
+                w.data_run(first, OP_DATA_NEW, pages);
+                continue;
+            }
+            PageChange::DataFreed { first, pages } => {
+                w.data_run(first, OP_DATA_FREED, pages);
                 continue;
             }
         };
@@ -510,10 +549,19 @@ impl Reader<'_> {
     fn page_entry(&mut self) -> Result<PageEntry, String> {
         let page_id = self.u64()?;
         let op = self.u8()?;
-        if op > OP_FREED {
+        if op > OP_DATA_FREED {
             return Err(format!("page {page_id}: unknown op {op}"));
         }
         let count = self.u16()? as usize;
+        if op == OP_DATA_NEW || op == OP_DATA_FREED {
+            if count == 0 {
+                return Err(format!("a data run of no pages at page {page_id}"));
+            }
+            if page_id.checked_add(count as u64).is_none() {
+                return Err(format!("a data run of {count} pages at page {page_id} overflows"));
+            }
+            return Ok(PageEntry { page_id, op, ranges: Vec::new(), pages: count as u16 });
+        }
         if op == OP_FREED && count != 0 {
             return Err(format!("freed page {page_id} with {count} ranges"));
         }
@@ -531,7 +579,7 @@ impl Reader<'_> {
             floor = offset + len;
             ranges.push((offset as u16, self.take(len)?.to_vec()));
         }
-        Ok(PageEntry { page_id, op, ranges })
+        Ok(PageEntry { page_id, op, ranges, pages: 1 })
     }
 }
 
@@ -562,7 +610,11 @@ pub fn fuzz_record(input: &[u8]) {
             w.u64(*next_tree_id);
             w.u32(pages.len() as u32);
             for p in pages {
-                w.page_entry(p.page_id, p.op, &p.ranges);
+                if p.is_data() {
+                    w.data_run(p.page_id, p.op, p.pages);
+                } else {
+                    w.page_entry(p.page_id, p.op, &p.ranges);
+                }
             }
             push_buffered(&mut w, buffered);
             w.bytes
@@ -603,7 +655,7 @@ mod tests {
         after[200..260].fill(9);
         let mut ranges = Vec::new();
         diff_ranges(&before, &after, &mut ranges);
-        let entry = PageEntry { page_id: 3, op: OP_CHANGED, ranges };
+        let entry = PageEntry { page_id: 3, op: OP_CHANGED, ranges, pages: 1 };
         let mut w = RecordWriter::new(KIND_IMAGE);
         w.u64(0);
         w.page_entry(3, OP_NEW, &entry.ranges);
@@ -681,6 +733,35 @@ mod tests {
             diff_region(&before, &after, from, to, &mut got);
             assert_eq!(got, diff_region_reference(&before, &after, from, to), "round {round}");
         }
+    }
+
+    #[test]
+    fn data_runs_round_trip_and_refuse_nonsense() {
+        let encode = |runs: &[(PageId, u8, u16)]| {
+            let mut w = RecordWriter::new(KIND_COMMIT);
+            w.u64(1);
+            w.u32(runs.len() as u32);
+            for &(first, op, pages) in runs {
+                w.data_run(first, op, pages);
+            }
+            let mut bytes = w.bytes;
+            RecordWriter::finish(&mut bytes, 0);
+            bytes
+        };
+        let bytes = encode(&[(100, OP_DATA_NEW, 256), (7, OP_DATA_FREED, 1)]);
+        let Ok(Record::Commit { pages, .. }) = decode(&bytes, 0) else { panic!() };
+        assert_eq!(pages[0].page_ids(), 100..356);
+        assert!(pages[0].is_data() && pages[0].ranges.is_empty());
+        assert_eq!((pages[1].op, pages[1].pages), (OP_DATA_FREED, 1));
+        fuzz_record(&bytes);
+        assert!(decode(&encode(&[(5, OP_DATA_NEW, 0)]), 0).unwrap_err().contains("no pages"));
+        let overflow = decode(&encode(&[(u64::MAX - 1, OP_DATA_NEW, 9)]), 0).unwrap_err();
+        assert!(overflow.contains("overflows"), "{overflow}");
+        // An op past the data ops is refused.
+        let mut bad = encode(&[(5, OP_DATA_NEW, 1)]);
+        bad[RECORD_HEADER_SIZE + 12 + 8] = OP_DATA_FREED + 1;
+        RecordWriter::finish(&mut bad, 0);
+        assert!(decode(&bad, 0).unwrap_err().contains("unknown op"));
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! The public face of objects: values of any size that can be read and written at any
-//! offset. (API skeleton: bodies land with the implementation.)
+//! offset, whole (`put`, `get`, streamed with `put_from` and `get_into`) or in part. These
+//! calls block (object data is read and written with blocking calls); inside a task they
+//! are refused like other blocking writes.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
+use super::format::{self, BLOCK, KIND_EXTENT, KIND_FRAGMENT};
+use super::ops::Stored;
 use crate::db::Tree;
 use crate::error::{Error, Result};
 
@@ -26,78 +30,178 @@ pub struct ObjectStat {
     pub fragment_bytes: u64,
 }
 
-fn todo() -> Error {
-    Error::BadOptions { reason: "objects are not built yet".into() }
+fn too_large() -> Error {
+    Error::ValueTooLarge { len: usize::MAX, max: MAX_OBJECT_LEN as usize }
+}
+
+fn refuse_in_task() -> Result<()> {
+    match crate::sched::on_worker() {
+        true => Err(Error::BlockingWriteInTask),
+        false => Ok(()),
+    }
 }
 
 impl Tree {
     /// Writes `bytes` at `offset` of the object `key` (created empty if absent; a small
-    /// value becomes an object), growing it if the write ends past its length.
+    /// value becomes an object), growing it if the write ends past its length (a gap reads
+    /// as zeros). Whole 4 KiB blocks go copy-on-write into new extents; the rest is logged
+    /// as fragments and merged later. One commit, durable as the database's durability asks.
     pub fn write_at(&self, key: &[u8], offset: u64, bytes: &[u8]) -> Result<()> {
-        let _ = (key, offset, bytes);
-        Err(todo())
+        refuse_in_task()?;
+        self.write_pieces(key, offset, bytes, false).map(|_| ())
     }
 
     /// Reads into `buf` from `offset` of `key`'s value: `None` if absent, else the bytes
     /// read (fewer than `buf.len()` only at the end; 0 at or past it).
     pub fn read_at(&self, key: &[u8], offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
-        let _ = (key, offset, buf);
-        Err(todo())
+        crate::db::check_key(key)?;
+        match self.stored(key)? {
+            Stored::Absent => Ok(None),
+            Stored::Plain(value) => {
+                let from = (offset.min(value.len() as u64)) as usize;
+                let n = buf.len().min(value.len() - from);
+                buf[..n].copy_from_slice(&value[from..from + n]);
+                Ok(Some(n))
+            }
+            Stored::Object { id, len } => {
+                let n = buf.len().min(len.saturating_sub(offset) as usize);
+                self.read_object(id, offset, &mut buf[..n])?;
+                Ok(Some(n))
+            }
+        }
     }
 
     /// Length of `key`'s value, if present.
     pub fn object_len(&self, key: &[u8]) -> Result<Option<u64>> {
-        let _ = key;
-        Err(todo())
+        crate::db::check_key(key)?;
+        Ok(match self.stored(key)? {
+            Stored::Absent => None,
+            Stored::Plain(value) => Some(value.len() as u64),
+            Stored::Object { len, .. } => Some(len),
+        })
     }
 
     /// Sets the length of `key`'s value (bytes past the old end read as zeros); returns
     /// whether `key` was present (an absent key is left absent).
     pub fn truncate(&self, key: &[u8], len: u64) -> Result<bool> {
-        let _ = (key, len);
-        Err(todo())
+        refuse_in_task()?;
+        self.truncate_to(key, len)
     }
 
     /// Appends `bytes` to `key`'s value (created empty if absent); returns the new length.
     pub fn append(&self, key: &[u8], bytes: &[u8]) -> Result<u64> {
-        let _ = (key, bytes);
-        Err(todo())
+        refuse_in_task()?;
+        self.write_pieces(key, 0, bytes, true)
     }
 
     /// Size, extents and fragments of `key`'s value, if present.
     pub fn object_stat(&self, key: &[u8]) -> Result<Option<ObjectStat>> {
-        let _ = key;
-        Err(todo())
+        crate::db::check_key(key)?;
+        let (id, len) = match self.stored(key)? {
+            Stored::Absent => return Ok(None),
+            Stored::Plain(value) => {
+                return Ok(Some(ObjectStat {
+                    len: value.len() as u64,
+                    inline: true,
+                    ..ObjectStat::default()
+                }))
+            }
+            Stored::Object { id, len } => (id, len),
+        };
+        let mut stat = ObjectStat { len, ..ObjectStat::default() };
+        let _map = self.shared.object_space.map_read(id);
+        let Some(objects) = self.shared.objects_tree(false)? else { return Ok(Some(stat)) };
+        let low = format::key(id, 0, 0);
+        let high = format::key(id, u8::MAX, u64::MAX);
+        for entry in objects.range(&low[..]..=&high[..]) {
+            let (key, value) = entry?;
+            match format::parse_key(&key) {
+                Some((_, KIND_EXTENT, last)) => {
+                    let extent = format::Extent::decode(last, &value).map_err(|reason| {
+                        Error::Corrupt { page: 0, file: self.shared.dir.clone(), reason }
+                    })?;
+                    stat.extents += 1;
+                    stat.extent_pages += extent.blocks();
+                }
+                Some((_, KIND_FRAGMENT, _)) => {
+                    let fragments = format::decode_fragments(&value).map_err(|reason| {
+                        Error::Corrupt { page: 0, file: self.shared.dir.clone(), reason }
+                    })?;
+                    stat.fragments += 1;
+                    stat.fragment_bytes += format::fragment_bytes(&fragments) as u64;
+                }
+                _ => {}
+            }
+        }
+        Ok(Some(stat))
     }
 
     /// Puts the bytes `source` yields as `key`'s value, streamed (never all in memory), in
     /// one commit: a reader sees the old value or the whole new one. Returns the length.
     pub fn put_from(&self, key: &[u8], source: &mut dyn Read) -> Result<u64> {
-        let _ = (key, source);
-        Err(todo())
+        refuse_in_task()?;
+        self.put_stream(key, source)
     }
 
-    /// Writes `key`'s value into `sink`, streamed; `None` if absent, else the length.
+    /// Writes `key`'s value into `sink`, streamed a MiB at a time; `None` if absent, else
+    /// the length. (Each MiB is read at one moment; a writer changing the object meanwhile
+    /// may show in later MiBs.)
     pub fn get_into(&self, key: &[u8], sink: &mut dyn Write) -> Result<Option<u64>> {
-        let _ = (key, sink);
-        Err(todo())
+        crate::db::check_key(key)?;
+        let sink_error = |e| Error::io("writing the value out", e);
+        match self.stored(key)? {
+            Stored::Absent => Ok(None),
+            Stored::Plain(value) => {
+                sink.write_all(&value).map_err(sink_error)?;
+                Ok(Some(value.len() as u64))
+            }
+            Stored::Object { id, len } => {
+                let mut buf = vec![0u8; (256 * BLOCK) as usize];
+                let mut at = 0;
+                while at < len {
+                    let n = ((len - at) as usize).min(buf.len());
+                    self.read_object(id, at, &mut buf[..n])?;
+                    sink.write_all(&buf[..n]).map_err(sink_error)?;
+                    at += n as u64;
+                }
+                Ok(Some(len))
+            }
+        }
     }
 
     /// A reader of `key`'s value (`Read + Seek`), if present.
     pub fn object_reader(&self, key: &[u8]) -> Result<Option<ObjectReader>> {
-        let _ = key;
-        Err(todo())
+        Ok(self.object_len(key)?.map(|_| ObjectReader {
+            tree: self.clone(),
+            key: key.to_vec(),
+            pos: 0,
+        }))
     }
 
     /// A writer into `key`'s object (`Write + Seek`, starting at offset 0, created empty if
-    /// absent). Writes are buffered up to 1 MiB and each flush is one `write_at`.
+    /// absent). Writes are buffered up to 1 MiB and each flush is one `write_at`; dropping
+    /// the writer flushes, ignoring errors: call `flush` to see them.
     pub fn object_writer(&self, key: &[u8]) -> Result<ObjectWriter> {
-        let _ = key;
-        Err(todo())
+        crate::db::check_key(key)?;
+        if self.object_len(key)?.is_none() {
+            self.write_at(key, 0, &[])?;
+        }
+        Ok(ObjectWriter { tree: self.clone(), key: key.to_vec(), pos: 0, buffer: Vec::new() })
     }
 }
 
-/// Reads an object as a stream (`Read + Seek`); see [`Tree::object_reader`].
+/// Where a seek lands, from `pos` and the object's `len`.
+fn seek_to(pos: u64, len: u64, to: SeekFrom) -> io::Result<u64> {
+    let target = match to {
+        SeekFrom::Start(n) => Some(n),
+        SeekFrom::End(d) => len.checked_add_signed(d),
+        SeekFrom::Current(d) => pos.checked_add_signed(d),
+    };
+    target.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the start"))
+}
+
+/// Reads an object as a stream (`Read + Seek`); see [`Tree::object_reader`]. Each `read`
+/// reads at one moment of the object.
 #[derive(Debug)]
 pub struct ObjectReader {
     tree: Tree,
@@ -107,15 +211,21 @@ pub struct ObjectReader {
 
 impl Read for ObjectReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let _ = (&self.tree, &self.key, self.pos, buf);
-        Err(io::Error::other(todo()))
+        match self.tree.read_at(&self.key, self.pos, buf).map_err(io::Error::other)? {
+            Some(n) => {
+                self.pos += n as u64;
+                Ok(n)
+            }
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "the object was deleted")),
+        }
     }
 }
 
 impl Seek for ObjectReader {
-    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        let _ = pos;
-        Err(io::Error::other(todo()))
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let len = self.tree.object_len(&self.key).map_err(io::Error::other)?.unwrap_or(0);
+        self.pos = seek_to(self.pos, len, to)?;
+        Ok(self.pos)
     }
 }
 
@@ -124,23 +234,55 @@ impl Seek for ObjectReader {
 pub struct ObjectWriter {
     tree: Tree,
     key: Vec<u8>,
+    /// Where the buffered bytes go.
     pos: u64,
     buffer: Vec<u8>,
 }
 
+/// Bytes an `ObjectWriter` gathers before one `write_at`.
+const WRITER_BUFFER: usize = 1 << 20;
+
 impl Write for ObjectWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = (&self.tree, &self.key, self.pos, &self.buffer, buf);
-        Err(io::Error::other(todo()))
+        if self
+            .pos
+            .checked_add((self.buffer.len() + buf.len()) as u64)
+            .is_none_or(|e| e > MAX_OBJECT_LEN)
+        {
+            return Err(io::Error::other(too_large()));
+        }
+        let n = buf.len().min(WRITER_BUFFER - self.buffer.len());
+        self.buffer.extend_from_slice(&buf[..n]);
+        if self.buffer.len() == WRITER_BUFFER {
+            self.flush()?;
+        }
+        Ok(n)
     }
+
     fn flush(&mut self) -> io::Result<()> {
-        Err(io::Error::other(todo()))
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.tree.write_at(&self.key, self.pos, &self.buffer).map_err(io::Error::other)?;
+        self.pos += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
     }
 }
 
 impl Seek for ObjectWriter {
-    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        let _ = pos;
-        Err(io::Error::other(todo()))
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.flush()?;
+        let len = self.tree.object_len(&self.key).map_err(io::Error::other)?.unwrap_or(0);
+        self.pos = seek_to(self.pos, len, to)?;
+        Ok(self.pos)
+    }
+}
+
+impl Drop for ObjectWriter {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            log::error!("an object writer's last flush failed: {e}");
+        }
     }
 }

@@ -1,5 +1,16 @@
-//! Objects: values of any size, written in place at any offset.
+//! Objects: values of any size, written in place at any offset (see `format.rs` for the
+//! layout, `space.rs` for free space and readers, `ops.rs` for the operations, `merge.rs`
+//! for the lazy merge of fragments, `api.rs` for the public calls).
 
 mod api;
+mod check;
+mod format;
+mod merge;
+mod ops;
+mod space;
 
 pub use api::{ObjectReader, ObjectStat, ObjectWriter, MAX_OBJECT_LEN};
+pub use check::ObjectsReport;
+pub(crate) use format::{is_stub, needs_object};
+pub(crate) use ops::Stored;
+pub(crate) use space::Space;

@@ -1,0 +1,140 @@
+//! `Db::check` for objects: every stub names an object no other stub names; every entry of
+//! the objects tree belongs to an object a stub names; extents lie inside their object,
+//! are ordered and do not overlap, and no page belongs to two extents (or to an extent and
+//! anything else); fragments decode and lie inside their object.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::format::{self, decode_stub, Extent, BLOCK, KIND_EXTENT, KIND_FRAGMENT};
+use crate::btree::check::{PageMap, USED};
+use crate::btree::BTree;
+use crate::db::cursor::Cursor;
+use crate::db::iter::next_blocking;
+use crate::db::Shared;
+
+/// What the check of objects found.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectsReport {
+    pub objects: u64,
+    pub extents: u64,
+    pub extent_pages: u64,
+    pub fragments: u64,
+    pub faults: Vec<String>,
+}
+
+impl Shared {
+    /// Checks objects (see the module documentation); `trees` are the user trees.
+    pub(crate) fn check_objects(
+        self: &Arc<Self>,
+        trees: &[(String, BTree)],
+        pages: &mut PageMap,
+    ) -> ObjectsReport {
+        let mut report = ObjectsReport::default();
+        let Ok(Some(objects)) = self.objects_tree(false) else { return report };
+        // Stubs: object id to (tree, length).
+        let mut stubs: HashMap<u64, (String, u64)> = HashMap::new();
+        for (name, btree) in trees {
+            let mut cursor = Cursor::new(*btree, Bound::Unbounded, Bound::Unbounded, false)
+                .with_change_buffer(Arc::clone(&self.change_buffer));
+            loop {
+                match next_blocking(&mut cursor, &self.pool, || Ok(())) {
+                    Ok(None) => break,
+                    Err(e) => {
+                        report.faults.push(format!("tree {name:?}: reading it failed: {e}"));
+                        break;
+                    }
+                    Ok(Some((key, value))) => match decode_stub(&value) {
+                        Ok(None) => {}
+                        Err(reason) => report.faults.push(format!("tree {name:?}: {reason}")),
+                        Ok(Some((id, len))) => {
+                            if let Some((other, _)) = stubs.insert(id, (name.clone(), len)) {
+                                report.faults.push(format!(
+                                    "object {id} is named by two keys (trees {other:?} and \
+                                     {name:?}, key {key:?})"
+                                ));
+                            }
+                        }
+                    },
+                }
+            }
+        }
+        report.objects = stubs.len() as u64;
+        let mut last_extent: Option<(u64, u64)> = None;
+        for entry in objects.iter() {
+            let (key, value) = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    report.faults.push(format!("reading the objects tree failed: {e}"));
+                    break;
+                }
+            };
+            let Some((id, kind, index)) = format::parse_key(&key) else {
+                report.faults.push(format!("objects tree: a key of {} bytes", key.len()));
+                continue;
+            };
+            let Some((_, len)) = stubs.get(&id) else {
+                report.faults.push(format!("object {id} has entries but no key names it (lost)"));
+                continue;
+            };
+            let blocks = len.div_ceil(BLOCK);
+            match kind {
+                KIND_EXTENT => {
+                    let extent = match Extent::decode(index, &value) {
+                        Ok(extent) => extent,
+                        Err(reason) => {
+                            report.faults.push(format!("object {id}: {reason}"));
+                            continue;
+                        }
+                    };
+                    report.extents += 1;
+                    report.extent_pages += extent.blocks();
+                    if extent.last >= blocks {
+                        report.faults.push(format!(
+                            "object {id}: an extent to block {} past its length {len}",
+                            extent.last
+                        ));
+                    }
+                    if let Some((prev_id, prev_last)) = last_extent {
+                        if prev_id == id && extent.first <= prev_last {
+                            report.faults.push(format!(
+                                "object {id}: extents overlap at block {}",
+                                extent.first
+                            ));
+                        }
+                    }
+                    last_extent = Some((id, extent.last));
+                    for page in extent.page..extent.page + extent.blocks() {
+                        if let Some(fault) = pages.claim(page, USED) {
+                            report.faults.push(format!("object {id}: {fault}"));
+                        }
+                    }
+                }
+                KIND_FRAGMENT => match format::decode_fragments(&value) {
+                    Ok(fragments) => {
+                        report.fragments += 1;
+                        // A truncation into a block with data leaves zeros as a fragment
+                        // up to the block's end (so the old bytes never come back): bytes
+                        // past the length are zeros, and none lie past the last block.
+                        let past_len = |(o, b): &(u16, Vec<u8>)| {
+                            let start = index * BLOCK + *o as u64;
+                            b.iter().enumerate().any(|(i, &x)| x != 0 && start + i as u64 >= *len)
+                        };
+                        if index >= blocks || fragments.iter().any(past_len) {
+                            report.faults.push(format!(
+                                "object {id}: fragments of block {index} hold bytes past its \
+                                 length {len}"
+                            ));
+                        }
+                    }
+                    Err(reason) => {
+                        report.faults.push(format!("object {id} block {index}: {reason}"))
+                    }
+                },
+                other => report.faults.push(format!("object {id}: an entry of kind {other}")),
+            }
+        }
+        report
+    }
+}

@@ -1,0 +1,756 @@
+//! The object operations: reads of extent maps and data, the writes (copy-on-write extents
+//! for whole blocks, fragments for the rest), truncation, whole-object puts, frees, and the
+//! merge of fragments into new extents. See `format.rs` for the layout and `space.rs` for
+//! when freed data pages may be written again.
+//!
+//! Every change of an object is one commit under its writer lock (`Space::writer`), which
+//! its data writes precede: new extents are written and synced (one group sync of the page
+//! file for all writers waiting) before the commit that points at them is logged, so a
+//! crash never leaves an extent map pointing at unwritten pages. The extent map a commit
+//! replaces is changed under the object's map lock, which readers take shared while they
+//! read the map (not while they read the data: their epoch pin keeps the old pages).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::format::{
+    self, decode_fragments, decode_stub, encode_fragments, encode_stub, encoded_len, Extent,
+    Fragments, BLOCK, KIND_EXTENT, KIND_FRAGMENT, MAX_FRAGMENTS_LEN, OBJECTS_TREE,
+};
+use super::space::MAX_RUN_PAGES;
+use crate::db::{Shared, Tree};
+use crate::error::{Error, PageId, Result};
+use crate::io::AlignedBlock;
+use crate::sched::block_on;
+
+/// A key's value as stored: absent, a plain value, or an object's stub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stored {
+    Absent,
+    Plain(Vec<u8>),
+    Object { id: u64, len: u64 },
+}
+
+/// An object's map for a range of blocks, as read under its map lock.
+#[derive(Debug, Default)]
+pub(crate) struct MapView {
+    /// Extents overlapping the blocks, in order.
+    pub extents: Vec<Extent>,
+    /// Fragments of blocks in the range.
+    pub fragments: BTreeMap<u64, Fragments>,
+}
+
+/// What one commit changes in an object (besides its stub).
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    extent_deletes: Vec<u64>,
+    extent_puts: Vec<Extent>,
+    fragment_deletes: Vec<u64>,
+    fragment_puts: Vec<(u64, Vec<u8>)>,
+    pub new_runs: Vec<(PageId, u64)>,
+    freed_runs: Vec<(PageId, u64)>,
+}
+
+fn corrupt(shared: &Shared, reason: String) -> Error {
+    Error::Corrupt { page: 0, file: shared.pool.file().path().to_owned(), reason }
+}
+
+impl Shared {
+    /// The objects tree, created if `create` and missing.
+    pub(crate) fn objects_tree(self: &Arc<Self>, create: bool) -> Result<Option<Tree>> {
+        if let Some(btree) = self.objects_root.get() {
+            return Ok(Some(self.handle(OBJECTS_TREE, *btree)));
+        }
+        let found = {
+            let _guard = self.catalog_lock.lock().unwrap();
+            self.lookup_tree(OBJECTS_TREE)?
+        };
+        let btree = match found {
+            Some(btree) => btree,
+            None if create => self.create_tree_named(OBJECTS_TREE)?,
+            None => return Ok(None),
+        };
+        let _ = self.objects_root.set(btree);
+        self.objects_in_use.store(true, Ordering::Release);
+        Ok(Some(self.handle(OBJECTS_TREE, btree)))
+    }
+
+    fn objects(self: &Arc<Self>) -> Result<Tree> {
+        Ok(self.objects_tree(true)?.expect("created"))
+    }
+
+    /// A fresh object id (ids share the tree-id counter, which every commit logs).
+    fn new_object_id(&self) -> u64 {
+        self.next_tree_id.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Reads the map of object `id` for blocks `first..=last` (the caller holds its map
+    /// lock or its writer lock).
+    pub(crate) fn read_map(self: &Arc<Self>, id: u64, first: u64, last: u64) -> Result<MapView> {
+        let mut view = MapView::default();
+        let Some(objects) = self.objects_tree(false)? else { return Ok(view) };
+        let low = format::key(id, KIND_EXTENT, first);
+        let high = format::key(id, KIND_EXTENT, u64::MAX);
+        for entry in objects.range(&low[..]..=&high[..]) {
+            let (key, value) = entry?;
+            let (_, _, end) = format::parse_key(&key).expect("a key of the range");
+            let extent = Extent::decode(end, &value)
+                .map_err(|r| corrupt(self, format!("object {id}: {r}")))?;
+            if extent.first > last {
+                break;
+            }
+            view.extents.push(extent);
+        }
+        let low = format::key(id, KIND_FRAGMENT, first);
+        let high = format::key(id, KIND_FRAGMENT, last);
+        for entry in objects.range(&low[..]..=&high[..]) {
+            let (key, value) = entry?;
+            let (_, _, block) = format::parse_key(&key).expect("a key of the range");
+            let fragments = decode_fragments(&value)
+                .map_err(|r| corrupt(self, format!("object {id} block {block}: {r}")))?;
+            view.fragments.insert(block, fragments);
+        }
+        Ok(view)
+    }
+
+    /// Writes `blocks` (whole blocks of data, in block order: `(block, bytes)`) into new runs
+    /// of pages and makes them durable; returns the new extents (consecutive blocks in
+    /// consecutive pages share one) and the runs.
+    pub(crate) fn write_blocks(
+        self: &Arc<Self>,
+        blocks: &[(u64, &[u8])],
+    ) -> Result<(Vec<Extent>, Vec<(PageId, u64)>)> {
+        if blocks.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let durable = self.log()?.durable();
+        let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, durable)?;
+        let written = (|| {
+            let mut extents: Vec<Extent> = Vec::new();
+            let mut next = 0usize;
+            let file = self.pool.file();
+            for &(first_page, pages) in &runs {
+                let mut buf = AlignedBlock::zeroed(pages as usize * BLOCK as usize);
+                for i in 0..pages as usize {
+                    let (block, bytes) = blocks[next + i];
+                    let at = i * BLOCK as usize;
+                    buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(bytes);
+                    let page = first_page + i as u64;
+                    match extents.last_mut() {
+                        Some(e) if e.last + 1 == block && e.page_of(e.last) + 1 == page => {
+                            e.last = block
+                        }
+                        _ => extents.push(Extent { first: block, last: block, page }),
+                    }
+                }
+                file.write_pages(first_page, buf.as_slice())?;
+                next += pages as usize;
+            }
+            let generation = self.object_space.wrote();
+            self.object_space.sync_to(generation, || file.sync())?;
+            Ok(extents)
+        })();
+        match written {
+            Ok(extents) => Ok((extents, runs)),
+            Err(e) => {
+                self.object_space.give_back(&runs);
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the data of blocks `first..=last` of an object whose map is `view` into `out`
+    /// (`(last - first + 1) * BLOCK` bytes): extents read with one I/O per contiguous piece,
+    /// holes as zeros, then fragments over them.
+    pub(crate) fn read_blocks(
+        &self,
+        view: &MapView,
+        first: u64,
+        last: u64,
+        out: &mut [u8],
+    ) -> Result<()> {
+        out.fill(0);
+        let file = self.pool.file();
+        for extent in &view.extents {
+            let from = extent.first.max(first);
+            let to = extent.last.min(last);
+            if from > to {
+                continue;
+            }
+            let pages = (to - from + 1) as usize;
+            let at = ((from - first) * BLOCK) as usize;
+            let mut buf = AlignedBlock::zeroed(pages * BLOCK as usize);
+            file.read_pages(extent.page_of(from), buf.as_mut_slice())?;
+            out[at..at + buf.len()].copy_from_slice(buf.as_slice());
+        }
+        for (&block, fragments) in view.fragments.range(first..=last) {
+            let at = ((block - first) * BLOCK) as usize;
+            format::apply_fragments(&mut out[at..at + BLOCK as usize], fragments);
+        }
+        Ok(())
+    }
+
+    /// The changes to replace blocks of `view` by whole new `extents` (their blocks'
+    /// fragments go, the old pages are freed, old extents cut around them).
+    fn replace_blocks(view: &MapView, extents: &[Extent], change: &mut Change) {
+        let covered = |b: u64| extents.iter().any(|e| e.first <= b && b <= e.last);
+        Shared::drop_blocks(view, covered, change);
+        change.extent_puts.extend_from_slice(extents);
+    }
+
+    /// The changes that take the blocks `covered` says out of `view`'s map: extents are cut
+    /// around them (their pages freed), their fragments deleted.
+    fn drop_blocks(view: &MapView, covered: impl Fn(u64) -> bool, change: &mut Change) {
+        for old in &view.extents {
+            if !(old.first..=old.last).any(&covered) {
+                continue;
+            }
+            change.extent_deletes.push(old.last);
+            // Keep the old extent's pieces that stay.
+            let mut piece: Option<Extent> = None;
+            for b in old.first..=old.last {
+                if covered(b) {
+                    change.freed_runs.push((old.page_of(b), 1));
+                    if let Some(p) = piece.take() {
+                        change.extent_puts.push(p);
+                    }
+                } else {
+                    match &mut piece {
+                        Some(p) => p.last = b,
+                        None => piece = Some(Extent { first: b, last: b, page: old.page_of(b) }),
+                    }
+                }
+            }
+            if let Some(p) = piece {
+                change.extent_puts.push(p);
+            }
+        }
+        for &b in view.fragments.keys() {
+            if covered(b) {
+                change.fragment_deletes.push(b);
+            }
+        }
+        change.freed_runs = coalesce_runs(std::mem::take(&mut change.freed_runs));
+    }
+
+    /// The change that puts `extents` (written in `runs`) in place of their blocks.
+    pub(crate) fn replacing(
+        &self,
+        view: &MapView,
+        extents: &[Extent],
+        runs: Vec<(PageId, u64)>,
+    ) -> Change {
+        let mut change = Change::default();
+        Shared::replace_blocks(view, extents, &mut change);
+        change.new_runs = runs;
+        change
+    }
+
+    /// Applies `change` to object `id` inside a commit.
+    pub(crate) async fn apply_change(
+        self: &Arc<Self>,
+        objects: &Tree,
+        id: u64,
+        change: &Change,
+    ) -> Result<()> {
+        // Deletes before puts: a cut extent may be put back under the same last block.
+        for &last in &change.extent_deletes {
+            objects.apply_delete_raw(&format::key(id, KIND_EXTENT, last)).await?;
+        }
+        for e in &change.extent_puts {
+            objects.apply_put_raw(&format::key(id, KIND_EXTENT, e.last), &e.value()).await?;
+        }
+        for &block in &change.fragment_deletes {
+            objects.apply_delete_raw(&format::key(id, KIND_FRAGMENT, block)).await?;
+        }
+        for (block, value) in &change.fragment_puts {
+            objects.apply_put_raw(&format::key(id, KIND_FRAGMENT, *block), value).await?;
+        }
+        for &(first, pages) in &change.new_runs {
+            note_runs(&self.pool, first, pages, true);
+        }
+        self.object_space.committed(&change.new_runs);
+        self.stage_frees(&change.freed_runs);
+        Ok(())
+    }
+
+    /// Frees runs of data pages in the running commit: logged as freed, reusable once the
+    /// commit is durable and no reader sees them (`Space::retire`, after the commit).
+    fn stage_frees(&self, runs: &[(PageId, u64)]) {
+        for &(first, pages) in runs {
+            note_runs(&self.pool, first, pages, false);
+        }
+        self.object_space.stage_free(runs);
+    }
+
+    /// Inside a commit: removes every entry of object `id` and frees its pages.
+    pub(crate) async fn free_object(self: &Arc<Self>, id: u64) -> Result<()> {
+        let Some(objects) = self.objects_tree(false)? else { return Ok(()) };
+        let _map = self.object_space.map_write(id);
+        let low = format::key(id, 0, 0);
+        let high = format::key(id, u8::MAX, u64::MAX);
+        let mut runs = Vec::new();
+        let mut keys = Vec::new();
+        for entry in objects.range(&low[..]..=&high[..]) {
+            let (key, value) = entry?;
+            let (_, kind, index) = format::parse_key(&key).expect("a key of the range");
+            if kind == KIND_EXTENT {
+                let e = Extent::decode(index, &value)
+                    .map_err(|r| corrupt(self, format!("object {id}: {r}")))?;
+                runs.push((e.page, e.blocks()));
+            }
+            keys.push(key);
+        }
+        for key in keys {
+            objects.apply_delete_raw(&key).await?;
+        }
+        self.stage_frees(&runs);
+        self.object_space.fragments().forget(id);
+        Ok(())
+    }
+}
+
+/// Notes runs of data pages in the running commit, in pieces the log's run length holds.
+fn note_runs(pool: &crate::buffer::BufferPool, first: PageId, pages: u64, allocated: bool) {
+    let mut at = 0;
+    while at < pages {
+        let n = (pages - at).min(u16::MAX as u64);
+        pool.note_data(first + at, n as u16, allocated);
+        at += n;
+    }
+}
+
+fn coalesce_runs(mut runs: Vec<(PageId, u64)>) -> Vec<(PageId, u64)> {
+    runs.sort_unstable();
+    let mut out: Vec<(PageId, u64)> = Vec::with_capacity(runs.len());
+    for (first, pages) in runs {
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == first => last.1 += pages,
+            _ => out.push((first, pages)),
+        }
+    }
+    out
+}
+
+impl Tree {
+    /// `key`'s value as stored (a stub is not followed). Outside a commit.
+    pub(crate) fn stored(&self, key: &[u8]) -> Result<Stored> {
+        match self.get_raw(key)? {
+            None => Ok(Stored::Absent),
+            Some(value) => self.classify(value),
+        }
+    }
+
+    pub(crate) fn classify(&self, value: Vec<u8>) -> Result<Stored> {
+        match decode_stub(&value) {
+            Ok(None) => Ok(Stored::Plain(value)),
+            Ok(Some((id, len))) => Ok(Stored::Object { id, len }),
+            Err(reason) => Err(corrupt(&self.shared, format!("tree {:?}: {reason}", self.name))),
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of object `id` (within its length), consistent
+    /// with one moment of its map.
+    pub(crate) fn read_object(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let shared = &self.shared;
+        let _pin = shared.object_space.pin();
+        let first = offset / BLOCK;
+        let last = (offset + buf.len() as u64 - 1) / BLOCK;
+        let view = {
+            let _map = shared.object_space.map_read(id);
+            shared.read_map(id, first, last)?
+        };
+        // Read a bounded span at a time (memory), each with its own I/Os.
+        const SPAN: u64 = 256;
+        let mut block = first;
+        let mut data = Vec::new();
+        while block <= last {
+            let end = (block + SPAN - 1).min(last);
+            data.resize(((end - block + 1) * BLOCK) as usize, 0);
+            shared.read_blocks(&view, block, end, &mut data)?;
+            let span_start = block * BLOCK;
+            let from = offset.max(span_start);
+            let to = (offset + buf.len() as u64).min((end + 1) * BLOCK);
+            buf[(from - offset) as usize..(to - offset) as usize]
+                .copy_from_slice(&data[(from - span_start) as usize..(to - span_start) as usize]);
+            block = end + 1;
+        }
+        Ok(())
+    }
+
+    /// The whole value of `key` if it is an object's `stub` (for `get`).
+    pub(crate) fn read_whole_object(&self, id: u64, len: u64) -> Result<Vec<u8>> {
+        let len = usize::try_from(len).map_err(|_| Error::ValueTooLarge {
+            len: usize::MAX,
+            max: super::MAX_OBJECT_LEN as usize,
+        })?;
+        let mut value = vec![0u8; len];
+        self.read_object(id, 0, &mut value)?;
+        Ok(value)
+    }
+
+    /// Writes `pieces` (`(offset, bytes)`, applied in order) into `key`'s value, or at its
+    /// end when `at_end`; returns the new length. One commit; see the module documentation.
+    pub(crate) fn write_pieces(
+        &self,
+        key: &[u8],
+        offset: u64,
+        bytes: &[u8],
+        at_end: bool,
+    ) -> Result<u64> {
+        let shared = &self.shared;
+        shared.check_writable()?;
+        crate::db::check_key(key)?;
+        let objects = shared.objects()?;
+        loop {
+            let stored = self.stored(key)?;
+            let (id, old_len, base) = match &stored {
+                Stored::Object { id, len } => (*id, *len, None),
+                Stored::Absent => (shared.new_object_id(), 0, Some(Vec::new())),
+                Stored::Plain(v) => (shared.new_object_id(), v.len() as u64, Some(v.clone())),
+            };
+            let _writer = shared.object_space.writer(id);
+            if self.stored(key)? != stored {
+                continue; // changed before the writer lock: plan again
+            }
+            let offset = if at_end { old_len } else { offset };
+            let end =
+                offset.checked_add(bytes.len() as u64).filter(|&e| e <= super::MAX_OBJECT_LEN);
+            let Some(end) = end else {
+                return Err(Error::ValueTooLarge {
+                    len: usize::MAX,
+                    max: super::MAX_OBJECT_LEN as usize,
+                });
+            };
+            let new_len = old_len.max(end);
+            let mut pieces: Vec<(u64, &[u8])> = Vec::new();
+            if let Some(base) = &base {
+                if !base.is_empty() {
+                    pieces.push((0, base));
+                }
+            }
+            if !bytes.is_empty() {
+                pieces.push((offset, bytes));
+            }
+            let (change, fragment_delta) = self.plan(id, &pieces)?;
+            let stub = encode_stub(id, new_len);
+            let new_object = base.is_some();
+            let outcome = block_on(shared.commit(shared.durability, async || {
+                // A delete or put of the key does not take the writer lock: if one came
+                // between, plan again.
+                if self.stored_in_commit(key).await? != stored {
+                    return Ok(false);
+                }
+                let _map = shared.object_space.map_write(id);
+                shared.apply_change(&objects, id, &change).await?;
+                if new_object || new_len != old_len {
+                    // A plain value becomes this object: nothing to free.
+                    self.apply_put_raw(key, &stub).await?;
+                }
+                Ok(true)
+            }));
+            match outcome {
+                Ok(true) => {
+                    shared.note_fragments(id, fragment_delta);
+                    return Ok(new_len);
+                }
+                Ok(false) => shared.object_space.give_back(&change.new_runs),
+                Err(e) => {
+                    if shared.log()?.check().is_ok() {
+                        // No record names the new runs: they are free again.
+                        shared.object_space.give_back(&change.new_runs);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The changes that write `pieces` into object `id` (the caller holds its writer lock):
+    /// whole blocks are written copy-on-write now (into new pages, synced), the rest become
+    /// fragments; a block whose fragments would outgrow their entry is merged on the spot
+    /// (the one read on a write path). Returns the change and the fragment counts' delta.
+    fn plan(&self, id: u64, pieces: &[(u64, &[u8])]) -> Result<(Change, (i64, i64))> {
+        let shared = &self.shared;
+        let mut change = Change::default();
+        if pieces.is_empty() {
+            return Ok((change, (0, 0)));
+        }
+        let first = pieces.iter().map(|p| p.0 / BLOCK).min().unwrap();
+        let last = pieces.iter().map(|p| (p.0 + p.1.len() as u64 - 1) / BLOCK).max().unwrap();
+        // Per touched block: its new bytes as fragments over what it holds (in order).
+        let mut touched: BTreeMap<u64, Fragments> = BTreeMap::new();
+        for &(offset, bytes) in pieces {
+            let mut at = 0usize;
+            while at < bytes.len() {
+                let pos = offset + at as u64;
+                let block = pos / BLOCK;
+                let in_block = (pos % BLOCK) as usize;
+                let n = (BLOCK as usize - in_block).min(bytes.len() - at);
+                let entry = touched.entry(block).or_default();
+                *entry = format::overlay_fragment(entry, in_block, &bytes[at..at + n]);
+                at += n;
+            }
+        }
+        // The map only where partial blocks need it (whole blocks replace whatever was).
+        let view = shared.read_map(id, first, last)?;
+        let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut delta = (0i64, 0i64);
+        for (block, new) in touched {
+            let full = new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize;
+            let old = view.fragments.get(&block);
+            if full {
+                whole.push((block, new.into_iter().next().unwrap().1));
+                continue;
+            }
+            let mut merged = old.cloned().unwrap_or_default();
+            for (o, b) in &new {
+                merged = format::overlay_fragment(&merged, *o as usize, b);
+            }
+            let covers = merged.len() == 1 && merged[0].1.len() == BLOCK as usize;
+            if covers || encoded_len(&merged) > MAX_FRAGMENTS_LEN {
+                // Merge now: the block's data, its fragments and the new bytes.
+                let mut data = vec![0u8; BLOCK as usize];
+                if !covers {
+                    let single =
+                        MapView { extents: view.extents.clone(), fragments: BTreeMap::new() };
+                    shared.read_blocks(&single, block, block, &mut data)?;
+                }
+                format::apply_fragments(&mut data, &merged);
+                whole.push((block, data));
+                continue;
+            }
+            if let Some(old) = old {
+                delta.0 -= 1;
+                delta.1 -= format::fragment_bytes(old) as i64;
+            }
+            delta.0 += 1;
+            delta.1 += format::fragment_bytes(&merged) as i64;
+            change.fragment_puts.push((block, encode_fragments(&merged)));
+        }
+        for (b, _) in &whole {
+            if let Some(old) = view.fragments.get(b) {
+                delta.0 -= 1;
+                delta.1 -= format::fragment_bytes(old) as i64;
+            }
+        }
+        let refs: Vec<(u64, &[u8])> = whole.iter().map(|(b, d)| (*b, &d[..])).collect();
+        let (extents, runs) = shared.write_blocks(&refs)?;
+        Shared::replace_blocks(&view, &extents, &mut change);
+        change.new_runs = runs;
+        Ok((change, delta))
+    }
+
+    /// Sets the length of `key`'s value; see [`Tree::truncate`].
+    pub(crate) fn truncate_to(&self, key: &[u8], len: u64) -> Result<bool> {
+        let shared = &self.shared;
+        shared.check_writable()?;
+        crate::db::check_key(key)?;
+        if len > super::MAX_OBJECT_LEN {
+            return Err(Error::ValueTooLarge {
+                len: usize::MAX,
+                max: super::MAX_OBJECT_LEN as usize,
+            });
+        }
+        loop {
+            let stored = self.stored(key)?;
+            let (id, old_len) = match &stored {
+                Stored::Absent => return Ok(false),
+                Stored::Plain(v) => {
+                    let mut v = v.clone();
+                    if len as usize <= crate::format::value::MAX_VALUE_LEN {
+                        v.resize(len as usize, 0);
+                        self.put(key, &v)?;
+                        return Ok(true);
+                    }
+                    // Grows past a plain value: an object holding it, then longer.
+                    self.write_pieces(key, 0, &[], false)?;
+                    continue;
+                }
+                Stored::Object { id, len } => (*id, *len),
+            };
+            let objects = shared.objects()?;
+            let _writer = shared.object_space.writer(id);
+            if self.stored(key)? != stored {
+                continue;
+            }
+            let mut change = Change::default();
+            let mut delta = (0i64, 0i64);
+            if len < old_len {
+                let keep_blocks = len.div_ceil(BLOCK);
+                let tail_block = len / BLOCK;
+                let view = shared.read_map(id, tail_block, u64::MAX)?;
+                for fragments in view.fragments.values() {
+                    delta.0 -= 1;
+                    delta.1 -= format::fragment_bytes(fragments) as i64;
+                }
+                // The last block kept, if the new end cuts it: its bytes past the end must
+                // read as zeros if the object grows again. As fragments (zeros over the old
+                // data), or, when those would not fit an entry, as a new whole block.
+                let tail = (len % BLOCK) as usize;
+                let mut rewrite = None;
+                if tail > 0 {
+                    let mut fragments = view
+                        .fragments
+                        .get(&tail_block)
+                        .map(|f| format::cut_fragments(f, tail))
+                        .unwrap_or_default();
+                    let has_data =
+                        view.extents.iter().any(|e| e.first <= tail_block && tail_block <= e.last);
+                    if has_data {
+                        let zeros = vec![0u8; BLOCK as usize - tail];
+                        fragments = format::overlay_fragment(&fragments, tail, &zeros);
+                    }
+                    if encoded_len(&fragments) > MAX_FRAGMENTS_LEN {
+                        let mut data = vec![0u8; BLOCK as usize];
+                        shared.read_blocks(&view, tail_block, tail_block, &mut data)?;
+                        data[tail..].fill(0);
+                        rewrite = Some(data);
+                    } else if !fragments.is_empty() {
+                        delta.0 += 1;
+                        delta.1 += format::fragment_bytes(&fragments) as i64;
+                        change.fragment_puts.push((tail_block, encode_fragments(&fragments)));
+                    } else if view.fragments.contains_key(&tail_block) {
+                        change.fragment_deletes.push(tail_block);
+                    }
+                }
+                let rewritten = rewrite.is_some();
+                let covered = |b: u64| b >= keep_blocks || (rewritten && b == tail_block);
+                Shared::drop_blocks(&view, covered, &mut change);
+                if let Some(data) = rewrite {
+                    let (extents, runs) = shared.write_blocks(&[(tail_block, &data[..])])?;
+                    change.extent_puts.extend(extents);
+                    change.new_runs = runs;
+                }
+            }
+            let stub = encode_stub(id, len);
+            let done = block_on(shared.commit(shared.durability, async || {
+                if self.stored_in_commit(key).await? != stored {
+                    return Ok(false);
+                }
+                let _map = shared.object_space.map_write(id);
+                shared.apply_change(&objects, id, &change).await?;
+                self.apply_put_raw(key, &stub).await?;
+                Ok(true)
+            }));
+            let done = match done {
+                Ok(done) => done,
+                Err(e) => {
+                    if shared.log()?.check().is_ok() {
+                        shared.object_space.give_back(&change.new_runs);
+                    }
+                    return Err(e);
+                }
+            };
+            if done {
+                shared.note_fragments(id, delta);
+                return Ok(true);
+            }
+            shared.object_space.give_back(&change.new_runs);
+        }
+    }
+
+    /// Puts the bytes of `source` as `key`'s value, streamed into new extents, swapped in by
+    /// one commit; returns the length. A short value without the stub magic is put plain.
+    pub(crate) fn put_stream(&self, key: &[u8], source: &mut dyn std::io::Read) -> Result<u64> {
+        let shared = &self.shared;
+        shared.check_writable()?;
+        crate::db::check_key(key)?;
+        let chunk = (MAX_RUN_PAGES * BLOCK) as usize;
+        let mut buf = vec![0u8; chunk];
+        let read_full = |buf: &mut [u8], source: &mut dyn std::io::Read| -> Result<usize> {
+            let mut n = 0;
+            while n < buf.len() {
+                match source.read(&mut buf[n..]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::io("reading the value to put", e)),
+                }
+            }
+            Ok(n)
+        };
+        let n = read_full(&mut buf, source)?;
+        if !format::needs_object(n as u64, &buf[..n.min(8)]) && n < chunk {
+            self.put(key, &buf[..n])?;
+            return Ok(n as u64);
+        }
+        let objects = shared.objects()?;
+        let id = shared.new_object_id();
+        let mut extents: Vec<Extent> = Vec::new();
+        let mut runs: Vec<(PageId, u64)> = Vec::new();
+        let mut len = 0u64;
+        let mut filled = n;
+        let written = (|| -> Result<()> {
+            loop {
+                if filled == 0 {
+                    return Ok(());
+                }
+                let first_block = len / BLOCK;
+                let blocks = filled.div_ceil(BLOCK as usize);
+                buf[filled..blocks * BLOCK as usize].fill(0);
+                let pieces: Vec<(u64, &[u8])> = (0..blocks)
+                    .map(|i| {
+                        (first_block + i as u64, &buf[i * BLOCK as usize..(i + 1) * BLOCK as usize])
+                    })
+                    .collect();
+                let (mut new, new_runs) = shared.write_blocks(&pieces)?;
+                runs.extend(new_runs);
+                // Consecutive chunks in consecutive pages make one extent.
+                if let (Some(prev), Some(next)) = (extents.last_mut(), new.first()) {
+                    if prev.last + 1 == next.first
+                        && prev.page_of(prev.last) + 1 == next.page
+                        && prev.blocks() + next.blocks() <= u16::MAX as u64
+                    {
+                        prev.last = next.last;
+                        new.remove(0);
+                    }
+                }
+                extents.extend(new);
+                len += filled as u64;
+                if len > super::MAX_OBJECT_LEN {
+                    return Err(Error::ValueTooLarge {
+                        len: usize::MAX,
+                        max: super::MAX_OBJECT_LEN as usize,
+                    });
+                }
+                if filled < chunk {
+                    return Ok(());
+                }
+                filled = read_full(&mut buf, source)?;
+            }
+        })();
+        if let Err(e) = written {
+            shared.object_space.give_back(&runs);
+            return Err(e);
+        }
+        let change = Change { extent_puts: extents, new_runs: runs, ..Change::default() };
+        let stub = encode_stub(id, len);
+        let outcome = block_on(shared.commit(shared.durability, async || {
+            // No reader can reach the new object before its stub is in: no map lock (and
+            // `apply_put` takes the old object's, to free it).
+            shared.apply_change(&objects, id, &change).await?;
+            self.apply_put(key, &stub).await
+        }));
+        if let Err(e) = outcome {
+            if shared.log()?.check().is_ok() {
+                shared.object_space.give_back(&change.new_runs);
+            }
+            return Err(e);
+        }
+        Ok(len)
+    }
+}
+
+impl super::space::FragmentCounts {
+    pub fn forget(&mut self, id: u64) {
+        if let Some((_, bytes)) = self.by_object.remove(&id) {
+            self.bytes -= bytes;
+        }
+        self.queued.remove(&id);
+    }
+}

@@ -1,0 +1,497 @@
+//! The state objects share in an open database: where object data may be written (free
+//! runs of pages, and pages freed but not yet reusable), who is reading, the group sync of
+//! the page file before commits that reference new data, the per-object locks, and the
+//! fragments waiting to be merged.
+//!
+//! **When a freed data page may be written again.** Object data is written in place, before
+//! the commit that points at it, and never logged. So a page freed by commit C may take new
+//! data only once (1) C is durable (else a crash could bring back the object that still
+//! points at it, over bytes that are no longer its own) and (2) no reader that may have read
+//! the extent map before C still reads it (epochs: a reader pins the epoch it starts in; a
+//! free is stamped with the epoch it ends, and the epoch moves on). Until then the run waits
+//! in *limbo*. A checkpoint lists limbo and free runs as free pages: after a crash nothing
+//! reads them. Pages freed by the B+tree (nodes, Value pages) never become object data
+//! during the run that freed them (their frees may not be durable); new runs come from the
+//! end of the page file (`BufferPool::allocate_run`) or from this module's free runs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::buffer::BufferPool;
+use crate::error::{PageId, Result};
+
+/// Pages of one new extent at most (1 MiB): large values read with few large I/Os, and a
+/// run fits the log's 16-bit run length.
+pub const MAX_RUN_PAGES: u64 = 256;
+/// Locks striped over object ids.
+const STRIPES: usize = 1024;
+
+#[derive(Debug, Default)]
+struct Limbo {
+    /// `(first, pages, log position that must be durable, epoch of the free)`.
+    runs: Vec<(PageId, u64, u64, u64)>,
+    pages: u64,
+}
+
+/// Objects' shared state in an open database.
+#[derive(Debug)]
+pub struct Space {
+    /// Free runs of data pages: first page to length, coalesced.
+    free: Mutex<BTreeMap<PageId, u64>>,
+    limbo: Mutex<Limbo>,
+    epoch: AtomicU64,
+    /// Epochs readers pinned, with how many readers pin each.
+    readers: Mutex<BTreeMap<u64, usize>>,
+    /// The page file sync that makes new data durable before its commit: the write
+    /// generation it covers, and whether one is running.
+    sync: Mutex<SyncState>,
+    synced: Condvar,
+    write_generation: AtomicU64,
+    /// One writer per object at a time (striped by id); a writer holds it across its data
+    /// writes and its commit.
+    writers: Vec<Mutex<()>>,
+    /// Readers of an object's extent map hold this shared; a commit changing it, exclusive.
+    maps: Vec<MapLock>,
+    /// Fragments per object not merged yet: `(blocks with fragments, bytes)`, and in total.
+    fragments: Mutex<FragmentCounts>,
+    staged: Mutex<Vec<(PageId, u64)>>,
+    /// Runs allocated for data not yet committed: free as far as a checkpoint (and so a
+    /// crash) is concerned.
+    pending: Mutex<BTreeMap<PageId, u64>>,
+    /// `Options::object_fragment_bytes`.
+    fragment_budget: AtomicU64,
+    /// The merge thread sleeps here when the queue is empty.
+    work: Mutex<bool>,
+    work_ready: Condvar,
+    merged_blocks: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct SyncState {
+    covered: u64,
+    running: bool,
+    failed: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct FragmentCounts {
+    pub by_object: HashMap<u64, (u64, u64)>,
+    pub bytes: u64,
+    /// Objects whose fragments passed the merge threshold, waiting for the merger.
+    pub queued: BTreeSet<u64>,
+}
+
+/// A reader's pin of an epoch: runs freed after it started wait until it ends.
+pub struct ReadPin<'a> {
+    space: &'a Space,
+    epoch: u64,
+}
+
+impl Drop for ReadPin<'_> {
+    fn drop(&mut self) {
+        let mut readers = self.space.readers.lock().unwrap();
+        let count = readers.get_mut(&self.epoch).expect("a pinned epoch");
+        *count -= 1;
+        if *count == 0 {
+            readers.remove(&self.epoch);
+        }
+    }
+}
+
+impl Default for Space {
+    fn default() -> Self {
+        Space {
+            free: Mutex::default(),
+            limbo: Mutex::default(),
+            epoch: AtomicU64::new(1),
+            readers: Mutex::default(),
+            sync: Mutex::default(),
+            synced: Condvar::new(),
+            write_generation: AtomicU64::new(0),
+            writers: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            maps: (0..STRIPES).map(|_| MapLock::default()).collect(),
+            fragments: Mutex::default(),
+            staged: Mutex::default(),
+            pending: Mutex::default(),
+            fragment_budget: AtomicU64::new(64 << 20),
+            work: Mutex::new(false),
+            work_ready: Condvar::new(),
+            merged_blocks: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A readers-writer lock whose guards may cross an `await` in a task's future (a commit's
+/// body holds the write side while it changes the map; `std`'s guards are not `Send`).
+/// Both sides are held briefly, and neither while waiting for the other's release in a way
+/// that could need this thread: waits spin, then yield.
+#[derive(Debug, Default)]
+pub struct MapLock(AtomicU64);
+
+const WRITER: u64 = 1 << 63;
+
+pub struct MapGuard<'a> {
+    lock: &'a MapLock,
+    write: bool,
+}
+
+impl MapLock {
+    fn read(&self) -> MapGuard<'_> {
+        let mut spins = 0u32;
+        loop {
+            let now = self.0.load(Ordering::Acquire);
+            if now & WRITER == 0
+                && self
+                    .0
+                    .compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                return MapGuard { lock: self, write: false };
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    fn write(&self) -> MapGuard<'_> {
+        let mut spins = 0u32;
+        while self.0.compare_exchange_weak(0, WRITER, Ordering::AcqRel, Ordering::Acquire).is_err()
+        {
+            backoff(&mut spins);
+        }
+        MapGuard { lock: self, write: true }
+    }
+}
+
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+impl Drop for MapGuard<'_> {
+    fn drop(&mut self) {
+        match self.write {
+            true => self.lock.0.fetch_and(!WRITER, Ordering::Release),
+            false => self.lock.0.fetch_sub(1, Ordering::Release),
+        };
+    }
+}
+
+fn stripe(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % STRIPES
+}
+
+impl Space {
+    pub fn writer(&self, id: u64) -> MutexGuard<'_, ()> {
+        self.writers[stripe(id)].lock().unwrap()
+    }
+
+    pub fn map_read(&self, id: u64) -> MapGuard<'_> {
+        self.maps[stripe(id)].read()
+    }
+
+    pub fn map_write(&self, id: u64) -> MapGuard<'_> {
+        self.maps[stripe(id)].write()
+    }
+
+    /// Pins the current epoch for a reader of extent maps.
+    pub fn pin(&self) -> ReadPin<'_> {
+        let mut readers = self.readers.lock().unwrap();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        *readers.entry(epoch).or_default() += 1;
+        ReadPin { space: self, epoch }
+    }
+
+    /// Runs of pages for `pages` new blocks: from the free runs (first fit, else the
+    /// largest pieces), the rest from the end of the page file, each run at most
+    /// `MAX_RUN_PAGES`. `durable` is how far the log is durable (limbo runs whose frees
+    /// are durable and unread move to the free runs first).
+    pub fn allocate(
+        &self,
+        pool: &BufferPool,
+        pages: u64,
+        durable: u64,
+    ) -> Result<Vec<(PageId, u64)>> {
+        self.reclaim(durable);
+        let mut runs = Vec::new();
+        let mut left = pages;
+        {
+            let mut free = self.free.lock().unwrap();
+            while left > 0 {
+                let want = left.min(MAX_RUN_PAGES);
+                // First fit; else, for small requests, whatever piece there is.
+                let found = free.iter().find(|(_, &len)| len >= want).map(|(&f, &l)| (f, l));
+                let found = found.or_else(|| {
+                    (want <= 16).then(|| free.iter().next().map(|(&f, &l)| (f, l))).flatten()
+                });
+                let Some((first, len)) = found else { break };
+                free.remove(&first);
+                let take = len.min(want);
+                if len > take {
+                    free.insert(first + take, len - take);
+                }
+                runs.push((first, take));
+                left -= take;
+            }
+        }
+        while left > 0 {
+            let take = left.min(MAX_RUN_PAGES);
+            match pool.allocate_run(take) {
+                Ok(first) => runs.push((first, take)),
+                Err(e) => {
+                    self.give_back(&runs);
+                    return Err(e);
+                }
+            }
+            left -= take;
+        }
+        self.pending.lock().unwrap().extend(runs.iter().copied());
+        Ok(runs)
+    }
+
+    /// Returns runs that were allocated but never referenced (a write that failed before
+    /// its commit): nothing points at them, so they are free at once.
+    pub fn give_back(&self, runs: &[(PageId, u64)]) {
+        self.committed(runs);
+        let mut free = self.free.lock().unwrap();
+        for &(first, pages) in runs {
+            insert_run(&mut free, first, pages);
+        }
+    }
+
+    /// Runs a commit now references (under the commit lock): no longer pending.
+    pub fn committed(&self, runs: &[(PageId, u64)]) {
+        let mut pending = self.pending.lock().unwrap();
+        for (first, _) in runs {
+            pending.remove(first);
+        }
+    }
+
+    /// Runs freed by a commit that is durable once the log reaches `lsn`: they wait in limbo
+    /// (see the module documentation).
+    pub fn retire(&self, runs: &[(PageId, u64)], lsn: u64) {
+        if runs.is_empty() {
+            return;
+        }
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut limbo = self.limbo.lock().unwrap();
+        for &(first, pages) in runs {
+            limbo.runs.push((first, pages, lsn, epoch));
+            limbo.pages += pages;
+        }
+    }
+
+    /// Runs the running commit frees (one commit runs at a time): retired with its LSN
+    /// once its record is appended (`take_staged`), dropped if it fails.
+    pub fn stage_free(&self, runs: &[(PageId, u64)]) {
+        self.staged.lock().unwrap().extend_from_slice(runs);
+    }
+
+    pub fn take_staged(&self) -> Vec<(PageId, u64)> {
+        std::mem::take(&mut *self.staged.lock().unwrap())
+    }
+
+    /// Pages in limbo.
+    pub fn limbo_pages(&self) -> u64 {
+        self.limbo.lock().unwrap().pages
+    }
+
+    /// Moves limbo runs whose frees are durable (below `durable`) and that no reader can
+    /// still see to the free runs.
+    pub fn reclaim(&self, durable: u64) {
+        let oldest_reader = self.readers.lock().unwrap().keys().next().copied();
+        let mut limbo = self.limbo.lock().unwrap();
+        if limbo.runs.is_empty() {
+            return;
+        }
+        let mut freed = Vec::new();
+        limbo.runs.retain(|&(first, pages, lsn, epoch)| {
+            let unread = oldest_reader.is_none_or(|oldest| oldest > epoch);
+            let reusable = lsn <= durable && unread;
+            if reusable {
+                freed.push((first, pages));
+            }
+            !reusable
+        });
+        limbo.pages -= freed.iter().map(|r| r.1).sum::<u64>();
+        drop(limbo);
+        self.give_back(&freed);
+    }
+
+    /// Every page free for objects (free runs and limbo): a checkpoint lists them as free.
+    pub fn free_pages(&self) -> Vec<PageId> {
+        let mut pages = Vec::new();
+        for (&first, &len) in self.free.lock().unwrap().iter() {
+            pages.extend(first..first + len);
+        }
+        for &(first, len, _, _) in &self.limbo.lock().unwrap().runs {
+            pages.extend(first..first + len);
+        }
+        for (&first, &len) in self.pending.lock().unwrap().iter() {
+            pages.extend(first..first + len);
+        }
+        pages
+    }
+
+    /// Takes the runs of at least `min_run` pages out of `free` (the pool's free pages at
+    /// open, all of them durable frees) for object data.
+    pub fn adopt_runs(&self, free: &mut Vec<PageId>, min_run: u64) {
+        free.sort_unstable();
+        let mut kept = Vec::with_capacity(free.len());
+        let mut runs = self.free.lock().unwrap();
+        let mut i = 0;
+        while i < free.len() {
+            let mut j = i + 1;
+            while j < free.len() && free[j] == free[j - 1] + 1 {
+                j += 1;
+            }
+            if (j - i) as u64 >= min_run {
+                insert_run(&mut runs, free[i], (j - i) as u64);
+            } else {
+                kept.extend_from_slice(&free[i..j]);
+            }
+            i = j;
+        }
+        *free = kept;
+    }
+
+    /// Notes data written to the page file; returns the generation a sync must cover.
+    pub fn wrote(&self) -> u64 {
+        self.write_generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Makes every data write up to generation `generation` durable: one page file sync
+    /// serves every writer waiting meanwhile (group sync).
+    pub fn sync_to(&self, generation: u64, sync: impl Fn() -> Result<()>) -> Result<()> {
+        let mut state = self.sync.lock().unwrap();
+        loop {
+            if let Some(reason) = &state.failed {
+                return Err(crate::error::Error::LogFailed { reason: reason.clone() });
+            }
+            if state.covered >= generation {
+                return Ok(());
+            }
+            if !state.running {
+                break;
+            }
+            state = self.synced.wait(state).unwrap();
+        }
+        state.running = true;
+        let target = self.write_generation.load(Ordering::Acquire);
+        drop(state);
+        let outcome = sync();
+        let mut state = self.sync.lock().unwrap();
+        state.running = false;
+        match &outcome {
+            Ok(()) => state.covered = state.covered.max(target),
+            Err(e) => state.failed = Some(format!("syncing object data failed: {e}")),
+        }
+        self.synced.notify_all();
+        outcome
+    }
+
+    pub fn set_fragment_budget(&self, bytes: u64) {
+        self.fragment_budget.store(bytes, Ordering::Release);
+    }
+
+    pub fn fragment_budget(&self) -> u64 {
+        self.fragment_budget.load(Ordering::Acquire)
+    }
+
+    /// Wakes the merge thread (an object joined the queue).
+    pub fn wake_merger(&self) {
+        *self.work.lock().unwrap() = true;
+        self.work_ready.notify_one();
+    }
+
+    /// The merge thread's wait for work, at most `timeout`.
+    pub fn wait_for_work(&self, timeout: std::time::Duration) {
+        let work = self.work.lock().unwrap();
+        let (mut work, _) = self.work_ready.wait_timeout_while(work, timeout, |w| !*w).unwrap();
+        *work = false;
+    }
+
+    pub fn merged(&self, blocks: u64) {
+        self.merged_blocks.fetch_add(blocks, Ordering::AcqRel);
+    }
+
+    /// Blocks merged by the background merge since open.
+    pub fn merged_blocks(&self) -> u64 {
+        self.merged_blocks.load(Ordering::Acquire)
+    }
+
+    pub fn fragments(&self) -> MutexGuard<'_, FragmentCounts> {
+        self.fragments.lock().unwrap()
+    }
+}
+
+fn insert_run(free: &mut BTreeMap<PageId, u64>, first: PageId, pages: u64) {
+    let (mut first, mut pages) = (first, pages);
+    if let Some((&before, &len)) = free.range(..first).next_back() {
+        if before + len == first {
+            free.remove(&before);
+            first = before;
+            pages += len;
+        }
+    }
+    if let Some(&after_len) = free.get(&(first + pages)) {
+        free.remove(&(first + pages));
+        pages += after_len;
+    }
+    free.insert(first, pages);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_runs_coalesce_and_limbo_waits_for_the_log_and_readers() {
+        let space = Space::default();
+        space.give_back(&[(10, 2), (14, 2), (12, 2)]);
+        assert_eq!(*space.free.lock().unwrap(), BTreeMap::from([(10, 6)]));
+        let pin = space.pin();
+        space.retire(&[(100, 4)], 500);
+        space.reclaim(1_000);
+        assert_eq!(space.limbo_pages(), 4, "a reader older than the free holds it");
+        drop(pin);
+        space.reclaim(499);
+        assert_eq!(space.limbo_pages(), 4, "the free is not durable yet");
+        let later = space.pin();
+        space.reclaim(500);
+        assert_eq!(space.limbo_pages(), 0, "a reader that started after the free sees no page");
+        drop(later);
+        assert_eq!(space.free_pages().len(), 10);
+        let mut free = vec![7, 3, 4, 5, 6, 20];
+        space.adopt_runs(&mut free, 3);
+        assert_eq!(free, vec![20]);
+        assert!(space.free.lock().unwrap().contains_key(&3));
+    }
+
+    #[test]
+    fn one_sync_serves_every_writer_before_it() {
+        let space = Space::default();
+        {
+            let _r1 = space.map_read(1);
+            let _r2 = space.map_read(1);
+        }
+        drop(space.map_write(1));
+        let syncs = AtomicU64::new(0);
+        let generations: Vec<u64> = (0..5).map(|_| space.wrote()).collect();
+        space
+            .sync_to(generations[2], || Ok(syncs.fetch_add(1, Ordering::AcqRel)).map(|_| ()))
+            .unwrap();
+        for g in generations {
+            space.sync_to(g, || panic!("already covered")).unwrap();
+        }
+        assert_eq!(syncs.load(Ordering::Acquire), 1);
+        let g = space.wrote();
+        let failed = space.sync_to(g, || Err(crate::error::Error::ReadOnly)).unwrap_err();
+        assert!(matches!(failed, crate::error::Error::ReadOnly));
+        assert!(space.sync_to(g, || Ok(())).is_err(), "a failed sync is never retried");
+    }
+}

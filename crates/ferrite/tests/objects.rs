@@ -1,0 +1,292 @@
+//! Objects: values of any size, written and read at any offset, against a `Vec<u8>` model,
+//! through reopens and crashes of a simulated disk, and checked by `Db::check`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+
+use common::{assert_check, seeds, sim_options, tiny, Rng, TempDir};
+use ferrite::testing::SimDisk;
+use ferrite::{Db, Durability, Options, Tree, MAX_VALUE_LEN};
+
+const BLOCK: u64 = 4096;
+
+fn options() -> Options {
+    Options { workers: 0, ..tiny(512) }
+}
+
+/// Bytes for a write: distinct per (seed, step) so a misplaced block shows.
+fn pattern(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let base = rng.next_u64();
+    (0..len).map(|i| (base.wrapping_add(i as u64 * 7) >> (i % 5)) as u8 | 1).collect()
+}
+
+/// An offset and length that exercise blocks: aligned, unaligned, inside one block,
+/// spanning many, past the end.
+fn region(rng: &mut Rng, len: u64) -> (u64, usize) {
+    let offset = match rng.below(4) {
+        0 => rng.below(len + 1) / BLOCK * BLOCK,
+        1 => rng.below(len + 2 * BLOCK),
+        2 => len,
+        _ => rng.below(len + 1),
+    };
+    let size = match rng.below(5) {
+        0 => BLOCK as usize,
+        1 => 1 + rng.below(64) as usize,
+        2 => 1 + rng.below(2 * BLOCK) as usize,
+        3 => (1 + rng.below(8)) as usize * BLOCK as usize,
+        _ => 1 + rng.below(40_000) as usize,
+    };
+    (offset, size)
+}
+
+fn write_model(model: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let end = offset as usize + bytes.len();
+    if model.len() < end {
+        model.resize(end, 0);
+    }
+    model[offset as usize..end].copy_from_slice(bytes);
+}
+
+fn assert_object(tree: &Tree, key: &[u8], model: &[u8], context: &str) {
+    assert_eq!(tree.object_len(key).unwrap(), Some(model.len() as u64), "{context}: length");
+    let got = tree.get(key).unwrap().expect("present");
+    if got != model {
+        let at =
+            got.iter().zip(model).position(|(a, b)| a != b).unwrap_or(got.len().min(model.len()));
+        panic!(
+            "{context}: value differs first at byte {at} (lengths {} and {})",
+            got.len(),
+            model.len()
+        );
+    }
+}
+
+/// Random write_at / read_at / truncate / append / put / delete on a few objects, with
+/// reopens, every answer checked against the model; `check` at every reopen.
+#[test]
+fn objects_match_a_model_through_reopens() {
+    for seed in seeds(6) {
+        let dir = TempDir::with_prefix("objects-model").unwrap();
+        let mut rng = Rng::new(seed);
+        let mut models: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut db = Db::open(dir.path(), options()).unwrap();
+        let mut tree = db.tree("objects").unwrap();
+        for step in 0..400 {
+            let key = format!("object-{}", rng.below(4)).into_bytes();
+            let context = format!("seed {seed} step {step}");
+            let len = models.get(&key).map_or(0, |m| m.len() as u64);
+            match rng.below(100) {
+                0..=44 => {
+                    let (offset, size) = region(&mut rng, len);
+                    let bytes = pattern(&mut rng, size);
+                    tree.write_at(&key, offset, &bytes).unwrap();
+                    write_model(models.entry(key.clone()).or_default(), offset, &bytes);
+                }
+                45..=64 => {
+                    let (offset, size) = region(&mut rng, len);
+                    let mut buf = vec![0xEEu8; size];
+                    let got = tree.read_at(&key, offset, &mut buf).unwrap();
+                    match models.get(&key) {
+                        None => assert_eq!(got, None, "{context}: absent"),
+                        Some(model) => {
+                            let from = (offset as usize).min(model.len());
+                            let want = &model[from..(from + size).min(model.len())];
+                            assert_eq!(got, Some(want.len()), "{context}: read length");
+                            assert!(
+                                buf[..want.len()] == *want,
+                                "{context}: read_at {offset}+{size}"
+                            );
+                        }
+                    }
+                }
+                65..=72 => {
+                    let new_len = match rng.below(3) {
+                        0 => rng.below(len + 1),
+                        1 => len + rng.below(3 * BLOCK),
+                        _ => rng.below(len + 1) / BLOCK * BLOCK,
+                    };
+                    let present = tree.truncate(&key, new_len).unwrap();
+                    assert_eq!(present, models.contains_key(&key), "{context}: truncate");
+                    if let Some(model) = models.get_mut(&key) {
+                        model.resize(new_len as usize, 0);
+                    }
+                }
+                73..=80 => {
+                    let size = 1 + rng.below(10_000) as usize;
+                    let bytes = pattern(&mut rng, size);
+                    let new_len = tree.append(&key, &bytes).unwrap();
+                    let model = models.entry(key.clone()).or_default();
+                    model.extend_from_slice(&bytes);
+                    assert_eq!(new_len, model.len() as u64, "{context}: append");
+                }
+                81..=88 => {
+                    let size = match rng.below(3) {
+                        0 => rng.below(MAX_VALUE_LEN as u64) as usize,
+                        1 => MAX_VALUE_LEN + 1 + rng.below(3 * BLOCK) as usize,
+                        _ => rng.below(300_000) as usize,
+                    };
+                    let bytes = pattern(&mut rng, size);
+                    tree.put(&key, &bytes).unwrap();
+                    models.insert(key.clone(), bytes);
+                }
+                89..=93 => {
+                    let removed = tree.delete(&key).unwrap();
+                    assert_eq!(removed, models.remove(&key).is_some(), "{context}: delete");
+                }
+                _ => {
+                    drop(tree);
+                    assert_check(&db);
+                    db.close().unwrap();
+                    db = Db::open(dir.path(), options()).unwrap();
+                    tree = db.tree("objects").unwrap();
+                    for (key, model) in &models {
+                        assert_object(&tree, key, model, &format!("{context} after reopen"));
+                    }
+                }
+            }
+        }
+        for (key, model) in &models {
+            assert_object(&tree, key, model, &format!("seed {seed} at the end"));
+        }
+        drop(tree);
+        assert_check(&db);
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn large_values_stream_in_and_out_and_free_their_pages() {
+    let dir = TempDir::with_prefix("objects-large").unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let tree = db.tree("t").unwrap();
+    let mut rng = Rng::new(7);
+    let big = pattern(&mut rng, 5 * 1024 * 1024 + 123);
+    tree.put(b"big", &big).unwrap();
+    assert_eq!(tree.get(b"big").unwrap().as_deref(), Some(&big[..]));
+    let stat = tree.object_stat(b"big").unwrap().unwrap();
+    assert_eq!(stat.len, big.len() as u64);
+    assert!(!stat.inline && stat.fragments == 0);
+    assert_eq!(stat.extent_pages, (big.len() as u64).div_ceil(BLOCK));
+    assert!(stat.extents <= 6, "1 MiB runs, joined when contiguous: {stat:?}");
+    // Streamed both ways.
+    let streamed = pattern(&mut rng, 3 * 1024 * 1024 + 5);
+    assert_eq!(tree.put_from(b"streamed", &mut &streamed[..]).unwrap(), streamed.len() as u64);
+    let mut out = Vec::new();
+    assert_eq!(tree.get_into(b"streamed", &mut out).unwrap(), Some(streamed.len() as u64));
+    assert!(out == streamed);
+    // A reader and a writer with seeks.
+    let mut reader = tree.object_reader(b"streamed").unwrap().unwrap();
+    reader.seek(SeekFrom::Start(1_000_000)).unwrap();
+    let mut part = vec![0u8; 10_000];
+    reader.read_exact(&mut part).unwrap();
+    assert!(part[..] == streamed[1_000_000..1_010_000]);
+    let mut writer = tree.object_writer(b"written").unwrap();
+    writer.write_all(&streamed[..2_000_000]).unwrap();
+    writer.seek(SeekFrom::Start(10)).unwrap();
+    writer.write_all(b"over").unwrap();
+    writer.flush().unwrap();
+    drop(writer);
+    let mut want = streamed[..2_000_000].to_vec();
+    want[10..14].copy_from_slice(b"over");
+    assert_object(&tree, b"written", &want, "writer");
+    // A small value whose bytes begin like a stub is an object, and reads back as itself.
+    let tricky = [0xFE, 0x4F, 0x42, 0x4A, 0x00, 0x7F, 0x53, 0x01, 9, 9, 9];
+    tree.put(b"tricky", &tricky).unwrap();
+    assert_eq!(tree.get(b"tricky").unwrap().as_deref(), Some(&tricky[..]));
+    assert!(!tree.object_stat(b"tricky").unwrap().unwrap().inline);
+    assert_check(&db);
+    let pages_before = db.check().unwrap().page_count;
+    // Overwriting and deleting free the extents: the next big put reuses them.
+    tree.delete(b"big").unwrap();
+    tree.put(b"streamed", b"small now").unwrap();
+    db.checkpoint().unwrap();
+    tree.put(b"again", &big).unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.all_faults());
+    assert_eq!(report.page_count, pages_before, "freed extents were reused");
+    assert_eq!(report.objects.objects, 3, "again, written, tricky");
+}
+
+#[test]
+fn writes_split_into_extents_and_fragments_and_merge() {
+    let dir = TempDir::with_prefix("objects-fragments").unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    let tree = db.tree("t").unwrap();
+    let mut model = vec![0u8; 64 * BLOCK as usize];
+    tree.write_at(b"o", 0, &model).unwrap();
+    // An unaligned write: whole blocks in the middle, fragments at both ends.
+    let bytes = vec![7u8; 3 * BLOCK as usize];
+    tree.write_at(b"o", 100, &bytes).unwrap();
+    write_model(&mut model, 100, &bytes);
+    let stat = tree.object_stat(b"o").unwrap().unwrap();
+    assert_eq!((stat.fragments, stat.fragment_bytes), (2, BLOCK), "head and tail: {stat:?}");
+    assert_object(&tree, b"o", &model, "unaligned");
+    // 2 KiB writes into many blocks: fragments until the merge takes them.
+    for b in 0..64u64 {
+        let bytes = vec![b as u8 + 1; 2048];
+        tree.write_at(b"o", b * BLOCK + 1024, &bytes).unwrap();
+        write_model(&mut model, b * BLOCK + 1024, &bytes);
+    }
+    assert_object(&tree, b"o", &model, "small writes");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let stat = tree.object_stat(b"o").unwrap().unwrap();
+        if stat.fragments < 64 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no merge: {stat:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_object(&tree, b"o", &model, "after the merge");
+    assert_check(&db);
+}
+
+/// Crashes of a simulated disk while objects are written: after each recovery every
+/// acknowledged (`Sync`) write is there whole, the object is one of the states a prefix of
+/// the writes makes, and `check` finds every extent page owned once.
+#[test]
+fn acknowledged_object_writes_survive_crashes() {
+    for seed in seeds(12) {
+        let disk = SimDisk::new(seed);
+        let mut rng = Rng::new(seed ^ 0xABCD);
+        let options = Options { durability: Durability::Sync, ..sim_options(&disk) };
+        let mut model: Vec<u8> = Vec::new();
+        for cycle in 0..6 {
+            let db = Db::open("/sim", options.clone()).unwrap();
+            let tree = db.tree("t").unwrap();
+            if cycle == 0 {
+                tree.write_at(b"o", 0, b"start").unwrap();
+                write_model(&mut model, 0, b"start");
+            }
+            if cycle > 0 {
+                let context = format!("seed {seed} cycle {cycle}");
+                assert_object(&tree, b"o", &model, &context);
+                let report = db.check().unwrap();
+                assert!(report.is_ok(), "{context}: {:?}", report.all_faults());
+            }
+            for _ in 0..(4 + rng.below(8)) {
+                let (offset, size) = region(&mut rng, model.len() as u64);
+                let (offset, size) = (offset.min(200_000), size.min(50_000));
+                let bytes = pattern(&mut rng, size);
+                if rng.below(6) == 0 {
+                    let new_len = rng.below(model.len() as u64 + 1);
+                    tree.truncate(b"o", new_len).unwrap();
+                    if !model.is_empty() || new_len == 0 {
+                        model.resize(new_len as usize, 0);
+                    }
+                    continue;
+                }
+                tree.write_at(b"o", offset, &bytes).unwrap();
+                write_model(&mut model, offset, &bytes);
+            }
+            if rng.coin() {
+                db.checkpoint().unwrap();
+            }
+            drop(tree);
+            db.abandon();
+            disk.crash();
+        }
+    }
+}
