@@ -30,9 +30,13 @@ impl BatchOp {
 }
 
 /// Applies `ops` in order, inside a commit.
-pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)]) -> Result<()> {
-    for (tree, op) in ops {
+pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)], objects: &PreparedObjects) -> Result<()> {
+    for (i, (tree, op)) in ops.iter().enumerate() {
         match op {
+            BatchOp::Put(key, _) if objects.get(i).is_some_and(Option::is_some) => {
+                let prepared = objects[i].as_ref().expect("prepared");
+                tree.shared.apply_prepared(tree, key, prepared).await?
+            }
             BatchOp::Put(key, value) => tree.apply_put(key, value).await?,
             BatchOp::Delete(key) => {
                 tree.apply_delete(key).await?;
@@ -40,6 +44,54 @@ pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Per op of a batch, the object its put's value became (written before the commit).
+pub(super) type PreparedObjects = Vec<Option<super::object::Prepared>>;
+
+impl Shared {
+    /// Writes the values of `ops` that must be objects into new objects (blocking writes:
+    /// refused in a task), before the commit that puts them.
+    pub(super) fn prepare_objects(
+        self: &Arc<Self>,
+        ops: &[(Tree, BatchOp)],
+    ) -> Result<PreparedObjects> {
+        let mut prepared = Vec::new();
+        for (_, op) in ops {
+            let BatchOp::Put(_, value) = op else {
+                prepared.push(None);
+                continue;
+            };
+            if !super::object::needs_object(value.len() as u64, value) {
+                prepared.push(None);
+                continue;
+            }
+            let made = match crate::sched::on_worker() {
+                true => Err(Error::NotSupported {
+                    reason: "a batch or transaction with a value that must be an object is \
+                             written with the blocking API, not from a task (yet)"
+                        .into(),
+                }),
+                false => self.prepare_object(&mut &value[..]),
+            };
+            match made {
+                Ok(Ok(object)) => prepared.push(Some(object)),
+                Ok(Err(_)) => unreachable!("the value needs an object"),
+                Err(e) => {
+                    self.abandon_objects(&prepared);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(prepared)
+    }
+
+    /// Prepared objects whose commit failed: their pages are free again.
+    pub(super) fn abandon_objects(&self, prepared: &PreparedObjects) {
+        for object in prepared.iter().flatten() {
+            self.abandon_prepared(object);
+        }
+    }
 }
 
 impl WriteBatch {
@@ -125,9 +177,15 @@ impl Db {
         let shared = &self.shared;
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
+        let objects = shared.prepare_objects(&batch.ops)?;
         for (tree, op) in &batch.ops {
             tree.prefetch(op.key()).await;
         }
-        shared.commit(durability, async || apply_ops(&batch.ops).await).await
+        let outcome =
+            shared.commit(durability, async || apply_ops(&batch.ops, &objects).await).await;
+        if outcome.is_err() {
+            shared.abandon_objects(&objects);
+        }
+        outcome
     }
 }

@@ -87,10 +87,16 @@ impl Db {
         let Some(btree) = shared.lookup_tree(name)? else {
             return Err(Error::TreeNotFound { name: name.to_owned() });
         };
+        // Its objects go with it (their stubs read before the commit: nobody can reach
+        // the tree's keys meanwhile but through handles, which the commit invalidates).
+        let objects = shared.object_ids_of(btree)?;
         let pool = &shared.pool;
         let catalog = shared.catalog;
         let key = name.as_bytes();
         shared.blocking_write(shared.commit(shared.durability, async || {
+            for &id in &objects {
+                shared.free_object(id).await?;
+            }
             let (_, merge) =
                 run_async_with(pool, false, |scratch| catalog.delete(pool, key, scratch)).await?;
             if let Some(leaf) = merge {

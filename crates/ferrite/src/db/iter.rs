@@ -49,6 +49,7 @@ pub struct Iter {
     name: Arc<str>,
     dropped: Arc<AtomicBool>,
     cursor: Cursor,
+    btree: crate::btree::BTree,
     root: PageId,
     failed: bool,
 }
@@ -93,7 +94,20 @@ impl Iterator for Iter {
         if self.failed {
             return None;
         }
-        match self.step() {
+        // An object's stub is followed: its value is read whole (blocking reads).
+        let step = self.step().and_then(|entry| match entry {
+            Some((key, value)) if super::object::is_stub(&value) => {
+                let tree = Tree {
+                    shared: Arc::clone(&self.shared),
+                    btree: self.btree,
+                    name: Arc::clone(&self.name),
+                    dropped: Arc::clone(&self.dropped),
+                };
+                Ok(Some((key, tree.follow_stub(value)?)))
+            }
+            other => Ok(other),
+        });
+        match step {
             Ok(entry) => entry.map(Ok),
             Err(e) => {
                 self.failed = true;
@@ -129,6 +143,7 @@ impl Tree {
             dropped: Arc::clone(&self.dropped),
             cursor: Cursor::new(self.btree, lower, upper, reverse)
                 .with_change_buffer(Arc::clone(&self.shared.change_buffer)),
+            btree: self.btree,
             root: self.btree.root,
             failed: false,
         }
@@ -138,7 +153,7 @@ impl Tree {
     /// leaf, and each Value page of a value stored out of line, is read like a miss of
     /// `get_async` (a queued read on a worker, the task yielding). Returns how many entries
     /// it visited. `visit` gets the key and value as borrowed bytes (no allocation per
-    /// entry).
+    /// entry). An object's value is read whole first, with blocking reads.
     pub async fn scan_async(
         &self,
         start: &[u8],
@@ -157,6 +172,18 @@ impl Tree {
         let mut visited = 0;
         let mut key = Vec::new();
         let mut failed_load = None;
+        let stub_failed = std::sync::Mutex::new(None);
+        let mut visit = |key: &[u8], value: &[u8]| {
+            if !super::object::is_stub(value) {
+                return visit(key, value);
+            }
+            match self.follow_stub(value.to_vec()) {
+                Ok(whole) => visit(key, &whole),
+                Err(e) => {
+                    stub_failed.lock().unwrap().get_or_insert(e);
+                }
+            }
+        };
         while visited < limit {
             self.shared.check_open()?;
             if self.dropped.load(Ordering::Acquire) {
@@ -171,6 +198,9 @@ impl Tree {
             let (n, missing) =
                 cursor.visit_in_leaf(pool, limit - visited, &mut key, &mut visit).map_err(named)?;
             visited += n;
+            if let Some(e) = stub_failed.lock().unwrap().take() {
+                return Err(e);
+            }
             if let Some(value_page) = missing {
                 // Loaded as a queued read, never a blocking one on the worker.
                 load(&mut cursor, pool, &Step::Page(value_page), &mut failed_load)

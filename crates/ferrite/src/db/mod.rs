@@ -130,6 +130,33 @@ impl Db {
         (bytes, queued, space.merged_blocks(), space.limbo_pages())
     }
 
+    /// Merges every object's fragments into whole blocks now, on this thread (the background
+    /// merge does this lazily); returns the blocks merged.
+    pub fn merge_fragments(&self) -> Result<u64> {
+        self.shared.check_writable()?;
+        if crate::sched::on_worker() {
+            return Err(Error::BlockingWriteInTask);
+        }
+        let ids: Vec<u64> =
+            self.shared.object_space.fragments().by_object.keys().copied().collect();
+        let mut blocks = 0;
+        for id in ids {
+            loop {
+                let bytes = self.shared.merge_object(id)?;
+                if bytes == 0 {
+                    break;
+                }
+                blocks += bytes / PAGE_SIZE as u64;
+                let left =
+                    self.shared.object_space.fragments().by_object.get(&id).map_or(0, |c| c.0);
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(blocks)
+    }
+
     pub fn stats(&self) -> Result<DbStats> {
         Ok(DbStats {
             pool: self.shared.pool.stats(),

@@ -146,7 +146,7 @@ impl Tree {
     }
 
     /// The whole value of an object, given its stub.
-    fn follow_stub(&self, stub: Vec<u8>) -> Result<Vec<u8>> {
+    pub(super) fn follow_stub(&self, stub: Vec<u8>) -> Result<Vec<u8>> {
         match self.classify(stub)? {
             super::object::Stored::Object { id, len } => self.read_whole_object(id, len),
             _ => unreachable!("a stub"),

@@ -106,17 +106,23 @@ impl Transaction {
         for (tree, op) in &batch.ops {
             tree.prefetch(op.key()).await;
         }
+        let objects = self.shared.prepare_objects(&batch.ops)?;
         let reads = &self.reads;
-        self.shared
+        let outcome = self
+            .shared
             .commit(durability, async || {
                 for ((_, key), (tree, seen)) in reads {
                     if tree.get_in_commit(key).await? != *seen {
                         return Err(conflict(tree, key));
                     }
                 }
-                apply_ops(&batch.ops).await
+                apply_ops(&batch.ops, &objects).await
             })
-            .await
+            .await;
+        if outcome.is_err() {
+            self.shared.abandon_objects(&objects);
+        }
+        outcome
     }
 
     /// What this transaction already knows of `key`: `Some(value)` from its own write or

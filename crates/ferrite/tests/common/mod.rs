@@ -60,6 +60,8 @@ pub fn sim_options(disk: &Arc<SimDisk>) -> Options {
         // A small change buffer, so that puts into leaves not in memory wait there and
         // drains come often.
         change_buffer_bytes: Some(4 << 10),
+        // No merge thread either: tests merge fragments themselves (`Db::merge_fragments`).
+        object_merge_bytes_per_sec: 0,
         storage: Some(disk.clone()),
         ..Options::default()
     }

@@ -48,7 +48,20 @@ impl Tree {
     /// as fragments and merged later. One commit, durable as the database's durability asks.
     pub fn write_at(&self, key: &[u8], offset: u64, bytes: &[u8]) -> Result<()> {
         refuse_in_task()?;
-        self.write_pieces(key, offset, bytes, false).map(|_| ())
+        self.write_pieces(key, offset, bytes, false, self.shared.durability).map(|_| ())
+    }
+
+    /// [`Tree::write_at`] with its own durability instead of the database's. (The new data
+    /// itself is always on disk before the commit: only the commit's record may wait.)
+    pub fn write_at_with(
+        &self,
+        key: &[u8],
+        offset: u64,
+        bytes: &[u8],
+        durability: crate::options::Durability,
+    ) -> Result<()> {
+        refuse_in_task()?;
+        self.write_pieces(key, offset, bytes, false, durability).map(|_| ())
     }
 
     /// Reads into `buf` from `offset` of `key`'s value: `None` if absent, else the bytes
@@ -91,7 +104,7 @@ impl Tree {
     /// Appends `bytes` to `key`'s value (created empty if absent); returns the new length.
     pub fn append(&self, key: &[u8], bytes: &[u8]) -> Result<u64> {
         refuse_in_task()?;
-        self.write_pieces(key, 0, bytes, true)
+        self.write_pieces(key, 0, bytes, true, self.shared.durability)
     }
 
     /// Size, extents and fragments of `key`'s value, if present.

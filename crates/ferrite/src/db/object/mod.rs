@@ -12,5 +12,5 @@ mod space;
 pub use api::{ObjectReader, ObjectStat, ObjectWriter, MAX_OBJECT_LEN};
 pub use check::ObjectsReport;
 pub(crate) use format::{is_stub, needs_object};
-pub(crate) use ops::Stored;
+pub(crate) use ops::{Prepared, Stored};
 pub(crate) use space::Space;

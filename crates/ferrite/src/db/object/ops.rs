@@ -401,6 +401,7 @@ impl Tree {
         offset: u64,
         bytes: &[u8],
         at_end: bool,
+        durability: crate::options::Durability,
     ) -> Result<u64> {
         let shared = &self.shared;
         shared.check_writable()?;
@@ -439,7 +440,7 @@ impl Tree {
             let (change, fragment_delta) = self.plan(id, &pieces)?;
             let stub = encode_stub(id, new_len);
             let new_object = base.is_some();
-            let outcome = block_on(shared.commit(shared.durability, async || {
+            let outcome = block_on(shared.commit(durability, async || {
                 // A delete or put of the key does not take the writer lock: if one came
                 // between, plan again.
                 if self.stored_in_commit(key).await? != stored {
@@ -568,7 +569,7 @@ impl Tree {
                         return Ok(true);
                     }
                     // Grows past a plain value: an object holding it, then longer.
-                    self.write_pieces(key, 0, &[], false)?;
+                    self.write_pieces(key, 0, &[], false, shared.durability)?;
                     continue;
                 }
                 Stored::Object { id, len } => (*id, *len),
@@ -660,6 +661,41 @@ impl Tree {
         let shared = &self.shared;
         shared.check_writable()?;
         crate::db::check_key(key)?;
+        let prepared = match shared.prepare_object(source)? {
+            Err(small) => {
+                self.put(key, &small)?;
+                return Ok(small.len() as u64);
+            }
+            Ok(prepared) => prepared,
+        };
+        let outcome =
+            block_on(shared.commit(shared.durability, async || {
+                shared.apply_prepared(self, key, &prepared).await
+            }));
+        if let Err(e) = outcome {
+            shared.abandon_prepared(&prepared);
+            return Err(e);
+        }
+        Ok(prepared.len)
+    }
+}
+
+/// A new object whose data is written and durable, waiting for the commit that puts its
+/// stub (`Shared::apply_prepared`).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    id: u64,
+    len: u64,
+    change: Change,
+}
+
+impl Shared {
+    /// Writes the bytes of `source` into a new object's extents (1 MiB runs, synced) and
+    /// returns it, or, for a short value without the stub magic, the value itself.
+    pub(crate) fn prepare_object(
+        self: &Arc<Self>,
+        source: &mut dyn std::io::Read,
+    ) -> Result<std::result::Result<Prepared, Vec<u8>>> {
         let chunk = (MAX_RUN_PAGES * BLOCK) as usize;
         let mut buf = vec![0u8; chunk];
         let read_full = |buf: &mut [u8], source: &mut dyn std::io::Read| -> Result<usize> {
@@ -676,29 +712,27 @@ impl Tree {
         };
         let n = read_full(&mut buf, source)?;
         if !format::needs_object(n as u64, &buf[..n.min(8)]) && n < chunk {
-            self.put(key, &buf[..n])?;
-            return Ok(n as u64);
+            buf.truncate(n);
+            return Ok(Err(buf));
         }
-        let objects = shared.objects()?;
-        let id = shared.new_object_id();
+        self.objects()?;
+        let id = self.new_object_id();
         let mut extents: Vec<Extent> = Vec::new();
         let mut runs: Vec<(PageId, u64)> = Vec::new();
         let mut len = 0u64;
         let mut filled = n;
         let written = (|| -> Result<()> {
-            loop {
-                if filled == 0 {
-                    return Ok(());
-                }
+            while filled > 0 {
                 let first_block = len / BLOCK;
                 let blocks = filled.div_ceil(BLOCK as usize);
                 buf[filled..blocks * BLOCK as usize].fill(0);
                 let pieces: Vec<(u64, &[u8])> = (0..blocks)
                     .map(|i| {
-                        (first_block + i as u64, &buf[i * BLOCK as usize..(i + 1) * BLOCK as usize])
+                        let at = i * BLOCK as usize;
+                        (first_block + i as u64, &buf[at..at + BLOCK as usize])
                     })
                     .collect();
-                let (mut new, new_runs) = shared.write_blocks(&pieces)?;
+                let (mut new, new_runs) = self.write_blocks(&pieces)?;
                 runs.extend(new_runs);
                 // Consecutive chunks in consecutive pages make one extent.
                 if let (Some(prev), Some(next)) = (extents.last_mut(), new.first()) {
@@ -719,30 +753,64 @@ impl Tree {
                     });
                 }
                 if filled < chunk {
-                    return Ok(());
+                    break;
                 }
                 filled = read_full(&mut buf, source)?;
             }
+            Ok(())
         })();
         if let Err(e) = written {
-            shared.object_space.give_back(&runs);
+            self.object_space.give_back(&runs);
             return Err(e);
         }
         let change = Change { extent_puts: extents, new_runs: runs, ..Change::default() };
-        let stub = encode_stub(id, len);
-        let outcome = block_on(shared.commit(shared.durability, async || {
-            // No reader can reach the new object before its stub is in: no map lock (and
-            // `apply_put` takes the old object's, to free it).
-            shared.apply_change(&objects, id, &change).await?;
-            self.apply_put(key, &stub).await
-        }));
-        if let Err(e) = outcome {
-            if shared.log()?.check().is_ok() {
-                shared.object_space.give_back(&change.new_runs);
-            }
-            return Err(e);
+        Ok(Ok(Prepared { id, len, change }))
+    }
+
+    /// Inside a commit: puts the prepared object as `key`'s value in `tree` (freeing the
+    /// object the key held before, if any).
+    pub(crate) async fn apply_prepared(
+        self: &Arc<Self>,
+        tree: &Tree,
+        key: &[u8],
+        prepared: &Prepared,
+    ) -> Result<()> {
+        let objects = self.objects()?;
+        // No reader can reach the new object before its stub is in: no map lock (and
+        // `apply_put` takes the old object's, to free it).
+        self.apply_change(&objects, prepared.id, &prepared.change).await?;
+        tree.apply_put(key, &encode_stub(prepared.id, prepared.len)).await
+    }
+
+    /// A prepared object whose commit failed: its pages are free again (unless the log
+    /// failed: then the database must be reopened, and recovery decides).
+    pub(crate) fn abandon_prepared(&self, prepared: &Prepared) {
+        if self.log().is_ok_and(|log| log.check().is_ok()) {
+            self.object_space.give_back(&prepared.change.new_runs);
         }
-        Ok(len)
+    }
+
+    /// The ids of the objects tree `btree` holds (to free them when it is dropped).
+    pub(crate) fn object_ids_of(&self, btree: crate::btree::BTree) -> Result<Vec<u64>> {
+        if self.objects_root.get().is_none() {
+            return Ok(Vec::new());
+        }
+        let mut cursor = crate::db::cursor::Cursor::new(
+            btree,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+        )
+        .with_change_buffer(Arc::clone(&self.change_buffer));
+        let mut ids = Vec::new();
+        while let Some((_, value)) =
+            crate::db::iter::next_blocking(&mut cursor, &self.pool, || Ok(()))?
+        {
+            if let Ok(Some((id, _))) = decode_stub(&value) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
     }
 }
 
