@@ -27,7 +27,7 @@ use ferrite_bench::workloads::run::RunConfig;
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
 use crate::encoding::decode_arg;
-use crate::value::{self, Order, MAX_COMMITTERS, MAX_POOL_MIB, MAX_ROUNDS};
+use crate::value::{self, FileArg, Order, MAX_COMMITTERS, MAX_POOL_MIB, MAX_ROUNDS};
 
 /// Default pool of the data commands, in MiB.
 pub const DEFAULT_POOL_MIB: u64 = 64;
@@ -54,6 +54,7 @@ pub struct Cli {
 fn with_limits(text: &str) -> String {
     text.replace("MAX_KEY_LEN", &ferrite::MAX_KEY_LEN.to_string())
         .replace("MAX_VALUE_LEN", &ferrite::MAX_VALUE_LEN.to_string())
+        .replace("MAX_OBJECT_LEN", &ferrite::MAX_OBJECT_LEN.to_string())
 }
 
 const TOP_AFTER: &str = "\
@@ -61,10 +62,11 @@ EXIT STATUS
     0    success
     1    the key is absent (get, del), or check found faults
     2    an error: bad arguments, a directory that is not a Ferrite data directory, an
-         I/O error, corrupt data, a failed benchmark, output that cannot be written
-         (a command that prints checks standard output before it starts: closed, not
-         open for writing, a full device); the message starts with \"ferrite: \" on
-         stderr. A reader that goes away (ferrite scan | head) ends a command quietly.
+         I/O error, corrupt data, a failed benchmark, a --value-file that cannot be read,
+         output that cannot be written (a command that prints checks standard output
+         before it starts: closed, not open for writing, a full device; --output PATH is
+         opened before it starts too); the message starts with \"ferrite: \" on stderr.
+         A reader that goes away (ferrite scan | head) ends a command quietly.
 
     The status is the operation's. A change that was made (put, del, trees --create or
     --drop: durable in the write-ahead log when made) exits 0 even if closing the data
@@ -78,6 +80,8 @@ LOGGING
 EXAMPLES
     ferrite put --db data --tree t apple red
     ferrite get --db data --tree t apple
+    ferrite put --db data --tree files photo --value-file photo.jpg
+    ferrite get --db data --tree files photo --output copy.jpg
     ferrite scan --db data --tree t --from a --to m --limit 10
     ferrite check --db data
     ferrite bench lookup --keys 4.6M --pool-mib 64 --seconds 20
@@ -87,17 +91,19 @@ EXAMPLES
 pub enum Command {
     /// Store a value under a key (creates the directory and tree if needed)
     #[command(
-        long_about = "Store VALUE under KEY in tree TREE (replacing any value the key had), \
-            then close the data directory cleanly. The directory and the tree are created if \
-            they do not exist. The put is durable before the close begins (it is in the synced \
-            write-ahead log): a crash during the close keeps it.",
+        long_about = "Store VALUE, or the bytes of file PATH (--value-file), under KEY in tree \
+            TREE (replacing any value the key had), then close the data directory cleanly. The \
+            directory and the tree are created if they do not exist. The put is durable before \
+            the close begins (it is in the synced write-ahead log): a crash during the close \
+            keeps it.",
         after_long_help = put_after())]
     Put(PutCmd),
-    /// Print the value of a key
+    /// Print the value of a key (or write it to a file: --output)
     #[command(
-        long_about = "Print the value of KEY in tree TREE, followed by a newline.",
+        long_about = "Print the value of KEY in tree TREE, followed by a newline; or, with \
+            --output PATH, write its raw bytes to PATH.",
         after_long_help = get_after())]
-    Get(KeyCmd),
+    Get(GetCmd),
     /// Remove a key
     #[command(
         long_about = "Remove KEY from tree TREE. The removal is durable before the data \
@@ -163,8 +169,16 @@ KEYS AND VALUES
     and printed in hexadecimal instead (two digits a byte, either case, optional 0x
     prefix), for binary data. Put `--` before a KEY or VALUE that begins with '-'.
 
+VALUE FILES
+    --value-file PATH takes the value from file PATH instead (`-`: standard input),
+    byte for byte (--hex is then for KEY only), and streams it into the tree: a value of
+    any size up to MAX_OBJECT_LEN bytes (1 TiB), never held in memory whole. It is one
+    put all the same: until it is made a reader sees the old value, and a file that
+    cannot be read (or ends in an error) leaves the old value in place.
+
 EXIT STATUS
-    0 when the put was made, 2 when it failed.
+    0 when the put was made, 2 when it failed (a --value-file that cannot be read
+    included: the message names it).
 ",
         "    If only closing the data directory fails afterwards (a full disk, say), the change
     stands: it is durable in the write-ahead log, the exit status is the change's, and a
@@ -174,7 +188,9 @@ EXIT STATUS
 EXAMPLES
     ferrite put --db data --tree fruit apple red
     ferrite put --db data --tree fruit --hex 00ff 0102
-    ferrite put --db data --tree fruit -- -dash value"
+    ferrite put --db data --tree fruit -- -dash value
+    ferrite put --db data --tree files photo --value-file photo.jpg
+    tar c docs | ferrite put --db data --tree files docs.tar --value-file -"
     ))
 }
 
@@ -185,6 +201,10 @@ OUTPUT
     The value's bytes as they are when it is UTF-8 text. A value that is not UTF-8 is
     printed with each invalid byte as \\xNN (and each backslash as \\\\), with a note on
     stderr; use --hex for the exact bytes.
+
+    With --output PATH the value's raw bytes go to file PATH (`-`: standard output)
+    instead, streamed, whatever their size: no newline added, nothing escaped, whatever
+    --hex says (--hex is then for KEY only).
 
 KEYS AND VALUES
     Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
@@ -200,7 +220,9 @@ EXIT STATUS
 
 EXAMPLES
     ferrite get --db data --tree fruit apple
-    ferrite get --db data --tree fruit --hex 00ff",
+    ferrite get --db data --tree fruit --hex 00ff
+    ferrite get --db data --tree files photo --output copy.jpg
+    ferrite get --db data --tree files docs.tar --output - | tar t",
     )
 }
 
@@ -350,21 +372,56 @@ pub struct PutCmd {
     hex: bool,
     #[command(flatten)]
     db: DbArgs,
+    /// The value is the bytes of PATH (`-`: standard input), streamed
+    #[arg(
+        long_help = "The value is the bytes of file PATH (`-`: standard input), read as they are \
+            (--hex is for KEY only) and streamed into the tree, never held in memory whole, as \
+            one put: a reader sees the old value or the whole new one. Instead of VALUE.",
+        long, value_name = "PATH",
+        value_parser = OsStringValueParser::new().try_map(value::file_arg))]
+    value_file: Option<FileArg>,
     /// The key (text, or hex with --hex; `--` before one that begins with '-')
     #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
     key: OsString,
-    /// The value (text, or hex with --hex)
-    #[arg(value_name = "VALUE", value_parser = OsStringValueParser::new())]
-    value: OsString,
+    /// The value (text, or hex with --hex); or --value-file PATH
+    #[arg(value_name = "VALUE", value_parser = OsStringValueParser::new(),
+          conflicts_with = "value_file")]
+    value: Option<OsString>,
 }
 
-/// `ferrite get` and `ferrite del`.
+/// `ferrite get`.
+#[derive(Debug, Args)]
+pub struct GetCmd {
+    /// The tree
+    #[arg(long, value_name = "TREE")]
+    tree: String,
+    /// KEY is given (and the value printed) in hexadecimal
+    #[arg(long)]
+    hex: bool,
+    /// Write the value's raw bytes to PATH (`-`: standard output), streamed
+    #[arg(
+        long_help = "Write the value's raw bytes to file PATH (`-`: standard output), streamed \
+            (never held in memory whole): no newline added, nothing escaped, whatever --hex \
+            says (--hex is then for KEY only). PATH is created if needed, and what it held is \
+            replaced once the key is found: an absent key leaves it as it was, and a PATH \
+            this command created is removed again unless the get succeeds.",
+        long, value_name = "PATH",
+        value_parser = OsStringValueParser::new().try_map(value::file_arg))]
+    output: Option<FileArg>,
+    #[command(flatten)]
+    db: DbArgs,
+    /// The key (text, or hex with --hex; `--` before one that begins with '-')
+    #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
+    key: OsString,
+}
+
+/// `ferrite del`.
 #[derive(Debug, Args)]
 pub struct KeyCmd {
     /// The tree
     #[arg(long, value_name = "TREE")]
     tree: String,
-    /// KEY is given (and get prints the value) in hexadecimal
+    /// KEY is given (and printed) in hexadecimal
     #[arg(long)]
     hex: bool,
     #[command(flatten)]
@@ -1158,7 +1215,7 @@ pub enum Action {
     Help(String),
     Version,
     Put(PutArgs),
-    Get(KeyArgs),
+    Get(GetArgs),
     Del(KeyArgs),
     Scan(ScanArgs),
     Trees(TreesArgs),
@@ -1179,16 +1236,33 @@ pub struct PutArgs {
     pub db: DbArgs,
     pub tree: String,
     pub key: Vec<u8>,
-    pub value: Vec<u8>,
+    pub value: ValueSource,
 }
 
-/// `get` and `del`.
+/// Where the bytes of `put` come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueSource {
+    /// VALUE, decoded (text or hex).
+    Arg(Vec<u8>),
+    /// `--value-file PATH` (`-`: standard input), streamed.
+    File(FileArg),
+}
+
+/// The key a command is about: `del`, and the key of `get`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyArgs {
     pub db: DbArgs,
     pub tree: String,
+    /// KEY was given in hex, and is printed (with `get`'s value) in hex.
     pub hex: bool,
     pub key: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetArgs {
+    pub key: KeyArgs,
+    /// `--output PATH`: the raw value, streamed there (`-`: standard output).
+    pub output: Option<FileArg>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1353,7 +1427,7 @@ impl Command {
     fn into_action(self) -> Result<Action, UsageError> {
         match self {
             Command::Put(cmd) => put_args(cmd).map(Action::Put),
-            Command::Get(cmd) => key_args("get", cmd).map(Action::Get),
+            Command::Get(cmd) => get_args(cmd).map(Action::Get),
             Command::Del(cmd) => key_args("del", cmd).map(Action::Del),
             Command::Scan(cmd) => scan_args(cmd).map(Action::Scan),
             Command::Trees(cmd) => Ok(Action::Trees(trees_args(cmd))),
@@ -1375,10 +1449,30 @@ fn bytes(command: &str, what: &str, arg: &OsString, hex: bool) -> Result<Vec<u8>
     decode_arg(arg, hex).map_err(|e| refuse(command, format!("{what}: {e}")))
 }
 
+/// VALUE or `--value-file PATH`, exactly one: clap refuses both (and says so), this
+/// neither. (Were VALUE declared required unless --value-file is present, clap's usage line
+/// would not mention --value-file; as a required group, it would put it before KEY.)
+fn value_source(
+    command: &str,
+    value: Option<OsString>,
+    file: Option<FileArg>,
+    hex: bool,
+) -> Result<ValueSource, UsageError> {
+    match (value, file) {
+        (Some(value), _) => bytes(command, "VALUE", &value, hex).map(ValueSource::Arg),
+        (None, Some(file)) => Ok(ValueSource::File(file)),
+        (None, None) => Err(refuse(
+            command,
+            "the following required arguments were not provided:\n  <VALUE> or --value-file \
+             <PATH>",
+        )),
+    }
+}
+
 fn put_args(cmd: PutCmd) -> Result<PutArgs, UsageError> {
     Ok(PutArgs {
         key: bytes("put", "KEY", &cmd.key, cmd.hex)?,
-        value: bytes("put", "VALUE", &cmd.value, cmd.hex)?,
+        value: value_source("put", cmd.value, cmd.value_file, cmd.hex)?,
         db: cmd.db,
         tree: cmd.tree,
     })
@@ -1387,6 +1481,14 @@ fn put_args(cmd: PutCmd) -> Result<PutArgs, UsageError> {
 fn key_args(command: &str, cmd: KeyCmd) -> Result<KeyArgs, UsageError> {
     let key = bytes(command, "KEY", &cmd.key, cmd.hex)?;
     Ok(KeyArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex, key })
+}
+
+fn get_args(cmd: GetCmd) -> Result<GetArgs, UsageError> {
+    let key = bytes("get", "KEY", &cmd.key, cmd.hex)?;
+    Ok(GetArgs {
+        key: KeyArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex, key },
+        output: cmd.output,
+    })
 }
 
 fn scan_args(cmd: ScanCmd) -> Result<ScanArgs, UsageError> {

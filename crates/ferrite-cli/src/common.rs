@@ -41,6 +41,20 @@ pub enum CliError {
     Bench(BenchError),
     /// Writing the output failed.
     Output(io::Error),
+    /// Reading the bytes to store failed: `--value-file PATH` (`from` names it, or
+    /// "standard input").
+    Input {
+        from: String,
+        source: io::Error,
+    },
+    /// Opening or writing the file of `--output PATH` failed.
+    OutputFile {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A request refused before anything was done (bytes that would end past the largest
+    /// object).
+    Refused(String),
     /// The operation failed (`error`), and closing the data directory `dir` after it failed
     /// too (`close`).
     AndClose {
@@ -54,7 +68,9 @@ impl CliError {
     /// A reader that went away (`ferrite scan | head`) is not an error worth a message.
     pub fn is_broken_pipe(&self) -> bool {
         match self {
-            CliError::Output(e) => e.kind() == io::ErrorKind::BrokenPipe,
+            CliError::Output(e) | CliError::OutputFile { source: e, .. } => {
+                e.kind() == io::ErrorKind::BrokenPipe
+            }
             CliError::AndClose { error, .. } => error.is_broken_pipe(),
             _ => false,
         }
@@ -67,6 +83,11 @@ impl fmt::Display for CliError {
             CliError::Engine(e) => write!(f, "{e}"),
             CliError::Bench(e) => write!(f, "bench: {e}"),
             CliError::Output(e) => write!(f, "writing the output failed: {e}"),
+            CliError::Input { from, source } => write!(f, "reading {from} failed: {source}"),
+            CliError::OutputFile { path, source } => {
+                write!(f, "writing the output to {} failed: {source}", path.display())
+            }
+            CliError::Refused(message) => write!(f, "{message}"),
             CliError::AndClose { error, dir, close } => {
                 write!(f, "{error} (closing {} afterwards failed too: {close})", dir.display())
             }

@@ -1,6 +1,7 @@
 //! The project's units as clap value parsers: counts with k / M / G suffixes (`--keys 4.6M`),
-//! byte sizes (`--bs 64KiB`), seconds (`--seconds 0.5`), lists of them, seeds, and the names
-//! of engines, stores, patterns and distributions (parsed by the crates that own them).
+//! byte sizes (`--bs 64KiB`), seconds (`--seconds 0.5`), lists of them, seeds,
+//! the names of engines, stores, patterns and distributions (parsed by the crates that own
+//! them), and files where `-` means standard input or output.
 //!
 //! Each parser is a function from the argument's text to the value or to a message; clap
 //! puts the message after "invalid value 'TEXT' for '--option <VALUE>': ".
@@ -154,6 +155,21 @@ pub fn block_size(text: &str, max: usize) -> Result<usize, String> {
         return Err(format!("{bs} is not a multiple of 4096"));
     }
     Ok(in_range(bs, 4096, max as u64)? as usize)
+}
+
+/// `--value-file` and `--output`: a file, or `-` for standard input or output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileArg {
+    /// `-`: standard input (`--value-file`) or standard output (`--output`).
+    Std,
+    Path(PathBuf),
+}
+
+pub fn file_arg(text: OsString) -> Result<FileArg, String> {
+    if text == "-" {
+        return Ok(FileArg::Std);
+    }
+    path(text).map(FileArg::Path)
 }
 
 /// A path that is not empty.
@@ -325,5 +341,8 @@ mod tests {
         let devices = paths("/dev/nvme0n1,/dev/nvme1n1,data/file".into()).unwrap();
         assert_eq!(devices.len(), 3);
         assert!(paths("a,,b".into()).unwrap_err().contains("has an empty path"));
+        assert_eq!(file_arg("-".into()), Ok(FileArg::Std));
+        assert_eq!(file_arg("./-".into()), Ok(FileArg::Path(PathBuf::from("./-"))));
+        assert_eq!(file_arg(OsString::new()).unwrap_err(), "must not be empty");
     }
 }
