@@ -60,7 +60,7 @@ fn with_limits(text: &str) -> String {
 const TOP_AFTER: &str = "\
 EXIT STATUS
     0    success
-    1    the key is absent (get, del), or check found faults
+    1    the key is absent (get, del, read-at, stat), or check found faults
     2    an error: bad arguments, a directory that is not a Ferrite data directory, an
          I/O error, corrupt data, a failed benchmark, a --value-file that cannot be read,
          output that cannot be written (a command that prints checks standard output
@@ -68,10 +68,11 @@ EXIT STATUS
          opened before it starts too); the message starts with \"ferrite: \" on stderr.
          A reader that goes away (ferrite scan | head) ends a command quietly.
 
-    The status is the operation's. A change that was made (put, del, trees --create or
-    --drop: durable in the write-ahead log when made) exits 0 even if closing the data
-    directory afterwards fails, with a warning on stderr saying the next open for
-    writing applies it; a read whose data was printed likewise exits 0 with a warning.
+    The status is the operation's. A change that was made (put, write-at, del, trees
+    --create or --drop: durable in the write-ahead log when made) exits 0 even if
+    closing the data directory afterwards fails, with a warning on stderr saying the
+    next open for writing applies it; a read whose data was printed likewise exits 0
+    with a warning.
 
 LOGGING
     What the engine logs goes to stderr; RUST_LOG chooses the level (default warn),
@@ -117,6 +118,33 @@ pub enum Command {
             in key order, one line per entry: KEY, a tab, VALUE.",
         after_long_help = scan_after())]
     Scan(ScanCmd),
+    /// Write bytes into a value at an offset (creates the key if needed)
+    #[command(
+        name = "write-at",
+        long_about = "Write VALUE, or the bytes of file PATH (--value-file), into the value of \
+            KEY in tree TREE from byte N (--offset) on, then close the data directory cleanly. \
+            The bytes around the range are kept; a value that ends before the range ends grows \
+            to its end (a gap before N reads as zeros). The directory, the tree and the key are \
+            created if they do not exist (a new key's value is N zero bytes, then the bytes \
+            written).",
+        after_long_help = write_at_after())]
+    WriteAt(WriteAtCmd),
+    /// Print a range of a value's bytes, raw
+    #[command(
+        name = "read-at",
+        long_about = "Write the bytes of the value of KEY in tree TREE from byte N (--offset) \
+            on, at most --length bytes (fewer where the value ends first), raw on standard \
+            output or into file PATH (--output).",
+        after_long_help = read_at_after())]
+    ReadAt(ReadAtCmd),
+    /// Print a value's size and how it is stored
+    #[command(
+        long_about = "Print the size of the value of KEY in tree TREE and how it is stored: \
+            inline (a small value, in its leaf or a value page) or as an object, with its \
+            extents (runs of whole 4 KiB pages) and fragments (small or unaligned writes not \
+            merged into whole pages yet).",
+        after_long_help = stat_after())]
+    Stat(KeyCmd),
     /// List, create or drop trees
     #[command(
         long_about = "List the trees of a data directory, one name per line in name order; or \
@@ -182,8 +210,8 @@ EXIT STATUS
 ",
         "    If only closing the data directory fails afterwards (a full disk, say), the change
     stands: it is durable in the write-ahead log, the exit status is the change's, and a
-    warning on stderr says that the next open for writing (put, del, trees --create or
-    --drop) applies it.
+    warning on stderr says that the next open for writing (put, write-at, del, trees
+    --create or --drop) applies it.
 
 EXAMPLES
     ferrite put --db data --tree fruit apple red
@@ -226,6 +254,86 @@ EXAMPLES
     )
 }
 
+fn write_at_after() -> String {
+    with_limits(
+        "\
+BYTES
+    VALUE is given as text (the argument's bytes as they are), or in hexadecimal with
+    --hex. --value-file PATH takes the bytes from file PATH instead (`-`: standard
+    input), byte for byte (--hex is then for KEY only). Keys are 1 to MAX_KEY_LEN bytes;
+    a value grows up to MAX_OBJECT_LEN bytes (1 TiB). --offset takes a number of bytes,
+    with an optional binary unit: 4096, 4k (4096), 1m, 2g, 64KiB.
+
+PIECES
+    The bytes are read and written in pieces of at most 8 MiB, each one write at the
+    offset where the last ended and each durable (in the synced write-ahead log) when
+    made: a big file never sits in memory whole, but the write as a whole is not one
+    change. If it fails part-way (a file that cannot be read on, a full disk) the pieces
+    before stay written, and the message says how many bytes from --offset were. Use put
+    --value-file to replace a whole value in one change.
+
+EXIT STATUS
+    0 when the bytes were written, 2 when it failed (a --value-file that cannot be read
+    included: the message names it).
+    If only closing the data directory fails afterwards (a full disk, say), the change
+    stands: it is durable in the write-ahead log, the exit status is the change's, and a
+    warning on stderr says that the next open for writing (put, write-at, del, trees
+    --create or --drop) applies it.
+
+EXAMPLES
+    ferrite write-at --db data --tree files log --offset 0 'first line'
+    ferrite write-at --db data --tree files disk.img --offset 1m --value-file block.bin
+    ferrite write-at --db data --tree files --hex 6b --offset 4097 00ff",
+    )
+}
+
+fn read_at_after() -> String {
+    with_limits(
+        "\
+OUTPUT
+    The bytes of the range, raw (no newline added, nothing escaped), read and written
+    in pieces of at most 8 MiB. Where the value ends before the range does, the bytes up
+    to its end are written and a note on stderr says how many; a range that starts at or
+    past the end writes nothing. --offset and --length take a number of bytes, with an
+    optional binary unit: 4096, 4k (4096), 1m, 2g, 64KiB.
+
+EXIT STATUS
+    0 when the key was found (even if the range held no bytes), 1 when it is absent
+    (nothing is written), 2 on an error (including a tree that does not exist).
+    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite read-at --db data --tree files disk.img --offset 1m --length 4k > block.bin
+    ferrite read-at --db data --tree files log --offset 0 --length 100 --output head.txt",
+    )
+}
+
+fn stat_after() -> String {
+    with_limits(
+        "\
+OUTPUT
+    A block for people: the size in bytes and in binary units, how the value is stored
+    (inline, or as an object), its extents and the pages they hold, its fragments and
+    the bytes they hold (an inline value has none of either). The last line is, for
+    scripts:
+
+    result key=KEY size=N inline=true|false extents=N extent_pages=N fragments=N
+           fragment_bytes=N
+
+    (on one line; KEY as in scan's output: escaped text, or hex with --hex).
+
+EXIT STATUS
+    0 when the key was found, 1 when it is absent (nothing is printed on stdout), 2 on
+    an error (including a tree that does not exist).
+    This command never creates a data directory: pointed at a directory that is
+    not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite stat --db data --tree files disk.img",
+    )
+}
+
 fn del_after() -> String {
     with_limits(
         "\
@@ -240,8 +348,8 @@ EXIT STATUS
     data directory that does not exist: del creates neither).
     If only closing the data directory fails afterwards (a full disk, say), the change
     stands: it is durable in the write-ahead log, the exit status is the change's, and a
-    warning on stderr says that the next open for writing (put, del, trees --create or
-    --drop) applies it.
+    warning on stderr says that the next open for writing (put, write-at, del, trees
+    --create or --drop) applies it.
 
 EXAMPLES
     ferrite del --db data --tree fruit apple",
@@ -282,8 +390,8 @@ EXIT STATUS
     0 when the trees were listed or the tree created or dropped, 2 on an error.
     If only closing the data directory fails afterwards (a full disk, say), the change
     stands: it is durable in the write-ahead log, the exit status is the change's, and a
-    warning on stderr says that the next open for writing (put, del, trees --create or
-    --drop) applies it.
+    warning on stderr says that the next open for writing (put, write-at, del, trees
+    --create or --drop) applies it.
 
 EXAMPLES
     ferrite trees --db data
@@ -415,7 +523,7 @@ pub struct GetCmd {
     key: OsString,
 }
 
-/// `ferrite del`.
+/// `ferrite del` and `ferrite stat`.
 #[derive(Debug, Args)]
 pub struct KeyCmd {
     /// The tree
@@ -424,6 +532,68 @@ pub struct KeyCmd {
     /// KEY is given (and printed) in hexadecimal
     #[arg(long)]
     hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
+    /// The key (text, or hex with --hex; `--` before one that begins with '-')
+    #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
+    key: OsString,
+}
+
+/// `ferrite write-at`.
+#[derive(Debug, Args)]
+pub struct WriteAtCmd {
+    /// The tree (created if it does not exist)
+    #[arg(long, value_name = "TREE")]
+    tree: String,
+    /// KEY and VALUE are hexadecimal
+    #[arg(long)]
+    hex: bool,
+    /// Where the bytes go in the value: byte N (4096, 4k, 1m: 1k = 1024)
+    #[arg(long, value_name = "N", value_parser = value::object_bytes)]
+    offset: u64,
+    /// The bytes are those of PATH (`-`: standard input), in pieces of at most 8 MiB
+    #[arg(
+        long_help = "The bytes to write are those of file PATH (`-`: standard input), read as \
+            they are (--hex is for KEY only) in pieces of at most 8 MiB, each written (and \
+            committed) at the offset that follows the last. Instead of VALUE.",
+        long, value_name = "PATH",
+        value_parser = OsStringValueParser::new().try_map(value::file_arg))]
+    value_file: Option<FileArg>,
+    #[command(flatten)]
+    db: DbArgs,
+    /// The key (text, or hex with --hex; `--` before one that begins with '-')
+    #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
+    key: OsString,
+    /// The bytes to write (text, or hex with --hex); or --value-file PATH
+    #[arg(value_name = "VALUE", value_parser = OsStringValueParser::new(),
+          conflicts_with = "value_file")]
+    value: Option<OsString>,
+}
+
+/// `ferrite read-at`.
+#[derive(Debug, Args)]
+pub struct ReadAtCmd {
+    /// The tree
+    #[arg(long, value_name = "TREE")]
+    tree: String,
+    /// KEY is hexadecimal (the bytes read are written raw all the same)
+    #[arg(long)]
+    hex: bool,
+    /// The range starts at byte N of the value (4096, 4k, 1m: 1k = 1024)
+    #[arg(long, value_name = "N", value_parser = value::object_bytes)]
+    offset: u64,
+    /// The range is N bytes long, or less where the value ends first
+    #[arg(long, value_name = "N", value_parser = value::object_bytes)]
+    length: u64,
+    /// Write the bytes to PATH instead of standard output
+    #[arg(
+        long_help = "Write the bytes read to file PATH instead of standard output (`-` is \
+            standard output). PATH is created if needed, and what it held is replaced once \
+            the key is found: an absent key leaves it as it was, and a PATH this command \
+            created is removed again unless the read succeeds.",
+        long, value_name = "PATH",
+        value_parser = OsStringValueParser::new().try_map(value::file_arg))]
+    output: Option<FileArg>,
     #[command(flatten)]
     db: DbArgs,
     /// The key (text, or hex with --hex; `--` before one that begins with '-')
@@ -1218,6 +1388,9 @@ pub enum Action {
     Get(GetArgs),
     Del(KeyArgs),
     Scan(ScanArgs),
+    WriteAt(WriteAtArgs),
+    ReadAt(ReadAtArgs),
+    Stat(KeyArgs),
     Trees(TreesArgs),
     Stats(StatsArgs),
     Check(DbArgs),
@@ -1239,7 +1412,7 @@ pub struct PutArgs {
     pub value: ValueSource,
 }
 
-/// Where the bytes of `put` come from.
+/// Where the bytes of `put` and `write-at` come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValueSource {
     /// VALUE, decoded (text or hex).
@@ -1248,7 +1421,7 @@ pub enum ValueSource {
     File(FileArg),
 }
 
-/// The key a command is about: `del`, and the key of `get`.
+/// The key a command is about: `del`, `stat`, and the key of `get` and `read-at`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyArgs {
     pub db: DbArgs,
@@ -1262,6 +1435,24 @@ pub struct KeyArgs {
 pub struct GetArgs {
     pub key: KeyArgs,
     /// `--output PATH`: the raw value, streamed there (`-`: standard output).
+    pub output: Option<FileArg>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteAtArgs {
+    pub db: DbArgs,
+    pub tree: String,
+    pub key: Vec<u8>,
+    pub offset: u64,
+    pub value: ValueSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadAtArgs {
+    pub key: KeyArgs,
+    pub offset: u64,
+    pub length: u64,
+    /// `--output PATH` (`-`, like none: standard output).
     pub output: Option<FileArg>,
 }
 
@@ -1430,6 +1621,9 @@ impl Command {
             Command::Get(cmd) => get_args(cmd).map(Action::Get),
             Command::Del(cmd) => key_args("del", cmd).map(Action::Del),
             Command::Scan(cmd) => scan_args(cmd).map(Action::Scan),
+            Command::WriteAt(cmd) => write_at_args(cmd).map(Action::WriteAt),
+            Command::ReadAt(cmd) => read_at_args(cmd).map(Action::ReadAt),
+            Command::Stat(cmd) => key_args("stat", cmd).map(Action::Stat),
             Command::Trees(cmd) => Ok(Action::Trees(trees_args(cmd))),
             Command::Stats(cmd) => Ok(Action::Stats(StatsArgs { db: cmd.db, quick: cmd.quick })),
             Command::Check(cmd) => Ok(Action::Check(cmd.db)),
@@ -1487,6 +1681,26 @@ fn get_args(cmd: GetCmd) -> Result<GetArgs, UsageError> {
     let key = bytes("get", "KEY", &cmd.key, cmd.hex)?;
     Ok(GetArgs {
         key: KeyArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex, key },
+        output: cmd.output,
+    })
+}
+
+fn write_at_args(cmd: WriteAtCmd) -> Result<WriteAtArgs, UsageError> {
+    Ok(WriteAtArgs {
+        key: bytes("write-at", "KEY", &cmd.key, cmd.hex)?,
+        value: value_source("write-at", cmd.value, cmd.value_file, cmd.hex)?,
+        offset: cmd.offset,
+        db: cmd.db,
+        tree: cmd.tree,
+    })
+}
+
+fn read_at_args(cmd: ReadAtCmd) -> Result<ReadAtArgs, UsageError> {
+    let key = bytes("read-at", "KEY", &cmd.key, cmd.hex)?;
+    Ok(ReadAtArgs {
+        key: KeyArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex, key },
+        offset: cmd.offset,
+        length: cmd.length,
         output: cmd.output,
     })
 }

@@ -55,6 +55,13 @@ pub enum CliError {
     /// A request refused before anything was done (bytes that would end past the largest
     /// object).
     Refused(String),
+    /// A `write-at` that failed (`error`) after its first `written` bytes, from `offset`,
+    /// were written (each piece is a change of its own).
+    Partial {
+        error: Box<CliError>,
+        offset: u64,
+        written: u64,
+    },
     /// The operation failed (`error`), and closing the data directory `dir` after it failed
     /// too (`close`).
     AndClose {
@@ -88,6 +95,12 @@ impl fmt::Display for CliError {
                 write!(f, "writing the output to {} failed: {source}", path.display())
             }
             CliError::Refused(message) => write!(f, "{message}"),
+            CliError::Partial { error, offset, written } => write!(
+                f,
+                "{error} (after {written} bytes from offset {offset} were written, up to offset \
+                 {}: they stay)",
+                offset + written
+            ),
             CliError::AndClose { error, dir, close } => {
                 write!(f, "{error} (closing {} afterwards failed too: {close})", dir.display())
             }
@@ -118,11 +131,13 @@ impl From<io::Error> for CliError {
 /// Whether a command may create the data directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Create the directory and its files if they do not exist (`put`, `trees --create`).
+    /// Create the directory and its files if they do not exist (`put`, `write-at`,
+    /// `trees --create`).
     Create,
     /// The directory must be a Ferrite data directory already; anything else is an error.
     Existing,
-    /// As `Existing`, and nothing on disk changes (`get`, `scan`, `trees`, `stats`, `check`).
+    /// As `Existing`, and nothing on disk changes (`get`, `scan`, `read-at`, `stat`, `trees`,
+    /// `stats`, `check`).
     ReadOnly,
 }
 
@@ -206,8 +221,8 @@ fn close_warning(dir: &Path, change: &Change, close: &ferrite::Error) -> String 
         Change::Durable(what) => format!(
             "{what} is durable (in the synced write-ahead log), but closing {dir} then failed: \
              {close}. Every later open replays the log, which applies {what}: read-only \
-             commands see it in memory, and the next open for writing (put, del, trees \
-             --create or --drop) applies it on disk."
+             commands see it in memory, and the next open for writing (put, write-at, del, \
+             trees --create or --drop) applies it on disk."
         ),
         Change::Nothing(what) => {
             format!("closing {dir} failed: {close} ({what} changed nothing in it)")

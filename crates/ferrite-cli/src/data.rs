@@ -107,7 +107,7 @@ pub fn del(args: &KeyArgs) -> Result<Outcome, CliError> {
 }
 
 /// Says on stderr that the key of `args` is absent (exit status 1 follows).
-fn note_absent(args: &KeyArgs) {
+pub fn note_absent(args: &KeyArgs) {
     eprintln!("ferrite: key {} not found in tree {:?}", field(&args.key, args.hex), args.tree);
 }
 

@@ -55,6 +55,16 @@ impl<'a> Input<'a> {
         Ok(Input { reader: Box::new(file), from, len, error: None })
     }
 
+    /// The bytes of an argument.
+    pub fn bytes(bytes: &'a [u8]) -> Input<'a> {
+        Input {
+            reader: Box::new(bytes),
+            from: "VALUE".into(),
+            len: Some(bytes.len() as u64),
+            error: None,
+        }
+    }
+
     /// What the input is, for messages.
     pub fn from(&self) -> &str {
         &self.from

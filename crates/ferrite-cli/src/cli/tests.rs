@@ -147,6 +147,78 @@ fn values_from_files_and_outputs_to_them() {
     fails(&["put", "--db", "d", "--tree", "t", "k", "--value-file"], "a value is required");
     fails(&["put", "--db", "d", "--tree", "t", "k", "--value-file", ""], "must not be empty");
     fails(&["del", "--db", "d", "--tree", "t", "k", "--output", "o"], "unexpected argument");
+    fails(&["stat", "--db", "d", "--tree", "t", "k", "--output", "o"], "unexpected argument");
+}
+
+#[test]
+fn write_at_read_at_and_stat() {
+    let args = ["write-at", "--db", "d", "--tree", "t", "k", "--offset", "4097", "v"];
+    assert_eq!(
+        parse_strs(&args).unwrap(),
+        Action::WriteAt(WriteAtArgs {
+            db: db("d"),
+            tree: "t".into(),
+            key: b"k".to_vec(),
+            offset: 4097,
+            value: ValueSource::Arg(b"v".to_vec()),
+        })
+    );
+    let args = ["write-at", "--db", "d", "--tree", "t", "--hex", "6b", "--offset", "1m", "00ff"];
+    assert!(matches!(parse_strs(&args).unwrap(), Action::WriteAt(WriteAtArgs {
+        offset: 1_048_576, value: ValueSource::Arg(ref v), .. }) if v == &[0, 255]));
+    let args = ["write-at", "--db", "d", "--tree", "t", "k", "--offset", "0", "--value-file", "-"];
+    assert!(matches!(
+        parse_strs(&args).unwrap(),
+        Action::WriteAt(WriteAtArgs { value: ValueSource::File(FileArg::Std), .. })
+    ));
+    fails(&["write-at", "--db", "d", "--tree", "t", "k", "v"], "--offset <N>");
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "0"],
+        "<VALUE> or --value-file",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "0", "v", "--value-file", "-"],
+        "cannot be used with",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "2T", "v"],
+        "not a number of bytes",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "1025g", "v"],
+        "is out of range (0 to 1099511627776)",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "--hex", "6b", "--offset", "0", "zz"],
+        "VALUE: \"zz\" is not hex",
+    );
+
+    let args = ["read-at", "--db", "d", "--tree", "t", "k", "--offset", "4k", "--length", "10"];
+    let key = KeyArgs { db: db("d"), tree: "t".into(), hex: false, key: b"k".to_vec() };
+    assert_eq!(
+        parse_strs(&args).unwrap(),
+        Action::ReadAt(ReadAtArgs { key: key.clone(), offset: 4096, length: 10, output: None })
+    );
+    let args =
+        ["read-at", "--db", "d", "--tree", "t", "k", "--offset=0", "--length=0", "--output=o"];
+    assert!(matches!(
+        parse_strs(&args).unwrap(),
+        Action::ReadAt(ReadAtArgs { offset: 0, length: 0, output: Some(FileArg::Path(_)), .. })
+    ));
+    fails(&["read-at", "--db", "d", "--tree", "t", "k", "--offset", "0"], "--length <N>");
+    fails(&["read-at", "--db", "d", "--tree", "t", "k", "--length", "1"], "--offset <N>");
+    fails(&["read-at", "--db", "d", "--tree", "t", "k", "--offset", "0", "--length", "-1"], "'-1'");
+    fails(
+        &["read-at", "--db", "d", "--tree", "t", "k", "v", "--offset", "0", "--length", "1"],
+        "unexpected argument 'v'",
+    );
+
+    assert_eq!(parse_strs(&["stat", "--db", "d", "--tree", "t", "k"]).unwrap(), Action::Stat(key));
+    let hex = parse_strs(&["stat", "--db", "d", "--tree", "t", "--hex", "00ff"]).unwrap();
+    assert!(matches!(hex, Action::Stat(KeyArgs { hex: true, ref key, .. }) if key == &[0, 255]));
+    fails(&["stat", "--db", "d", "--tree", "t"], "<KEY>");
+    let e = fails(&["stat", "--db", "d", "k"], "--tree <TREE>");
+    assert_eq!(e.command, "stat");
 }
 
 #[test]
