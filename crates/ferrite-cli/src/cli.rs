@@ -192,17 +192,19 @@ fn put_after() -> String {
     with_limits(concat!(
         "\
 KEYS AND VALUES
-    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
-    printed as text: an argument's bytes are taken as they are. With --hex they are given
-    and printed in hexadecimal instead (two digits a byte, either case, optional 0x
-    prefix), for binary data. Put `--` before a KEY or VALUE that begins with '-'.
+    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_OBJECT_LEN bytes, 1 TiB) are
+    given and printed as text: an argument's bytes are taken as they are. With --hex they
+    are given and printed in hexadecimal instead (two digits a byte, either case,
+    optional 0x prefix), for binary data. Put `--` before a KEY or VALUE that begins
+    with '-'.
 
 VALUE FILES
     --value-file PATH takes the value from file PATH instead (`-`: standard input),
-    byte for byte (--hex is then for KEY only), and streams it into the tree: a value of
-    any size up to MAX_OBJECT_LEN bytes (1 TiB), never held in memory whole. It is one
-    put all the same: until it is made a reader sees the old value, and a file that
-    cannot be read (or ends in an error) leaves the old value in place.
+    byte for byte (--hex is then for KEY only), and streams it into the tree, never held
+    in memory whole: for a value longer than one argument may be (128 KiB on Linux), or
+    one that is not at hand as text. It is one put all the same: until it is made a
+    reader sees the old value, and a file that cannot be read (or ends in an error)
+    leaves the old value in place.
 
 EXIT STATUS
     0 when the put was made, 2 when it failed (a --value-file that cannot be read
@@ -235,10 +237,11 @@ OUTPUT
     --hex says (--hex is then for KEY only).
 
 KEYS AND VALUES
-    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_VALUE_LEN bytes) are given and
-    printed as text: an argument's bytes are taken as they are. With --hex they are given
-    and printed in hexadecimal instead (two digits a byte, either case, optional 0x
-    prefix), for binary data. Put `--` before a KEY or VALUE that begins with '-'.
+    Keys (1 to MAX_KEY_LEN bytes) and values (0 to MAX_OBJECT_LEN bytes, 1 TiB) are
+    given and printed as text: an argument's bytes are taken as they are. With --hex they
+    are given and printed in hexadecimal instead (two digits a byte, either case,
+    optional 0x prefix), for binary data. Put `--` before a KEY or VALUE that begins
+    with '-'.
 
 EXIT STATUS
     0 when the key was found, 1 when it is absent (nothing is printed on stdout), 2 on

@@ -559,7 +559,7 @@ fn help_and_version() {
     // The engine's limits, not copies of them.
     let put = help_of(&["put", "--help"]);
     assert!(put.contains(&format!("Keys (1 to {} bytes)", ferrite::MAX_KEY_LEN)), "{put}");
-    assert!(put.contains(&format!("values (0 to {} bytes)", ferrite::MAX_VALUE_LEN)), "{put}");
+    assert!(put.contains(&format!("values (0 to {} bytes", ferrite::MAX_OBJECT_LEN)), "{put}");
     // After `--`, "--help" is a key.
     let key = parse_strs(&["get", "--db", "d", "--tree", "t", "--", "--help"]).unwrap();
     assert!(matches!(key, Action::Get(GetArgs { key: KeyArgs { ref key, .. }, .. })
