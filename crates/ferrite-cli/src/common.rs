@@ -41,6 +41,27 @@ pub enum CliError {
     Bench(BenchError),
     /// Writing the output failed.
     Output(io::Error),
+    /// Reading the bytes to store failed: `--value-file PATH` (`from` names it, or
+    /// "standard input").
+    Input {
+        from: String,
+        source: io::Error,
+    },
+    /// Opening or writing the file of `--output PATH` failed.
+    OutputFile {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A request refused before anything was done (bytes that would end past the largest
+    /// object).
+    Refused(String),
+    /// A `write-at` that failed (`error`) after its first `written` bytes, from `offset`,
+    /// were written (each piece is a change of its own).
+    Partial {
+        error: Box<CliError>,
+        offset: u64,
+        written: u64,
+    },
     /// The operation failed (`error`), and closing the data directory `dir` after it failed
     /// too (`close`).
     AndClose {
@@ -54,7 +75,9 @@ impl CliError {
     /// A reader that went away (`ferrite scan | head`) is not an error worth a message.
     pub fn is_broken_pipe(&self) -> bool {
         match self {
-            CliError::Output(e) => e.kind() == io::ErrorKind::BrokenPipe,
+            CliError::Output(e) | CliError::OutputFile { source: e, .. } => {
+                e.kind() == io::ErrorKind::BrokenPipe
+            }
             CliError::AndClose { error, .. } => error.is_broken_pipe(),
             _ => false,
         }
@@ -67,6 +90,17 @@ impl fmt::Display for CliError {
             CliError::Engine(e) => write!(f, "{e}"),
             CliError::Bench(e) => write!(f, "bench: {e}"),
             CliError::Output(e) => write!(f, "writing the output failed: {e}"),
+            CliError::Input { from, source } => write!(f, "reading {from} failed: {source}"),
+            CliError::OutputFile { path, source } => {
+                write!(f, "writing the output to {} failed: {source}", path.display())
+            }
+            CliError::Refused(message) => write!(f, "{message}"),
+            CliError::Partial { error, offset, written } => write!(
+                f,
+                "{error} (after {written} bytes from offset {offset} were written, up to offset \
+                 {}: they stay)",
+                offset + written
+            ),
             CliError::AndClose { error, dir, close } => {
                 write!(f, "{error} (closing {} afterwards failed too: {close})", dir.display())
             }
@@ -97,11 +131,13 @@ impl From<io::Error> for CliError {
 /// Whether a command may create the data directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Create the directory and its files if they do not exist (`put`, `trees --create`).
+    /// Create the directory and its files if they do not exist (`put`, `write-at`,
+    /// `trees --create`).
     Create,
     /// The directory must be a Ferrite data directory already; anything else is an error.
     Existing,
-    /// As `Existing`, and nothing on disk changes (`get`, `scan`, `trees`, `stats`, `check`).
+    /// As `Existing`, and nothing on disk changes (`get`, `scan`, `read-at`, `stat`, `trees`,
+    /// `stats`, `check`).
     ReadOnly,
 }
 
@@ -185,8 +221,8 @@ fn close_warning(dir: &Path, change: &Change, close: &ferrite::Error) -> String 
         Change::Durable(what) => format!(
             "{what} is durable (in the synced write-ahead log), but closing {dir} then failed: \
              {close}. Every later open replays the log, which applies {what}: read-only \
-             commands see it in memory, and the next open for writing (put, del, trees \
-             --create or --drop) applies it on disk."
+             commands see it in memory, and the next open for writing (put, write-at, del, \
+             trees --create or --drop) applies it on disk."
         ),
         Change::Nothing(what) => {
             format!("closing {dir} failed: {close} ({what} changed nothing in it)")

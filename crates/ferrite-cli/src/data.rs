@@ -1,22 +1,72 @@
 //! The data commands: `put`, `get`, `del` and `scan`. Each runs its operation, closes the
-//! directory, and exits with the operation's outcome (`common::operate_then_close`).
+//! directory, and exits with the operation's outcome (`common::operate_then_close`). A value
+//! given as a file (`put --value-file`) or asked for as one (`get --output`) is streamed
+//! through `files`.
 
 use std::io::Write;
 use std::ops::Bound;
 
-use crate::cli::{KeyArgs, PutArgs, ScanArgs};
+use crate::cli::{GetArgs, KeyArgs, PutArgs, ScanArgs, ValueSource};
 use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::{encode_hex, escape_if_not_utf8, field};
+use crate::files::{Input, Output};
+use crate::value::FileArg;
 
 pub fn put(args: &PutArgs) -> Result<Outcome, CliError> {
+    let file = match &args.value {
+        ValueSource::Arg(value) => {
+            let db = open(&args.db, Access::Create)?;
+            return operate_then_close(db, &args.db.dir, |db| {
+                db.tree(&args.tree)?.put(&args.key, value)?;
+                Ok((Outcome::Done, Change::Durable("the put".into())))
+            });
+        }
+        ValueSource::File(file) => file,
+    };
+    // The file first: one that cannot be read fails before the directory is touched.
+    let mut input = Input::open(file)?;
+    if let Some(len) = input.len().filter(|&len| len > ferrite::MAX_OBJECT_LEN) {
+        return Err(CliError::Refused(format!(
+            "{} holds {len} bytes, more than the largest value ({} bytes)",
+            input.from(),
+            ferrite::MAX_OBJECT_LEN
+        )));
+    }
     let db = open(&args.db, Access::Create)?;
     operate_then_close(db, &args.db.dir, |db| {
-        db.tree(&args.tree)?.put(&args.key, &args.value)?;
+        let tree = db.tree(&args.tree)?;
+        tree.put_from(&args.key, &mut input).map_err(|e| input.blame(e))?;
         Ok((Outcome::Done, Change::Durable("the put".into())))
     })
 }
 
-pub fn get(args: &KeyArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    match &args.output {
+        None => print_value(&args.key, out),
+        Some(file) => stream_value(&args.key, file, out),
+    }
+}
+
+/// `get --output PATH`: the raw value streamed into PATH (or standard output, `out`).
+fn stream_value(args: &KeyArgs, file: &FileArg, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    // Opened first: a path that cannot be written fails before the directory is opened.
+    let mut output = Output::open(Some(file), out)?;
+    let db = open(&args.db, Access::ReadOnly)?;
+    let len = operate_then_close(db, &args.db.dir, |db| {
+        let tree = db.open_tree(&args.tree)?;
+        let len = tree.get_into(&args.key, &mut output).map_err(|e| output.blame(e))?;
+        Ok((len, Change::Nothing("the get".into())))
+    })?;
+    if len.is_none() {
+        note_absent(args);
+        return Ok(Outcome::Absent);
+    }
+    output.finish()?;
+    Ok(Outcome::Done)
+}
+
+/// `get`: the value printed as text (escaped if it is not UTF-8) or hex, and a newline.
+fn print_value(args: &KeyArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     let db = open(&args.db, Access::ReadOnly)?;
     let value = operate_then_close(db, &args.db.dir, |db| {
         Ok((db.open_tree(&args.tree)?.get(&args.key)?, Change::Nothing("the get".into())))
@@ -56,7 +106,8 @@ pub fn del(args: &KeyArgs) -> Result<Outcome, CliError> {
     }
 }
 
-fn note_absent(args: &KeyArgs) {
+/// Says on stderr that the key of `args` is absent (exit status 1 follows).
+pub fn note_absent(args: &KeyArgs) {
     eprintln!("ferrite: key {} not found in tree {:?}", field(&args.key, args.hex), args.tree);
 }
 

@@ -2,7 +2,9 @@
 //!
 //! `cli` declares the command line (clap derive, units parsed by `value`) and turns it into
 //! an `Action`; one module per group of subcommands runs it (`data`: put/get/del/scan,
-//! `admin`: trees/stats/check, `bench`: workloads from `ferrite-bench`). Exit status: 0 success, 1 key absent or faults found, 2 any error.
+//! `objects`: write-at/read-at/stat, `admin`: trees/stats/check, `bench`: workloads from
+//! `ferrite-bench`); `files` streams values from and to files. Exit status: 0 success, 1 key
+//! absent or faults found, 2 any error.
 //! A command that prints fails before it starts when standard output cannot be written
 //! (`output`).
 
@@ -12,6 +14,8 @@ mod cli;
 mod common;
 mod data;
 mod encoding;
+mod files;
+mod objects;
 mod output;
 mod value;
 
@@ -19,8 +23,9 @@ use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use cli::{Action, Cli, TreesAction};
+use cli::{Action, Cli, GetArgs, ReadAtArgs, TreesAction};
 use common::{CliError, Outcome, ERROR_STATUS};
+use value::FileArg;
 
 fn main() -> ExitCode {
     init_logging();
@@ -77,6 +82,9 @@ fn run(command: Action) -> Result<Outcome, CliError> {
         Action::Get(a) => data::get(&a, out),
         Action::Del(a) => data::del(&a),
         Action::Scan(a) => data::scan(&a, out),
+        Action::WriteAt(a) => objects::write_at(&a),
+        Action::ReadAt(a) => objects::read_at(&a, out),
+        Action::Stat(a) => objects::stat(&a, out),
         Action::Trees(a) => admin::trees(&a, out),
         Action::Stats(a) => admin::stats(&a, out),
         Action::Check(a) => admin::check(&a, out),
@@ -94,11 +102,15 @@ fn run(command: Action) -> Result<Outcome, CliError> {
 }
 
 /// Whether `command` prints on standard output (every command but those that change the
-/// data directory and print nothing: put, del, trees --create and --drop).
+/// data directory and print nothing: put, write-at, del, trees --create and --drop; and
+/// those that write into a file: get and read-at with --output PATH).
 fn prints(command: &Action) -> bool {
     match command {
-        Action::Put(_) | Action::Del(_) => false,
+        Action::Put(_) | Action::WriteAt(_) | Action::Del(_) => false,
         Action::Trees(args) => args.action == TreesAction::List,
+        Action::Get(GetArgs { output, .. }) | Action::ReadAt(ReadAtArgs { output, .. }) => {
+            !matches!(output, Some(FileArg::Path(_)))
+        }
         _ => true,
     }
 }

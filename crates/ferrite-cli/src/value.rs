@@ -1,6 +1,7 @@
 //! The project's units as clap value parsers: counts with k / M / G suffixes (`--keys 4.6M`),
-//! byte sizes (`--bs 64KiB`), seconds (`--seconds 0.5`), lists of them, seeds, and the names
-//! of engines, stores, patterns and distributions (parsed by the crates that own them).
+//! byte sizes (`--bs 64KiB`, `--offset 1m`), seconds (`--seconds 0.5`), lists of them, seeds,
+//! the names of engines, stores, patterns and distributions (parsed by the crates that own
+//! them), and files where `-` means standard input or output.
 //!
 //! Each parser is a function from the argument's text to the value or to a message; clap
 //! puts the message after "invalid value 'TEXT' for '--option <VALUE>': ".
@@ -154,6 +155,29 @@ pub fn block_size(text: &str, max: usize) -> Result<usize, String> {
         return Err(format!("{bs} is not a multiple of 4096"));
     }
     Ok(in_range(bs, 4096, max as u64)? as usize)
+}
+
+/// `--offset` and `--length` of the object commands: a byte count (`4096`, `4k`, `1m`: binary
+/// units, 1k = 1024) up to the largest object.
+pub fn object_bytes(text: &str) -> Result<u64, String> {
+    let n = parse_bytes(text)
+        .ok_or_else(|| format!("{text:?} is not a number of bytes (like 4096, 4k, 64KiB, 1m)"))?;
+    in_range(n, 0, ferrite::MAX_OBJECT_LEN)
+}
+
+/// `--value-file` and `--output`: a file, or `-` for standard input or output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileArg {
+    /// `-`: standard input (`--value-file`) or standard output (`--output`).
+    Std,
+    Path(PathBuf),
+}
+
+pub fn file_arg(text: OsString) -> Result<FileArg, String> {
+    if text == "-" {
+        return Ok(FileArg::Std);
+    }
+    path(text).map(FileArg::Path)
 }
 
 /// A path that is not empty.
@@ -325,5 +349,23 @@ mod tests {
         let devices = paths("/dev/nvme0n1,/dev/nvme1n1,data/file".into()).unwrap();
         assert_eq!(devices.len(), 3);
         assert!(paths("a,,b".into()).unwrap_err().contains("has an empty path"));
+        assert_eq!(file_arg("-".into()), Ok(FileArg::Std));
+        assert_eq!(file_arg("./-".into()), Ok(FileArg::Path(PathBuf::from("./-"))));
+        assert_eq!(file_arg(OsString::new()).unwrap_err(), "must not be empty");
+    }
+
+    #[test]
+    fn object_offsets_and_lengths() {
+        assert_eq!(object_bytes("0"), Ok(0));
+        assert_eq!(object_bytes("4097"), Ok(4097));
+        assert_eq!(object_bytes("1k"), Ok(1024));
+        assert_eq!(object_bytes("3m"), Ok(3 << 20));
+        assert_eq!(object_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(object_bytes("1_048_576"), Ok(1 << 20));
+        assert_eq!(object_bytes(&ferrite::MAX_OBJECT_LEN.to_string()), Ok(1 << 40));
+        assert!(object_bytes("1099511627777").unwrap_err().contains("is out of range (0 to"));
+        assert!(object_bytes("-1").unwrap_err().contains("is not a number of bytes"));
+        assert!(object_bytes("1.5k").unwrap_err().contains("is not a number of bytes"));
+        assert!(object_bytes("").unwrap_err().contains("is not a number of bytes"));
     }
 }

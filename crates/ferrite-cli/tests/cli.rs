@@ -1258,3 +1258,432 @@ fn gets_beside_a_put_loop_all_succeed() {
     }
     assert_eq!(ok(&["scan", "--db", &db, "--tree", "t"]).lines().count(), 31);
 }
+
+// ---------------------------------------------------------------------------------------
+// Objects: values of any size, streamed from and to files, written and read at offsets.
+
+/// Runs `args` with `input` on its standard input.
+fn run_with_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running ferrite");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // Written from a thread: a command that does not read it all must not block the test.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let o = child.wait_with_output().expect("waiting for ferrite");
+    writer.join().unwrap();
+    o
+}
+
+/// `len` bytes of a xorshift sequence from `seed`: every byte value, no pattern a page
+/// boundary could hide.
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Runs `args`, expects exit status 0, returns stdout's raw bytes.
+#[track_caller]
+fn ok_bytes(args: &[&str]) -> Vec<u8> {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(args, &o));
+    o.stdout
+}
+
+/// The fields of the `result` line that must end `out`.
+#[track_caller]
+fn last_result(out: &str) -> Vec<(String, String)> {
+    let last = out.lines().last().unwrap_or("");
+    assert!(last.starts_with("result "), "the last line is not a result line:\n{out}");
+    parse_result(last)
+}
+
+/// A value of 1 MiB and 3 bytes goes in from a file (streamed through `put_from`) and comes
+/// back out byte for byte, into a file and raw on stdout (streamed through `get_into`).
+#[test]
+fn put_value_file_then_get_output_round_trips_a_big_value() {
+    let tmp = TempDir::new("object-file");
+    let db = tmp.db();
+    let value = random_bytes((1 << 20) + 3, 0x5eed);
+    let source = tmp.0.join("value.bin");
+    fs::write(&source, &value).unwrap();
+    let source = source.to_str().unwrap();
+    assert_eq!(ok(&["put", "--db", &db, "--tree", "t", "big", "--value-file", source]), "");
+    let copy = tmp.0.join("copy.bin");
+    let copy = copy.to_str().unwrap();
+    // Whatever the file held before is replaced.
+    fs::write(copy, vec![b'x'; 3 << 20]).unwrap();
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "big", "--output", copy]), "");
+    assert!(fs::read(copy).unwrap() == value, "the copy differs from the value put");
+    // `-`: raw bytes on stdout, no newline, nothing escaped (the value is not UTF-8).
+    let out = ok_bytes(&["get", "--db", &db, "--tree", "t", "big", "--output", "-"]);
+    assert!(out == value, "stdout ({} bytes) differs from the value put", out.len());
+    // Without --output, get prints as before (here in hex, and a newline).
+    let printed = ok_bytes(&["get", "--db", &db, "--tree", "t", "--hex", "626967"]);
+    assert_eq!(printed.len(), value.len() * 2 + 1);
+    // With --output PATH nothing is printed: a closed stdout does not matter.
+    fs::remove_file(copy).unwrap();
+    let args = ["get", "--db", &db, "--tree", "t", "big", "--output", copy];
+    let o = run_redirected(">&-", &args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert!(fs::read(copy).unwrap() == value);
+    // A small value put as usual comes out raw too.
+    put(&db, "t", "small", "tiny\n");
+    assert_eq!(ok_bytes(&["get", "--db", &db, "--tree", "t", "small", "--output", "-"]), b"tiny\n");
+    let out = ok(&["check", "--db", &db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
+}
+
+/// `write-at` at unaligned offsets (from a file, an argument, hex, stdin; one file bigger
+/// than a piece of 8 MiB) and `read-at` of ranges of it, checked against a model `Vec`.
+#[test]
+fn write_at_unaligned_then_read_at_matches_a_model() {
+    let tmp = TempDir::new("object-at");
+    let db = tmp.db();
+    let mut model: Vec<u8> = Vec::new();
+    let mut write = |offset: usize, bytes: &[u8]| {
+        if model.len() < offset + bytes.len() {
+            model.resize(offset + bytes.len(), 0);
+        }
+        model[offset..offset + bytes.len()].copy_from_slice(bytes);
+    };
+    let file = tmp.0.join("piece.bin");
+    let file = file.to_str().unwrap();
+
+    // A new key: zeros up to the offset, then the file's bytes.
+    let first = random_bytes(10_000, 1);
+    fs::write(file, &first).unwrap();
+    ok(&["write-at", "--db", &db, "--tree", "t", "obj", "--offset", "4097", "--value-file", file]);
+    write(4097, &first);
+    // Across the first page boundary, as an argument.
+    ok(&["write-at", "--db", &db, "--tree", "t", "obj", "--offset", "4093", "straddle"]);
+    write(4093, b"straddle");
+    // KEY and VALUE in hex; an offset with a binary unit (8k = 8192).
+    ok(&["write-at", "--db", &db, "--tree", "t", "--hex", "6f626a", "--offset", "8k", "00ff0a5c"]);
+    write(8192, &[0x00, 0xff, 0x0a, 0x5c]);
+    // From stdin, past the end (the value grows, the gap reads as zeros).
+    let tail = random_bytes(5000, 2);
+    let args =
+        ["write-at", "--db", &db, "--tree", "t", "obj", "--offset", "20001", "--value-file", "-"];
+    let o = run_with_stdin(&args, &tail);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    write(20_001, &tail);
+    // More than a piece: 8 MiB and 4099 bytes from an odd offset, written in two pieces.
+    let big = random_bytes((8 << 20) + 4099, 3);
+    fs::write(file, &big).unwrap();
+    ok(&["write-at", "--db", &db, "--tree", "t", "obj", "--offset", "12345", "--value-file", file]);
+    write(12_345, &big);
+
+    let read = |offset: usize, length: usize| {
+        let (offset, length) = (offset.to_string(), length.to_string());
+        ok_bytes(&[
+            "read-at", "--db", &db, "--tree", "t", "obj", "--offset", &offset, "--length", &length,
+        ])
+    };
+    let len = model.len();
+    for (offset, length) in [
+        (0, 1),
+        (4090, 20),
+        (4097, 10_000),
+        (8190, 8),
+        (12_344, 3),
+        (19_999, 7000),
+        (12_345, big.len()),
+        ((8 << 20) + 1, 4096 * 3 + 1),
+        (len - 10, 10),
+    ] {
+        assert!(read(offset, length) == model[offset..offset + length], "{offset}+{length}");
+    }
+    // The whole value, in pieces, equals the model; so does get's streamed copy.
+    assert!(read(0, len) == model, "the whole value differs from the model");
+    assert!(ok_bytes(&["get", "--db", &db, "--tree", "t", "obj", "--output", "-"]) == model);
+    // A range past the end is cut short there (with a note), or empty.
+    let from = (len - 5).to_string();
+    let args = ["read-at", "--db", &db, "--tree", "t", "obj", "--offset", &from, "--length", "1m"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert_eq!(o.stdout, model[len - 5..]);
+    assert!(text(&o.stderr).contains("5 of the 1048576 bytes"), "{}", describe(&args, &o));
+    assert!(read(len, 10).is_empty() && read(len + 4096, 10).is_empty());
+    // --output PATH.
+    let out = tmp.0.join("range.bin");
+    let out = out.to_str().unwrap();
+    ok(&[
+        "read-at", "--db", &db, "--tree", "t", "obj", "--offset", "4093", "--length", "4k",
+        "--output", out,
+    ]);
+    assert!(fs::read(out).unwrap() == model[4093..4093 + 4096]);
+
+    let stat = last_result(&ok(&["stat", "--db", &db, "--tree", "t", "obj"]));
+    assert_eq!(field(&stat, "size"), len.to_string());
+    assert_eq!(field(&stat, "inline"), "false");
+    let out = ok(&["check", "--db", &db]);
+    assert!(out.contains("ok: no faults found"), "{out}");
+}
+
+/// `stat` prints a block, then a result line whose fields say the size and how the value is
+/// stored.
+#[test]
+fn stat_ends_with_a_result_line() {
+    let tmp = TempDir::new("object-stat");
+    let db = tmp.db();
+    put(&db, "t", "tiny", "hello");
+    let out = ok(&["stat", "--db", &db, "--tree", "t", "tiny"]);
+    let fields = last_result(&out);
+    let names: Vec<&str> = fields.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["key", "size", "inline", "extents", "extent_pages", "fragments", "fragment_bytes"],
+        "{out}"
+    );
+    assert_eq!(field(&fields, "key"), "tiny");
+    assert_eq!(field(&fields, "size"), "5");
+    assert_eq!(field(&fields, "inline"), "true");
+    for name in ["extents", "extent_pages", "fragments", "fragment_bytes"] {
+        assert!(field(&fields, name).parse::<u64>().is_ok(), "{name}: {out}");
+    }
+    assert!(out.lines().any(|l| l.starts_with("size ") && l.contains("5 bytes")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("stored ") && l.contains("inline")), "{out}");
+
+    // An object of 3 pages and 5 bytes: its size, not inline; --hex prints the key in hex.
+    let value = random_bytes(3 * 4096 + 5, 7);
+    let file = tmp.0.join("object.bin");
+    fs::write(&file, &value).unwrap();
+    let file = file.to_str().unwrap();
+    ok(&["put", "--db", &db, "--tree", "t", "--hex", "00ff", "--value-file", file]);
+    let out = ok(&["stat", "--db", &db, "--tree", "t", "--hex", "00ff"]);
+    let fields = last_result(&out);
+    assert_eq!(field(&fields, "key"), "00ff");
+    assert_eq!(field(&fields, "size"), (3 * 4096 + 5).to_string());
+    assert_eq!(field(&fields, "inline"), "false");
+    assert!(out.contains("12,293 bytes (12.0 KiB)"), "{out}");
+    // Its bytes are in extents and fragments.
+    let pages: u64 = field(&fields, "extent_pages").parse().unwrap();
+    let fragment_bytes: u64 = field(&fields, "fragment_bytes").parse().unwrap();
+    assert!(pages * 4096 + fragment_bytes >= 3 * 4096 + 5, "{out}");
+}
+
+/// `--value-file -` reads standard input, byte for byte (a NUL, newlines, invalid UTF-8).
+#[test]
+fn value_file_dash_reads_stdin() {
+    let tmp = TempDir::new("object-stdin");
+    let db = tmp.db();
+    let mut value = b"line one\nline\0two\r\n\xff\xfe\\".to_vec();
+    value.extend(random_bytes(100_000, 9));
+    let args = ["put", "--db", &db, "--tree", "t", "k", "--value-file", "-"];
+    let o = run_with_stdin(&args, &value);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert!(ok_bytes(&["get", "--db", &db, "--tree", "t", "k", "--output", "-"]) == value);
+    // An empty stdin is an empty value.
+    let args = ["put", "--db", &db, "--tree", "t", "empty", "--value-file", "-"];
+    let o = run_with_stdin(&args, b"");
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert_eq!(ok_bytes(&["get", "--db", &db, "--tree", "t", "empty", "--output", "-"]), b"");
+    assert_eq!(ok(&["get", "--db", &db, "--tree", "t", "empty"]), "\n");
+    // write-at from stdin, into the middle of the value.
+    let args = ["write-at", "--db", &db, "--tree", "t", "k", "--offset", "5", "--value-file", "-"];
+    let o = run_with_stdin(&args, b"\x00\x01\x02");
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    value[5..8].copy_from_slice(b"\x00\x01\x02");
+    assert!(ok_bytes(&["get", "--db", &db, "--tree", "t", "k", "--output", "-"]) == value);
+}
+
+/// VALUE and --value-file: exactly one. Both, or neither, is a usage error (exit status 2,
+/// nothing created).
+#[test]
+fn value_and_value_file_are_mutually_exclusive() {
+    let tmp = TempDir::new("object-args");
+    let db = tmp.db();
+    let file = tmp.0.join("v.bin");
+    fs::write(&file, b"v").unwrap();
+    let file = file.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["put", "--db", &db, "--tree", "t", "k", "v", "--value-file", file],
+            "cannot be used with",
+        ),
+        (
+            vec!["put", "--db", &db, "--tree", "t", "--value-file", file, "k", "v"],
+            "cannot be used with",
+        ),
+        (vec!["put", "--db", &db, "--tree", "t", "k"], "<VALUE> or --value-file <PATH>"),
+        (
+            vec![
+                "write-at",
+                "--db",
+                &db,
+                "--tree",
+                "t",
+                "k",
+                "--offset",
+                "0",
+                "v",
+                "--value-file",
+                file,
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["write-at", "--db", &db, "--tree", "t", "k", "--offset", "0"],
+            "<VALUE> or --value-file",
+        ),
+        (vec!["write-at", "--db", &db, "--tree", "t", "k", "v"], "--offset <N>"),
+        (vec!["read-at", "--db", &db, "--tree", "t", "k", "--offset", "0"], "--length <N>"),
+        (
+            vec!["read-at", "--db", &db, "--tree", "t", "k", "--offset", "1x", "--length", "1"],
+            "not a number of bytes",
+        ),
+        (vec!["get", "--db", &db, "--tree", "t", "k", "--output", ""], "must not be empty"),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        assert!(o.stdout.is_empty(), "{}", describe(&args, &o));
+        let err = text(&o.stderr);
+        assert!(err.starts_with("ferrite: ") && err.contains(needle), "{}", describe(&args, &o));
+        assert!(err.contains("usage: ferrite "), "{}", describe(&args, &o));
+    }
+    assert!(!Path::new(&db).exists(), "a refused command created the directory");
+}
+
+/// A --value-file that cannot be read is named, and nothing is created or changed.
+#[test]
+fn an_unreadable_value_file_is_named_and_changes_nothing() {
+    let tmp = TempDir::new("object-unreadable");
+    let db = tmp.db();
+    let missing = tmp.0.join("missing.bin");
+    let missing = missing.to_str().unwrap();
+    let dir = tmp.0.to_str().unwrap();
+    for args in [
+        vec!["put", "--db", &db, "--tree", "t", "k", "--value-file", missing],
+        vec!["write-at", "--db", &db, "--tree", "t", "k", "--offset", "0", "--value-file", missing],
+        vec!["put", "--db", &db, "--tree", "t", "k", "--value-file", dir],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        let err = text(&o.stderr);
+        let named = format!("ferrite: reading {} failed: ", args.last().unwrap());
+        assert!(err.starts_with(&named), "{}", describe(&args, &o));
+        assert!(
+            err.contains("No such file or directory") || err.contains("Is a directory"),
+            "{}",
+            describe(&args, &o)
+        );
+    }
+    assert!(!Path::new(&db).exists(), "the directory was created for nothing");
+    // An --output that cannot be written fails before anything is read.
+    put(&db, "t", "k", "v");
+    let nowhere = tmp.0.join("no/such/dir/out");
+    let args = ["get", "--db", &db, "--tree", "t", "k", "--output", nowhere.to_str().unwrap()];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+    assert!(
+        text(&o.stderr).starts_with("ferrite: writing the output to "),
+        "{}",
+        describe(&args, &o)
+    );
+}
+
+/// An absent key: exit status 1 and "not found" from every command that reads a value (as
+/// `get`), nothing on stdout, and an --output file left as it was (or not created).
+#[test]
+fn object_commands_of_an_absent_key_exit_1() {
+    let tmp = TempDir::new("object-absent");
+    let db = tmp.db();
+    put(&db, "t", "present", "v");
+    let kept = tmp.0.join("kept.bin");
+    fs::write(&kept, b"left alone").unwrap();
+    let kept = kept.to_str().unwrap();
+    let fresh = tmp.0.join("fresh.bin");
+    let fresh = fresh.to_str().unwrap();
+    for args in [
+        vec!["get", "--db", &db, "--tree", "t", "absent"],
+        vec!["get", "--db", &db, "--tree", "t", "absent", "--output", "-"],
+        vec!["get", "--db", &db, "--tree", "t", "absent", "--output", kept],
+        vec!["get", "--db", &db, "--tree", "t", "absent", "--output", fresh],
+        vec!["read-at", "--db", &db, "--tree", "t", "absent", "--offset", "0", "--length", "10"],
+        vec!["read-at", "--db", &db, "--tree", "t", "absent", "--offset", "0", "--length", "0"],
+        vec![
+            "read-at", "--db", &db, "--tree", "t", "absent", "--offset", "0", "--length", "1",
+            "--output", kept,
+        ],
+        vec![
+            "read-at", "--db", &db, "--tree", "t", "absent", "--offset", "0", "--length", "1",
+            "--output", fresh,
+        ],
+        vec!["stat", "--db", &db, "--tree", "t", "absent"],
+        vec!["stat", "--db", &db, "--tree", "t", "--hex", "00"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", describe(&args, &o));
+        assert!(o.stdout.is_empty(), "{}", describe(&args, &o));
+        let err = text(&o.stderr);
+        assert!(
+            err.starts_with("ferrite: key ") && err.contains("not found"),
+            "{}",
+            describe(&args, &o)
+        );
+    }
+    assert_eq!(fs::read(kept).unwrap(), b"left alone");
+    assert!(!Path::new(fresh).exists(), "an absent key left an output file behind");
+    // A tree that does not exist is an error, as for get.
+    for args in [
+        vec!["read-at", "--db", &db, "--tree", "nope", "k", "--offset", "0", "--length", "1"],
+        vec!["stat", "--db", &db, "--tree", "nope", "k"],
+        vec!["get", "--db", &db, "--tree", "nope", "k", "--output", fresh],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        assert!(
+            text(&o.stderr).starts_with("ferrite: no tree named \"nope\""),
+            "{}",
+            describe(&args, &o)
+        );
+    }
+    assert!(!Path::new(fresh).exists(), "a failed get left an output file behind");
+}
+
+/// `read-at` and `stat` print, so they check standard output before they start (as `get`
+/// does); `write-at` prints nothing, so a closed stdout does not stop it from being refused
+/// for its own reasons.
+#[test]
+fn object_commands_that_print_check_their_output_first() {
+    let tmp = TempDir::new("object-stdout");
+    let db = tmp.db();
+    put(&db, "t", "k", "v");
+    for args in [
+        vec!["read-at", "--db", &db, "--tree", "t", "k", "--offset", "0", "--length", "1"],
+        vec![
+            "read-at", "--db", &db, "--tree", "t", "k", "--offset", "0", "--length", "1",
+            "--output", "-",
+        ],
+        vec!["get", "--db", &db, "--tree", "t", "k", "--output", "-"],
+        vec!["stat", "--db", &db, "--tree", "t", "k"],
+    ] {
+        let o = run_redirected(">&-", &args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        let expected = "ferrite: writing the output failed: standard output is closed";
+        assert!(text(&o.stderr).starts_with(expected), "{}", describe(&args, &o));
+    }
+    let missing = tmp.0.join("missing");
+    let args = ["write-at", "--db", &db, "--tree", "t", "k", "--offset", "0", "--value-file"];
+    let mut args = args.to_vec();
+    args.push(missing.to_str().unwrap());
+    let o = run_redirected(">&-", &args);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+    assert!(text(&o.stderr).starts_with("ferrite: reading "), "{}", describe(&args, &o));
+}

@@ -67,9 +67,14 @@ fn readme_result_fields() -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The file a documented line's PATH stands for (`--value-file PATH`, `--output PATH`):
+/// created by [`readme_command_block_runs`] before the lines run.
+const PATH_FILE: &str = "value-file";
+
 /// A documented line made runnable: placeholders filled in, optional parts taken, the first
 /// of alternatives chosen, sizes made tiny and data put under `tmp`.
 fn runnable(line: &str, tmp: &Path) -> Vec<String> {
+    let path = |name: &str| tmp.join(name).to_str().unwrap().to_owned();
     let cleaned: String = line.chars().filter(|c| !matches!(c, '[' | ']')).collect();
     let mut words: Vec<String> = cleaned
         .split_whitespace()
@@ -82,11 +87,11 @@ fn runnable(line: &str, tmp: &Path) -> Vec<String> {
                 "K" | "KEY" => "k".to_owned(),
                 "VALUE" => "v".to_owned(),
                 "N" => "10".to_owned(),
+                "PATH" => path(PATH_FILE),
                 _ => w.to_owned(),
             }
         })
         .collect();
-    let path = |name: &str| tmp.join(name).to_str().unwrap().to_owned();
     let bench = words.first().map(String::as_str) == Some("bench");
     let workload = if bench { words.get(1).cloned().unwrap_or_default() } else { String::new() };
     let store = value_of(&words, "--store");
@@ -223,6 +228,7 @@ fn built_in(store: &str) -> bool {
 #[test]
 fn readme_command_block_runs() {
     let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join(PATH_FILE), "a value read from a file").unwrap();
     let lines = readme_lines();
     assert!(lines.len() >= 11, "{lines:?}");
     let readme_fields = readme_result_fields();

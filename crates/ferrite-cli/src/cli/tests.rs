@@ -35,18 +35,21 @@ fn put_happy_paths() {
         db: db("d"),
         tree: "t".into(),
         key: b"k".to_vec(),
-        value: b"v".to_vec(),
+        value: ValueSource::Arg(b"v".to_vec()),
     });
     assert_eq!(parse_strs(&["put", "--db", "d", "--tree", "t", "k", "v"]).unwrap(), expected);
     assert_eq!(parse_strs(&["put", "k", "--tree=t", "v", "--db=d"]).unwrap(), expected);
     let hex = parse_strs(&["put", "--db", "d", "--tree", "t", "--hex", "00ff", "0x"]).unwrap();
-    assert!(matches!(hex, Action::Put(PutArgs { ref key, ref value, .. })
+    assert!(matches!(hex, Action::Put(PutArgs { ref key, value: ValueSource::Arg(ref value), .. })
         if key == &[0, 255] && value.is_empty()));
     let dashes = parse_strs(&["put", "--db", "d", "--tree", "t", "--", "-k", "--v"]).unwrap();
-    assert!(matches!(dashes, Action::Put(PutArgs { ref key, ref value, .. })
-        if key == b"-k" && value == b"--v"));
+    assert!(
+        matches!(dashes, Action::Put(PutArgs { ref key, value: ValueSource::Arg(ref value), .. })
+        if key == b"-k" && value == b"--v")
+    );
     let empty_value = parse_strs(&["put", "--db", "d", "--tree", "t", "k", ""]).unwrap();
-    assert!(matches!(empty_value, Action::Put(PutArgs { ref value, .. }) if value.is_empty()));
+    assert!(matches!(empty_value, Action::Put(PutArgs { value: ValueSource::Arg(ref value), .. })
+        if value.is_empty()));
 }
 
 #[test]
@@ -80,20 +83,24 @@ fn get_and_del() {
     let expected = KeyArgs { db: db("d"), tree: "t".into(), hex: false, key: b"k".to_vec() };
     assert_eq!(
         parse_strs(&["get", "--db", "d", "--tree", "t", "k"]).unwrap(),
-        Action::Get(expected.clone())
+        Action::Get(GetArgs { key: expected.clone(), output: None })
     );
     assert_eq!(
         parse_strs(&["del", "--tree", "t", "--db", "d", "k"]).unwrap(),
         Action::Del(expected)
     );
     let hex = parse_strs(&["get", "--db", "d", "--tree", "t", "--hex", "6b"]).unwrap();
-    assert!(matches!(hex, Action::Get(KeyArgs { hex: true, ref key, .. }) if key == b"k"));
+    assert!(matches!(hex, Action::Get(GetArgs { key: KeyArgs { hex: true, ref key, .. }, .. })
+        if key == b"k"));
     let tuned =
         parse_strs(&["get", "--db", "d", "--tree", "t", "--pool-mib", "1", "--no-direct", "k"])
             .unwrap();
     assert!(matches!(
         tuned,
-        Action::Get(KeyArgs { db: DbArgs { pool_mib: 1, direct_io: false, .. }, .. })
+        Action::Get(GetArgs {
+            key: KeyArgs { db: DbArgs { pool_mib: 1, direct_io: false, .. }, .. },
+            ..
+        })
     ));
     fails(&["get", "--db", "d", "--tree", "t"], "<KEY>");
     fails(&["get", "--db", "d", "--tree", "t", "a", "b"], "unexpected argument 'b'");
@@ -106,6 +113,115 @@ fn get_and_del() {
 }
 
 #[test]
+fn values_from_files_and_outputs_to_them() {
+    let put = parse_strs(&["put", "--db", "d", "--tree", "t", "k", "--value-file", "v.bin"]);
+    assert_eq!(
+        put.unwrap(),
+        Action::Put(PutArgs {
+            db: db("d"),
+            tree: "t".into(),
+            key: b"k".to_vec(),
+            value: ValueSource::File(FileArg::Path(PathBuf::from("v.bin"))),
+        })
+    );
+    // `-` is standard input; --hex is then for KEY only.
+    let stdin =
+        parse_strs(&["put", "--db", "d", "--tree", "t", "--hex", "6b", "--value-file", "-"]);
+    assert!(matches!(stdin.unwrap(), Action::Put(PutArgs {
+        ref key, value: ValueSource::File(FileArg::Std), .. }) if key == b"k"));
+    let get = parse_strs(&["get", "--db", "d", "--tree", "t", "k", "--output", "-"]).unwrap();
+    assert!(matches!(get, Action::Get(GetArgs { output: Some(FileArg::Std), .. })));
+    let get = parse_strs(&["get", "--db", "d", "--tree", "t", "--output=o", "k"]).unwrap();
+    assert!(matches!(get, Action::Get(GetArgs { output: Some(FileArg::Path(ref p)), .. })
+        if p == &PathBuf::from("o")));
+    fails(
+        &["put", "--db", "d", "--tree", "t", "k", "v", "--value-file", "f"],
+        "cannot be used with",
+    );
+    fails(
+        &["put", "--db", "d", "--tree", "t", "--value-file", "f", "k", "v"],
+        "cannot be used with",
+    );
+    let e = fails(&["put", "--db", "d", "--tree", "t", "k"], "<VALUE> or --value-file <PATH>");
+    assert_eq!(e.command, "put");
+    fails(&["put", "--db", "d", "--tree", "t", "k", "--value-file"], "a value is required");
+    fails(&["put", "--db", "d", "--tree", "t", "k", "--value-file", ""], "must not be empty");
+    fails(&["del", "--db", "d", "--tree", "t", "k", "--output", "o"], "unexpected argument");
+    fails(&["stat", "--db", "d", "--tree", "t", "k", "--output", "o"], "unexpected argument");
+}
+
+#[test]
+fn write_at_read_at_and_stat() {
+    let args = ["write-at", "--db", "d", "--tree", "t", "k", "--offset", "4097", "v"];
+    assert_eq!(
+        parse_strs(&args).unwrap(),
+        Action::WriteAt(WriteAtArgs {
+            db: db("d"),
+            tree: "t".into(),
+            key: b"k".to_vec(),
+            offset: 4097,
+            value: ValueSource::Arg(b"v".to_vec()),
+        })
+    );
+    let args = ["write-at", "--db", "d", "--tree", "t", "--hex", "6b", "--offset", "1m", "00ff"];
+    assert!(matches!(parse_strs(&args).unwrap(), Action::WriteAt(WriteAtArgs {
+        offset: 1_048_576, value: ValueSource::Arg(ref v), .. }) if v == &[0, 255]));
+    let args = ["write-at", "--db", "d", "--tree", "t", "k", "--offset", "0", "--value-file", "-"];
+    assert!(matches!(
+        parse_strs(&args).unwrap(),
+        Action::WriteAt(WriteAtArgs { value: ValueSource::File(FileArg::Std), .. })
+    ));
+    fails(&["write-at", "--db", "d", "--tree", "t", "k", "v"], "--offset <N>");
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "0"],
+        "<VALUE> or --value-file",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "0", "v", "--value-file", "-"],
+        "cannot be used with",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "2T", "v"],
+        "not a number of bytes",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "k", "--offset", "1025g", "v"],
+        "is out of range (0 to 1099511627776)",
+    );
+    fails(
+        &["write-at", "--db", "d", "--tree", "t", "--hex", "6b", "--offset", "0", "zz"],
+        "VALUE: \"zz\" is not hex",
+    );
+
+    let args = ["read-at", "--db", "d", "--tree", "t", "k", "--offset", "4k", "--length", "10"];
+    let key = KeyArgs { db: db("d"), tree: "t".into(), hex: false, key: b"k".to_vec() };
+    assert_eq!(
+        parse_strs(&args).unwrap(),
+        Action::ReadAt(ReadAtArgs { key: key.clone(), offset: 4096, length: 10, output: None })
+    );
+    let args =
+        ["read-at", "--db", "d", "--tree", "t", "k", "--offset=0", "--length=0", "--output=o"];
+    assert!(matches!(
+        parse_strs(&args).unwrap(),
+        Action::ReadAt(ReadAtArgs { offset: 0, length: 0, output: Some(FileArg::Path(_)), .. })
+    ));
+    fails(&["read-at", "--db", "d", "--tree", "t", "k", "--offset", "0"], "--length <N>");
+    fails(&["read-at", "--db", "d", "--tree", "t", "k", "--length", "1"], "--offset <N>");
+    fails(&["read-at", "--db", "d", "--tree", "t", "k", "--offset", "0", "--length", "-1"], "'-1'");
+    fails(
+        &["read-at", "--db", "d", "--tree", "t", "k", "v", "--offset", "0", "--length", "1"],
+        "unexpected argument 'v'",
+    );
+
+    assert_eq!(parse_strs(&["stat", "--db", "d", "--tree", "t", "k"]).unwrap(), Action::Stat(key));
+    let hex = parse_strs(&["stat", "--db", "d", "--tree", "t", "--hex", "00ff"]).unwrap();
+    assert!(matches!(hex, Action::Stat(KeyArgs { hex: true, ref key, .. }) if key == &[0, 255]));
+    fails(&["stat", "--db", "d", "--tree", "t"], "<KEY>");
+    let e = fails(&["stat", "--db", "d", "k"], "--tree <TREE>");
+    assert_eq!(e.command, "stat");
+}
+
+#[test]
 fn keys_keep_their_bytes_even_when_not_utf8() {
     use std::os::unix::ffi::OsStringExt;
     let args: Vec<OsString> = ["get", "--db", "d", "--tree", "t"]
@@ -114,7 +230,8 @@ fn keys_keep_their_bytes_even_when_not_utf8() {
         .chain([OsString::from_vec(b"\xff\x00k".to_vec())])
         .collect();
     let action = Cli::parse_args(&args).unwrap();
-    assert!(matches!(action, Action::Get(KeyArgs { ref key, .. }) if key == b"\xff\x00k"));
+    assert!(matches!(action, Action::Get(GetArgs { key: KeyArgs { ref key, .. }, .. })
+        if key == b"\xff\x00k"));
     let bad_tree: Vec<OsString> = ["get", "--db", "d", "k", "--tree"]
         .iter()
         .map(OsString::from)
@@ -442,10 +559,11 @@ fn help_and_version() {
     // The engine's limits, not copies of them.
     let put = help_of(&["put", "--help"]);
     assert!(put.contains(&format!("Keys (1 to {} bytes)", ferrite::MAX_KEY_LEN)), "{put}");
-    assert!(put.contains(&format!("values (0 to {} bytes)", ferrite::MAX_VALUE_LEN)), "{put}");
+    assert!(put.contains(&format!("values (0 to {} bytes", ferrite::MAX_OBJECT_LEN)), "{put}");
     // After `--`, "--help" is a key.
     let key = parse_strs(&["get", "--db", "d", "--tree", "t", "--", "--help"]).unwrap();
-    assert!(matches!(key, Action::Get(KeyArgs { ref key, .. }) if key == b"--help"));
+    assert!(matches!(key, Action::Get(GetArgs { key: KeyArgs { ref key, .. }, .. })
+        if key == b"--help"));
     fails(&["help", "nope"], "unrecognized subcommand 'nope'");
     assert!(help_of(&["--version"]).starts_with("ferrite "));
     assert_eq!(parse_strs(&["version"]).unwrap(), Action::Version);
