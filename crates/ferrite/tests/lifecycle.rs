@@ -145,8 +145,19 @@ fn bad_keys_values_and_names_are_refused() {
     );
     assert!(matches!(tree.get(&long_key), Err(Error::KeyTooLarge { .. })));
     assert!(matches!(tree.put(b"", b"v"), Err(Error::KeyEmpty)));
+    // A value past the in-leaf limit is an object; past the largest object it is refused.
     let long_value = vec![1u8; MAX_VALUE_LEN + 1];
-    assert!(matches!(tree.put(b"k", &long_value), Err(Error::ValueTooLarge { .. })));
+    tree.put(b"k", &long_value).unwrap();
+    assert_eq!(tree.get(b"k").unwrap(), Some(long_value));
+    assert!(matches!(
+        tree.truncate(b"k", ferrite::MAX_OBJECT_LEN + 1),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    assert!(matches!(
+        tree.write_at(b"k", ferrite::MAX_OBJECT_LEN, b"x"),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    assert!(matches!(db.tree("\0objects"), Err(Error::BadTreeName { .. })), "Ferrite's own");
     // The largest key with the largest value works, and so does 1 KiB with 1 KiB.
     let max_key = vec![2u8; MAX_KEY_LEN];
     let max_value = vec![3u8; MAX_VALUE_LEN];

@@ -136,8 +136,12 @@ impl Db {
             shared.object_space.adopt_runs(&mut free, 16);
             shared.pool.set_free_pages(free);
         }
-        // Puts and deletes look for objects to free once the objects tree exists.
-        shared.objects_tree(false)?;
+        // Puts and deletes look for objects to free once the objects tree exists. A catalog
+        // that cannot be read fails the trees' calls, not the open (`check` must still run):
+        // meanwhile puts and deletes look for objects anyway.
+        if shared.objects_tree(false).is_err() {
+            shared.objects_in_use.store(true, Ordering::Release);
+        }
         start_workers(&shared, engines, &options)?;
         if !options.read_only && options.object_merge_bytes_per_sec > 0 && shared.log.is_some() {
             let merger = Arc::clone(&shared);

@@ -742,7 +742,10 @@ mod tests {
             w.u64(1);
             w.u32(runs.len() as u32);
             for &(first, op, pages) in runs {
-                w.data_run(first, op, pages);
+                // (Written field by field: `data_run` refuses the nonsense tested here.)
+                w.u64(first);
+                w.u8(op);
+                w.u16(pages);
             }
             let mut bytes = w.bytes;
             RecordWriter::finish(&mut bytes, 0);

@@ -2,7 +2,8 @@
 //! function of a seed and a commit's number, so that the parent knows what the child wrote
 //! from the numbers it acknowledged. Half are single puts, 15 % single deletes, the rest
 //! batches of 2 to 8 puts and deletes over three trees; values are of every size (some on
-//! Value pages) and start with their commit's number, so that a stale one is recognisable.
+//! Value pages, some objects) and start with their commit's number, so that a stale one is
+//! recognisable.
 
 use std::collections::BTreeMap;
 
@@ -34,7 +35,11 @@ fn value(rng: &mut Rng, number: u64) -> Vec<u8> {
         0..=54 => rng.below(120) as usize,
         55..=79 => 120 + rng.below(1_400) as usize,
         // Longer than a leaf keeps inline: on a Value page.
-        _ => MAX_INLINE_ENTRY + 1 + rng.below((MAX_VALUE_LEN - MAX_INLINE_ENTRY) as u64) as usize,
+        80..=95 => {
+            MAX_INLINE_ENTRY + 1 + rng.below((MAX_VALUE_LEN - MAX_INLINE_ENTRY) as u64) as usize
+        }
+        // Longer than a Value page: an object (extents written before the commit).
+        _ => MAX_VALUE_LEN + 1 + rng.below(40_000) as usize,
     };
     // The commit's number first, so that a stale value is recognisable in a failure.
     let mut value = number.to_le_bytes().to_vec();

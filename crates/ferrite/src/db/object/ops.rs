@@ -52,6 +52,9 @@ pub(crate) struct Change {
     freed_runs: Vec<(PageId, u64)>,
 }
 
+/// Pages in limbo past which a writer writes the log out (32 MiB of data pages).
+const LIMBO_FLUSH_PAGES: u64 = 8192;
+
 fn corrupt(shared: &Shared, reason: String) -> Error {
     Error::Corrupt { page: 0, file: shared.pool.file().path().to_owned(), reason }
 }
@@ -124,8 +127,13 @@ impl Shared {
         if blocks.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        let durable = self.log()?.durable();
-        let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, durable)?;
+        let log = self.log()?;
+        // Freed pages wait in limbo until their frees are durable: when many wait (commits
+        // that do not wait for the log), write the log rather than grow the file.
+        if self.object_space.limbo_pages() > LIMBO_FLUSH_PAGES && log.durable() < log.tail() {
+            log.flush(log.tail())?;
+        }
+        let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, log.durable())?;
         let written = (|| {
             let mut extents: Vec<Extent> = Vec::new();
             let mut next = 0usize;
@@ -427,7 +435,8 @@ impl Tree {
                     max: super::MAX_OBJECT_LEN as usize,
                 });
             };
-            let new_len = old_len.max(end);
+            // (An empty write changes no length, as `pwrite` of nothing.)
+            let new_len = if bytes.is_empty() { old_len } else { old_len.max(end) };
             let mut pieces: Vec<(u64, &[u8])> = Vec::new();
             if let Some(base) = &base {
                 if !base.is_empty() {
