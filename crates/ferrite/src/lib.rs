@@ -37,6 +37,8 @@ pub use db::{
     RecoveryReport, Transaction, Tree, WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME,
     MAX_OBJECT_LEN, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
+#[doc(hidden)]
+pub use db::fuzz_object_entry;
 pub use error::{Error, PageId, Result};
 pub use format::value::MAX_VALUE_LEN;
 pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};

@@ -11,6 +11,8 @@ mod space;
 
 pub use api::{ObjectReader, ObjectStat, ObjectWriter, MAX_OBJECT_LEN};
 pub use check::ObjectsReport;
+#[doc(hidden)]
+pub use format::fuzz_object_entry;
 pub(crate) use format::{is_stub, needs_object};
 pub(crate) use ops::{Prepared, Stored};
 pub(crate) use space::Space;
