@@ -1,5 +1,5 @@
 //! Ferrite in one page: open a data directory, write and read a tree, scan a range, commit a
-//! batch and a transaction, run a lookup as a task, close.
+//! batch and a transaction, run a lookup as a task, write part of an object, close.
 //!
 //! ```sh
 //! cargo run --example quickstart -p ferrite -- /tmp/quickstart-data
@@ -57,6 +57,15 @@ pub fn run(dir: &Path) -> ferrite::Result<()> {
     let tasks_orders = orders.clone();
     let handle = db.spawn(async move { tasks_orders.get_async(b"order-0002").await })?;
     assert_eq!(handle.wait()?.as_deref(), Some(&b"one apple"[..]));
+
+    // Values of any size are objects, written and read at any offset.
+    let images = db.tree("images")?;
+    let block = vec![7u8; 4096];
+    images.write_at(b"image-7", 4096, &block)?; // bytes 0..4096 read as zeros
+    let mut head = [1u8; 8];
+    assert_eq!(images.read_at(b"image-7", 4092, &mut head)?, Some(8));
+    assert_eq!(head, [0, 0, 0, 0, 7, 7, 7, 7]);
+    assert_eq!(images.object_len(b"image-7")?, Some(8192));
 
     db.close() // writes every page back
 }
