@@ -1184,8 +1184,10 @@ STORES
              opened as in the other comparisons (block cache of --cache-mib, partitioned
              index and bloom filters, direct reads, flushes and compactions).
     sqlite   one table of BLOBs, a row per object preallocated with zeroblob, incremental
-             BLOB I/O (sqlite3_blob_open / read / write), a connection per thread, WAL mode;
-             writers take turns (SQLite runs one write transaction at a time). SQLite reads
+             BLOB I/O (sqlite3_blob_open / read / write), a connection per thread, WAL mode,
+             auto_vacuum=INCREMENTAL (its pointer map lets SQLite reach an offset without
+             reading the BLOB's chain of overflow pages, as SQLite's author advises); writers
+             take turns (SQLite runs one write transaction at a time). SQLite reads
              through the OS page cache: the run caps the process's memory (a cgroup) at
              --cache-mib plus its own needs where it can; the summary says whether.
     Every store's options are printed in the summary (and hashed into store_hash).

@@ -3,7 +3,8 @@
 //! `zeroblob(len)`, written and read in place with incremental BLOB I/O
 //! (`ferrite_peers::SqliteBlobs`). Each thread has a connection of its own, as SQLite advises;
 //! WAL mode, `synchronous=FULL` with `--sync` (every commit durable), `NORMAL` otherwise
-//! (WAL mode's recommended setting).
+//! (WAL mode's recommended setting); `auto_vacuum=INCREMENTAL`, whose pointer map lets SQLite
+//! reach an offset of a large BLOB without reading its chain of overflow pages.
 //!
 //! SQLite runs one write transaction at a time. The writers here take turns on a mutex of
 //! this process before they begin one: without it they would poll SQLite's lock, sleeping
