@@ -1,6 +1,7 @@
 //! Without the `link` feature: nothing (no C compiled, nothing linked), so the workspace builds
 //! on a machine without the peers' libraries. With it: compiles the WiredTiger shim and the
-//! header-constant checks in `csrc/`, and links the system RocksDB, WiredTiger and LMDB.
+//! header-constant checks in `csrc/`, and links the system RocksDB, WiredTiger, LMDB and
+//! SQLite.
 
 fn main() {
     // Cargo sets CARGO_FEATURE_LINK for the build script when the feature is on, and compiles
@@ -26,7 +27,7 @@ fn link() {
         .warnings_into_errors(true)
         .compile("ferrite_peers_shim");
     // After the shim's static library, so its references to WiredTiger resolve.
-    for lib in ["rocksdb", "wiredtiger", "lmdb"] {
+    for lib in ["rocksdb", "wiredtiger", "lmdb", "sqlite3"] {
         println!("cargo:rustc-link-lib={lib}");
     }
 }

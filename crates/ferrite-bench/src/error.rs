@@ -16,6 +16,9 @@ pub enum BenchError {
     Store(StoreError),
     /// A lookup returned a wrong value or none: the run is void.
     Verify { key: u64, mismatch: ValueMismatch },
+    /// An object read returned bytes other than those written there (`bench objects`): what
+    /// and where, in words. The run is void.
+    Content(String),
     /// Preparing or removing the data directory failed.
     Io { context: String, source: io::Error },
     /// The data directory holds data that is not the benchmark's.
@@ -32,6 +35,7 @@ impl fmt::Display for BenchError {
             BenchError::Verify { key, mismatch } => {
                 write!(f, "verification failed: lookup of key {key}: {mismatch}")
             }
+            BenchError::Content(what) => write!(f, "verification failed: {what}"),
             BenchError::Io { context, source } => write!(f, "{context}: {source}"),
             BenchError::NotBenchData { path, trees } => write!(
                 f,

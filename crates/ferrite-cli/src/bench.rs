@@ -13,6 +13,7 @@ use ferrite_bench::stores::open_store;
 use ferrite_bench::workloads::compare;
 use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
+use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::{self, seconds_text, RecoveryConfig};
 use ferrite_bench::workloads::run::{self as workload, RunConfig};
 use ferrite_bench::{BenchError, Progress};
@@ -67,6 +68,31 @@ pub fn io(config: &IoBenchConfig, out: &mut dyn Write) -> Result<Outcome, CliErr
         duration(config.warmup_seconds())
     );
     let report = bench_io::run(config, &mut |line| eprintln!("{line}"), true)?;
+    write!(out, "{}", report.summary())?;
+    writeln!(out, "{}", report.result_line())?;
+    out.flush()?;
+    Ok(Outcome::Done)
+}
+
+/// `ferrite bench objects`: the summary and the result line on `out`; the setup's progress
+/// and the measured time on stderr.
+pub fn objects(config: &ObjectsConfig, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    open_json(config.json.as_deref())?;
+    eprintln!(
+        "bench objects: {} of {} blocks on {}, {} objects of {} MiB in {}, {} threads, {}{} \
+         measured after {} of warm-up",
+        config.pattern.name(),
+        objects::block_name(config.block_bytes),
+        config.store.name(),
+        config.objects,
+        config.object_mib,
+        config.dir.display(),
+        config.depth,
+        if config.sync { "every write synced, " } else { "" },
+        duration(config.seconds),
+        duration(config.warmup_seconds())
+    );
+    let report = objects::run(config, true)?;
     write!(out, "{}", report.summary())?;
     writeln!(out, "{}", report.result_line())?;
     out.flush()?;

@@ -19,9 +19,11 @@ use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 
 use ferrite::io::EngineKind;
+use ferrite_bench::stores::objects::ObjectStoreKind;
 use ferrite_bench::stores::StoreKind;
 use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
+use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::RecoveryConfig;
 use ferrite_bench::workloads::run::RunConfig;
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
@@ -705,6 +707,8 @@ WORKLOADS
                with the same parameters when it is installed (ferrite bench io --help)
     recovery   durable inserts for runs of growing length, each ended by a crash: recovery
                time and the log on disk stay bounded (ferrite bench recovery --help)
+    objects    fio-like reads or writes into large objects on Ferrite, files, RocksDB or
+               SQLite, with write and space amplification (ferrite bench objects --help)
 
 EXAMPLES
     ferrite bench lookup --db DIR --keys 4.6M --pool-mib 64 --seconds 20
@@ -773,6 +777,17 @@ enum BenchWorkload {
             every other benchmark is compared with.",
         after_long_help = IO_AFTER)]
     Io(IoCmd),
+    /// fio-like I/O into large objects: Ferrite's, files, RocksDB's or SQLite's
+    #[command(
+        long_about = "Measure reads or writes of one block at a time into large objects, \
+            after MixStore's method (fio over block images at queue depth 32): N objects of M \
+            MiB are written whole first (not measured), then D threads (the queue depth) each \
+            read or write one block at a block-aligned offset, over and over, for S seconds. \
+            The stores: Ferrite's objects (Tree::write_at / read_at), one preallocated file \
+            per object with O_DIRECT (the physical reference), RocksDB (4 KiB chunk values) \
+            and SQLite (a table of BLOBs, incremental BLOB I/O).",
+        after_long_help = OBJECTS_AFTER)]
+    Objects(ObjectsCmd),
     /// Recovery time and the log on disk, bounded as runs get longer
     #[command(
         long_about = "Show that recovery time and the log on disk stay bounded as a run gets \
@@ -1284,6 +1299,163 @@ EXAMPLES
     ferrite bench io --engine all --pattern randread --depth 64 --seconds 5
     ferrite bench io --file /dev/nvme0n1 --pattern seqread --bs 1m";
 
+/// `ferrite bench objects`.
+#[derive(Debug, Args)]
+pub struct ObjectsCmd {
+    /// ferrite (default), file, rocksdb or sqlite
+    #[arg(
+        long_help = "ferrite (default), file, rocksdb or sqlite (the STORES below); rocksdb and \
+            sqlite need a build with --features peers.",
+        long, value_name = "STORE", value_parser = ObjectStoreKind::parse)]
+    store: Option<ObjectStoreKind>,
+    /// randwrite (default), randread, seqwrite or seqread
+    #[arg(long, value_name = "PATTERN", value_parser = objects::parse_pattern)]
+    pattern: Option<Pattern>,
+    /// Bytes per I/O: 2k, 4k (default), 16k, 64k or 256k
+    #[arg(long, value_name = "SIZE", value_parser = objects::parse_block)]
+    block: Option<usize>,
+    /// Objects (default 4)
+    #[arg(long, value_name = "N",
+          value_parser = |s: &str| value::count(s, 1, objects::MAX_OBJECTS).map(|n| n as u32))]
+    objects: Option<u32>,
+    /// MiB per object (default 256)
+    #[arg(long, value_name = "M",
+          value_parser = |s: &str| value::whole(s, 1, objects::MAX_TOTAL_BYTES >> 20))]
+    object_mib: Option<u64>,
+    /// Threads, each one I/O at a time: the queue depth (default 32)
+    #[arg(long, value_name = "D",
+          value_parser = |s: &str| value::whole_usize(s, 1, objects::MAX_DEPTH))]
+    depth: Option<usize>,
+    /// Measured time (default 20; fractions allowed)
+    #[arg(
+        long_help = "Measured time (default 20), after a warm-up of min(S/5, 1) seconds; \
+            fractions allowed.",
+        long, value_name = "S", value_parser = value::seconds)]
+    seconds: Option<f64>,
+    /// Every write durable when it returns
+    #[arg(
+        long_help = "Every write durable when it returns, on every store: Ferrite \
+            Durability::Sync, file O_DSYNC, RocksDB its WAL with WriteOptions.sync, SQLite \
+            synchronous=FULL in WAL mode. Without it: Ferrite Durability::None, files without \
+            O_DSYNC, RocksDB without its WAL, SQLite synchronous=NORMAL. The setup never syncs \
+            its writes (the store settles after it).",
+        long
+    )]
+    sync: bool,
+    /// Where the data lives (default ferrite-data/bench-objects-STORE)
+    #[arg(
+        long_help = "Where the data lives (default ferrite-data/bench-objects-STORE): made if \
+            missing, removed at the end (with the parents the run made) unless --keep. A \
+            directory ferrite bench did not make is never emptied or removed: the run stops \
+            instead. --db is the same.",
+        long = "dir", visible_alias = "db", value_name = "PATH",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    dir: Option<PathBuf>,
+    /// Keep the data directory (a later run of the same data set reuses it)
+    #[arg(
+        long_help = "Keep the data directory: a later run of the same store, --objects and \
+            --object-mib reuses the data instead of writing it again, unless a write run \
+            changed it since (the file ferrite-bench-objects beside it says the data is the \
+            setup's; a write run removes it before writing).",
+        long
+    )]
+    keep: bool,
+    /// The store's cache, MiB (default 64)
+    #[arg(
+        long_help = "The store's cache, MiB (default 64): Ferrite's pool, RocksDB's block \
+            cache; SQLite: the page cache it reads through, capped with the process's memory \
+            (a cgroup) where the machine allows; the file store has none (O_DIRECT).",
+        long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
+    cache_mib: Option<u64>,
+    /// Seed of the random offsets (default 1; decimal or 0x hex)
+    #[arg(long, value_name = "X", value_parser = value::seed)]
+    seed: Option<u64>,
+    /// Append the result as one JSON object to FILE
+    #[arg(
+        long_help = "Append the result as one JSON object to FILE (the result line's fields, \
+            the configuration and the store's options), opened, or created, before the run: \
+            a FILE that cannot be appended to fails at once.",
+        long,
+        value_name = "FILE"
+    )]
+    json: Option<PathBuf>,
+}
+
+const OBJECTS_AFTER: &str = "\
+MEASUREMENT
+    Setup, not measured: N objects of M MiB, each written whole in order, 1 MiB at a
+    time, unsynced; then the store settles (writes back; RocksDB flushes and compacts,
+    SQLite checkpoints its WAL) and closes. A data set kept (--keep) by an earlier run of
+    the same store, N and M is reused if no write run changed it since.
+
+    Then the store opens again and D threads (--depth; each does one I/O at a time, so D
+    is the queue depth) run for S seconds after a warm-up of min(S/5, 1) s. Each
+    operation reads or writes one block at a block-aligned offset of an object:
+    randread/randwrite uniformly over every block of every object; seqread/seqwrite with
+    a cursor per thread, each thread walking its own 1/D of the objects (laid end to end)
+    block after block and wrapping. Threads own disjoint 4 KiB units (a block, for larger
+    blocks): no two write the same bytes at once.
+
+    Writes carry new content derived from (object, offset, version), made outside the
+    timed call. Every read checks the 24-byte header and tag of each 2 KiB piece it read
+    against the setup's content; after a write run each thread's last 64 writes are read
+    back and compared byte for byte. A mismatch ends the run with exit status 2 and no
+    result line.
+
+STORES
+    ferrite  Ferrite's objects: values of tree \"objects\" (keys obj-000001, ...),
+             Tree::write_at / read_at through the blocking API; a pool of --cache-mib,
+             O_DIRECT.
+    file     the physical reference: one file per object, preallocated (fallocate),
+             pwrite / pread, O_DIRECT; where the file system refuses O_DIRECT (tmpfs, or a
+             2k block on a device with 4 KiB sectors) buffered I/O, and the summary says so.
+    rocksdb  each object as 4 KiB chunk values under keys obj/<object>/<chunk>; a write of
+             part of a chunk (2k blocks) reads the chunk and writes it back whole; RocksDB
+             opened as in the other comparisons (block cache of --cache-mib, partitioned
+             index and bloom filters, direct reads, flushes and compactions).
+    sqlite   one table of BLOBs, a row per object preallocated with zeroblob, incremental
+             BLOB I/O (sqlite3_blob_open / read / write), a connection per thread, WAL mode,
+             auto_vacuum=INCREMENTAL (its pointer map lets SQLite reach an offset without
+             reading the BLOB's chain of overflow pages, as SQLite's author advises); writers
+             take turns (SQLite runs one write transaction at a time). SQLite reads
+             through the OS page cache: the run caps the process's memory (a cgroup) at
+             --cache-mib plus its own needs where it can; the summary says whether.
+    Every store's options are printed in the summary (and hashed into store_hash).
+
+OUTPUT
+    Setup progress and the measured time on stderr. On stdout a summary (store and
+    options, throughput, latency, write and space amplification, device reads and writes,
+    CPU, what was verified), then one line:
+
+    result store=S workload=objects pattern=P block=B ops_per_s=N mib_per_s=X p99_us=L
+           write_amp=X space_amp=X p50_us=L p999_us=L max_us=L objects=N object_mib=M
+           block_bytes=N depth=D sync=0|1 seconds=S ops=N cpu_us_per_op=X
+           user_us_per_op=X sys_us_per_op=X [dev_reads_per_op=X dev_writes_per_op=X
+           dev_read_kib_per_read=X dev_read_kib_per_op=X dev_write_kib_per_op=X]
+           [dev_flushes_per_op=X] bytes_on_disk=N logical_bytes=N setup_s=S reused=0|1
+           direct_io=0|1 [verified=N] cache_mib=M seed=X config=HASH store_hash=HASH
+
+    ops_per_s and mib_per_s: operations finished in the measured window, and their bytes.
+    Latencies (HdrHistogram, 2 significant digits) time the store's call alone.
+    write_amp: bytes the device holding the data wrote in the measured window
+    (/proc/diskstats; the whole device's, so other I/O on it counts) over the bytes the
+    threads wrote in it; 0 for read patterns; - when the device's counters cannot be
+    read. Writes a store defers past the window (dirty pages, compactions, checkpoints)
+    are not in it. space_amp: bytes the store's files allocate once it closed after the
+    run (st_blocks x 512 over the data directory, the benchmark's two small files left
+    out) over N x M MiB. The dev_ fields (where /proc/diskstats lists the device): its
+    reads and writes per operation, KiB per device read, KiB read and written per
+    operation, cache flushes per operation, over the window. cpu_us_per_op: the process's
+    processor time (user + system) over the operations. verified: blocks read back after
+    a write run. setup_s is 0 when the data was reused. config hashes the run's settings,
+    store_hash the options the store printed.
+
+EXAMPLES
+    ferrite bench objects --store file --pattern randwrite --block 4k --objects 4 \\
+        --object-mib 64 --depth 32 --seconds 5
+    ferrite bench objects --store ferrite --pattern randread --block 16k --sync
+    ferrite bench objects --store rocksdb --pattern seqwrite --block 256k --keep";
+
 /// `ferrite bench recovery`.
 #[derive(Debug, Args)]
 pub struct RecoveryCmd {
@@ -1399,6 +1571,7 @@ pub enum Action {
     Check(DbArgs),
     BenchLookup(LookupConfig),
     BenchIo(IoBenchConfig),
+    BenchObjects(ObjectsConfig),
     /// A comparison workload (`lookup --store PEER`, `fill`, `ycsb-a` .. `ycsb-f`).
     BenchWorkload(RunConfig),
     BenchCompare(CompareArgs),
@@ -1755,6 +1928,7 @@ impl BenchWorkload {
             BenchWorkload::YcsbF(cmd) => ycsb('f', cmd),
             BenchWorkload::Compare(cmd) => compare_args(cmd).map(Action::BenchCompare),
             BenchWorkload::Io(cmd) => io_config(cmd).map(Action::BenchIo),
+            BenchWorkload::Objects(cmd) => objects_config(cmd).map(Action::BenchObjects),
             BenchWorkload::Recovery(cmd) => recovery_config(cmd).map(Action::BenchRecovery),
         }
     }
@@ -1999,6 +2173,31 @@ fn io_config(cmd: IoCmd) -> Result<IoBenchConfig, UsageError> {
         use_fio: defaults.use_fio,
     };
     config.validate().map_err(|e| refuse("bench io", e.to_string()))?;
+    Ok(config)
+}
+
+/// `bench objects`: its [`ObjectsConfig`].
+fn objects_config(cmd: ObjectsCmd) -> Result<ObjectsConfig, UsageError> {
+    let store = cmd.store.unwrap_or(ObjectStoreKind::Ferrite);
+    let defaults = ObjectsConfig::new(store);
+    let config = ObjectsConfig {
+        store,
+        pattern: cmd.pattern.unwrap_or(defaults.pattern),
+        block_bytes: cmd.block.unwrap_or(defaults.block_bytes),
+        objects: cmd.objects.unwrap_or(defaults.objects),
+        object_mib: cmd.object_mib.unwrap_or(defaults.object_mib),
+        depth: cmd.depth.unwrap_or(defaults.depth),
+        seconds: cmd.seconds.unwrap_or(defaults.seconds),
+        sync: cmd.sync,
+        dir: cmd.dir.unwrap_or(defaults.dir),
+        keep: cmd.keep,
+        cache_mib: cmd.cache_mib.unwrap_or(defaults.cache_mib),
+        seed: cmd.seed.unwrap_or(defaults.seed),
+        json: cmd.json,
+        ops_per_thread: None,
+    };
+    // The combinations only the benchmark knows (enough data for the depth, the peers).
+    config.validate().map_err(|e| refuse("bench objects", e.to_string()))?;
     Ok(config)
 }
 

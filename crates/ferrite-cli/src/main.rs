@@ -90,6 +90,7 @@ fn run(command: Action) -> Result<Outcome, CliError> {
         Action::Check(a) => admin::check(&a, out),
         Action::BenchLookup(config) => bench::lookup(&config, out),
         Action::BenchIo(config) => bench::io(&config, out),
+        Action::BenchObjects(config) => bench::objects(&config, out),
         Action::BenchWorkload(config) => bench::workload(&config, out),
         Action::BenchCompare(args) => bench::compare(&args, out),
         Action::BenchRecovery(config) => bench::recovery(&config, out),

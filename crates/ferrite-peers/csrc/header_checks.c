@@ -8,6 +8,7 @@
 
 #include <lmdb.h>
 #include <rocksdb/c.h>
+#include <sqlite3.h>
 #include <wiredtiger.h>
 
 /* src/sys/lmdb.rs */
@@ -37,3 +38,15 @@ _Static_assert(rocksdb_block_based_table_index_type_two_level_index_search == 2,
 /* src/sys/wiredtiger.rs */
 _Static_assert(WT_NOTFOUND == -31803, "WT_NOTFOUND");
 _Static_assert(WT_ROLLBACK == -31800, "WT_ROLLBACK");
+
+/* src/sys/sqlite.rs */
+_Static_assert(SQLITE_VERSION_NUMBER >= 3037000, "written against SQLite 3.40 (3.37 or later)");
+_Static_assert(SQLITE_OK == 0, "SQLITE_OK");
+_Static_assert(SQLITE_ABORT == 4, "SQLITE_ABORT");
+_Static_assert(SQLITE_ROW == 100, "SQLITE_ROW");
+_Static_assert(SQLITE_DONE == 101, "SQLITE_DONE");
+_Static_assert(SQLITE_OPEN_READWRITE == 0x00000002, "SQLITE_OPEN_READWRITE");
+_Static_assert(SQLITE_OPEN_CREATE == 0x00000004, "SQLITE_OPEN_CREATE");
+_Static_assert(SQLITE_OPEN_NOMUTEX == 0x00008000, "SQLITE_OPEN_NOMUTEX");
+_Static_assert(SQLITE_LIMIT_LENGTH == 0, "SQLITE_LIMIT_LENGTH");
+_Static_assert(sizeof(sqlite3_int64) == 8, "sqlite3_int64 is an i64");

@@ -3,13 +3,18 @@
 //! behind one small API, the same for the three: `open`, `get`, `put`, `put_batch`, `delete`,
 //! `scan`, `flush`, `describe_config`. Each handle is `Send + Sync` and serves many threads.
 //!
+//! SQLite (libsqlite3-dev) is here for `bench objects` only, as a store of large objects
+//! (`SqliteBlobs`: a table of BLOBs read and written in place), not behind that API: one
+//! connection per thread, each `Send`.
+//!
 //! Keys are 1 to 511 bytes on all three (LMDB's default key limit; WiredTiger refuses empty
 //! keys); values may be empty. `scan` from an empty start visits from the first key.
 //!
 //! The engines are behind the `link` feature, off by default: without it this crate is only
 //! [`PeerConfig`] and [`PeerError`], compiles no C and links nothing, so the workspace builds
 //! and tests on a machine without the libraries. To use them: `apt-get install librocksdb-dev
-//! libwiredtiger-dev liblmdb-dev`, then `cargo test -p ferrite-peers --features link`.
+//! libwiredtiger-dev liblmdb-dev libsqlite3-dev`, then `cargo test -p ferrite-peers --features
+//! link`.
 //!
 //! ```no_run
 //! # #[cfg(feature = "link")] {
@@ -35,6 +40,8 @@ mod peer;
 #[cfg(feature = "link")]
 mod rocksdb;
 #[cfg(feature = "link")]
+mod sqlite;
+#[cfg(feature = "link")]
 mod sys;
 #[cfg(feature = "link")]
 mod wiredtiger;
@@ -48,5 +55,7 @@ pub use lmdb::Lmdb;
 pub use peer::Peer;
 #[cfg(feature = "link")]
 pub use rocksdb::RocksDb;
+#[cfg(feature = "link")]
+pub use sqlite::{SqliteBlobs, SqliteConfig};
 #[cfg(feature = "link")]
 pub use wiredtiger::WiredTiger;

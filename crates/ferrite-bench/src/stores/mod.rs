@@ -3,7 +3,8 @@
 //! and cache, log, change buffer drains, worker time, memory). Ferrite (`ferrite.rs`) also
 //! runs as tasks on its own workers; the peers (`peers.rs`, feature `peers`) are RocksDB,
 //! WiredTiger and LMDB. `conformance.rs` checks any store against a model; tests use an
-//! in-memory map (`mem`) so that workloads are tested without an engine.
+//! in-memory map (`mem`) so that workloads are tested without an engine. The stores of large
+//! objects that `bench objects` measures are apart, in `objects/`, behind their own trait.
 
 use std::path::Path;
 
@@ -12,6 +13,7 @@ use crate::workloads::run::RunConfig;
 
 pub mod conformance;
 pub mod ferrite;
+pub mod objects;
 #[cfg(feature = "peers")]
 pub mod peers;
 

@@ -1,13 +1,15 @@
 //! The workloads behind `ferrite bench`, one module each, and the data directory they run in.
 //! Those that issue operations run on `crate::runner`: Ferrite's own lookup benchmark
 //! (`lookup`), the comparison workloads on any store (`run`: one workload on one store, over
-//! the operation streams of `ycsb`, fills included) and the fills' read-back (`fill`).
+//! the operation streams of `ycsb`, fills included) and the fills' read-back (`fill`); and
+//! fio-like I/O into large objects on Ferrite, files, RocksDB and SQLite (`objects`).
 
 pub mod compare;
 pub mod datadir;
 pub mod fill;
 pub mod io;
 pub mod lookup;
+pub mod objects;
 pub mod recovery;
 pub mod run;
 pub mod ycsb;

@@ -1,6 +1,6 @@
 //! The engines' C functions, declared by hand from their headers (no bindgen). Only
 //! declarations live here, and one helper; the safe wrappers are `crate::{rocksdb, wiredtiger,
-//! lmdb}`. The constants copied from the headers are checked against them by
+//! lmdb, sqlite}`. The constants copied from the headers are checked against them by
 //! `csrc/header_checks.c`.
 
 // `bytes` builds a slice from a C pointer.
@@ -8,6 +8,7 @@
 
 pub(crate) mod lmdb;
 pub(crate) mod rocksdb;
+pub(crate) mod sqlite;
 pub(crate) mod wiredtiger;
 
 /// `len` bytes at `data`, which may be null or dangling when `len` is 0 (C libraries return
