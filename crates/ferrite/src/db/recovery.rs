@@ -104,6 +104,10 @@ fn replay(
     let mut report =
         RecoveryReport { redo_lsn, end_lsn, torn_bytes, in_memory, ..Default::default() };
     let mut free: BTreeSet<PageId> = free.into_iter().collect();
+    let checkpoint_pages = page_count;
+    // Ids past the checkpoint's page count that a record names: the others were handed out
+    // for object data whose commit never came (data is allocated before its commit).
+    let mut named_after: BTreeSet<PageId> = BTreeSet::new();
     let mut page_count = page_count;
     let mut next_tree_id = next_tree_id;
     let mut torn = Deferred::new();
@@ -149,6 +153,9 @@ fn replay(
                     // Freed pages too: a page allocated and freed in one commit is logged
                     // as freed only, and it did raise the page count.
                     page_count = page_count.max(entry.page_ids().end);
+                    if entry.page_ids().end > checkpoint_pages {
+                        named_after.extend(entry.page_ids().filter(|&id| id >= checkpoint_pages));
+                    }
                 }
                 pages
             }
@@ -169,6 +176,7 @@ fn replay(
             }
         }
     }
+    free.extend((checkpoint_pages..page_count).filter(|id| !named_after.contains(id)));
     for &page_id in torn.keys() {
         if !free.contains(&page_id) {
             return Err(Error::Corrupt {
