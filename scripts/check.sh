@@ -4,8 +4,8 @@
 # layer rule (scripts/check_layers.sh) and the file names in comments and docs
 # (scripts/check_paths.sh).
 #
-# The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB) are built and tested too when
-# their Debian packages are installed (librocksdb-dev libwiredtiger-dev liblmdb-dev);
+# The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB, SQLite) are built and tested too when
+# their Debian packages are installed (librocksdb-dev libwiredtiger-dev liblmdb-dev libsqlite3-dev);
 # FERRITE_REQUIRE_PEERS=1 (as CI sets it) makes their absence an error instead of a skip.
 # Likewise the power-cut suite (crates/ferrite/tests/powercut.rs) needs root, loop devices and
 # mkfs.ext4, and skips without them unless FERRITE_REQUIRE_POWERCUT=1 (as CI sets it).
@@ -13,16 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 features=()
-if [[ -f /usr/include/rocksdb/c.h && -f /usr/include/wiredtiger.h && -f /usr/include/lmdb.h ]]; then
+if [[ -f /usr/include/rocksdb/c.h && -f /usr/include/wiredtiger.h && -f /usr/include/lmdb.h &&
+    -f /usr/include/sqlite3.h ]]; then
     features=(--features ferrite-cli/peers,ferrite-peers/link)
-    echo "== peers' libraries found: building and testing RocksDB, WiredTiger and LMDB too"
+    echo "== peers' libraries found: building and testing RocksDB, WiredTiger, LMDB and SQLite too"
 elif [[ "${FERRITE_REQUIRE_PEERS:-0}" == 1 ]]; then
     echo "error: FERRITE_REQUIRE_PEERS=1 but the peers' headers are missing" \
-        "(apt-get install librocksdb-dev libwiredtiger-dev liblmdb-dev)" >&2
+        "(apt-get install librocksdb-dev libwiredtiger-dev liblmdb-dev libsqlite3-dev)" >&2
     exit 1
 else
     echo "== peers' libraries not installed: testing without them" \
-        "(apt-get install librocksdb-dev libwiredtiger-dev liblmdb-dev to include them)"
+        "(apt-get install librocksdb-dev libwiredtiger-dev liblmdb-dev libsqlite3-dev to include them)"
 fi
 
 echo "== cargo fmt --check"

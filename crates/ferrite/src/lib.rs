@@ -32,13 +32,13 @@ pub mod wal;
 mod worker_context;
 
 pub use btree::node::MAX_KEY_LEN;
+#[doc(hidden)]
+pub use db::fuzz_object_entry;
 pub use db::{
     CheckReport, Db, DbStats, Iter, ObjectReader, ObjectStat, ObjectWriter, ObjectsReport,
     RecoveryReport, Transaction, Tree, WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME,
     MAX_OBJECT_LEN, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
-#[doc(hidden)]
-pub use db::fuzz_object_entry;
 pub use error::{Error, PageId, Result};
 pub use format::value::MAX_VALUE_LEN;
 pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};

@@ -24,7 +24,8 @@
 //!
 //! Measured: operations and bytes per second, HdrHistogram latency of each call, the
 //! process's CPU per operation, and the counters of the block device holding the data
-//! (`/proc/diskstats`, the whole device's) over the measured window: reads, writes, KiB per
+//! (`/proc/diskstats`, the whole device's) over the measured window (and, for writes, the
+//! settle after it: what the store deferred): reads, writes, KiB per
 //! read, flushes. `write_amp` is the device's bytes written in the window over the bytes the
 //! threads wrote in it (0 for read patterns; `-` where the device's counters cannot be read);
 //! writes a store defers past the window (dirty pages, compactions) are not in it.
@@ -341,6 +342,20 @@ pub fn run(config: &ObjectsConfig, show_progress: bool) -> Result<ObjectsReport,
     let (cap, cap_note) = page_cache_cap(config);
     let store = stores::open(config.store, dir, &config.store_options(config.sync))?;
     let measured = measure(&*store, config, show_progress)?;
+    // What the store deferred (Ferrite's merges and checkpoint, RocksDB's flush and
+    // compaction, the files' sync) is written now, counted apart and in `write_amp`.
+    let settle_written = if config.pattern.is_write() {
+        let disk = Disk::of(dir);
+        let before = disk.as_ref().and_then(Disk::counters);
+        store.settle().map_err(BenchError::Store)?;
+        let after = disk.as_ref().and_then(Disk::counters);
+        match (before, after) {
+            (Some(b), Some(a)) => Some(a.since(b).written_bytes),
+            _ => None,
+        }
+    } else {
+        Some(0)
+    };
     let verified = if config.pattern.is_write() {
         Some(verify_written(&*store, config, &measured.recent)?)
     } else {
@@ -364,6 +379,7 @@ pub fn run(config: &ObjectsConfig, show_progress: bool) -> Result<ObjectsReport,
         latency_ns: measured.latency_ns,
         cpu: measured.cpu,
         disk: measured.disk,
+        settle_written,
         bytes_on_disk: store_bytes_on_disk(dir),
         verified,
     };

@@ -98,7 +98,9 @@ impl ObjectStore for FerriteObjects {
         Ok(Box::new(FerriteSession { tree: self.tree.clone() }))
     }
 
+    /// Merges every fragment into whole blocks, then writes every page back.
     fn settle(&self) -> Result<(), StoreError> {
+        self.db.merge_fragments()?;
         Ok(self.db.checkpoint()?)
     }
 

@@ -39,6 +39,9 @@ pub struct ObjectsReport {
     /// The counters of the device holding the data over the measured window (the whole
     /// device's), when `/proc/diskstats` lists it.
     pub disk: Option<(String, DiskCounters)>,
+    /// Bytes the device wrote while the store settled after a write run (Ferrite merged its
+    /// fragments and took a checkpoint; RocksDB flushed and compacted; files synced).
+    pub settle_written: Option<u64>,
     /// Bytes the store's files allocate after the run.
     pub bytes_on_disk: u64,
     /// Write runs: the blocks read back and checked byte for byte after the run.
@@ -66,9 +69,20 @@ impl ObjectsReport {
         self.latency_ns.value_at_quantile(q) as f64 / 1000.0
     }
 
-    /// Device bytes written over user bytes written, while measuring: 0 for read patterns,
-    /// `None` without the device's counters.
+    /// Device bytes written over user bytes written, while measuring and while the store
+    /// settled after (its deferred work: merges, checkpoints, compactions): 0 for read
+    /// patterns, `None` without the device's counters.
     pub fn write_amp(&self) -> Option<f64> {
+        let (_, d) = self.disk.as_ref()?;
+        Some(if self.config.pattern.is_write() && self.bytes > 0 {
+            (d.written_bytes + self.settle_written?) as f64 / self.bytes as f64
+        } else {
+            0.0
+        })
+    }
+
+    /// As [`ObjectsReport::write_amp`], the measured window alone.
+    pub fn write_amp_window(&self) -> Option<f64> {
         let (_, d) = self.disk.as_ref()?;
         Some(if self.config.pattern.is_write() && self.bytes > 0 {
             d.written_bytes as f64 / self.bytes as f64
@@ -97,8 +111,11 @@ impl ObjectsReport {
             Some(amp) => line.real("write_amp", amp, 2),
             None => line.word("write_amp", "-"),
         };
+        line = line.real("space_amp", self.space_amp(), 3);
+        if let Some(amp) = self.write_amp_window() {
+            line = line.real("write_amp_window", amp, 2);
+        }
         line = line
-            .real("space_amp", self.space_amp(), 3)
             .real("p50_us", self.percentile_us(0.50), 1)
             .real("p999_us", self.percentile_us(0.999), 1)
             .real("max_us", self.latency_ns.max() as f64 / 1000.0, 1)
@@ -226,9 +243,12 @@ impl ObjectsReport {
             "write amp",
             match (self.write_amp(), &self.disk) {
                 (Some(amp), Some((_, d))) if c.pattern.is_write() => format!(
-                    "{amp:.2} (the device wrote {} for {} {user} by the threads)",
+                    "{amp:.2} (the device wrote {} while measuring and {} while the store \
+                     settled after, for {} {user} by the threads; {:.2} in the window alone)",
                     report::bytes(d.written_bytes),
-                    report::bytes(self.bytes)
+                    report::bytes(self.settle_written.unwrap_or(0)),
+                    report::bytes(self.bytes),
+                    self.write_amp_window().unwrap_or(0.0)
                 ),
                 (Some(_), Some((_, d))) => format!(
                     "0 (a read pattern; the device wrote {} meanwhile)",

@@ -222,18 +222,21 @@ fn the_report_computes_its_figures() {
                 flushes: Some(0),
             },
         )),
+        settle_written: Some(100_000 * 4096 / 2),
         bytes_on_disk: 320 << 20,
         verified: Some(64),
     };
     assert_eq!(report.ops_per_s(), 10_000.0);
     assert!((report.mib_per_s() - 39.0625).abs() < 1e-9);
-    assert_eq!(report.write_amp(), Some(2.0));
+    assert_eq!(report.write_amp(), Some(2.5), "the window's writes and the settle's");
+    assert_eq!(report.write_amp_window(), Some(2.0));
     assert_eq!(report.space_amp(), 1.25);
     let line = report.result_line();
     for (name, value) in [
         ("ops_per_s", "10000"),
         ("mib_per_s", "39.1"),
-        ("write_amp", "2.00"),
+        ("write_amp", "2.50"),
+        ("write_amp_window", "2.00"),
         ("space_amp", "1.250"),
         ("cpu_us_per_op", "20.00"),
         ("dev_write_kib_per_op", "8.000"),
