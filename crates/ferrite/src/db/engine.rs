@@ -60,7 +60,7 @@ pub(super) struct Shared {
     /// Where the page file and the log live.
     pub(super) storage: Arc<dyn crate::io::Storage>,
     /// Objects' shared state (`object/space.rs`).
-    pub(super) object_space: super::object::Space,
+    pub(super) object_space: Arc<super::object::Space>,
     /// The objects tree, once known to exist.
     pub(super) objects_root: std::sync::OnceLock<BTree>,
     /// Whether the objects tree exists: puts and deletes then look for a stub to free.

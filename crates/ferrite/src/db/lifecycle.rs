@@ -127,6 +127,18 @@ impl Db {
         });
         shared.restore_change_buffer(buffered)?;
         shared.object_space.set_fragment_budget(options.object_fragment_bytes);
+        if let Some(log) = &shared.log {
+            // Object data is written in place before its commit and never logged: it must be
+            // durable before a flush makes that commit durable.
+            let space = Arc::clone(&shared.object_space);
+            let pool = Arc::downgrade(&shared.pool);
+            log.set_before_flush(crate::wal::log::BeforeFlush(Box::new(move || {
+                match pool.upgrade() {
+                    Some(pool) => space.sync_written(|| pool.file().sync()),
+                    None => Ok(()),
+                }
+            })));
+        }
         if !options.read_only {
             // The recovered state (or the new directory) becomes the base the log starts from
             // (the change buffer with it).

@@ -340,6 +340,12 @@ impl WorkerIo {
             return;
         }
         let Some(job) = log.start_flush() else { return };
+        // (Object data written since the last flush is synced first, with a blocking call:
+        // only a database that writes objects has any.)
+        if let Err(e) = log.before_flush() {
+            let _ = log.finish_flush(job, Err(e));
+            return;
+        }
         let queued = match job.pieces() {
             Some(pieces) => {
                 let mut queued = 0;

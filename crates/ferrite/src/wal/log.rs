@@ -77,6 +77,15 @@ fn zero_fill(device: &dyn BlockDevice, bytes: u64) -> std::io::Result<()> {
 
 /// Reads stream bytes `lsn..lsn + buf.len()` from `segments` (contiguous framed segments);
 /// false if they are not all written there.
+/// What runs before a flush writes the log (see `Log::set_before_flush`).
+pub struct BeforeFlush(pub Box<dyn Fn() -> Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for BeforeFlush {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeFlush")
+    }
+}
+
 pub fn read_stream(segments: &[Segment], lsn: u64, buf: &mut [u8]) -> Result<bool> {
     let mut reader = StreamReader::new(segments, lsn);
     match reader.bytes(lsn, buf.len())? {
@@ -149,6 +158,9 @@ pub struct Log {
     requested: AtomicU64,
     /// Whether workers flush the log in their loops (else a waiting task flushes itself).
     by_workers: AtomicBool,
+    /// Run before every flush writes its bytes: makes durable what the records in it
+    /// rely on but do not carry (object data written in place before its commit).
+    before_flush: std::sync::OnceLock<BeforeFlush>,
     /// Workers running tasks right now: a worker leaves a flush to the last of them to
     /// finish its turn, so that one flush takes the commits of all.
     running_workers: std::sync::atomic::AtomicUsize,
@@ -286,6 +298,7 @@ impl Log {
             waiting_tasks: std::sync::atomic::AtomicUsize::new(0),
             requested: AtomicU64::new(0),
             by_workers: AtomicBool::new(false),
+            before_flush: std::sync::OnceLock::new(),
             running_workers: std::sync::atomic::AtomicUsize::new(0),
             counters: LogCounters::default(),
             spares: Arc::new(Mutex::new(Vec::new())),
@@ -384,8 +397,22 @@ impl Log {
     /// progress), writes and syncs them, and publishes the new durable LSN.
     fn lead_flush(&self, state: std::sync::MutexGuard<'_, State>) -> Result<()> {
         let Some(job) = self.take_flush(state)? else { return Ok(()) };
-        let result = job.write_blocking();
+        let result = self.before_flush().and_then(|()| job.write_blocking());
         self.finish_flush(job, result)
+    }
+
+    /// Sets what runs before every flush writes its bytes (once; see `before_flush`).
+    pub fn set_before_flush(&self, hook: BeforeFlush) {
+        let _ = self.before_flush.set(hook);
+    }
+
+    /// Runs the hook set by `set_before_flush`, if any: the caller of `start_flush` calls
+    /// it before it writes the job's bytes (a failure fails the flush, and the log).
+    pub fn before_flush(&self) -> Result<()> {
+        match self.before_flush.get() {
+            Some(hook) => (hook.0)(),
+            None => Ok(()),
+        }
     }
 
     /// Starts a flush of everything pending, to be written by the caller (a worker, on its

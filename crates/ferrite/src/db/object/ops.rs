@@ -4,9 +4,10 @@
 //! when freed data pages may be written again.
 //!
 //! Every change of an object is one commit under its writer lock (`Space::writer`), which
-//! its data writes precede: new extents are written and synced (one group sync of the page
-//! file for all writers waiting) before the commit that points at them is logged, so a
-//! crash never leaves an extent map pointing at unwritten pages. The extent map a commit
+//! its data writes precede: new extents are written before the commit that points at them
+//! is logged, and the page file is synced before any log flush that could make that commit
+//! durable (the log's before-flush hook), so a crash never leaves an extent map pointing at
+//! unwritten pages. The extent map a commit
 //! replaces is changed under the object's map lock, which readers take shared while they
 //! read the map (not while they read the data: their epoch pin keeps the old pages).
 
@@ -155,8 +156,10 @@ impl Shared {
                 file.write_pages(first_page, buf.as_slice())?;
                 next += pages as usize;
             }
-            let generation = self.object_space.wrote();
-            self.object_space.sync_to(generation, || file.sync())?;
+            // Durable before any log flush carries the commit that points at them (the
+            // log's before-flush hook: `Space::sync_written`), not now: writers that do
+            // not wait for the log never wait for the page file either.
+            self.object_space.wrote();
             Ok(extents)
         })();
         match written {

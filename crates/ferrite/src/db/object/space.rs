@@ -424,6 +424,13 @@ impl Space {
         self.merged_blocks.load(Ordering::Acquire)
     }
 
+    /// Makes every data write so far durable if any came since the last sync (the log's
+    /// before-flush hook: a flush may carry commits that point at them).
+    pub fn sync_written(&self, sync: impl Fn() -> Result<()>) -> Result<()> {
+        let generation = self.write_generation.load(Ordering::Acquire);
+        self.sync_to(generation, sync)
+    }
+
     pub fn fragments(&self) -> MutexGuard<'_, FragmentCounts> {
         self.fragments.lock().unwrap()
     }
