@@ -122,7 +122,6 @@ impl Shared {
     /// one commit; requeues it if more remain over the threshold. Returns the bytes written.
     pub(crate) fn merge_object(self: &Arc<Self>, id: u64) -> Result<u64> {
         let Some(objects) = self.objects_tree(false)? else { return Ok(0) };
-        let _writer = self.object_space.writer(id);
         let low = format::key(id, KIND_FRAGMENT, 0);
         let high = format::key(id, KIND_FRAGMENT, u64::MAX);
         let mut blocks: Vec<(u64, Vec<u8>, Fragments)> = Vec::new();
@@ -157,16 +156,15 @@ impl Shared {
         }
         let refs: Vec<(u64, &[u8])> = data.iter().map(|(b, d)| (*b, &d[..])).collect();
         let (extents, runs) = self.write_blocks(&refs)?;
-        let change = self.replacing(&view, &extents, runs);
-        let (check_key, check_value) = (format::key(id, KIND_FRAGMENT, first), blocks[0].1.clone());
+        let mut change = self.replacing(&view, &extents, runs);
+        change.planned_on = Some((first, last, view));
         // A merge changes no byte of the object: it need not wait for the log.
         let merged = block_on(self.commit(Durability::None, async || {
-            // Deleting the object (which takes no writer lock) removed its fragments: then
-            // there is nothing to merge.
-            if objects.get_in_commit(&check_key).await?.as_deref() != Some(&check_value[..]) {
+            // A write or a delete of the object since the merge read it: try again later.
+            let _map = self.object_space.map_write(id);
+            if !self.still_current(id, &change)? {
                 return Ok(false);
             }
-            let _map = self.object_space.map_write(id);
             self.apply_change(&objects, id, &change).await?;
             Ok(true)
         }));

@@ -3,8 +3,9 @@
 //! merge of fragments into new extents. See `format.rs` for the layout and `space.rs` for
 //! when freed data pages may be written again.
 //!
-//! Every change of an object is one commit under its writer lock (`Space::writer`), which
-//! its data writes precede: new extents are written before the commit that points at them
+//! Every change of an object is one commit, which its data writes precede; writers take no
+//! lock while they plan and write, and the commit applies only if the map they planned on
+//! is still the map (`Shared::still_current`), else they plan again: new extents are written before the commit that points at them
 //! is logged, and the page file is synced before any log flush that could make that commit
 //! durable (the log's before-flush hook), so a crash never leaves an extent map pointing at
 //! unwritten pages. The extent map a commit
@@ -34,7 +35,7 @@ pub(crate) enum Stored {
 }
 
 /// An object's map for a range of blocks, as read under its map lock.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct MapView {
     /// Extents overlapping the blocks, in order.
     pub extents: Vec<Extent>,
@@ -51,6 +52,10 @@ pub(crate) struct Change {
     fragment_puts: Vec<(u64, Vec<u8>)>,
     pub new_runs: Vec<(PageId, u64)>,
     freed_runs: Vec<(PageId, u64)>,
+    /// The map of blocks `first..=last` the change was planned against: it applies only if
+    /// that is still the map at the commit (writers take no lock while they plan and write
+    /// their data; a writer that lost the race plans again).
+    pub planned_on: Option<(u64, u64, MapView)>,
 }
 
 /// Pages in limbo past which a writer writes the log out (32 MiB of data pages).
@@ -90,7 +95,7 @@ impl Shared {
     }
 
     /// Reads the map of object `id` for blocks `first..=last` (the caller holds its map
-    /// lock or its writer lock).
+    /// lock, or plans a change that its commit checks against the map then).
     pub(crate) fn read_map(self: &Arc<Self>, id: u64, first: u64, last: u64) -> Result<MapView> {
         let mut view = MapView::default();
         let Some(objects) = self.objects_tree(false)? else { return Ok(view) };
@@ -256,6 +261,14 @@ impl Shared {
         Shared::replace_blocks(view, extents, &mut change);
         change.new_runs = runs;
         change
+    }
+
+    /// Inside a commit: whether the map `change` was planned against is still the map.
+    pub(crate) fn still_current(self: &Arc<Self>, id: u64, change: &Change) -> Result<bool> {
+        match &change.planned_on {
+            None => Ok(true),
+            Some((first, last, view)) => Ok(self.read_map(id, *first, *last)? == *view),
+        }
     }
 
     /// Applies `change` to object `id` inside a commit.
@@ -425,10 +438,6 @@ impl Tree {
                 Stored::Absent => (shared.new_object_id(), 0, Some(Vec::new())),
                 Stored::Plain(v) => (shared.new_object_id(), v.len() as u64, Some(v.clone())),
             };
-            let _writer = shared.object_space.writer(id);
-            if self.stored(key)? != stored {
-                continue; // changed before the writer lock: plan again
-            }
             let offset = if at_end { old_len } else { offset };
             let end =
                 offset.checked_add(bytes.len() as u64).filter(|&e| e <= super::MAX_OBJECT_LEN);
@@ -453,12 +462,14 @@ impl Tree {
             let stub = encode_stub(id, new_len);
             let new_object = base.is_some();
             let outcome = block_on(shared.commit(durability, async || {
-                // A delete or put of the key does not take the writer lock: if one came
-                // between, plan again.
+                // Another write, put or delete of the key since the plan: plan again.
                 if self.stored_in_commit(key).await? != stored {
                     return Ok(false);
                 }
                 let _map = shared.object_space.map_write(id);
+                if !shared.still_current(id, &change)? {
+                    return Ok(false);
+                }
                 shared.apply_change(&objects, id, &change).await?;
                 if new_object || new_len != old_len {
                     // A plain value becomes this object: nothing to free.
@@ -483,7 +494,7 @@ impl Tree {
         }
     }
 
-    /// The changes that write `pieces` into object `id` (the caller holds its writer lock):
+    /// The changes that write `pieces` into object `id`, planned on the map as it is now:
     /// whole blocks are written copy-on-write now (into new pages, synced), the rest become
     /// fragments; a block whose fragments would outgrow their entry is merged on the spot
     /// (the one read on a write path). Returns the change and the fragment counts' delta.
@@ -555,6 +566,7 @@ impl Tree {
         let (extents, runs) = shared.write_blocks(&refs)?;
         Shared::replace_blocks(&view, &extents, &mut change);
         change.new_runs = runs;
+        change.planned_on = Some((first, last, view));
         Ok((change, delta))
     }
 
@@ -587,16 +599,14 @@ impl Tree {
                 Stored::Object { id, len } => (*id, *len),
             };
             let objects = shared.objects()?;
-            let _writer = shared.object_space.writer(id);
-            if self.stored(key)? != stored {
-                continue;
-            }
             let mut change = Change::default();
             let mut delta = (0i64, 0i64);
             if len < old_len {
                 let keep_blocks = len.div_ceil(BLOCK);
                 let tail_block = len / BLOCK;
                 let view = shared.read_map(id, tail_block, u64::MAX)?;
+                let planned = shared.read_map(id, tail_block, u64::MAX)?;
+                change.planned_on = Some((tail_block, u64::MAX, planned));
                 for fragments in view.fragments.values() {
                     delta.0 -= 1;
                     delta.1 -= format::fragment_bytes(fragments) as i64;
@@ -646,6 +656,9 @@ impl Tree {
                     return Ok(false);
                 }
                 let _map = shared.object_space.map_write(id);
+                if !shared.still_current(id, &change)? {
+                    return Ok(false);
+                }
                 shared.apply_change(&objects, id, &change).await?;
                 self.apply_put_raw(key, &stub).await?;
                 Ok(true)

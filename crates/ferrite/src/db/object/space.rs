@@ -1,7 +1,6 @@
 //! The state objects share in an open database: where object data may be written (free
 //! runs of pages, and pages freed but not yet reusable), who is reading, the group sync of
-//! the page file before commits that reference new data, the per-object locks, and the
-//! fragments waiting to be merged.
+//! the page file before a log flush, the map locks, and the fragments waiting to be merged.
 //!
 //! **When a freed data page may be written again.** Object data is written in place, before
 //! the commit that points at it, and never logged. So a page freed by commit C may take new
@@ -29,8 +28,9 @@ const STRIPES: usize = 1024;
 
 #[derive(Debug, Default)]
 struct Limbo {
-    /// `(first, pages, log position that must be durable, epoch of the free)`.
-    runs: Vec<(PageId, u64, u64, u64)>,
+    /// `(first, pages, log position that must be durable, epoch of the free)`, in the order
+    /// retired (frees retire under the commit lock, so positions and epochs only grow).
+    runs: std::collections::VecDeque<(PageId, u64, u64, u64)>,
     pages: u64,
 }
 
@@ -48,9 +48,6 @@ pub struct Space {
     sync: Mutex<SyncState>,
     synced: Condvar,
     write_generation: AtomicU64,
-    /// One writer per object at a time (striped by id); a writer holds it across its data
-    /// writes and its commit.
-    writers: Vec<Mutex<()>>,
     /// Readers of an object's extent map hold this shared; a commit changing it, exclusive.
     maps: Vec<MapLock>,
     /// Fragments per object not merged yet: `(blocks with fragments, bytes)`, and in total.
@@ -109,7 +106,6 @@ impl Default for Space {
             sync: Mutex::default(),
             synced: Condvar::new(),
             write_generation: AtomicU64::new(0),
-            writers: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             maps: (0..STRIPES).map(|_| MapLock::default()).collect(),
             fragments: Mutex::default(),
             staged: Mutex::default(),
@@ -186,10 +182,6 @@ fn stripe(id: u64) -> usize {
 }
 
 impl Space {
-    pub fn writer(&self, id: u64) -> MutexGuard<'_, ()> {
-        self.writers[stripe(id)].lock().unwrap()
-    }
-
     pub fn map_read(&self, id: u64) -> MapGuard<'_> {
         self.maps[stripe(id)].read()
     }
@@ -280,7 +272,7 @@ impl Space {
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel);
         let mut limbo = self.limbo.lock().unwrap();
         for &(first, pages) in runs {
-            limbo.runs.push((first, pages, lsn, epoch));
+            limbo.runs.push_back((first, pages, lsn, epoch));
             limbo.pages += pages;
         }
     }
@@ -309,14 +301,15 @@ impl Space {
             return;
         }
         let mut freed = Vec::new();
-        limbo.runs.retain(|&(first, pages, lsn, epoch)| {
+        // Oldest first: the first that must wait holds back every later one.
+        while let Some(&(first, pages, lsn, epoch)) = limbo.runs.front() {
             let unread = oldest_reader.is_none_or(|oldest| oldest > epoch);
-            let reusable = lsn <= durable && unread;
-            if reusable {
-                freed.push((first, pages));
+            if lsn > durable || !unread {
+                break;
             }
-            !reusable
-        });
+            freed.push((first, pages));
+            limbo.runs.pop_front();
+        }
         limbo.pages -= freed.iter().map(|r| r.1).sum::<u64>();
         drop(limbo);
         self.give_back(&freed);
