@@ -154,6 +154,18 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         thousands(report.page_count),
         thousands(report.free_pages)
     )?;
+    let objects = &report.objects;
+    if objects.objects > 0 {
+        writeln!(
+            out,
+            "objects: {}, in {} extents of {} pages ({}), {} blocks with fragments",
+            thousands(objects.objects),
+            thousands(objects.extents),
+            thousands(objects.extent_pages),
+            bytes(objects.extent_pages * PAGE_BYTES),
+            thousands(objects.fragments)
+        )?;
+    }
     write_log_section(out, &db_args.dir.join(ferrite::LOG_DIR_NAME), &log, unclean)?;
     let mut faults = Faults::split(report.all_faults());
     if let LogVerdict::Damaged(damage) = &log {
@@ -556,6 +568,7 @@ mod tests {
             catalog: TreeReport { leaf_pages: 1, keys: 1, depth: 1, ..TreeReport::default() },
             trees: vec![("bench\tx".to_owned(), tree)],
             faults: vec![],
+            objects: Default::default(),
         };
         let mut out = Vec::new();
         write_tree_table(&mut out, &report, true).unwrap();

@@ -58,6 +58,9 @@ pub(crate) struct Change {
     pub planned_on: Option<(u64, u64, MapView)>,
 }
 
+/// A run of pages: first page, pages.
+type Run = (PageId, u64);
+
 /// Pages in limbo past which a writer writes the log out (32 MiB of data pages).
 const LIMBO_FLUSH_PAGES: u64 = 8192;
 
@@ -129,7 +132,7 @@ impl Shared {
     pub(crate) fn write_blocks(
         self: &Arc<Self>,
         blocks: &[(u64, &[u8])],
-    ) -> Result<(Vec<Extent>, Vec<(PageId, u64)>)> {
+    ) -> Result<(Vec<Extent>, Vec<Run>)> {
         if blocks.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
