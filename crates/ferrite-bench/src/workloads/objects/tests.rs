@@ -249,12 +249,16 @@ fn the_report_computes_its_figures() {
     }
     let summary = report.summary();
     assert!(
-        summary.contains("2.00 (the device wrote 781.2 MiB for 390.6 MiB written"),
+        summary.contains(
+            "2.50 (the device wrote 781.2 MiB while measuring and 195.3 MiB while the store \
+             settled after, for 390.6 MiB written by the threads; 2.00 in the window alone)"
+        ),
         "{summary}"
     );
     assert!(summary.contains("1.250 (320.0 MiB allocated"), "{summary}");
     let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
-    assert_eq!(json["write_amp"], serde_json::json!(2.0));
+    assert_eq!(json["write_amp"], serde_json::json!(2.5));
+    assert_eq!(json["write_amp_window"], serde_json::json!(2.0));
     assert_eq!(json["store_config"], "test");
     report.disk = None;
     assert_eq!(report.result_line().get("write_amp"), Some("-"));
