@@ -62,7 +62,7 @@ pub(super) struct Shared {
     /// Objects' shared state (`object/space.rs`).
     pub(super) object_space: Arc<super::object::Space>,
     /// The objects tree, once known to exist.
-    pub(super) objects_root: std::sync::OnceLock<BTree>,
+    pub(super) objects_root: std::sync::OnceLock<(BTree, Arc<str>, Arc<AtomicBool>)>,
     /// Whether the objects tree exists: puts and deletes then look for a stub to free.
     pub(super) objects_in_use: AtomicBool,
 }

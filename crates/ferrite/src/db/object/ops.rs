@@ -71,8 +71,11 @@ fn corrupt(shared: &Shared, reason: String) -> Error {
 impl Shared {
     /// The objects tree, created if `create` and missing.
     pub(crate) fn objects_tree(self: &Arc<Self>, create: bool) -> Result<Option<Tree>> {
-        if let Some(btree) = self.objects_root.get() {
-            return Ok(Some(self.handle(OBJECTS_TREE, *btree)));
+        // The handle's parts are kept: every object call takes it, and `handle` takes a lock
+        // and allocates.
+        if let Some((btree, name, dropped)) = self.objects_root.get() {
+            let (name, dropped) = (Arc::clone(name), Arc::clone(dropped));
+            return Ok(Some(Tree { shared: Arc::clone(self), btree: *btree, name, dropped }));
         }
         let found = {
             let _guard = self.catalog_lock.lock().unwrap();
@@ -83,9 +86,11 @@ impl Shared {
             None if create => self.create_tree_named(OBJECTS_TREE)?,
             None => return Ok(None),
         };
-        let _ = self.objects_root.set(btree);
+        let tree = self.handle(OBJECTS_TREE, btree);
+        let parts = (btree, Arc::clone(&tree.name), Arc::clone(&tree.dropped));
+        let _ = self.objects_root.set(parts);
         self.objects_in_use.store(true, Ordering::Release);
-        Ok(Some(self.handle(OBJECTS_TREE, btree)))
+        Ok(Some(tree))
     }
 
     fn objects(self: &Arc<Self>) -> Result<Tree> {
@@ -114,14 +119,26 @@ impl Shared {
             }
             view.extents.push(extent);
         }
+        let decode = |block: u64, value: Vec<u8>| {
+            decode_fragments(&value)
+                .map_err(|r| corrupt(self, format!("object {id} block {block}: {r}")))
+        };
+        // A few blocks (a small write): point lookups, which read the leaf in place; more: a
+        // scan, which copies each leaf once.
+        if last - first < 4 {
+            for block in first..=last {
+                if let Some(value) = objects.get_raw(&format::key(id, KIND_FRAGMENT, block))? {
+                    view.fragments.insert(block, decode(block, value)?);
+                }
+            }
+            return Ok(view);
+        }
         let low = format::key(id, KIND_FRAGMENT, first);
         let high = format::key(id, KIND_FRAGMENT, last);
         for entry in objects.range(&low[..]..=&high[..]) {
             let (key, value) = entry?;
             let (_, _, block) = format::parse_key(&key).expect("a key of the range");
-            let fragments = decode_fragments(&value)
-                .map_err(|r| corrupt(self, format!("object {id} block {block}: {r}")))?;
-            view.fragments.insert(block, fragments);
+            view.fragments.insert(block, decode(block, value)?);
         }
         Ok(view)
     }
