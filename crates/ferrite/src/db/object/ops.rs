@@ -35,7 +35,7 @@ pub(crate) enum Stored {
 }
 
 /// An object's map for a range of blocks, as read under its map lock.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct MapView {
     /// Extents overlapping the blocks, in order.
     pub extents: Vec<Extent>,
@@ -437,6 +437,34 @@ impl Tree {
         Ok(value)
     }
 
+    /// Inside a commit: applies `change` to object `id` and puts `stub` (if any) as `key`'s
+    /// value, if the key still holds `stored` and the map is still the one the change was
+    /// planned on (another write, a merge, a truncation, a put or a delete may have come
+    /// first); `false`, with nothing changed, if not: the caller plans again.
+    async fn apply_if_current(
+        &self,
+        objects: &Tree,
+        key: &[u8],
+        stored: &Stored,
+        id: u64,
+        change: &Change,
+        stub: Option<&[u8]>,
+    ) -> Result<bool> {
+        let shared = &self.shared;
+        if self.stored_in_commit(key).await? != *stored {
+            return Ok(false);
+        }
+        let _map = shared.object_space.map_write(id);
+        if !shared.still_current(id, change)? {
+            return Ok(false);
+        }
+        shared.apply_change(objects, id, change).await?;
+        if let Some(stub) = stub {
+            self.apply_put_raw(key, stub).await?;
+        }
+        Ok(true)
+    }
+
     /// Writes `pieces` (`(offset, bytes)`, applied in order) into `key`'s value, or at its
     /// end when `at_end`; returns the new length. One commit; see the module documentation.
     pub(crate) fn write_pieces(
@@ -481,21 +509,10 @@ impl Tree {
             let (change, fragment_delta) = self.plan(id, &pieces)?;
             let stub = encode_stub(id, new_len);
             let new_object = base.is_some();
+            // (A plain value that becomes this object has nothing to free.)
+            let stub = (new_object || new_len != old_len).then_some(&stub[..]);
             let outcome = block_on(shared.commit(durability, async || {
-                // Another write, put or delete of the key since the plan: plan again.
-                if self.stored_in_commit(key).await? != stored {
-                    return Ok(false);
-                }
-                let _map = shared.object_space.map_write(id);
-                if !shared.still_current(id, &change)? {
-                    return Ok(false);
-                }
-                shared.apply_change(&objects, id, &change).await?;
-                if new_object || new_len != old_len {
-                    // A plain value becomes this object: nothing to free.
-                    self.apply_put_raw(key, &stub).await?;
-                }
-                Ok(true)
+                self.apply_if_current(&objects, key, &stored, id, &change, stub).await
             }));
             match outcome {
                 Ok(true) => {
@@ -625,8 +642,7 @@ impl Tree {
                 let keep_blocks = len.div_ceil(BLOCK);
                 let tail_block = len / BLOCK;
                 let view = shared.read_map(id, tail_block, u64::MAX)?;
-                let planned = shared.read_map(id, tail_block, u64::MAX)?;
-                change.planned_on = Some((tail_block, u64::MAX, planned));
+                change.planned_on = Some((tail_block, u64::MAX, view.clone()));
                 for fragments in view.fragments.values() {
                     delta.0 -= 1;
                     delta.1 -= format::fragment_bytes(fragments) as i64;
@@ -672,16 +688,7 @@ impl Tree {
             }
             let stub = encode_stub(id, len);
             let done = block_on(shared.commit(shared.durability, async || {
-                if self.stored_in_commit(key).await? != stored {
-                    return Ok(false);
-                }
-                let _map = shared.object_space.map_write(id);
-                if !shared.still_current(id, &change)? {
-                    return Ok(false);
-                }
-                shared.apply_change(&objects, id, &change).await?;
-                self.apply_put_raw(key, &stub).await?;
-                Ok(true)
+                self.apply_if_current(&objects, key, &stored, id, &change, Some(&stub)).await
             }));
             let done = match done {
                 Ok(done) => done,
