@@ -73,6 +73,22 @@ pub struct Db {
     shared: Arc<Shared>,
 }
 
+/// Objects' fragments, merges and free space in an open database ([`Db::object_space_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectSpaceStats {
+    /// Bytes of fragments not merged yet, in all objects.
+    pub fragment_bytes: u64,
+    /// Objects waiting for the background merge.
+    pub merge_queue: u64,
+    /// Blocks merges rewrote since open.
+    pub merged_blocks: u64,
+    /// Of those, blocks read from extents first (device reads no write made).
+    pub merge_reads: u64,
+    /// Object data pages freed but not reusable yet (their frees not durable, or a reader
+    /// may still see them).
+    pub limbo_pages: u64,
+}
+
 /// Numbers describing an open database.
 #[derive(Debug, Clone)]
 pub struct DbStats {
@@ -121,15 +137,20 @@ impl Db {
         &self.shared.dir
     }
 
-    /// Objects' fragments and free space: `(fragment bytes, objects queued for a merge,
-    /// blocks merged since open, data pages waiting to be reusable)`.
-    pub fn object_space_stats(&self) -> (u64, u64, u64, u64) {
+    /// Objects' fragments, merges and free space (see [`ObjectSpaceStats`]).
+    pub fn object_space_stats(&self) -> ObjectSpaceStats {
         let space = &self.shared.object_space;
-        let (bytes, queued) = {
+        let (fragment_bytes, merge_queue) = {
             let f = space.fragments();
             (f.bytes, f.queued.len() as u64)
         };
-        (bytes, queued, space.merged_blocks(), space.limbo_pages())
+        ObjectSpaceStats {
+            fragment_bytes,
+            merge_queue,
+            merged_blocks: space.merged_blocks(),
+            merge_reads: space.merge_reads(),
+            limbo_pages: space.limbo_pages(),
+        }
     }
 
     /// Merges every object's fragments into whole blocks now, on this thread (the background

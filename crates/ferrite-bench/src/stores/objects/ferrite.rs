@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use ferrite::{Db, Durability, Options, Tree};
+use ferrite::{Db, Durability, ObjectSpaceStats, Options, Tree};
 
 use super::{object_name, ObjectSession, ObjectStore, ObjectStoreOptions};
 use crate::error::BenchError;
@@ -27,6 +27,9 @@ pub struct FerriteObjects {
     tree: Tree,
     objects: u32,
     description: String,
+    /// The merges' work when the store began to settle: what the background merge did
+    /// during the run (its warm-up included), apart from the settle's own merging.
+    merged_in_run: std::sync::Mutex<Option<ObjectSpaceStats>>,
 }
 
 /// The options Ferrite opens with for `options`.
@@ -72,7 +75,8 @@ impl FerriteObjects {
         );
         let db = Db::open(dir, opts)?;
         let tree = db.tree(TREE)?;
-        Ok(FerriteObjects { db, tree, objects: options.objects, description })
+        let merged_in_run = std::sync::Mutex::new(None);
+        Ok(FerriteObjects { db, tree, objects: options.objects, description, merged_in_run })
     }
 }
 
@@ -100,6 +104,7 @@ impl ObjectStore for FerriteObjects {
 
     /// Merges every fragment into whole blocks, then writes every page back.
     fn settle(&self) -> Result<(), StoreError> {
+        self.merged_in_run.lock().unwrap().get_or_insert(self.db.object_space_stats());
         self.db.merge_fragments()?;
         Ok(self.db.checkpoint()?)
     }
@@ -113,10 +118,21 @@ impl ObjectStore for FerriteObjects {
             fragments += stat.fragments;
             fragment_bytes += stat.fragment_bytes;
         }
-        Some(format!(
+        let mut note = format!(
             "ferrite: {extents} extents of {pages} pages in all, {fragments} blocks with \
              fragments not merged yet ({fragment_bytes} bytes)"
-        ))
+        );
+        if let Some(run) = *self.merged_in_run.lock().unwrap() {
+            let all = self.db.object_space_stats();
+            note += &format!(
+                "; the background merge rewrote {} blocks during the run (warm-up included), \
+                 reading {} of them from the device, and the settle {} more",
+                run.merged_blocks,
+                run.merge_reads,
+                all.merged_blocks - run.merged_blocks
+            );
+        }
+        Some(note)
     }
 
     fn close(self: Box<Self>) -> Result<(), StoreError> {

@@ -144,6 +144,7 @@ impl Shared {
         }
         let (first, last) = (blocks[0].0, blocks[blocks.len() - 1].0);
         let view = self.read_map(id, first, last)?;
+        let view_extents = view.extents.clone();
         let mut data: Vec<(u64, Vec<u8>)> = Vec::with_capacity(blocks.len());
         for (block, _, fragments) in &blocks {
             let single = MapView {
@@ -183,7 +184,11 @@ impl Shared {
         }
         let bytes: i64 = blocks.iter().map(|(_, _, f)| format::fragment_bytes(f) as i64).sum();
         self.note_fragments(id, (-(blocks.len() as i64), -bytes));
-        self.object_space.merged(blocks.len() as u64);
+        let read = blocks
+            .iter()
+            .filter(|(b, _, _)| view_extents.iter().any(|e| e.first <= *b && *b <= e.last))
+            .count();
+        self.object_space.merged(blocks.len() as u64, read as u64);
         let more = self.object_space.fragments().by_object.get(&id).map_or(0, |c| c.0);
         let budget = self.object_space.fragment_budget();
         let bytes_now = self.object_space.fragments().bytes;

@@ -62,6 +62,8 @@ pub struct Space {
     work: Mutex<bool>,
     work_ready: Condvar,
     merged_blocks: AtomicU64,
+    /// Blocks the merges read from extents (the rest had fragments over a hole).
+    merge_reads: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -114,6 +116,7 @@ impl Default for Space {
             work: Mutex::new(false),
             work_ready: Condvar::new(),
             merged_blocks: AtomicU64::new(0),
+            merge_reads: AtomicU64::new(0),
         }
     }
 }
@@ -408,8 +411,15 @@ impl Space {
         *work = false;
     }
 
-    pub fn merged(&self, blocks: u64) {
+    /// A merge rewrote `blocks`, of which `read` were read from extents first.
+    pub fn merged(&self, blocks: u64, read: u64) {
         self.merged_blocks.fetch_add(blocks, Ordering::AcqRel);
+        self.merge_reads.fetch_add(read, Ordering::AcqRel);
+    }
+
+    /// Blocks the merges read from extents since open (device reads that are not a write's).
+    pub fn merge_reads(&self) -> u64 {
+        self.merge_reads.load(Ordering::Acquire)
     }
 
     /// Blocks merged by the background merge since open.
