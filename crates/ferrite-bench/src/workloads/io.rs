@@ -762,6 +762,9 @@ mod tests {
             let mut config = small(&dir, EngineKind::ALL.to_vec(), pattern);
             config.keep = true;
             config.threads = 2;
+            // Long enough that a write completes in the window while the crate's other
+            // tests load the disk too (0.2 s once saw no io_uring seqwrite complete).
+            config.seconds = 1.0;
             let report = run(&config, &mut |_| {}, false).unwrap();
             assert_eq!(report.runs.len(), 4);
             for r in &report.runs {
