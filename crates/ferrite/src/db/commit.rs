@@ -42,7 +42,11 @@ impl Shared {
         self.pool.begin_capture();
         let outcome = body().await;
         // Object data the commit freed waits until its record is durable (`object/space.rs`).
-        let freed = self.object_space.take_staged();
+        let freed = match self.objects_in_use.load(Ordering::Acquire) {
+            true => self.object_space.take_staged(),
+            // (No object, nothing staged: no lock on every commit of a plain database.)
+            false => Vec::new(),
+        };
         let (value, end) = self.end_commit(outcome)?;
         self.object_space.retire(&freed, end);
         drop(guard);

@@ -66,7 +66,8 @@ impl Shared {
         while !self.closed.load(Ordering::Acquire) {
             let next = self.object_space.fragments().queued.pop_first();
             let Some(id) = next else {
-                self.object_space.wait_for_work(Duration::from_millis(20));
+                // Every queued object wakes the thread: the timeout only bounds a lost wake-up.
+                self.object_space.wait_for_work(Duration::from_millis(250));
                 continue;
             };
             match self.merge_object(id) {

@@ -88,8 +88,9 @@ impl Shared {
         };
         let tree = self.handle(OBJECTS_TREE, btree);
         let parts = (btree, Arc::clone(&tree.name), Arc::clone(&tree.dropped));
-        let _ = self.objects_root.set(parts);
+        // In use before anyone can take the handle: commits retire staged frees only then.
         self.objects_in_use.store(true, Ordering::Release);
+        let _ = self.objects_root.set(parts);
         Ok(Some(tree))
     }
 

@@ -431,6 +431,9 @@ impl Space {
     /// before-flush hook: a flush may carry commits that point at them).
     pub fn sync_written(&self, sync: impl Fn() -> Result<()>) -> Result<()> {
         let generation = self.write_generation.load(Ordering::Acquire);
+        if generation == 0 {
+            return Ok(()); // no object data written since open: no lock on every flush
+        }
         self.sync_to(generation, sync)
     }
 
