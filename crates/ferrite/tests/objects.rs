@@ -461,3 +461,34 @@ fn concurrent_writers_of_one_object_lose_nothing() {
     assert_object(&tree, b"o", &models.concat(), "after concurrent writers");
     assert_check(&db);
 }
+
+/// Regression: two writers making the first object of a database at once both found the
+/// objects tree missing, and the loser failed with "a tree named \0objects exists already"
+/// (seen by the power-cut suite, whose writers put objects from two threads).
+#[test]
+fn writers_racing_to_make_the_first_object_both_succeed() {
+    const THREADS: usize = 4;
+    for round in 0..8 {
+        let dir = TempDir::with_prefix("objects-first-race").unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        let start = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let (tree, start) = (tree.clone(), &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let key = [b'k', t as u8];
+                    tree.put(&key, &vec![t as u8; 3 * BLOCK as usize]).unwrap_or_else(|e| {
+                        panic!("round {round}, writer {t}: first object write failed: {e}")
+                    });
+                });
+            }
+        });
+        for t in 0..THREADS {
+            let value = tree.get(&[b'k', t as u8]).unwrap().expect("written");
+            assert_eq!(value, vec![t as u8; 3 * BLOCK as usize], "round {round}, writer {t}");
+        }
+        assert_check(&db);
+    }
+}

@@ -52,7 +52,7 @@ impl Db {
     /// Creates tree `name`; `Error::TreeExists` if it exists.
     pub fn create_tree(&self, name: &str) -> Result<Tree> {
         check_tree_name(name)?;
-        let btree = self.shared.create_tree_named(name)?;
+        let btree = self.shared.create_tree_named(name, false)?;
         Ok(self.shared.handle(name, btree))
     }
 
@@ -204,13 +204,17 @@ impl Shared {
 }
 
 impl Shared {
-    /// Creates tree `name` (checked by the caller); `Error::TreeExists` if it exists.
-    pub(super) fn create_tree_named(self: &Arc<Self>, name: &str) -> Result<BTree> {
+    /// Creates tree `name` (checked by the caller). If it exists: the tree if `or_open`, else
+    /// `Error::TreeExists`. The lookup and the creation are one hold of the catalog lock, so
+    /// two callers racing to make a tree never both make it.
+    pub(super) fn create_tree_named(self: &Arc<Self>, name: &str, or_open: bool) -> Result<BTree> {
         let shared = self;
         shared.check_writable()?;
         let _guard = shared.catalog_lock.lock().unwrap();
-        if shared.lookup_tree(name)?.is_some() {
-            return Err(Error::TreeExists { name: name.to_owned() });
+        match shared.lookup_tree(name)? {
+            Some(btree) if or_open => return Ok(btree),
+            Some(_) => return Err(Error::TreeExists { name: name.to_owned() }),
+            None => {}
         }
         let pool = &shared.pool;
         let catalog = shared.catalog;

@@ -83,7 +83,8 @@ impl Shared {
         };
         let btree = match found {
             Some(btree) => btree,
-            None if create => self.create_tree_named(OBJECTS_TREE)?,
+            // Two writers may both find it missing: creating it opens it if the other won.
+            None if create => self.create_tree_named(OBJECTS_TREE, true)?,
             None => return Ok(None),
         };
         let tree = self.handle(OBJECTS_TREE, btree);
@@ -873,5 +874,37 @@ impl super::space::FragmentCounts {
             self.bytes -= bytes;
         }
         self.queued.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OBJECTS_TREE;
+    use crate::{Db, Error, Options};
+
+    /// Regression: two writers making a database's first object both found the objects tree
+    /// missing, and the one that created it second failed with `TreeExists`. The race is a
+    /// few instructions wide, so the interleaving is replayed step by step here.
+    #[test]
+    fn the_loser_of_a_race_to_make_the_objects_tree_opens_the_winners() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options { workers: 0, ..Options::default() }).unwrap();
+        let shared = &db.shared;
+        // Writer A looks and finds nothing...
+        let seen_by_a = {
+            let _guard = shared.catalog_lock.lock().unwrap();
+            shared.lookup_tree(OBJECTS_TREE).unwrap()
+        };
+        assert!(seen_by_a.is_none());
+        // ...writer B makes the tree...
+        let made_by_b = shared.objects_tree(true).unwrap().expect("made").btree;
+        // ...and A, creating it in turn, gets B's tree rather than an error.
+        let got_by_a = shared.create_tree_named(OBJECTS_TREE, true).unwrap();
+        assert_eq!((got_by_a.root, got_by_a.tree_id), (made_by_b.root, made_by_b.tree_id));
+        // A plain create still refuses a tree that exists.
+        assert!(matches!(
+            shared.create_tree_named(OBJECTS_TREE, false),
+            Err(Error::TreeExists { .. })
+        ));
     }
 }
