@@ -492,3 +492,75 @@ fn writers_racing_to_make_the_first_object_both_succeed() {
         assert_check(&db);
     }
 }
+
+/// 2 KiB writes at random unaligned offsets of an object much larger than the pool read
+/// nothing from the device: their bytes are appended to the fragment log, whose last leaf is
+/// in memory, and no old block or fragment is read (the merge, which does read, is off).
+/// Then the merge folds them, a reopen rebuilds the index, and every byte is the model's.
+#[test]
+fn small_unaligned_writes_read_nothing_from_the_device() {
+    let dir = TempDir::with_prefix("objects-no-read").unwrap();
+    let options = Options { object_merge_bytes_per_sec: 0, ..options() };
+    let len = 16 << 20; // 4,096 blocks, 8x the pool
+    let mut rng = Rng::new(7);
+    let mut model = pattern(&mut rng, len);
+    {
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        let tree = db.tree("t").unwrap();
+        tree.put_from(b"o", &mut &model[..]).unwrap();
+        let reads_before = db.stats().unwrap().pool.reads;
+        for _ in 0..400 {
+            let at = rng.below(len as u64 - 2048);
+            let at = if at % BLOCK == 0 { at + 1 } else { at };
+            let bytes = pattern(&mut rng, 2048);
+            tree.write_at(b"o", at, &bytes).unwrap();
+            write_model(&mut model, at, &bytes);
+        }
+        let reads = db.stats().unwrap().pool.reads - reads_before;
+        assert_eq!(reads, 0, "2 KiB writes read {reads} pages from the device");
+        let stat = tree.object_stat(b"o").unwrap().unwrap();
+        assert!(stat.fragments > 300 && stat.fragment_bytes == 400 * 2048, "{stat:?}");
+        assert_check(&db);
+    }
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("t").unwrap();
+    let stat = tree.object_stat(b"o").unwrap().unwrap();
+    assert_eq!(stat.fragment_bytes, 400 * 2048, "the index after a reopen: {stat:?}");
+    assert_object(&tree, b"o", &model, "fragments after a reopen");
+    let merged = db.merge_fragments().unwrap();
+    assert_eq!(merged, stat.fragments, "every fragmented block merged");
+    assert_eq!(tree.object_stat(b"o").unwrap().unwrap().fragments, 0);
+    assert_object(&tree, b"o", &model, "after the merge");
+    assert_check(&db);
+}
+
+/// Fragments past their budget make writers merge: the fragment log stays near its budget
+/// however fast small writes come, and nothing is lost.
+#[test]
+fn writers_merge_when_fragments_pass_their_budget() {
+    let dir = TempDir::with_prefix("objects-budget").unwrap();
+    let budget = 64 << 10;
+    let options =
+        Options { object_merge_bytes_per_sec: 0, object_fragment_bytes: budget, ..options() };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("t").unwrap();
+    let mut rng = Rng::new(11);
+    let len = 4 << 20;
+    let mut model = pattern(&mut rng, len);
+    tree.write_at(b"o", 0, &model).unwrap();
+    let mut most = 0;
+    for _ in 0..600 {
+        let n = 1 + rng.below(1500) as usize;
+        let at = rng.below((len - n) as u64);
+        let bytes = pattern(&mut rng, n);
+        tree.write_at(b"o", at, &bytes).unwrap();
+        write_model(&mut model, at, &bytes);
+        most = most.max(db.object_space_stats().fragment_bytes);
+    }
+    // One write past the budget before a writer merges (64 blocks of at most 1,500 bytes
+    // each go per merge).
+    assert!(most <= budget + 1500, "fragments reached {most} bytes, budget {budget}");
+    assert!(db.object_space_stats().merged_blocks > 0, "the writers merged (no merge thread)");
+    assert_object(&tree, b"o", &model, "after writers merged");
+    assert_check(&db);
+}

@@ -154,6 +154,12 @@ impl Db {
         if shared.objects_tree(false).is_err() {
             shared.objects_in_use.store(true, Ordering::Release);
         }
+        // Reads overlay the fragment log's entries the index lists: it is whole before any
+        // call. (A log key range that cannot be read fails the open: objects would read
+        // wrong, not fail.)
+        if shared.objects_tree(false).is_ok() {
+            shared.load_fragment_index()?;
+        }
         start_workers(&shared, engines, &options)?;
         if !options.read_only && options.object_merge_bytes_per_sec > 0 && shared.log.is_some() {
             let merger = Arc::clone(&shared);

@@ -170,8 +170,7 @@ impl Db {
                     break;
                 }
                 blocks += bytes / PAGE_SIZE as u64;
-                let left =
-                    self.shared.object_space.fragments().by_object.get(&id).map_or(0, |c| c.0);
+                let left = self.shared.object_space.fragments().blocks(id);
                 if left == 0 {
                     break;
                 }

@@ -5,7 +5,7 @@
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
-use super::format::{self, BLOCK, KIND_EXTENT, KIND_FRAGMENT};
+use super::format::{self, BLOCK, KIND_EXTENT};
 use super::ops::Stored;
 use crate::db::Tree;
 use crate::error::{Error, Result};
@@ -26,7 +26,8 @@ pub struct ObjectStat {
     pub extent_pages: u64,
     /// Blocks with fragments (small or unaligned writes not merged yet).
     pub fragments: u64,
-    /// Bytes those fragments hold.
+    /// Bytes the fragment log holds for them (a byte written twice counts twice until
+    /// the merge).
     pub fragment_bytes: u64,
 }
 
@@ -124,27 +125,23 @@ impl Tree {
         let mut stat = ObjectStat { len, ..ObjectStat::default() };
         let _map = self.shared.object_space.map_read(id);
         let Some(objects) = self.shared.objects_tree(false)? else { return Ok(Some(stat)) };
-        let low = format::key(id, 0, 0);
-        let high = format::key(id, u8::MAX, u64::MAX);
+        let low = format::key(id, KIND_EXTENT, 0);
+        let high = format::key(id, KIND_EXTENT, u64::MAX);
         for entry in objects.range(&low[..]..=&high[..]) {
             let (key, value) = entry?;
-            match format::parse_key(&key) {
-                Some((_, KIND_EXTENT, last)) => {
-                    let extent = format::Extent::decode(last, &value).map_err(|reason| {
-                        Error::Corrupt { page: 0, file: self.shared.dir.clone(), reason }
-                    })?;
-                    stat.extents += 1;
-                    stat.extent_pages += extent.blocks();
-                }
-                Some((_, KIND_FRAGMENT, _)) => {
-                    let fragments = format::decode_fragments(&value).map_err(|reason| {
-                        Error::Corrupt { page: 0, file: self.shared.dir.clone(), reason }
-                    })?;
-                    stat.fragments += 1;
-                    stat.fragment_bytes += format::fragment_bytes(&fragments) as u64;
-                }
-                _ => {}
-            }
+            let (_, _, last) = format::parse_key(&key).expect("a key of the range");
+            let extent = format::Extent::decode(last, &value).map_err(|reason| Error::Corrupt {
+                page: 0,
+                file: self.shared.dir.clone(),
+                reason,
+            })?;
+            stat.extents += 1;
+            stat.extent_pages += extent.blocks();
+        }
+        let index = self.shared.object_space.fragments();
+        if let Some(blocks) = index.by_object.get(&id) {
+            stat.fragments = blocks.len() as u64;
+            stat.fragment_bytes = blocks.values().flatten().map(|e| e.1 as u64).sum();
         }
         Ok(Some(stat))
     }

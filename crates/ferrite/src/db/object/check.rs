@@ -1,13 +1,14 @@
 //! `Db::check` for objects: every stub names an object no other stub names; every entry of
 //! the objects tree belongs to an object a stub names; extents lie inside their object,
 //! are ordered and do not overlap, and no page belongs to two extents (or to an extent and
-//! anything else); fragments decode and lie inside their object.
+//! anything else); fragment-log entries decode, belong to an object, and leave no byte past
+//! its length; the index in memory lists exactly the entries the tree holds.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::format::{self, decode_stub, Extent, BLOCK, KIND_EXTENT, KIND_FRAGMENT};
+use super::format::{self, decode_stub, Extent, Fragments, BLOCK, FRAGMENT_LOG, KIND_EXTENT};
 use crate::btree::check::{PageMap, USED};
 use crate::btree::BTree;
 use crate::db::cursor::Cursor;
@@ -62,6 +63,8 @@ impl Shared {
         }
         report.objects = stubs.len() as u64;
         let mut last_extent: Option<(u64, u64)> = None;
+        // Per (object, block): its entries overlaid in order, and their numbers.
+        let mut overlays: BTreeMap<(u64, u64), (Fragments, Vec<u64>)> = BTreeMap::new();
         for entry in objects.iter() {
             let (key, value) = match entry {
                 Ok(entry) => entry,
@@ -74,6 +77,11 @@ impl Shared {
                 report.faults.push(format!("objects tree: a key of {} bytes", key.len()));
                 continue;
             };
+            if id == FRAGMENT_LOG {
+                report.fragments += 1;
+                self.check_log_entry(index, &value, &stubs, &mut overlays, &mut report);
+                continue;
+            }
             let Some((_, len)) = stubs.get(&id) else {
                 report.faults.push(format!("object {id} has entries but no key names it (lost)"));
                 continue;
@@ -111,30 +119,76 @@ impl Shared {
                         }
                     }
                 }
-                KIND_FRAGMENT => match format::decode_fragments(&value) {
-                    Ok(fragments) => {
-                        report.fragments += 1;
-                        // A truncation into a block with data leaves zeros as a fragment
-                        // up to the block's end (so the old bytes never come back): bytes
-                        // past the length are zeros, and none lie past the last block.
-                        let past_len = |(o, b): &(u16, Vec<u8>)| {
-                            let start = index * BLOCK + *o as u64;
-                            b.iter().enumerate().any(|(i, &x)| x != 0 && start + i as u64 >= *len)
-                        };
-                        if index >= blocks || fragments.iter().any(past_len) {
-                            report.faults.push(format!(
-                                "object {id}: fragments of block {index} hold bytes past its \
-                                 length {len}"
-                            ));
-                        }
-                    }
-                    Err(reason) => {
-                        report.faults.push(format!("object {id} block {index}: {reason}"))
-                    }
-                },
                 other => report.faults.push(format!("object {id}: an entry of kind {other}")),
             }
         }
+        // A truncation inside a block appends zeros up to the block's end (so the old bytes
+        // never come back): bytes past the length are zeros, and none lie past the last block.
+        for (&(id, block), (overlay, _)) in &overlays {
+            let Some((_, len)) = stubs.get(&id) else { continue };
+            let past_len = |(o, b): &(u16, Vec<u8>)| {
+                let start = block * BLOCK + *o as u64;
+                b.iter().enumerate().any(|(i, &x)| x != 0 && start + i as u64 >= *len)
+            };
+            if block >= len.div_ceil(BLOCK) || overlay.iter().any(past_len) {
+                report.faults.push(format!(
+                    "object {id}: fragments of block {block} hold bytes past its length {len}"
+                ));
+            }
+        }
+        // The index reads and merges trust: exactly the entries the tree holds.
+        let index = self.object_space.fragments();
+        let indexed: BTreeMap<(u64, u64), Vec<u64>> = index
+            .by_object
+            .iter()
+            .flat_map(|(&id, blocks)| {
+                blocks.iter().map(move |(&b, e)| ((id, b), e.iter().map(|x| x.0).collect()))
+            })
+            .collect();
+        let stored: BTreeMap<(u64, u64), Vec<u64>> =
+            overlays.into_iter().map(|(k, (_, seqs))| (k, seqs)).collect();
+        if indexed != stored {
+            let differ = indexed
+                .keys()
+                .chain(stored.keys())
+                .find(|k| indexed.get(k) != stored.get(k))
+                .copied();
+            report.faults.push(format!(
+                "the fragment index lists {} blocks, the log holds entries for {} (first \
+                 difference: object and block {differ:?})",
+                indexed.len(),
+                stored.len()
+            ));
+        }
         report
+    }
+
+    /// Checks fragment-log entry `seq` and adds it to its block's overlay.
+    fn check_log_entry(
+        &self,
+        seq: u64,
+        value: &[u8],
+        stubs: &HashMap<u64, (String, u64)>,
+        overlays: &mut BTreeMap<(u64, u64), (Fragments, Vec<u64>)>,
+        report: &mut ObjectsReport,
+    ) {
+        let (id, block, fragments) = match format::decode_log_entry(value) {
+            Ok(entry) => entry,
+            Err(reason) => {
+                report.faults.push(format!("fragment entry {seq}: {reason}"));
+                return;
+            }
+        };
+        if !stubs.contains_key(&id) {
+            report
+                .faults
+                .push(format!("fragment entry {seq} is of object {id}, which no key names (lost)"));
+            return;
+        }
+        let (overlay, seqs) = overlays.entry((id, block)).or_default();
+        for (offset, bytes) in &fragments {
+            *overlay = format::overlay_fragment(overlay, *offset as usize, bytes);
+        }
+        seqs.push(seq);
     }
 }

@@ -16,17 +16,25 @@
 //! object id (8, big-endian) + kind (1) + index (8, big-endian), so an object's entries are
 //! contiguous and ordered by block.
 //!
-//! | kind | index | value |
-//! |---|---|---|
-//! | 1 extent | its last block | first block (8), first page (8): blocks `first..=last` live in pages `first page..` |
-//! | 2 fragment | the block | the block's fragments (below) |
+//! | object id | kind | index | value |
+//! |---|---|---|---|
+//! | the object's | 1 extent | its last block | first block (8), first page (8): blocks `first..=last` live in pages `first page..` |
+//! | `u64::MAX` (the fragment log) | 2 fragment | sequence number | object id (8, LE), block (8, LE), fragments (below) |
 //!
 //! A block is 4 KiB of the object (block `b` = bytes `4096 b .. 4096 (b + 1)`). Bytes of the
 //! object covered by neither an extent nor a fragment read as zeros.
 //!
-//! **Fragments** of one block (small or unaligned writes not merged yet): count (2), then per
-//! fragment offset in the block (2), length (2) and the bytes; fragments are ordered, do not
-//! overlap or touch, and lie inside the block. They overlay the block's extent data.
+//! **The fragment log.** Small and unaligned writes are not merged into their block on the
+//! write path: each becomes one or more entries appended at the end of the objects tree
+//! under a sequence number that grows with every commit, so appending never reads an old
+//! entry (the leaf it lands in is the tree's last, always in memory). Entries of one block
+//! apply in sequence order over its extent data (the newer wins). An index in memory (object,
+//! block → sequence numbers), rebuilt at open by a scan of the log's key range, tells reads
+//! which entries to overlay and the merge which blocks to rewrite.
+//!
+//! **Fragments** of one entry: count (2), then per fragment offset in the block (2), length
+//! (2) and the bytes; fragments are ordered, do not overlap or touch, and lie inside the
+//! block.
 
 use crate::error::PageId;
 use crate::format::page::PAGE_SIZE;
@@ -41,8 +49,15 @@ pub const OBJECTS_TREE: &str = "\0objects";
 pub const KIND_EXTENT: u8 = 1;
 pub const KIND_FRAGMENT: u8 = 2;
 pub const KEY_LEN: usize = 17;
-/// Largest encoded fragments of one block (they are a value of the objects tree).
-pub const MAX_FRAGMENTS_LEN: usize = MAX_VALUE_LEN;
+/// The object-id part of the fragment log's keys (no object has it: ids share the tree-id
+/// counter).
+pub const FRAGMENT_LOG: u64 = u64::MAX;
+/// Bytes of a fragment-log entry before its fragments: object id, block.
+pub const ENTRY_HEAD: usize = 16;
+/// Largest encoded fragments of one entry (the entry is a value of the objects tree).
+pub const MAX_FRAGMENTS_LEN: usize = MAX_VALUE_LEN - ENTRY_HEAD;
+/// Longest fragment one entry holds (a longer run of bytes takes several entries).
+pub const MAX_FRAGMENT_BYTES: usize = MAX_FRAGMENTS_LEN - 6;
 
 /// Whether a value must be stored as an object: too long for a value, or beginning with the
 /// stub magic.
@@ -94,6 +109,59 @@ pub fn parse_key(key: &[u8]) -> Option<(u64, u8, u64)> {
     let id = u64::from_be_bytes(key[..8].try_into().unwrap());
     let index = u64::from_be_bytes(key[9..].try_into().unwrap());
     Some((id, key[8], index))
+}
+
+/// The key of fragment-log entry `seq`.
+pub fn log_key(seq: u64) -> [u8; KEY_LEN] {
+    key(FRAGMENT_LOG, KIND_FRAGMENT, seq)
+}
+
+/// A fragment-log entry's value: the fragments of block `block` of object `id`.
+pub fn encode_log_entry(id: u64, block: u64, fragments: &Fragments) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENTRY_HEAD + encoded_len(fragments));
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&block.to_le_bytes());
+    out.extend_from_slice(&encode_fragments(fragments));
+    out
+}
+
+/// `(object id, block, fragments)` of a fragment-log entry's value.
+pub fn decode_log_entry(value: &[u8]) -> Result<(u64, u64, Fragments), String> {
+    if value.len() < ENTRY_HEAD {
+        return Err(format!("a fragment-log entry of {} bytes", value.len()));
+    }
+    let id = u64::from_le_bytes(value[..8].try_into().unwrap());
+    let block = u64::from_le_bytes(value[8..16].try_into().unwrap());
+    if id == FRAGMENT_LOG || block >= super::MAX_OBJECT_LEN / BLOCK {
+        return Err(format!("a fragment-log entry for object {id} block {block}"));
+    }
+    let fragments = decode_fragments(&value[ENTRY_HEAD..])?;
+    if fragments.is_empty() {
+        return Err("a fragment-log entry with no fragment".into());
+    }
+    Ok((id, block, fragments))
+}
+
+/// `fragments` of one block split into entries that each fit `MAX_FRAGMENTS_LEN`: in order,
+/// a fragment longer than `MAX_FRAGMENT_BYTES` in several pieces (each in an entry of its
+/// own, as pieces of one entry may not touch).
+pub fn split_entries(fragments: &Fragments) -> Vec<Fragments> {
+    let mut entries: Vec<Fragments> = Vec::new();
+    let mut current = Fragments::new();
+    for (offset, bytes) in fragments {
+        for (i, piece) in bytes.chunks(MAX_FRAGMENT_BYTES).enumerate() {
+            let at = *offset + (i * MAX_FRAGMENT_BYTES) as u16;
+            let fits = encoded_len(&current) + 4 + piece.len() <= MAX_FRAGMENTS_LEN;
+            if !current.is_empty() && (i > 0 || !fits) {
+                entries.push(std::mem::take(&mut current));
+            }
+            current.push((at, piece.to_vec()));
+        }
+    }
+    if !current.is_empty() {
+        entries.push(current);
+    }
+    entries
 }
 
 /// An extent: blocks `first..=last` of an object in pages `page..page + (last - first + 1)`.
@@ -214,15 +282,6 @@ pub fn apply_fragments(block: &mut [u8], fragments: &Fragments) {
     }
 }
 
-/// Fragments cut to the block's first `keep` bytes (a truncation inside the block).
-pub fn cut_fragments(fragments: &Fragments, keep: usize) -> Fragments {
-    fragments
-        .iter()
-        .filter(|(o, _)| (*o as usize) < keep)
-        .map(|(o, b)| (*o, b[..b.len().min(keep - *o as usize)].to_vec()))
-        .collect()
-}
-
 /// Fuzz body for the objects tree's decoders (stubs, keys, extents, fragments): any bytes
 /// decode or are refused without panicking, and what decodes encodes back to the same bytes.
 #[doc(hidden)]
@@ -237,6 +296,12 @@ pub fn fuzz_object_entry(input: &[u8]) {
                 assert_eq!(extent.value()[..], input[..16]);
                 assert!(extent.first <= extent.last && extent.page_of(extent.last) >= extent.page);
             }
+        }
+    }
+    if let Ok((id, block, fragments)) = decode_log_entry(input) {
+        assert_eq!(encode_log_entry(id, block, &fragments), input);
+        for entry in split_entries(&fragments) {
+            assert!(encoded_len(&entry) <= MAX_FRAGMENTS_LEN);
         }
     }
     if let Ok(fragments) = decode_fragments(input) {
@@ -271,6 +336,7 @@ mod tests {
             encode_stub(5, 1 << 20).to_vec(),
             key(9, KIND_EXTENT, 77).to_vec(),
             encode_fragments(&vec![(3, vec![1, 2]), (100, vec![9; 50])]),
+            encode_log_entry(4, 12, &vec![(7, vec![5; 30]), (900, vec![6; 9])]),
         ];
         for round in 0..3_000 {
             let mut input = valid[round % valid.len()].clone();
@@ -317,12 +383,33 @@ mod tests {
                 assert_eq!(encoded.len(), encoded_len(&fragments));
                 assert_eq!(decode_fragments(&encoded).unwrap(), fragments, "round {round}");
             }
-            let keep = next(BLOCK) as usize;
-            let mut block = vec![0u8; BLOCK as usize];
-            apply_fragments(&mut block, &cut_fragments(&fragments, keep));
-            assert_eq!(&block[..keep], &model[..keep]);
-            assert!(block[keep..].iter().all(|&b| b == 0));
         }
+    }
+
+    #[test]
+    fn long_fragments_split_into_entries_that_fit_and_apply_alike() {
+        let cases: Vec<Fragments> = vec![
+            vec![(1, vec![7; BLOCK as usize - 1])],
+            vec![(0, vec![1; 100]), (200, vec![2; 3000]), (3300, vec![3; 700])],
+            vec![(10, vec![4; 5])],
+        ];
+        for fragments in cases {
+            let entries = split_entries(&fragments);
+            let mut want = vec![0u8; BLOCK as usize];
+            apply_fragments(&mut want, &fragments);
+            let mut got = vec![0u8; BLOCK as usize];
+            for entry in &entries {
+                let value = encode_log_entry(9, 3, entry);
+                assert!(value.len() <= MAX_VALUE_LEN);
+                let (id, block, decoded) = decode_log_entry(&value).unwrap();
+                assert_eq!((id, block, &decoded), (9, 3, entry));
+                apply_fragments(&mut got, &decoded);
+            }
+            assert_eq!(got, want);
+        }
+        assert_eq!(split_entries(&vec![(1, vec![7; BLOCK as usize - 1])]).len(), 2);
+        assert!(decode_log_entry(&encode_log_entry(FRAGMENT_LOG, 0, &vec![(0, vec![1])])).is_err());
+        assert!(decode_log_entry(&encode_log_entry(1, 0, &Fragments::new())).is_err());
     }
 
     #[test]

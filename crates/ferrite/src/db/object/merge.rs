@@ -1,9 +1,11 @@
 //! The lazy merge of fragments (MixStore's "merged lazily, copy-on-write, once fragments
-//! pass a threshold that falls as the tier fills"). Writers count the fragments they leave
-//! per object; an object whose fragmented blocks pass the threshold joins the merge queue;
-//! a background thread takes queued objects, reads each fragmented block (its extent data,
-//! the fragments over it), writes the merged blocks into new pages and swaps them in with
-//! one commit per 64 blocks, at most `Options::object_merge_bytes_per_sec`.
+//! pass a threshold that falls as the tier fills"). Each commit that appends fragment-log
+//! entries to an object checks its fragmented blocks against the threshold and queues it; a
+//! background thread takes queued objects, reads each fragmented block (its extent data,
+//! the entries over it), writes the merged blocks into new pages and swaps them in with one
+//! commit per 64 blocks, at most `Options::object_merge_bytes_per_sec`; the commit deletes
+//! the entries it folded (newer ones stay, over the new block). When the fragments pass
+//! their budget, writers help: each merges one queued object before it writes.
 //!
 //! Threshold: `max(1, 64 × (1 − fill))` fragmented blocks per object, where `fill` is the
 //! fragment bytes of all objects over `Options::object_fragment_bytes` (at 0 an object
@@ -13,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::format::{self, decode_fragments, Fragments, BLOCK, KIND_FRAGMENT};
+use super::format::{self, decode_log_entry, log_key, BLOCK};
 use super::ops::MapView;
 use crate::db::Shared;
 use crate::error::Result;
@@ -32,36 +34,51 @@ pub fn threshold(bytes: u64, budget: u64) -> u64 {
 }
 
 impl Shared {
-    /// Counts fragments a commit left on object `id` (`(blocks, bytes)` changes) and queues
-    /// the object for merging if it passed the threshold.
-    pub(crate) fn note_fragments(&self, id: u64, (blocks, bytes): (i64, i64)) {
-        if blocks == 0 && bytes == 0 {
-            return;
+    /// Rebuilds the fragment log's index from the log's key range (at open) and queues the
+    /// objects past the merge threshold.
+    pub(crate) fn load_fragment_index(self: &Arc<Self>) -> Result<()> {
+        let Some(objects) = self.objects_tree(false)? else { return Ok(()) };
+        let (low, high) = (log_key(0), log_key(u64::MAX));
+        let mut index = self.object_space.fragments();
+        for entry in objects.range(&low[..]..=&high[..]) {
+            let (key, value) = entry?;
+            let (_, _, seq) = format::parse_key(&key).expect("a key of the range");
+            let (id, block, fragments) =
+                decode_log_entry(&value).map_err(|r| crate::error::Error::Corrupt {
+                    page: 0,
+                    file: self.pool.file().path().to_owned(),
+                    reason: format!("fragment entry {seq}: {r}"),
+                })?;
+            index.add(id, block, seq, format::fragment_bytes(&fragments) as u32);
         }
         let budget = self.object_space.fragment_budget();
-        let mut counts = self.object_space.fragments();
-        let entry = counts.by_object.entry(id).or_default();
-        entry.0 = entry.0.saturating_add_signed(blocks);
-        entry.1 = entry.1.saturating_add_signed(bytes);
-        let (object_blocks, empty) = (entry.0, entry.0 == 0);
-        if empty {
-            counts.by_object.remove(&id);
+        let ids: Vec<u64> = index.by_object.keys().copied().collect();
+        for id in ids {
+            index.queue_if_due(id, budget);
         }
-        counts.bytes = counts.bytes.saturating_add_signed(bytes);
-        if object_blocks > 0 && object_blocks >= threshold(counts.bytes, budget) {
-            counts.queued.insert(id);
-            drop(counts);
-            self.object_space.wake_merger();
-        }
+        Ok(())
     }
 
-    /// The merge thread's body: counts the fragments already in the database, then merges
-    /// queued objects until the database closes.
-    pub(crate) fn merge_in_background(self: Arc<Self>, bytes_per_sec: u64) {
-        if let Err(e) = self.count_fragments() {
-            log::warn!("counting object fragments failed, no background merge: {e}");
-            return;
+    /// A writer's share of the merge when the fragments passed their budget: merges one
+    /// queued object's blocks (so fragments cannot outgrow the budget by much however fast
+    /// writers append them). The only device reads a write may cause.
+    pub(crate) fn help_merge_if_full(self: &Arc<Self>) -> Result<()> {
+        let budget = self.object_space.fragment_budget();
+        let next = {
+            let mut index = self.object_space.fragments();
+            if index.bytes <= budget {
+                return Ok(());
+            }
+            index.queued.pop_first().or_else(|| index.by_object.keys().next().copied())
+        };
+        if let Some(id) = next {
+            self.merge_object(id)?;
         }
+        Ok(())
+    }
+
+    /// The merge thread's body: merges queued objects until the database closes.
+    pub(crate) fn merge_in_background(self: Arc<Self>, bytes_per_sec: u64) {
         let mut window = (Instant::now(), 0u64);
         while !self.closed.load(Ordering::Acquire) {
             let next = self.object_space.fragments().queued.pop_first();
@@ -95,71 +112,55 @@ impl Shared {
         }
     }
 
-    /// Counts the fragments of every object (at open) and queues those over the threshold.
-    fn count_fragments(self: &Arc<Self>) -> Result<()> {
-        let Some(objects) = self.objects_tree(false)? else { return Ok(()) };
-        let mut found: Vec<(u64, (i64, i64))> = Vec::new();
-        for entry in objects.iter() {
-            let (key, value) = entry?;
-            if let Some((id, KIND_FRAGMENT, _)) = format::parse_key(&key) {
-                let bytes = decode_fragments(&value).map(|f| format::fragment_bytes(&f));
-                let bytes = bytes.unwrap_or(0) as i64;
-                match found.last_mut() {
-                    Some((last, counts)) if *last == id => {
-                        counts.0 += 1;
-                        counts.1 += bytes;
-                    }
-                    _ => found.push((id, (1, bytes))),
+    /// Merges up to `BLOCKS_PER_MERGE` fragmented blocks of object `id` into new extents in
+    /// one commit; requeues it if more remain over the threshold. Returns the bytes written
+    /// (0 if a write, another merge or a delete came first: the caller tries later).
+    pub(crate) fn merge_object(self: &Arc<Self>, id: u64) -> Result<u64> {
+        let Some(objects) = self.objects_tree(false)? else { return Ok(0) };
+        let picked: Vec<u64> = {
+            let index = self.object_space.fragments();
+            let Some(blocks) = index.by_object.get(&id) else { return Ok(0) };
+            blocks.keys().take(BLOCKS_PER_MERGE).copied().collect()
+        };
+        // Each block's map (its extent, the entries over it) under the map lock: commits
+        // delete entries under it.
+        let mut views: Vec<(u64, MapView)> = Vec::with_capacity(picked.len());
+        {
+            let _map = self.object_space.map_read(id);
+            for &block in &picked {
+                let view = self.read_map(id, block, block)?;
+                if view.entries.contains_key(&block) {
+                    views.push((block, view));
                 }
             }
         }
-        for (id, delta) in found {
-            self.note_fragments(id, delta);
-        }
-        Ok(())
-    }
-
-    /// Merges up to `BLOCKS_PER_MERGE` fragmented blocks of object `id` into new extents in
-    /// one commit; requeues it if more remain over the threshold. Returns the bytes written.
-    pub(crate) fn merge_object(self: &Arc<Self>, id: u64) -> Result<u64> {
-        let Some(objects) = self.objects_tree(false)? else { return Ok(0) };
-        let low = format::key(id, KIND_FRAGMENT, 0);
-        let high = format::key(id, KIND_FRAGMENT, u64::MAX);
-        let mut blocks: Vec<(u64, Vec<u8>, Fragments)> = Vec::new();
-        for entry in objects.range(&low[..]..=&high[..]) {
-            let (key, value) = entry?;
-            let (_, _, block) = format::parse_key(&key).expect("a key of the range");
-            let fragments = decode_fragments(&value).map_err(|r| crate::error::Error::Corrupt {
-                page: 0,
-                file: self.pool.file().path().to_owned(),
-                reason: format!("object {id} block {block}: {r}"),
-            })?;
-            blocks.push((block, value, fragments));
-            if blocks.len() == BLOCKS_PER_MERGE {
-                break;
-            }
-        }
-        if blocks.is_empty() {
-            self.object_space.fragments().forget(id);
+        if views.is_empty() {
             return Ok(0);
         }
-        let (first, last) = (blocks[0].0, blocks[blocks.len() - 1].0);
-        let view = self.read_map(id, first, last)?;
-        let view_extents = view.extents.clone();
-        let mut data: Vec<(u64, Vec<u8>)> = Vec::with_capacity(blocks.len());
-        for (block, _, fragments) in &blocks {
-            let single = MapView {
-                extents: view.extents.clone(),
-                fragments: [(*block, fragments.clone())].into(),
-            };
+        let mut data: Vec<(u64, Vec<u8>)> = Vec::with_capacity(views.len());
+        let mut read = 0u64;
+        for (block, view) in &views {
             let mut bytes = vec![0u8; BLOCK as usize];
-            self.read_blocks(&single, *block, *block, &mut bytes)?;
+            self.read_blocks(view, *block, *block, &mut bytes)?;
+            read += u64::from(!view.extents.is_empty());
             data.push((*block, bytes));
         }
         let refs: Vec<(u64, &[u8])> = data.iter().map(|(b, d)| (*b, &d[..])).collect();
         let (extents, runs) = self.write_blocks(&refs)?;
-        let mut change = self.replacing(&view, &extents, runs);
-        change.planned_on = Some((first, last, view));
+        // One view of every extent the blocks lie in (blocks may share one).
+        let mut all = MapView::default();
+        for (_, view) in &views {
+            for e in &view.extents {
+                if !all.extents.contains(e) {
+                    all.extents.push(*e);
+                }
+            }
+        }
+        all.extents.sort_by_key(|e| e.first);
+        let mut change = self.replacing(&all, &extents, runs);
+        change.retarget_merge(
+            views.iter().map(|(b, v)| (*b, v.extents.clone(), v.entries[b].clone())).collect(),
+        );
         // A merge changes no byte of the object: it need not wait for the log.
         let merged = block_on(self.commit(Durability::None, async || {
             // A write or a delete of the object since the merge read it: try again later.
@@ -183,19 +184,8 @@ impl Shared {
                 return Err(e);
             }
         }
-        let bytes: i64 = blocks.iter().map(|(_, _, f)| format::fragment_bytes(f) as i64).sum();
-        self.note_fragments(id, (-(blocks.len() as i64), -bytes));
-        let read = blocks
-            .iter()
-            .filter(|(b, _, _)| view_extents.iter().any(|e| e.first <= *b && *b <= e.last))
-            .count();
-        self.object_space.merged(blocks.len() as u64, read as u64);
-        let more = self.object_space.fragments().by_object.get(&id).map_or(0, |c| c.0);
-        let budget = self.object_space.fragment_budget();
-        let bytes_now = self.object_space.fragments().bytes;
-        if more > 0 && more >= threshold(bytes_now, budget) {
-            self.object_space.fragments().queued.insert(id);
-        }
+        // (The commit queued the object again if blocks past the threshold remain.)
+        self.object_space.merged(data.len() as u64, read);
         Ok(data.len() as u64 * BLOCK)
     }
 }

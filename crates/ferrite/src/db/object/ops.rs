@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::format::{
-    self, decode_fragments, decode_stub, encode_fragments, encode_stub, encoded_len, Extent,
-    Fragments, BLOCK, KIND_EXTENT, KIND_FRAGMENT, MAX_FRAGMENTS_LEN, OBJECTS_TREE,
+    self, decode_log_entry, decode_stub, encode_log_entry, encode_stub, log_key, Extent, Fragments,
+    BLOCK, KIND_EXTENT, OBJECTS_TREE,
 };
 use super::space::MAX_RUN_PAGES;
 use crate::db::{Shared, Tree};
@@ -39,8 +39,10 @@ pub(crate) enum Stored {
 pub(crate) struct MapView {
     /// Extents overlapping the blocks, in order.
     pub extents: Vec<Extent>,
-    /// Fragments of blocks in the range.
+    /// Fragments of blocks in the range, every entry over a block overlaid in order.
     pub fragments: BTreeMap<u64, Fragments>,
+    /// The fragment-log entries read for each block (oldest first).
+    pub entries: BTreeMap<u64, Vec<u64>>,
 }
 
 /// What one commit changes in an object (besides its stub).
@@ -48,14 +50,36 @@ pub(crate) struct MapView {
 pub(crate) struct Change {
     extent_deletes: Vec<u64>,
     extent_puts: Vec<Extent>,
-    fragment_deletes: Vec<u64>,
-    fragment_puts: Vec<(u64, Vec<u8>)>,
+    /// Blocks `first..=last` whose fragments all go (replaced or cut away): every entry over
+    /// them when the change applies, however new, is older than it.
+    drop_fragments: Vec<(u64, u64)>,
+    /// Fragment-log entries to append: `(block, fragments of one entry)`.
+    appends: Vec<(u64, Fragments)>,
+    /// A truncation inside block `.0`: zeros from byte `.1` to the block's end, appended if
+    /// the block holds data when the change applies (so old bytes never come back).
+    zero_tail: Option<(u64, usize)>,
+    /// Entries a merge folded into new blocks: `(block, their numbers, oldest first)`.
+    merged: Vec<(u64, Vec<u64>)>,
     pub new_runs: Vec<(PageId, u64)>,
     freed_runs: Vec<(PageId, u64)>,
-    /// The map of blocks `first..=last` the change was planned against: it applies only if
-    /// that is still the map at the commit (writers take no lock while they plan and write
-    /// their data; a writer that lost the race plans again).
-    pub planned_on: Option<(u64, u64, MapView)>,
+    /// The extents of blocks `first..=last` the change was planned against: it applies only
+    /// if they are still the extents at the commit (writers take no lock while they plan
+    /// and write their data; a writer that lost the race plans again).
+    pub planned_on: Vec<(u64, u64, Vec<Extent>)>,
+}
+
+impl Change {
+    /// Makes a change that replaces blocks by whole new extents a merge's: `blocks` are
+    /// `(block, the extents it was read from, the entries folded into it)`. The entries a
+    /// merge did not read (appended since) stay, over the new block.
+    pub(crate) fn retarget_merge(&mut self, blocks: Vec<(u64, Vec<Extent>, Vec<u64>)>) {
+        self.drop_fragments.clear();
+        self.planned_on.clear();
+        for (block, extents, seqs) in blocks {
+            self.planned_on.push((block, block, extents));
+            self.merged.push((block, seqs));
+        }
+    }
 }
 
 /// A run of pages: first page, pages.
@@ -104,11 +128,15 @@ impl Shared {
         self.next_tree_id.fetch_add(1, Ordering::AcqRel)
     }
 
-    /// Reads the map of object `id` for blocks `first..=last` (the caller holds its map
-    /// lock, or plans a change that its commit checks against the map then).
-    pub(crate) fn read_map(self: &Arc<Self>, id: u64, first: u64, last: u64) -> Result<MapView> {
-        let mut view = MapView::default();
-        let Some(objects) = self.objects_tree(false)? else { return Ok(view) };
+    /// Reads the extents of object `id` over blocks `first..=last`.
+    pub(crate) fn read_extents(
+        self: &Arc<Self>,
+        id: u64,
+        first: u64,
+        last: u64,
+    ) -> Result<Vec<Extent>> {
+        let mut extents = Vec::new();
+        let Some(objects) = self.objects_tree(false)? else { return Ok(extents) };
         let low = format::key(id, KIND_EXTENT, first);
         let high = format::key(id, KIND_EXTENT, u64::MAX);
         for entry in objects.range(&low[..]..=&high[..]) {
@@ -119,28 +147,45 @@ impl Shared {
             if extent.first > last {
                 break;
             }
-            view.extents.push(extent);
+            extents.push(extent);
         }
-        let decode = |block: u64, value: Vec<u8>| {
-            decode_fragments(&value)
-                .map_err(|r| corrupt(self, format!("object {id} block {block}: {r}")))
-        };
-        // A few blocks (a small write): point lookups, which read the leaf in place; more: a
-        // scan, which copies each leaf once.
-        if last - first < 4 {
-            for block in first..=last {
-                if let Some(value) = objects.get_raw(&format::key(id, KIND_FRAGMENT, block))? {
-                    view.fragments.insert(block, decode(block, value)?);
-                }
-            }
+        Ok(extents)
+    }
+
+    /// Reads the map of object `id` for blocks `first..=last`: its extents, and the
+    /// fragment-log entries over them. The caller holds the object's map lock (commits
+    /// change the entries and the index under it).
+    pub(crate) fn read_map(self: &Arc<Self>, id: u64, first: u64, last: u64) -> Result<MapView> {
+        let mut view =
+            MapView { extents: self.read_extents(id, first, last)?, ..MapView::default() };
+        let listed = self.object_space.fragments().listed(id, first, last);
+        if listed.is_empty() {
             return Ok(view);
         }
-        let low = format::key(id, KIND_FRAGMENT, first);
-        let high = format::key(id, KIND_FRAGMENT, last);
-        for entry in objects.range(&low[..]..=&high[..]) {
-            let (key, value) = entry?;
-            let (_, _, block) = format::parse_key(&key).expect("a key of the range");
-            view.fragments.insert(block, decode(block, value)?);
+        let objects = self.objects()?;
+        for (block, seqs) in listed {
+            let mut overlay = Fragments::new();
+            for &seq in &seqs {
+                let value = objects.get_raw(&log_key(seq))?.ok_or_else(|| {
+                    corrupt(
+                        self,
+                        format!("object {id} block {block}: fragment entry {seq} is missing"),
+                    )
+                })?;
+                let (owner, at, fragments) = decode_log_entry(&value)
+                    .map_err(|r| corrupt(self, format!("fragment entry {seq}: {r}")))?;
+                if (owner, at) != (id, block) {
+                    return Err(corrupt(
+                        self,
+                        format!("fragment entry {seq} is of object {owner} block {at}, indexed as {id} block {block}"),
+                    ));
+                }
+                for (offset, bytes) in &fragments {
+                    overlay = format::overlay_fragment(&overlay, *offset as usize, bytes);
+                }
+            }
+            view.fragments.insert(block, overlay);
+            view.entries.insert(block, seqs);
         }
         Ok(view)
     }
@@ -235,10 +280,16 @@ impl Shared {
         let covered = |b: u64| extents.iter().any(|e| e.first <= b && b <= e.last);
         Shared::drop_blocks(view, covered, change);
         change.extent_puts.extend_from_slice(extents);
+        for e in extents {
+            match change.drop_fragments.last_mut() {
+                Some(range) if range.1 + 1 == e.first => range.1 = e.last,
+                _ => change.drop_fragments.push((e.first, e.last)),
+            }
+        }
     }
 
-    /// The changes that take the blocks `covered` says out of `view`'s map: extents are cut
-    /// around them (their pages freed), their fragments deleted.
+    /// The changes that take the blocks `covered` says out of `view`'s extents: extents are
+    /// cut around them, their pages freed (their fragments are the caller's).
     fn drop_blocks(view: &MapView, covered: impl Fn(u64) -> bool, change: &mut Change) {
         for old in &view.extents {
             if !(old.first..=old.last).any(&covered) {
@@ -264,11 +315,6 @@ impl Shared {
                 change.extent_puts.push(p);
             }
         }
-        for &b in view.fragments.keys() {
-            if covered(b) {
-                change.fragment_deletes.push(b);
-            }
-        }
         change.freed_runs = coalesce_runs(std::mem::take(&mut change.freed_runs));
     }
 
@@ -285,15 +331,26 @@ impl Shared {
         change
     }
 
-    /// Inside a commit: whether the map `change` was planned against is still the map.
+    /// Inside a commit, under the object's map lock: whether the extents `change` was
+    /// planned against are still the extents, and the entries a merge folded are still the
+    /// oldest over their blocks.
     pub(crate) fn still_current(self: &Arc<Self>, id: u64, change: &Change) -> Result<bool> {
-        match &change.planned_on {
-            None => Ok(true),
-            Some((first, last, view)) => Ok(self.read_map(id, *first, *last)? == *view),
+        for (first, last, extents) in &change.planned_on {
+            if self.read_extents(id, *first, *last)? != *extents {
+                return Ok(false);
+            }
         }
+        if !change.merged.is_empty() {
+            let index = self.object_space.fragments();
+            if !change.merged.iter().all(|(block, seqs)| index.are_oldest(id, *block, seqs)) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
-    /// Applies `change` to object `id` inside a commit.
+    /// Applies `change` to object `id` inside a commit (under its map lock, checked by
+    /// `still_current`, or for a new object no reader can reach yet).
     pub(crate) async fn apply_change(
         self: &Arc<Self>,
         objects: &Tree,
@@ -307,11 +364,47 @@ impl Shared {
         for e in &change.extent_puts {
             objects.apply_put_raw(&format::key(id, KIND_EXTENT, e.last), &e.value()).await?;
         }
-        for &block in &change.fragment_deletes {
-            objects.apply_delete_raw(&format::key(id, KIND_FRAGMENT, block)).await?;
+        // The index first (its lock is not held across an await), then the entries. The
+        // commit's sequence numbers are taken under the commit lock: entries apply in the
+        // order of their commits.
+        let (gone, appended, due) = {
+            let mut index = self.object_space.fragments();
+            let mut gone = Vec::new();
+            for &(first, last) in &change.drop_fragments {
+                gone.extend(index.take_blocks(id, first, last));
+            }
+            for (block, seqs) in &change.merged {
+                index.take_oldest(id, *block, seqs.len());
+                gone.extend_from_slice(seqs);
+            }
+            let mut appends: Vec<(u64, Fragments)> = change.appends.clone();
+            if let Some((block, from)) = change.zero_tail {
+                let has_data = index.has(id, block)
+                    || change.planned_on.iter().any(|(_, _, extents)| {
+                        extents.iter().any(|e| e.first <= block && block <= e.last)
+                    });
+                if has_data {
+                    let zeros = vec![(from as u16, vec![0u8; BLOCK as usize - from])];
+                    appends.extend(format::split_entries(&zeros).into_iter().map(|f| (block, f)));
+                }
+            }
+            let mut appended = Vec::with_capacity(appends.len());
+            for (block, fragments) in appends {
+                let seq = index.next_seq;
+                index.add(id, block, seq, format::fragment_bytes(&fragments) as u32);
+                appended.push((seq, encode_log_entry(id, block, &fragments)));
+            }
+            let due = index.queue_if_due(id, self.object_space.fragment_budget());
+            (gone, appended, due)
+        };
+        for seq in gone {
+            objects.apply_delete_raw(&log_key(seq)).await?;
         }
-        for (block, value) in &change.fragment_puts {
-            objects.apply_put_raw(&format::key(id, KIND_FRAGMENT, *block), value).await?;
+        for (seq, value) in &appended {
+            objects.apply_put_raw(&log_key(*seq), value).await?;
+        }
+        if due {
+            self.object_space.wake_merger();
         }
         for &(first, pages) in &change.new_runs {
             note_runs(&self.pool, first, pages, true);
@@ -351,8 +444,11 @@ impl Shared {
         for key in keys {
             objects.apply_delete_raw(&key).await?;
         }
+        let seqs = self.object_space.fragments().forget(id);
+        for seq in seqs {
+            objects.apply_delete_raw(&log_key(seq)).await?;
+        }
         self.stage_frees(&runs);
-        self.object_space.fragments().forget(id);
         Ok(())
     }
 }
@@ -481,6 +577,7 @@ impl Tree {
         shared.check_writable()?;
         crate::db::check_key(key)?;
         let objects = shared.objects()?;
+        shared.help_merge_if_full()?;
         loop {
             let stored = self.stored(key)?;
             let (id, old_len, base) = match &stored {
@@ -508,7 +605,7 @@ impl Tree {
             if !bytes.is_empty() {
                 pieces.push((offset, bytes));
             }
-            let (change, fragment_delta) = self.plan(id, &pieces)?;
+            let change = self.plan(id, &pieces)?;
             let stub = encode_stub(id, new_len);
             let new_object = base.is_some();
             // (A plain value that becomes this object has nothing to free.)
@@ -517,10 +614,7 @@ impl Tree {
                 self.apply_if_current(&objects, key, &stored, id, &change, stub).await
             }));
             match outcome {
-                Ok(true) => {
-                    shared.note_fragments(id, fragment_delta);
-                    return Ok(new_len);
-                }
+                Ok(true) => return Ok(new_len),
                 Ok(false) => shared.object_space.give_back(&change.new_runs),
                 Err(e) => {
                     if shared.log()?.check().is_ok() {
@@ -533,18 +627,12 @@ impl Tree {
         }
     }
 
-    /// The changes that write `pieces` into object `id`, planned on the map as it is now:
-    /// whole blocks are written copy-on-write now (into new pages, synced), the rest become
-    /// fragments; a block whose fragments would outgrow their entry is merged on the spot
-    /// (the one read on a write path). Returns the change and the fragment counts' delta.
-    fn plan(&self, id: u64, pieces: &[(u64, &[u8])]) -> Result<(Change, (i64, i64))> {
+    /// The changes that write `pieces` into object `id`: whole blocks are written
+    /// copy-on-write now (into new pages), planned on the extents as they are now; the rest
+    /// become fragment-log entries, appended by the commit without reading anything.
+    fn plan(&self, id: u64, pieces: &[(u64, &[u8])]) -> Result<Change> {
         let shared = &self.shared;
         let mut change = Change::default();
-        if pieces.is_empty() {
-            return Ok((change, (0, 0)));
-        }
-        let first = pieces.iter().map(|p| p.0 / BLOCK).min().unwrap();
-        let last = pieces.iter().map(|p| (p.0 + p.1.len() as u64 - 1) / BLOCK).max().unwrap();
         // Per touched block: its new bytes as fragments over what it holds (in order).
         let mut touched: BTreeMap<u64, Fragments> = BTreeMap::new();
         for &(offset, bytes) in pieces {
@@ -559,54 +647,27 @@ impl Tree {
                 at += n;
             }
         }
-        // The map only where partial blocks need it (whole blocks replace whatever was).
-        let view = shared.read_map(id, first, last)?;
         let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
-        let mut delta = (0i64, 0i64);
         for (block, new) in touched {
-            let full = new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize;
-            let old = view.fragments.get(&block);
-            if full {
+            if new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize {
                 whole.push((block, new.into_iter().next().unwrap().1));
-                continue;
-            }
-            let mut merged = old.cloned().unwrap_or_default();
-            for (o, b) in &new {
-                merged = format::overlay_fragment(&merged, *o as usize, b);
-            }
-            let covers = merged.len() == 1 && merged[0].1.len() == BLOCK as usize;
-            if covers || encoded_len(&merged) > MAX_FRAGMENTS_LEN {
-                // Merge now: the block's data, its fragments and the new bytes.
-                let mut data = vec![0u8; BLOCK as usize];
-                if !covers {
-                    let single =
-                        MapView { extents: view.extents.clone(), fragments: BTreeMap::new() };
-                    shared.read_blocks(&single, block, block, &mut data)?;
-                }
-                format::apply_fragments(&mut data, &merged);
-                whole.push((block, data));
-                continue;
-            }
-            if let Some(old) = old {
-                delta.0 -= 1;
-                delta.1 -= format::fragment_bytes(old) as i64;
-            }
-            delta.0 += 1;
-            delta.1 += format::fragment_bytes(&merged) as i64;
-            change.fragment_puts.push((block, encode_fragments(&merged)));
-        }
-        for (b, _) in &whole {
-            if let Some(old) = view.fragments.get(b) {
-                delta.0 -= 1;
-                delta.1 -= format::fragment_bytes(old) as i64;
+            } else {
+                change.appends.extend(format::split_entries(&new).into_iter().map(|f| (block, f)));
             }
         }
+        let (Some(first), Some(last)) = (whole.first().map(|w| w.0), whole.last().map(|w| w.0))
+        else {
+            return Ok(change);
+        };
+        // The extents only where whole blocks replace them.
+        let extents = shared.read_extents(id, first, last)?;
         let refs: Vec<(u64, &[u8])> = whole.iter().map(|(b, d)| (*b, &d[..])).collect();
-        let (extents, runs) = shared.write_blocks(&refs)?;
-        Shared::replace_blocks(&view, &extents, &mut change);
+        let (new, runs) = shared.write_blocks(&refs)?;
+        let view = MapView { extents, ..MapView::default() };
+        Shared::replace_blocks(&view, &new, &mut change);
         change.new_runs = runs;
-        change.planned_on = Some((first, last, view));
-        Ok((change, delta))
+        change.planned_on.push((first, last, view.extents));
+        Ok(change)
     }
 
     /// Sets the length of `key`'s value; see [`Tree::truncate`].
@@ -639,54 +700,20 @@ impl Tree {
             };
             let objects = shared.objects()?;
             let mut change = Change::default();
-            let mut delta = (0i64, 0i64);
             if len < old_len {
                 let keep_blocks = len.div_ceil(BLOCK);
                 let tail_block = len / BLOCK;
-                let view = shared.read_map(id, tail_block, u64::MAX)?;
-                change.planned_on = Some((tail_block, u64::MAX, view.clone()));
-                for fragments in view.fragments.values() {
-                    delta.0 -= 1;
-                    delta.1 -= format::fragment_bytes(fragments) as i64;
-                }
+                let extents = shared.read_extents(id, tail_block, u64::MAX)?;
+                let view = MapView { extents, ..MapView::default() };
+                Shared::drop_blocks(&view, |b| b >= keep_blocks, &mut change);
+                change.drop_fragments.push((keep_blocks, u64::MAX));
                 // The last block kept, if the new end cuts it: its bytes past the end must
-                // read as zeros if the object grows again. As fragments (zeros over the old
-                // data), or, when those would not fit an entry, as a new whole block.
+                // read as zeros if the object grows again (zeros appended over them).
                 let tail = (len % BLOCK) as usize;
-                let mut rewrite = None;
                 if tail > 0 {
-                    let mut fragments = view
-                        .fragments
-                        .get(&tail_block)
-                        .map(|f| format::cut_fragments(f, tail))
-                        .unwrap_or_default();
-                    let has_data =
-                        view.extents.iter().any(|e| e.first <= tail_block && tail_block <= e.last);
-                    if has_data {
-                        let zeros = vec![0u8; BLOCK as usize - tail];
-                        fragments = format::overlay_fragment(&fragments, tail, &zeros);
-                    }
-                    if encoded_len(&fragments) > MAX_FRAGMENTS_LEN {
-                        let mut data = vec![0u8; BLOCK as usize];
-                        shared.read_blocks(&view, tail_block, tail_block, &mut data)?;
-                        data[tail..].fill(0);
-                        rewrite = Some(data);
-                    } else if !fragments.is_empty() {
-                        delta.0 += 1;
-                        delta.1 += format::fragment_bytes(&fragments) as i64;
-                        change.fragment_puts.push((tail_block, encode_fragments(&fragments)));
-                    } else if view.fragments.contains_key(&tail_block) {
-                        change.fragment_deletes.push(tail_block);
-                    }
+                    change.zero_tail = Some((tail_block, tail));
                 }
-                let rewritten = rewrite.is_some();
-                let covered = |b: u64| b >= keep_blocks || (rewritten && b == tail_block);
-                Shared::drop_blocks(&view, covered, &mut change);
-                if let Some(data) = rewrite {
-                    let (extents, runs) = shared.write_blocks(&[(tail_block, &data[..])])?;
-                    change.extent_puts.extend(extents);
-                    change.new_runs = runs;
-                }
+                change.planned_on.push((tail_block, u64::MAX, view.extents));
             }
             let stub = encode_stub(id, len);
             let done = block_on(shared.commit(shared.durability, async || {
@@ -702,7 +729,6 @@ impl Tree {
                 }
             };
             if done {
-                shared.note_fragments(id, delta);
                 return Ok(true);
             }
             shared.object_space.give_back(&change.new_runs);
@@ -865,15 +891,6 @@ impl Shared {
             }
         }
         Ok(ids)
-    }
-}
-
-impl super::space::FragmentCounts {
-    pub fn forget(&mut self, id: u64) {
-        if let Some((_, bytes)) = self.by_object.remove(&id) {
-            self.bytes -= bytes;
-        }
-        self.queued.remove(&id);
     }
 }
 

@@ -50,8 +50,8 @@ pub struct Space {
     write_generation: AtomicU64,
     /// Readers of an object's extent map hold this shared; a commit changing it, exclusive.
     maps: Vec<MapLock>,
-    /// Fragments per object not merged yet: `(blocks with fragments, bytes)`, and in total.
-    fragments: Mutex<FragmentCounts>,
+    /// The fragment log's index: entries not merged yet, per object and block.
+    fragments: Mutex<FragmentIndex>,
     staged: Mutex<Vec<(PageId, u64)>>,
     /// Runs allocated for data not yet committed: free as far as a checkpoint (and so a
     /// crash) is concerned.
@@ -73,12 +73,109 @@ struct SyncState {
     failed: Option<String>,
 }
 
+/// The fragment log's index in memory (see `format.rs`): which entries lie over which block,
+/// in the order they apply. Rebuilt at open from the log's key range; changed by commits
+/// under the object's map lock, so a reader holding it sees entries and tree agree.
 #[derive(Debug, Default)]
-pub struct FragmentCounts {
-    pub by_object: HashMap<u64, (u64, u64)>,
+pub struct FragmentIndex {
+    /// Object → block → entries `(sequence number, fragment bytes)`, oldest first.
+    pub by_object: HashMap<u64, BTreeMap<u64, Vec<(u64, u32)>>>,
+    /// Fragment bytes of every entry.
     pub bytes: u64,
+    /// Entries in the log.
+    pub entries: u64,
+    /// The next entry's sequence number.
+    pub next_seq: u64,
     /// Objects whose fragments passed the merge threshold, waiting for the merger.
     pub queued: BTreeSet<u64>,
+}
+
+impl FragmentIndex {
+    /// Notes entry `seq` (`bytes` of fragments) over block `block` of object `id`.
+    pub fn add(&mut self, id: u64, block: u64, seq: u64, bytes: u32) {
+        self.by_object.entry(id).or_default().entry(block).or_default().push((seq, bytes));
+        self.bytes += bytes as u64;
+        self.entries += 1;
+        self.next_seq = self.next_seq.max(seq + 1);
+    }
+
+    /// Removes every entry over blocks `first..=last` of `id`; returns their numbers.
+    pub fn take_blocks(&mut self, id: u64, first: u64, last: u64) -> Vec<u64> {
+        let Some(blocks) = self.by_object.get_mut(&id) else { return Vec::new() };
+        let gone: Vec<u64> = blocks.range(first..=last).map(|(&b, _)| b).collect();
+        let mut seqs = Vec::new();
+        for block in gone {
+            for (seq, bytes) in blocks.remove(&block).unwrap() {
+                self.bytes -= bytes as u64;
+                self.entries -= 1;
+                seqs.push(seq);
+            }
+        }
+        if blocks.is_empty() {
+            self.by_object.remove(&id);
+        }
+        seqs
+    }
+
+    /// Whether `seqs` are the oldest entries over block `block` of `id`.
+    pub fn are_oldest(&self, id: u64, block: u64, seqs: &[u64]) -> bool {
+        let entries = self.by_object.get(&id).and_then(|b| b.get(&block));
+        entries.is_some_and(|e| e.len() >= seqs.len() && e.iter().zip(seqs).all(|(a, b)| a.0 == *b))
+    }
+
+    /// Removes the `count` oldest entries over block `block` of `id` (checked by `are_oldest`).
+    pub fn take_oldest(&mut self, id: u64, block: u64, count: usize) {
+        let blocks = self.by_object.get_mut(&id).expect("an object with fragments");
+        let entries = blocks.get_mut(&block).expect("a block with fragments");
+        for (_, bytes) in entries.drain(..count) {
+            self.bytes -= bytes as u64;
+            self.entries -= 1;
+        }
+        if entries.is_empty() {
+            blocks.remove(&block);
+            if blocks.is_empty() {
+                self.by_object.remove(&id);
+            }
+        }
+    }
+
+    /// Entries over blocks `first..=last` of `id`: `(block, sequence numbers, oldest first)`.
+    pub fn listed(&self, id: u64, first: u64, last: u64) -> Vec<(u64, Vec<u64>)> {
+        let Some(blocks) = self.by_object.get(&id) else { return Vec::new() };
+        blocks.range(first..=last).map(|(&b, e)| (b, e.iter().map(|x| x.0).collect())).collect()
+    }
+
+    /// Blocks of `id` with fragments.
+    pub fn blocks(&self, id: u64) -> u64 {
+        self.by_object.get(&id).map_or(0, |b| b.len() as u64)
+    }
+
+    /// Whether block `block` of `id` has fragments.
+    pub fn has(&self, id: u64, block: u64) -> bool {
+        self.by_object.get(&id).is_some_and(|b| b.contains_key(&block))
+    }
+
+    /// Forgets object `id` (deleted); returns its entries' numbers.
+    pub fn forget(&mut self, id: u64) -> Vec<u64> {
+        self.queued.remove(&id);
+        let Some(blocks) = self.by_object.remove(&id) else { return Vec::new() };
+        let mut seqs = Vec::new();
+        for (seq, bytes) in blocks.into_values().flatten() {
+            self.bytes -= bytes as u64;
+            self.entries -= 1;
+            seqs.push(seq);
+        }
+        seqs
+    }
+
+    /// Queues `id` for the merge if its fragmented blocks passed the threshold; whether it
+    /// joined the queue now.
+    pub fn queue_if_due(&mut self, id: u64, budget: u64) -> bool {
+        let blocks = self.blocks(id);
+        blocks > 0
+            && blocks >= super::merge::threshold(self.bytes, budget)
+            && self.queued.insert(id)
+    }
 }
 
 /// A reader's pin of an epoch: runs freed after it started wait until it ends.
@@ -437,7 +534,7 @@ impl Space {
         self.sync_to(generation, sync)
     }
 
-    pub fn fragments(&self) -> MutexGuard<'_, FragmentCounts> {
+    pub fn fragments(&self) -> MutexGuard<'_, FragmentIndex> {
         self.fragments.lock().unwrap()
     }
 }
