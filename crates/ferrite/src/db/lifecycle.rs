@@ -40,6 +40,9 @@ use crate::wal::recover::{self, Judge, LogScan};
 use crate::wal::segment::LOG_DIR_NAME;
 use crate::wal::Log;
 
+/// Reads the merge of object fragments keeps in flight.
+const MERGE_IO_DEPTH: usize = 128;
+
 /// The catalog's tree id.
 pub(super) const CATALOG_TREE_ID: u64 = 0;
 /// A new page file is written under this name, then renamed to `PAGE_FILE_NAME`.
@@ -164,9 +167,16 @@ impl Db {
         if !options.read_only && options.object_merge_bytes_per_sec > 0 && shared.log.is_some() {
             let merger = Arc::clone(&shared);
             let rate = options.object_merge_bytes_per_sec;
+            // The merge reads its blocks in batches through a ring of its own (else one by one).
+            let engine = match shared.pool.file().own_engine(MERGE_IO_DEPTH) {
+                Some(engine) => engine.ok(),
+                None => shared.pool.file().devices().and_then(|devices| {
+                    crate::io::open_engine(options.engine, devices, MERGE_IO_DEPTH).ok()
+                }),
+            };
             let handle = std::thread::Builder::new()
                 .name("ferrite-merge".into())
-                .spawn(move || merger.merge_in_background(rate))
+                .spawn(move || merger.merge_in_background(rate, engine))
                 .map_err(|e| Error::io("starting the merge of object fragments", e))?;
             shared.helpers.lock().unwrap().push(handle);
         }

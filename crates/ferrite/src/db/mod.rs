@@ -160,20 +160,14 @@ impl Db {
         if crate::sched::on_worker() {
             return Err(Error::BlockingWriteInTask);
         }
-        let ids: Vec<u64> =
-            self.shared.object_space.fragments().by_object.keys().copied().collect();
         let mut blocks = 0;
-        for id in ids {
-            loop {
-                let bytes = self.shared.merge_object(id)?;
-                if bytes == 0 {
-                    break;
-                }
-                blocks += bytes / PAGE_SIZE as u64;
-                let left = self.shared.object_space.fragments().blocks(id);
-                if left == 0 {
-                    break;
-                }
+        let mut idle = 0;
+        while self.shared.object_space.fragments().entries > 0 && idle < 100 {
+            let _merging = self.shared.object_space.merge_lock();
+            match self.shared.merge_oldest(None)? {
+                // Raced by writers on every block it read: again.
+                0 => idle += 1,
+                bytes => blocks += bytes / PAGE_SIZE as u64,
             }
         }
         Ok(blocks)

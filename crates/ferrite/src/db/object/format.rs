@@ -54,8 +54,10 @@ pub const KEY_LEN: usize = 17;
 pub const FRAGMENT_LOG: u64 = u64::MAX;
 /// Bytes of a fragment-log entry before its fragments: object id, block.
 pub const ENTRY_HEAD: usize = 16;
-/// Largest encoded fragments of one entry (the entry is a value of the objects tree).
-pub const MAX_FRAGMENTS_LEN: usize = MAX_VALUE_LEN - ENTRY_HEAD;
+/// Largest encoded fragments of one entry: the entry stays in its leaf (a key and value
+/// of at most `MAX_INLINE_ENTRY` bytes), so appending one writes no Value page and a scan
+/// of the log reads its entries with the leaves.
+pub const MAX_FRAGMENTS_LEN: usize = crate::btree::node::MAX_INLINE_ENTRY - KEY_LEN - ENTRY_HEAD;
 /// Longest fragment one entry holds (a longer run of bytes takes several entries).
 pub const MAX_FRAGMENT_BYTES: usize = MAX_FRAGMENTS_LEN - 6;
 
@@ -400,14 +402,14 @@ mod tests {
             let mut got = vec![0u8; BLOCK as usize];
             for entry in &entries {
                 let value = encode_log_entry(9, 3, entry);
-                assert!(value.len() <= MAX_VALUE_LEN);
+                assert!(value.len() + KEY_LEN <= crate::btree::node::MAX_INLINE_ENTRY);
                 let (id, block, decoded) = decode_log_entry(&value).unwrap();
                 assert_eq!((id, block, &decoded), (9, 3, entry));
                 apply_fragments(&mut got, &decoded);
             }
             assert_eq!(got, want);
         }
-        assert_eq!(split_entries(&vec![(1, vec![7; BLOCK as usize - 1])]).len(), 2);
+        assert_eq!(split_entries(&vec![(1, vec![7; BLOCK as usize - 1])]).len(), 3);
         assert!(decode_log_entry(&encode_log_entry(FRAGMENT_LOG, 0, &vec![(0, vec![1])])).is_err());
         assert!(decode_log_entry(&encode_log_entry(1, 0, &Fragments::new())).is_err());
     }

@@ -80,6 +80,11 @@ impl Change {
             self.merged.push((block, seqs));
         }
     }
+
+    /// Blocks a merge's change rewrites.
+    pub(crate) fn merged_blocks(&self) -> u64 {
+        self.merged.len() as u64
+    }
 }
 
 /// A run of pages: first page, pages.
@@ -241,6 +246,32 @@ impl Shared {
                 Err(e)
             }
         }
+    }
+
+    /// Reads one page into each buffer of `reads`: all at once through `engine` (the merge
+    /// thread's ring), or one by one without one.
+    pub(crate) fn read_pages_at_once(
+        &self,
+        engine: Option<&mut (dyn crate::io::IoEngine + 'static)>,
+        reads: &mut [(PageId, AlignedBlock)],
+    ) -> Result<()> {
+        let file = self.pool.file();
+        let Some(engine) = engine else {
+            for (page, buf) in reads.iter_mut() {
+                file.read_pages(*page, buf.as_mut_slice())?;
+            }
+            return Ok(());
+        };
+        let count = reads.len();
+        let mut requests: Vec<(usize, u64, &mut [u8])> = reads
+            .iter_mut()
+            .map(|(page, buf)| {
+                let (device, offset) = file.locate(*page);
+                (device, offset, buf.as_mut_slice())
+            })
+            .collect();
+        crate::io::engine::read_all(engine, &mut requests)
+            .map_err(|e| Error::io(format!("reading {count} blocks of object data for a merge"), e))
     }
 
     /// Reads the data of blocks `first..=last` of an object whose map is `view` into `out`

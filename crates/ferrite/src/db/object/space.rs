@@ -61,6 +61,15 @@ pub struct Space {
     /// The merge thread sleeps here when the queue is empty.
     work: Mutex<bool>,
     work_ready: Condvar,
+    /// One merge at a time (the merge thread's, or a writer's when fragments are past their
+    /// budget and no merge thread runs).
+    merging: Mutex<()>,
+    /// Writers waiting for fragments to fall under their budget wait here; each merge wakes
+    /// them.
+    room: Mutex<()>,
+    room_made: Condvar,
+    /// Whether a merge thread runs (else writers merge themselves).
+    merge_thread: std::sync::atomic::AtomicBool,
     merged_blocks: AtomicU64,
     /// Blocks the merges read from extents (the rest had fragments over a hole).
     merge_reads: AtomicU64,
@@ -168,6 +177,12 @@ impl FragmentIndex {
         seqs
     }
 
+    /// Whether some object's fragmented blocks are past the merge threshold.
+    pub fn due(&self, budget: u64) -> bool {
+        let threshold = super::merge::threshold(self.bytes, budget);
+        self.by_object.values().any(|blocks| blocks.len() as u64 >= threshold)
+    }
+
     /// Queues `id` for the merge if its fragmented blocks passed the threshold; whether it
     /// joined the queue now.
     pub fn queue_if_due(&mut self, id: u64, budget: u64) -> bool {
@@ -212,6 +227,10 @@ impl Default for Space {
             fragment_budget: AtomicU64::new(64 << 20),
             work: Mutex::new(false),
             work_ready: Condvar::new(),
+            merging: Mutex::new(()),
+            room: Mutex::new(()),
+            room_made: Condvar::new(),
+            merge_thread: std::sync::atomic::AtomicBool::new(false),
             merged_blocks: AtomicU64::new(0),
             merge_reads: AtomicU64::new(0),
         }
@@ -512,6 +531,29 @@ impl Space {
     pub fn merged(&self, blocks: u64, read: u64) {
         self.merged_blocks.fetch_add(blocks, Ordering::AcqRel);
         self.merge_reads.fetch_add(read, Ordering::AcqRel);
+        let _room = self.room.lock().unwrap();
+        self.room_made.notify_all();
+    }
+
+    /// Held while a merge runs.
+    pub fn merge_lock(&self) -> MutexGuard<'_, ()> {
+        self.merging.lock().unwrap()
+    }
+
+    pub fn set_merge_thread(&self, running: bool) {
+        self.merge_thread.store(running, Ordering::Release);
+        let _room = self.room.lock().unwrap();
+        self.room_made.notify_all();
+    }
+
+    pub fn merge_thread(&self) -> bool {
+        self.merge_thread.load(Ordering::Acquire)
+    }
+
+    /// Waits at most `timeout` for a merge to make room.
+    pub fn wait_for_room(&self, timeout: std::time::Duration) {
+        let room = self.room.lock().unwrap();
+        let _ = self.room_made.wait_timeout(room, timeout).unwrap();
     }
 
     /// Blocks the merges read from extents since open (device reads that are not a write's).

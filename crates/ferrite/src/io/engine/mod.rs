@@ -194,3 +194,72 @@ pub trait IoEngine: Send {
         Err(QueueError::Unsupported)
     }
 }
+
+/// Reads each `(device, offset, buffer)` of `reads` in full through `engine`, keeping as
+/// many in flight as the engine takes, and returns once every one is done. On an error it
+/// still waits for every request in flight before returning (the kernel may write into
+/// their buffers until then); a short read is an error (`UnexpectedEof`).
+pub fn read_all(
+    engine: &mut dyn IoEngine,
+    reads: &mut [(usize, u64, &mut [u8])],
+) -> io::Result<()> {
+    let mut next = 0;
+    let mut done = 0;
+    let mut failed: Option<io::Error> = None;
+    let mut completions = Vec::new();
+    while done < next || (next < reads.len() && failed.is_none()) {
+        while next < reads.len() && failed.is_none() {
+            let (device, offset, buf) = &mut reads[next];
+            let request = IoRequest {
+                kind: IoKind::Read,
+                device: *device,
+                offset: *offset,
+                buf: buf.as_mut_ptr(),
+                len: buf.len(),
+                tag: next as u64,
+            };
+            // SAFETY: the buffer is borrowed from `reads` for this whole call, and the call
+            // returns only once every queued request has been reaped.
+            match unsafe { engine.queue(request) } {
+                Ok(()) => next += 1,
+                Err(QueueError::Full) => break,
+                Err(e) => failed = Some(io::Error::other(format!("queueing a read: {e:?}"))),
+            }
+        }
+        if let Err(e) = engine.submit() {
+            failed.get_or_insert(e);
+        }
+        if done == next {
+            continue;
+        }
+        completions.clear();
+        if let Err(e) = engine.reap(&mut completions, true) {
+            // Nothing can be waited for any more: the buffers must outlive the requests.
+            if engine.in_flight() > 0 {
+                panic!("reaping reads failed with {} in flight: {e}", engine.in_flight());
+            }
+            return Err(e);
+        }
+        for completion in completions.drain(..) {
+            done += 1;
+            let want = reads[completion.tag as usize].2.len();
+            match completion.result {
+                Ok(n) if n == want => {}
+                Ok(n) => {
+                    let short = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("a read of {want} bytes returned {n}"),
+                    );
+                    failed.get_or_insert(short);
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
