@@ -142,6 +142,17 @@ impl Shared {
     ) -> Result<Vec<Extent>> {
         let mut extents = Vec::new();
         let Some(objects) = self.objects_tree(false)? else { return Ok(extents) };
+        if first == last {
+            // One block (a small write's): an extent that ends at it is found by a point
+            // lookup, which reads the leaf in place (a scan copies it). Random writes leave
+            // mostly one-block extents, so this is the common case.
+            if let Some(value) = objects.get_raw(&format::key(id, KIND_EXTENT, first))? {
+                let extent = Extent::decode(first, &value)
+                    .map_err(|r| corrupt(self, format!("object {id}: {r}")))?;
+                extents.push(extent);
+                return Ok(extents);
+            }
+        }
         let low = format::key(id, KIND_EXTENT, first);
         let high = format::key(id, KIND_EXTENT, u64::MAX);
         for entry in objects.range(&low[..]..=&high[..]) {
