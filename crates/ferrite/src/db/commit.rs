@@ -39,6 +39,22 @@ impl Shared {
         let log = self.log()?;
         log.check()?;
         let guard = self.commit_lock.lock_async().await;
+        let (value, end) = self.commit_locked(guard, body).await?;
+        self.wait_durable(end, durability).await?;
+        if !self.closed.load(Ordering::Acquire) {
+            self.maybe_checkpoint();
+        }
+        Ok(value)
+    }
+
+    /// The part of [`Shared::commit`] under the commit lock (`guard`, released here): runs
+    /// `body`, appends the record. Returns its value and the log position that must be
+    /// durable for it.
+    pub(super) async fn commit_locked<T>(
+        self: &Arc<Self>,
+        guard: crate::wal::commit::CommitGuard<'_>,
+        body: impl AsyncFnOnce() -> Result<T>,
+    ) -> Result<(T, u64)> {
         self.pool.begin_capture();
         let outcome = body().await;
         // Object data the commit freed waits until its record is durable (`object/space.rs`).
@@ -50,11 +66,7 @@ impl Shared {
         let (value, end) = self.end_commit(outcome)?;
         self.object_space.retire(&freed, end);
         drop(guard);
-        self.wait_durable(end, durability).await?;
-        if !self.closed.load(Ordering::Acquire) {
-            self.maybe_checkpoint();
-        }
-        Ok(value)
+        Ok((value, end))
     }
 
     /// Ends the capture of a commit whose changes were `outcome`: appends its record and

@@ -39,6 +39,16 @@ impl CommitLock {
         CommitGuard { lock: self }
     }
 
+    /// Takes the lock if no commit holds it.
+    pub fn try_lock(&self) -> Option<CommitGuard<'_>> {
+        let mut locked = self.locked.lock().unwrap();
+        if *locked {
+            return None;
+        }
+        *locked = true;
+        Some(CommitGuard { lock: self })
+    }
+
     /// Takes the lock, yielding while another commit holds it.
     pub fn lock_async(&self) -> LockFuture<'_> {
         LockFuture { lock: self, ticket: None }

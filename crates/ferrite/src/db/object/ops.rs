@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::format::{
     self, decode_log_entry, decode_stub, encode_log_entry, encode_stub, log_key, Extent, Fragments,
@@ -84,6 +84,105 @@ impl Change {
     /// Blocks a merge's change rewrites.
     pub(crate) fn merged_blocks(&self) -> u64 {
         self.merged.len() as u64
+    }
+}
+
+/// An object write planned and waiting in the group commit's queue
+/// (`Tree::commit_grouped`).
+#[derive(Debug)]
+pub(crate) struct Pending {
+    tree: Tree,
+    key: Vec<u8>,
+    stored: Stored,
+    id: u64,
+    change: Change,
+    stub: Option<Vec<u8>>,
+    state: Mutex<PendingState>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct PendingState {
+    /// Whether the change applied, and the log position its commit needs durable.
+    outcome: Option<Result<(bool, u64)>>,
+    /// Woken to lead the next group.
+    turn: bool,
+}
+
+impl Pending {
+    fn complete(&self, outcome: Result<(bool, u64)>) {
+        self.state.lock().unwrap().outcome = Some(outcome);
+        self.wake.notify_one();
+    }
+
+    fn give_turn(&self) {
+        self.state.lock().unwrap().turn = true;
+        self.wake.notify_one();
+    }
+
+    /// Sleeps until the change is done or it is this writer's turn, at most `timeout`.
+    fn wait_turn(&self, timeout: std::time::Duration) {
+        let state = self.state.lock().unwrap();
+        let (mut state, _) = self
+            .wake
+            .wait_timeout_while(state, timeout, |s| s.outcome.is_none() && !s.turn)
+            .unwrap();
+        state.turn = false;
+    }
+}
+
+impl Shared {
+    /// Applies `batch` (queued object writes) in one commit under `guard` and gives each
+    /// its outcome. A change whose map moved is not applied (its writer plans again); if
+    /// one fails, the commit fails: the failed one gets the error, the others the log's
+    /// failure, or a new try if the log is sound (nothing of theirs was kept).
+    fn lead_commits(
+        self: &Arc<Self>,
+        objects: &Tree,
+        guard: crate::wal::commit::CommitGuard<'_>,
+        batch: Vec<Arc<Pending>>,
+    ) {
+        let mut failed_at = None;
+        let result = block_on(self.commit_locked(guard, async || {
+            let mut applied = Vec::with_capacity(batch.len());
+            for (i, p) in batch.iter().enumerate() {
+                let stub = p.stub.as_deref();
+                match p
+                    .tree
+                    .apply_if_current(objects, &p.key, &p.stored, p.id, &p.change, stub)
+                    .await
+                {
+                    Ok(done) => applied.push(done),
+                    Err(e) => {
+                        failed_at = Some(i);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(applied)
+        }));
+        match result {
+            Ok((applied, end)) => {
+                for (p, done) in batch.iter().zip(applied) {
+                    p.complete(Ok((done, end)));
+                }
+            }
+            Err(e) => {
+                let mut error = Some(e);
+                for (i, p) in batch.iter().enumerate() {
+                    let outcome = match (failed_at == Some(i), self.log().and_then(|l| l.check())) {
+                        (true, _) => Err(error.take().expect("one failed change")),
+                        (false, Ok(())) => Ok((false, 0)),
+                        (false, Err(failure)) => Err(failure),
+                    };
+                    p.complete(outcome);
+                }
+                if let Some(e) = error {
+                    // The commit failed past the changes (its record): the log is failed.
+                    log::warn!("a group of object writes failed to commit: {e}");
+                }
+            }
+        }
     }
 }
 
@@ -652,20 +751,75 @@ impl Tree {
             let new_object = base.is_some();
             // (A plain value that becomes this object has nothing to free.)
             let stub = (new_object || new_len != old_len).then_some(&stub[..]);
-            let outcome = block_on(shared.commit(durability, async || {
-                self.apply_if_current(&objects, key, &stored, id, &change, stub).await
-            }));
+            let new_runs = change.new_runs.clone();
+            let pending = Arc::new(Pending {
+                tree: self.clone(),
+                key: key.to_vec(),
+                stored,
+                id,
+                change,
+                stub: stub.map(<[u8]>::to_vec),
+                state: Mutex::new(PendingState::default()),
+                wake: Condvar::new(),
+            });
+            let outcome = self.commit_grouped(&objects, pending, durability);
             match outcome {
                 Ok(true) => return Ok(new_len),
-                Ok(false) => shared.object_space.give_back(&change.new_runs),
+                Ok(false) => shared.object_space.give_back(&new_runs),
                 Err(e) => {
                     if shared.log()?.check().is_ok() {
                         // No record names the new runs: they are free again.
-                        shared.object_space.give_back(&change.new_runs);
+                        shared.object_space.give_back(&new_runs);
                     }
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// Commits a planned write (`pending`) in a group: writers queue their changes, and
+    /// whichever takes the commit lock applies every queued change in one commit (one
+    /// record, one lock hand-off for the group; each change is still checked against the
+    /// map it was planned on). The others sleep until theirs is done, or until it is their
+    /// turn to lead. Returns whether the change applied (`false`: plan again).
+    fn commit_grouped(
+        &self,
+        objects: &Tree,
+        pending: Arc<Pending>,
+        durability: crate::options::Durability,
+    ) -> Result<bool> {
+        let shared = &self.shared;
+        shared.log()?.check()?;
+        shared.object_space.commits().push_back(Arc::clone(&pending));
+        loop {
+            if let Some(outcome) = pending.state.lock().unwrap().outcome.take() {
+                let (applied, end) = outcome?;
+                if applied {
+                    block_on(shared.wait_durable(end, durability))?;
+                    if !shared.closed.load(Ordering::Acquire) {
+                        shared.maybe_checkpoint();
+                    }
+                }
+                return Ok(applied);
+            }
+            if let Some(guard) = shared.commit_lock.try_lock() {
+                let batch: Vec<Arc<Pending>> = shared.object_space.commits().drain(..).collect();
+                if batch.is_empty() {
+                    // A leader took ours and is finishing it.
+                    drop(guard);
+                    std::thread::yield_now();
+                    continue;
+                }
+                shared.lead_commits(objects, guard, batch);
+                // The next in line leads the next group.
+                if let Some(next) = shared.object_space.commits().front() {
+                    next.give_turn();
+                }
+                continue;
+            }
+            // The lock may be held by a commit that is not an object write's (it wakes no
+            // one here): look again now and then.
+            pending.wait_turn(std::time::Duration::from_micros(500));
         }
     }
 

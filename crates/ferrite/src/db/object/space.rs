@@ -68,6 +68,8 @@ pub struct Space {
     /// them.
     room: Mutex<()>,
     room_made: Condvar,
+    /// Object writes waiting for the group commit (`Tree::commit_grouped`).
+    commits: Mutex<std::collections::VecDeque<std::sync::Arc<super::ops::Pending>>>,
     /// Whether a merge thread runs (else writers merge themselves).
     merge_thread: std::sync::atomic::AtomicBool,
     merged_blocks: AtomicU64,
@@ -230,6 +232,7 @@ impl Default for Space {
             merging: Mutex::new(()),
             room: Mutex::new(()),
             room_made: Condvar::new(),
+            commits: Mutex::default(),
             merge_thread: std::sync::atomic::AtomicBool::new(false),
             merged_blocks: AtomicU64::new(0),
             merge_reads: AtomicU64::new(0),
@@ -574,6 +577,12 @@ impl Space {
             return Ok(()); // no object data written since open: no lock on every flush
         }
         self.sync_to(generation, sync)
+    }
+
+    pub fn commits(
+        &self,
+    ) -> MutexGuard<'_, std::collections::VecDeque<std::sync::Arc<super::ops::Pending>>> {
+        self.commits.lock().unwrap()
     }
 
     pub fn fragments(&self) -> MutexGuard<'_, FragmentIndex> {
