@@ -1302,10 +1302,10 @@ EXAMPLES
 /// `ferrite bench objects`.
 #[derive(Debug, Args)]
 pub struct ObjectsCmd {
-    /// ferrite (default), file, rocksdb or sqlite
+    /// ferrite (default), file, rocksdb, rocksdb-blob or sqlite
     #[arg(
-        long_help = "ferrite (default), file, rocksdb or sqlite (the STORES below); rocksdb and \
-            sqlite need a build with --features peers.",
+        long_help = "ferrite (default), file, rocksdb, rocksdb-blob or sqlite (the STORES \
+            below); the peers need a build with --features peers.",
         long, value_name = "STORE", value_parser = ObjectStoreKind::parse)]
     store: Option<ObjectStoreKind>,
     /// randwrite (default), randread, seqwrite or seqread
@@ -1413,6 +1413,11 @@ STORES
              part of a chunk (2k blocks) reads the chunk and writes it back whole; RocksDB
              opened as in the other comparisons (block cache of --cache-mib, partitioned
              index and bloom filters, direct reads, flushes and compactions).
+    rocksdb-blob
+             the same chunks with RocksDB's integrated BlobDB on (its setting for large
+             values): chunk values in blob files of 256 MiB, blob garbage collection on.
+             (An object as one BlobDB value is not offered: each 4 KiB write would rewrite
+             the whole object.)
     sqlite   one table of BLOBs, a row per object preallocated with zeroblob, incremental
              BLOB I/O (sqlite3_blob_open / read / write), a connection per thread, WAL mode,
              auto_vacuum=INCREMENTAL (its pointer map lets SQLite reach an offset without

@@ -19,6 +19,10 @@ pub struct PeerConfig {
     pub sync: bool,
     /// LMDB's map size: the most the database can ever hold (ignored by the others).
     pub map_bytes: u64,
+    /// RocksDB only: values of at least this many bytes go to blob files (integrated
+    /// BlobDB, key-value separation, with blob garbage collection); `None`: every value in
+    /// the LSM tree.
+    pub blob_min_bytes: Option<u64>,
 }
 
 impl Default for PeerConfig {
@@ -31,6 +35,7 @@ impl Default for PeerConfig {
             log: true,
             sync: false,
             map_bytes: 1 << 30,
+            blob_min_bytes: None,
         }
     }
 }

@@ -23,6 +23,10 @@ const BLOOM_BITS_PER_KEY: f64 = 10.0;
 const HIGH_PRI_POOL_RATIO: f64 = 0.5;
 const WRITE_BUFFER_BYTES: usize = 64 << 20;
 const MAX_BACKGROUND_JOBS: i32 = 2;
+/// Blob file size with BlobDB on (RocksDB's default, 256 MiB).
+const BLOB_FILE_BYTES: u64 = 256 << 20;
+/// Blob GC relocates blobs in the oldest quarter of blob files (RocksDB's default).
+const BLOB_GC_AGE_CUTOFF: f64 = 0.25;
 
 /// A RocksDB database: one column family, the options of [`RocksDb::open`].
 #[derive(Debug)]
@@ -119,6 +123,15 @@ impl RocksDb {
             rocksdb_options_set_level_compaction_dynamic_level_bytes(options.ptr(), 1);
             rocksdb_options_set_max_background_jobs(options.ptr(), MAX_BACKGROUND_JOBS);
             rocksdb_options_set_compression(options.ptr(), ROCKSDB_NO_COMPRESSION);
+            if let Some(min) = config.blob_min_bytes {
+                // Integrated BlobDB as its guide sets it for large values: separated into
+                // blob files, their garbage collected by compactions.
+                rocksdb_options_set_enable_blob_files(options.ptr(), 1);
+                rocksdb_options_set_min_blob_size(options.ptr(), min);
+                rocksdb_options_set_blob_file_size(options.ptr(), BLOB_FILE_BYTES);
+                rocksdb_options_set_enable_blob_gc(options.ptr(), 1);
+                rocksdb_options_set_blob_gc_age_cutoff(options.ptr(), BLOB_GC_AGE_CUTOFF);
+            }
             (options, cache)
         };
         // SAFETY: fresh objects from their create functions; the setters take live objects.
@@ -147,7 +160,17 @@ impl RocksDb {
              max_open_files=-1, use_direct_reads={direct}, \
              use_direct_io_for_flush_and_compaction={direct}, create_if_missing=true, \
              write_buffer_size={WRITE_BUFFER_BYTES}, max_background_jobs={MAX_BACKGROUND_JOBS}, \
-             level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, sync={sync}",
+             level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, \
+             sync={sync}{blob}",
+            blob = match config.blob_min_bytes {
+                Some(min) => format!(
+                    ", enable_blob_files=true, min_blob_size={min}, \
+                     blob_file_size={BLOB_FILE_BYTES}, enable_blob_garbage_collection=true, \
+                     blob_garbage_collection_age_cutoff={BLOB_GC_AGE_CUTOFF}, \
+                     blob_compression_type=none"
+                ),
+                None => String::new(),
+            },
             direct = config.direct_io,
             no_wal = !config.log,
             sync = config.sync,

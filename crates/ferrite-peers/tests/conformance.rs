@@ -46,7 +46,14 @@ impl Drop for TempDir {
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn config(log: bool, sync: bool, direct_io: bool) -> PeerConfig {
-    PeerConfig { cache_bytes: 8 << 20, direct_io, log, sync, map_bytes: 256 << 20 }
+    PeerConfig {
+        cache_bytes: 8 << 20,
+        direct_io,
+        log,
+        sync,
+        map_bytes: 256 << 20,
+        blob_min_bytes: None,
+    }
 }
 
 /// The whole content, through one unbounded scan.

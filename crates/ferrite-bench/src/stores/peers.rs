@@ -90,6 +90,7 @@ pub fn peer_config(config: &RunConfig) -> PeerConfig {
         log: durable,
         sync: durable,
         map_bytes: LMDB_MAP_BYTES,
+        blob_min_bytes: None,
     }
 }
 

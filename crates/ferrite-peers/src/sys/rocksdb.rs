@@ -58,6 +58,14 @@ extern "C" {
         v: c_int,
     );
     pub(crate) fn rocksdb_options_set_compression(options: *mut rocksdb_options_t, v: c_int);
+    pub(crate) fn rocksdb_options_set_enable_blob_files(
+        options: *mut rocksdb_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_options_set_min_blob_size(options: *mut rocksdb_options_t, v: u64);
+    pub(crate) fn rocksdb_options_set_blob_file_size(options: *mut rocksdb_options_t, v: u64);
+    pub(crate) fn rocksdb_options_set_enable_blob_gc(options: *mut rocksdb_options_t, v: c_uchar);
+    pub(crate) fn rocksdb_options_set_blob_gc_age_cutoff(options: *mut rocksdb_options_t, v: f64);
     pub(crate) fn rocksdb_options_set_max_open_files(options: *mut rocksdb_options_t, v: c_int);
     pub(crate) fn rocksdb_options_set_use_direct_reads(options: *mut rocksdb_options_t, v: c_uchar);
     pub(crate) fn rocksdb_options_set_use_direct_io_for_flush_and_compaction(

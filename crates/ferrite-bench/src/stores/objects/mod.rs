@@ -26,14 +26,17 @@ pub enum ObjectStoreKind {
     Ferrite,
     File,
     RocksDb,
+    /// RocksDB with its chunk values in blob files (integrated BlobDB).
+    RocksDbBlob,
     Sqlite,
 }
 
 impl ObjectStoreKind {
-    pub const ALL: [ObjectStoreKind; 4] = [
+    pub const ALL: [ObjectStoreKind; 5] = [
         ObjectStoreKind::Ferrite,
         ObjectStoreKind::File,
         ObjectStoreKind::RocksDb,
+        ObjectStoreKind::RocksDbBlob,
         ObjectStoreKind::Sqlite,
     ];
 
@@ -43,6 +46,7 @@ impl ObjectStoreKind {
             ObjectStoreKind::Ferrite => "ferrite",
             ObjectStoreKind::File => "file",
             ObjectStoreKind::RocksDb => "rocksdb",
+            ObjectStoreKind::RocksDbBlob => "rocksdb-blob",
             ObjectStoreKind::Sqlite => "sqlite",
         }
     }
@@ -53,8 +57,9 @@ impl ObjectStoreKind {
 
     /// `--store` of `bench objects`: a store's name, or a message listing them.
     pub fn parse(text: &str) -> Result<ObjectStoreKind, String> {
-        ObjectStoreKind::from_name(text)
-            .ok_or_else(|| format!("unknown store {text:?} (ferrite, file, rocksdb, sqlite)"))
+        ObjectStoreKind::from_name(text).ok_or_else(|| {
+            format!("unknown store {text:?} (ferrite, file, rocksdb, rocksdb-blob, sqlite)")
+        })
     }
 
     /// Whether this build can run the store (the peers need the `peers` feature).
@@ -136,7 +141,9 @@ pub fn open(
         ObjectStoreKind::Ferrite => Box::new(ferrite::FerriteObjects::open(dir, options)?),
         ObjectStoreKind::File => Box::new(file::FileObjects::open(dir, options)?),
         #[cfg(feature = "peers")]
-        ObjectStoreKind::RocksDb => Box::new(rocksdb::RocksObjects::open(dir, options)?),
+        ObjectStoreKind::RocksDb => Box::new(rocksdb::RocksObjects::open(dir, options, false)?),
+        #[cfg(feature = "peers")]
+        ObjectStoreKind::RocksDbBlob => Box::new(rocksdb::RocksObjects::open(dir, options, true)?),
         #[cfg(feature = "peers")]
         ObjectStoreKind::Sqlite => Box::new(sqlite::SqliteObjects::open(dir, options)?),
         #[cfg(not(feature = "peers"))]
@@ -155,7 +162,7 @@ mod tests {
             assert_eq!(ObjectStoreKind::parse(kind.name()), Ok(kind));
         }
         let e = ObjectStoreKind::parse("lmdb").unwrap_err();
-        assert_eq!(e, "unknown store \"lmdb\" (ferrite, file, rocksdb, sqlite)");
+        assert_eq!(e, "unknown store \"lmdb\" (ferrite, file, rocksdb, rocksdb-blob, sqlite)");
         assert!(ObjectStoreKind::File.built_in() && ObjectStoreKind::Ferrite.built_in());
         assert_eq!(ObjectStoreKind::Sqlite.built_in(), cfg!(feature = "peers"));
         assert_eq!(object_name(0), "obj-000001");

@@ -6,6 +6,10 @@
 //! and compactions), its WAL on and synced per write with `--sync`, off otherwise, as the
 //! other workloads run it.
 //!
+//! `rocksdb-blob` is the same with RocksDB's integrated BlobDB on (its setting for large
+//! values): chunk values go to blob files, the LSM tree keeps their keys and blob indexes,
+//! blob garbage collection reclaims overwritten ones.
+//!
 //! A write of whole chunks is one `WriteBatch` of them; a write that covers part of a chunk
 //! (2 KiB blocks) reads the chunk and writes it back whole (read-modify-write), in the same
 //! batch. A read of one chunk is a `get`; of more, an iterator from the first.
@@ -30,25 +34,31 @@ pub fn chunk_key(object: u32, chunk: u64) -> String {
 #[derive(Debug)]
 pub struct RocksObjects {
     db: RocksDb,
+    blob: bool,
 }
 
 impl RocksObjects {
-    pub fn open(dir: &Path, options: &ObjectStoreOptions) -> Result<Self, BenchError> {
+    /// Opens the chunk store; `blob`: chunk values in blob files (BlobDB).
+    pub fn open(dir: &Path, options: &ObjectStoreOptions, blob: bool) -> Result<Self, BenchError> {
         let config = PeerConfig {
             cache_bytes: options.cache_bytes,
             direct_io: true,
             log: options.sync,
             sync: options.sync,
+            blob_min_bytes: blob.then_some(CHUNK_BYTES),
             ..PeerConfig::default()
         };
         let db = RocksDb::open(dir, &config).map_err(|e| BenchError::Store(Box::new(e)))?;
-        Ok(RocksObjects { db })
+        Ok(RocksObjects { db, blob })
     }
 }
 
 impl ObjectStore for RocksObjects {
     fn name(&self) -> &'static str {
-        "rocksdb"
+        match self.blob {
+            true => "rocksdb-blob",
+            false => "rocksdb",
+        }
     }
 
     fn direct_io(&self) -> bool {
@@ -175,9 +185,15 @@ mod tests {
     use tempfile::TempDir;
 
     /// Whole chunks, half chunks (read-modify-write) and reads across chunks all land where
-    /// they should.
+    /// they should, with chunk values in the LSM tree and in blob files.
     #[test]
     fn chunks_are_written_whole_or_read_modified_and_read_back() {
+        for blob in [false, true] {
+            chunks_round_trip(blob);
+        }
+    }
+
+    fn chunks_round_trip(blob: bool) {
         let dir = TempDir::new().unwrap();
         let options = ObjectStoreOptions {
             objects: 2,
@@ -186,7 +202,13 @@ mod tests {
             sync: false,
             cache_bytes: 8 << 20,
         };
-        let store = RocksObjects::open(dir.path(), &options).unwrap();
+        let store = RocksObjects::open(dir.path(), &options, blob).unwrap();
+        assert_eq!(
+            store.describe().contains("enable_blob_files=true"),
+            blob,
+            "{}",
+            store.describe()
+        );
         assert!(store.describe().contains("use_direct_reads=true"), "{}", store.describe());
         assert!(chunk_key(0, 12) < chunk_key(0, 100) && chunk_key(0, 3) < chunk_key(1, 0));
         let mut s = store.session().unwrap();

@@ -44,7 +44,7 @@ fn block_sizes_patterns_and_stores_parse_with_clear_errors() {
     assert_eq!(e, "unknown pattern \"randrw\" (randwrite, randread, seqwrite, seqread)");
     assert!(ObjectStoreKind::parse("postgres")
         .unwrap_err()
-        .contains("ferrite, file, rocksdb, sqlite"));
+        .contains("ferrite, file, rocksdb, rocksdb-blob, sqlite"));
 }
 
 #[test]
@@ -290,10 +290,13 @@ fn the_ferrite_store_runs_end_to_end() {
 mod peers {
     use super::*;
 
-    /// RocksDB's chunks and SQLite's BLOBs through a read and a write run each.
+    /// RocksDB's chunks (in the LSM tree and in blob files) and SQLite's BLOBs through a
+    /// read and a write run each.
     #[test]
     fn rocksdb_and_sqlite_run_end_to_end() {
-        for store in [ObjectStoreKind::RocksDb, ObjectStoreKind::Sqlite] {
+        for store in
+            [ObjectStoreKind::RocksDb, ObjectStoreKind::RocksDbBlob, ObjectStoreKind::Sqlite]
+        {
             let tmp = TempDir::new().unwrap();
             for (pattern, block) in [(Pattern::RandRead, 16384), (Pattern::RandWrite, 2048)] {
                 let config = ObjectsConfig { sync: true, ..small(store, &tmp, pattern, block) };
@@ -301,7 +304,7 @@ mod peers {
                     .unwrap_or_else(|e| panic!("{} {}: {e}", store.name(), pattern.name()));
                 assert!(report.ops > 0);
                 assert_eq!(report.result_line().get("store"), Some(store.name()));
-                assert_eq!(report.direct_io, store == ObjectStoreKind::RocksDb);
+                assert_eq!(report.direct_io, store != ObjectStoreKind::Sqlite);
                 assert!(!config.dir.exists());
             }
         }
