@@ -141,6 +141,26 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// Polls `future` on this thread, parking between polls until its waker unparks it
+    /// (the scheduler's `block_on` is a higher layer than the log's).
+    fn park_on<F: Future>(future: F) -> F::Output {
+        struct Unpark(std::thread::Thread);
+        impl std::task::Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+            std::thread::park();
+        }
+    }
+
     /// Many threads taking the lock through the future (one waiter woken per release) and
     /// through the blocking call, some giving up a wait half-way: every one gets it, one at
     /// a time, and nobody sleeps through a release.
@@ -166,10 +186,13 @@ mod tests {
                                     drop(guard);
                                 }
                             }
-                            crate::sched::block_on(lock.lock_async())
+                            park_on(lock.lock_async())
                         };
                         assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-                        std::hint::spin_loop();
+                        // Held long enough that the others queue behind it.
+                        for _ in 0..2_000 {
+                            std::hint::spin_loop();
+                        }
                         inside.fetch_sub(1, Ordering::SeqCst);
                         drop(guard);
                         done.fetch_add(1, Ordering::SeqCst);
