@@ -125,18 +125,21 @@ fn run_child(dir: &Path, plan: &str) -> ! {
             // again to see the transaction's own write.
             let mut txn = db.transaction();
             for change in &commit.changes {
-                let (Change::Put(tree, key, _) | Change::Delete(tree, key)) = change;
+                let (Change::Put(tree, key, _)
+                | Change::Delete(tree, key)
+                | Change::WriteAt(tree, key, ..)) = change;
                 txn.get(&trees[*tree], key)
                     .unwrap_or_else(|e| panic!("child: transaction {number} read: {e}"));
                 let wrote = match change {
                     Change::Put(_, _, value) => txn.put(&trees[*tree], key, value),
                     Change::Delete(_, _) => txn.delete(&trees[*tree], key),
+                    Change::WriteAt(..) => unreachable!("write_at is never batched"),
                 };
                 wrote.unwrap_or_else(|e| panic!("child: transaction {number}: {e}"));
                 let own = txn.get(&trees[*tree], key).expect("a read of the transaction's own");
                 let expected = match change {
                     Change::Put(_, _, value) => Some(value.clone()),
-                    Change::Delete(..) => None,
+                    Change::Delete(..) | Change::WriteAt(..) => None,
                 };
                 assert!(own == expected, "child: transaction {number} missed its own write");
             }
@@ -147,6 +150,7 @@ fn run_child(dir: &Path, plan: &str) -> ! {
                 match change {
                     Change::Put(tree, key, value) => batch.put(&trees[*tree], key, value),
                     Change::Delete(tree, key) => batch.delete(&trees[*tree], key),
+                    Change::WriteAt(..) => unreachable!("write_at is never batched"),
                 };
             }
             db.write(&batch).unwrap_or_else(|e| panic!("child: write {number}: {e}"));
@@ -154,6 +158,9 @@ fn run_child(dir: &Path, plan: &str) -> ! {
             match &commit.changes[0] {
                 Change::Put(tree, key, value) => trees[*tree].put(key, value).map(|()| true),
                 Change::Delete(tree, key) => trees[*tree].delete(key),
+                Change::WriteAt(tree, key, offset, bytes) => {
+                    trees[*tree].write_at(key, *offset, bytes).map(|()| true)
+                }
             }
             .unwrap_or_else(|e| panic!("child: write {number}: {e}"));
         }
@@ -463,13 +470,22 @@ fn every_write_finishes_or_fails_with_a_pool_of_16_pages() {
         for number in 0..400 {
             let commit = commit_number(1, number);
             let mut batch = WriteBatch::new();
+            let mut result = Ok(());
             for change in &commit.changes {
                 match change {
-                    Change::Put(tree, key, value) => batch.put(&trees[*tree], key, value),
-                    Change::Delete(tree, key) => batch.delete(&trees[*tree], key),
+                    Change::Put(tree, key, value) => {
+                        batch.put(&trees[*tree], key, value);
+                    }
+                    Change::Delete(tree, key) => {
+                        batch.delete(&trees[*tree], key);
+                    }
+                    // Never batched: a call of its own.
+                    Change::WriteAt(tree, key, offset, bytes) => {
+                        result = trees[*tree].write_at(key, *offset, bytes)
+                    }
                 };
             }
-            let result = db.write(&batch);
+            let result = result.and_then(|()| db.write(&batch));
             let failed =
                 result.as_ref().is_err_and(|e| !matches!(e, ferrite::Error::BatchTooLarge { .. }));
             if done.send((number, result)).is_err() || failed {

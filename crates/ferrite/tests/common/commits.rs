@@ -1,9 +1,10 @@
 //! The commits the crash tests of real processes make (`sigkill.rs`, `powercut.rs`): a
 //! function of a seed and a commit's number, so that the parent knows what the child wrote
-//! from the numbers it acknowledged. Half are single puts, 15 % single deletes, the rest
-//! batches of 2 to 8 puts and deletes over three trees; values are of every size (some on
-//! Value pages, some objects) and start with their commit's number, so that a stale one is
-//! recognisable.
+//! from the numbers it acknowledged. 40 % are single puts, 10 % single `write_at`s (a
+//! piece of up to 6 KiB at any offset of a value: aligned blocks, unaligned fragments, a
+//! plain value turned into an object), 15 % single deletes, the rest batches of 2 to 8 puts
+//! and deletes over three trees; values are of every size (some on Value pages, some
+//! objects) and start with their commit's number, so that a stale one is recognisable.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,8 @@ pub type State = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
 pub enum Change {
     Put(usize, Vec<u8>, Vec<u8>),
     Delete(usize, Vec<u8>),
+    /// `Tree::write_at(key, offset, bytes)`: never in a batch.
+    WriteAt(usize, Vec<u8>, u64, Vec<u8>),
 }
 
 /// One call into the engine: a single put or delete, or a batch ([`Db::write`]).
@@ -67,7 +70,17 @@ fn change(
 /// its keys from `key`.
 pub fn commit(rng: &mut Rng, number: u64, mut key: impl FnMut(&mut Rng) -> Vec<u8>) -> Commit {
     match rng.below(100) {
-        0..=49 => Commit { batch: false, changes: vec![change(rng, number, 0, &mut key)] },
+        0..=39 => Commit { batch: false, changes: vec![change(rng, number, 0, &mut key)] },
+        40..=49 => {
+            let tree = rng.below(TREES.len() as u64) as usize;
+            let key = key(rng);
+            let offset = rng.below((MAX_VALUE_LEN + 40_000) as u64);
+            let len = 1 + rng.below(6_000) as usize;
+            let mut bytes = number.to_le_bytes().to_vec();
+            bytes.extend(rng.bytes(len.saturating_sub(8)));
+            bytes.truncate(len);
+            Commit { batch: false, changes: vec![Change::WriteAt(tree, key, offset, bytes)] }
+        }
         50..=64 => Commit { batch: false, changes: vec![change(rng, number, 100, &mut key)] },
         _ => {
             let len = 2 + rng.below(7);
@@ -87,6 +100,14 @@ pub fn apply(state: &mut State, commit: &Commit) {
             Change::Delete(tree, key) => {
                 state.remove(&(*tree, key.clone()));
             }
+            Change::WriteAt(tree, key, offset, bytes) => {
+                let value = state.entry((*tree, key.clone())).or_default();
+                let (at, end) = (*offset as usize, *offset as usize + bytes.len());
+                if value.len() < end {
+                    value.resize(end, 0);
+                }
+                value[at..end].copy_from_slice(bytes);
+            }
         }
     }
 }
@@ -99,6 +120,7 @@ pub fn run_commit(db: &Db, trees: &[Tree], commit: &Commit) -> ferrite::Result<(
             match change {
                 Change::Put(tree, key, value) => batch.put(&trees[*tree], key, value),
                 Change::Delete(tree, key) => batch.delete(&trees[*tree], key),
+                Change::WriteAt(..) => unreachable!("write_at is never batched"),
             };
         }
         return db.write(&batch);
@@ -106,6 +128,7 @@ pub fn run_commit(db: &Db, trees: &[Tree], commit: &Commit) -> ferrite::Result<(
     match &commit.changes[0] {
         Change::Put(tree, key, value) => trees[*tree].put(key, value),
         Change::Delete(tree, key) => trees[*tree].delete(key).map(drop),
+        Change::WriteAt(tree, key, offset, bytes) => trees[*tree].write_at(key, *offset, bytes),
     }
 }
 
