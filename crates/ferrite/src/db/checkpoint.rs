@@ -77,6 +77,9 @@ impl Shared {
             };
             (epoch, snapshot)
         };
+        if self.objects_in_use.load(Ordering::Acquire) {
+            self.pass_object_turn();
+        }
         // The change buffer is copied after the redo LSN is fixed, without the commit lock
         // (`ChangeBuffer::snapshot` says why that is enough).
         snapshot.buffered = self.change_buffer.snapshot();

@@ -63,10 +63,15 @@ impl Shared {
             // (No object, nothing staged: no lock on every commit of a plain database.)
             false => Vec::new(),
         };
-        let (value, end) = self.end_commit(outcome)?;
-        self.object_space.retire(&freed, end);
+        let ended = self.end_commit(outcome);
+        if let Ok((_, end)) = &ended {
+            self.object_space.retire(&freed, *end);
+        }
         drop(guard);
-        Ok((value, end))
+        if self.objects_in_use.load(Ordering::Acquire) {
+            self.pass_object_turn();
+        }
+        ended
     }
 
     /// Ends the capture of a commit whose changes were `outcome`: appends its record and

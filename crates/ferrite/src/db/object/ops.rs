@@ -132,6 +132,14 @@ impl Pending {
 }
 
 impl Shared {
+    /// After a release of the commit lock: the first object write in line may lead the next
+    /// group (called by every commit's release, the object writers' and the others').
+    pub(crate) fn pass_object_turn(&self) {
+        if let Some(next) = self.object_space.commits().front() {
+            next.give_turn();
+        }
+    }
+
     /// Applies `batch` (queued object writes) in one commit under `guard` and gives each
     /// its outcome. A change whose map moved is not applied (its writer plans again); if
     /// one fails, the commit fails: the failed one gets the error, the others the log's
@@ -810,16 +818,13 @@ impl Tree {
                     std::thread::yield_now();
                     continue;
                 }
+                // (The release wakes the next in line to lead the next group.)
                 shared.lead_commits(objects, guard, batch);
-                // The next in line leads the next group.
-                if let Some(next) = shared.object_space.commits().front() {
-                    next.give_turn();
-                }
                 continue;
             }
-            // The lock may be held by a commit that is not an object write's (it wakes no
-            // one here): look again now and then.
-            pending.wait_turn(std::time::Duration::from_micros(500));
+            // Every release of the commit lock wakes the first in line (`pass_object_turn`);
+            // the timeout is a safety net.
+            pending.wait_turn(std::time::Duration::from_millis(2));
         }
     }
 
