@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use super::format::{self, decode_log_entry, log_key, Fragments, BLOCK};
 use super::ops::{Change, MapView};
-use crate::db::Shared;
+use crate::db::{Shared, Tree};
 use crate::error::{PageId, Result};
 use crate::io::engine::IoEngine;
 use crate::io::AlignedBlock;
@@ -42,13 +42,14 @@ pub fn threshold(bytes: u64, budget: u64) -> u64 {
 }
 
 impl Shared {
-    /// Rebuilds the fragment log's index from the log's key range (at open) and queues the
-    /// objects past the merge threshold.
-    pub(crate) fn load_fragment_index(self: &Arc<Self>) -> Result<()> {
-        let Some(objects) = self.objects_tree(false)? else { return Ok(()) };
+    /// The fragment log's entries from its head, in order: `(sequence number, object id,
+    /// block, fragments)`.
+    fn log_entries<'a>(
+        &'a self,
+        objects: &Tree,
+    ) -> impl Iterator<Item = Result<(u64, u64, u64, Fragments)>> + 'a {
         let (low, high) = (log_key(0), log_key(u64::MAX));
-        let mut index = self.object_space.fragments();
-        for entry in objects.range(&low[..]..=&high[..]) {
+        objects.range(&low[..]..=&high[..]).map(move |entry| {
             let (key, value) = entry?;
             let (_, _, seq) = format::parse_key(&key).expect("a key of the range");
             let (id, block, fragments) =
@@ -57,6 +58,17 @@ impl Shared {
                     file: self.pool.file().path().to_owned(),
                     reason: format!("fragment entry {seq}: {r}"),
                 })?;
+            Ok((seq, id, block, fragments))
+        })
+    }
+
+    /// Rebuilds the fragment log's index from the log's key range (at open) and queues the
+    /// objects past the merge threshold.
+    pub(crate) fn load_fragment_index(self: &Arc<Self>) -> Result<()> {
+        let Some(objects) = self.objects_tree(false)? else { return Ok(()) };
+        let mut index = self.object_space.fragments();
+        for entry in self.log_entries(&objects) {
+            let (seq, id, block, fragments) = entry?;
             index.add(id, block, seq, format::fragment_bytes(&fragments) as u32);
         }
         let budget = self.object_space.fragment_budget();
@@ -163,16 +175,8 @@ impl Shared {
         let Some(objects) = self.objects_tree(false)? else { return Ok(0) };
         // Per object and block: the entries from the log's head, overlaid, and their numbers.
         let mut found: BTreeMap<(u64, u64), (Fragments, Vec<u64>)> = BTreeMap::new();
-        let (low, high) = (log_key(0), log_key(u64::MAX));
-        for entry in objects.range(&low[..]..=&high[..]) {
-            let (key, value) = entry?;
-            let (_, _, seq) = format::parse_key(&key).expect("a key of the range");
-            let (id, block, fragments) =
-                decode_log_entry(&value).map_err(|r| crate::error::Error::Corrupt {
-                    page: 0,
-                    file: self.pool.file().path().to_owned(),
-                    reason: format!("fragment entry {seq}: {r}"),
-                })?;
+        for entry in self.log_entries(&objects) {
+            let (seq, id, block, fragments) = entry?;
             if found.len() == BLOCKS_PER_MERGE && !found.contains_key(&(id, block)) {
                 break;
             }
