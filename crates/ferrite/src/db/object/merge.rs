@@ -201,7 +201,6 @@ impl Shared {
             let view = MapView {
                 extents: self.read_extents(id, block, block)?,
                 fragments: [(block, overlay.clone())].into(),
-                ..MapView::default()
             };
             views.push(((id, block), view));
         }

@@ -41,8 +41,6 @@ pub(crate) struct MapView {
     pub extents: Vec<Extent>,
     /// Fragments of blocks in the range, every entry over a block overlaid in order.
     pub fragments: BTreeMap<u64, Fragments>,
-    /// The fragment-log entries read for each block (oldest first).
-    pub entries: BTreeMap<u64, Vec<u64>>,
 }
 
 /// What one commit changes in an object (besides its stub).
@@ -308,7 +306,6 @@ impl Shared {
                 }
             }
             view.fragments.insert(block, overlay);
-            view.entries.insert(block, seqs);
         }
         Ok(view)
     }
@@ -526,22 +523,24 @@ impl Shared {
                 index.take_oldest(id, *block, seqs.len());
                 gone.extend_from_slice(seqs);
             }
-            let mut appends: Vec<(u64, Fragments)> = change.appends.clone();
+            // (A truncation's zeros, if the block holds data; the write's own entries are
+            // encoded straight from the change, not copied first.)
+            let mut zeros: Vec<(u64, Fragments)> = Vec::new();
             if let Some((block, from)) = change.zero_tail {
                 let has_data = index.has(id, block)
                     || change.planned_on.iter().any(|(_, _, extents)| {
                         extents.iter().any(|e| e.first <= block && block <= e.last)
                     });
                 if has_data {
-                    let zeros = vec![(from as u16, vec![0u8; BLOCK as usize - from])];
-                    appends.extend(format::split_entries(&zeros).into_iter().map(|f| (block, f)));
+                    let tail = vec![(from as u16, vec![0u8; BLOCK as usize - from])];
+                    zeros.extend(format::split_entries(&tail).into_iter().map(|f| (block, f)));
                 }
             }
-            let mut appended = Vec::with_capacity(appends.len());
-            for (block, fragments) in appends {
+            let mut appended = Vec::with_capacity(change.appends.len() + zeros.len());
+            for (block, fragments) in change.appends.iter().chain(&zeros) {
                 let seq = index.next_seq;
-                index.add(id, block, seq, format::fragment_bytes(&fragments) as u32);
-                appended.push((seq, encode_log_entry(id, block, &fragments)));
+                index.add(id, *block, seq, format::fragment_bytes(fragments) as u32);
+                appended.push((seq, encode_log_entry(id, *block, fragments)));
             }
             let due = index.queue_if_due(id, self.object_space.fragment_budget());
             (gone, appended, due)
