@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 
 use common::{assert_check, seeds, sim_options, tiny, Rng, TempDir};
 use ferrite::testing::SimDisk;
-use ferrite::{Db, Durability, Options, Tree, MAX_VALUE_LEN};
+use ferrite::{Db, Durability, Options, Tree, WriteBatch, MAX_VALUE_LEN};
 
 const BLOCK: u64 = 4096;
 
@@ -149,6 +149,131 @@ fn objects_match_a_model_through_reopens() {
         }
         for (key, model) in &models {
             assert_object(&tree, key, model, &format!("seed {seed} at the end"));
+        }
+        drop(tree);
+        assert_check(&db);
+        db.close().unwrap();
+    }
+}
+
+/// One random change for a batch or transaction, and the model after it.
+enum Edit {
+    WriteAt(Vec<u8>, u64, Vec<u8>),
+    Truncate(Vec<u8>, u64),
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+fn random_edit(rng: &mut Rng, models: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> Edit {
+    let key = format!("object-{}", rng.below(3)).into_bytes();
+    let len = models.get(&key).map_or(0, |m| m.len() as u64);
+    match rng.below(10) {
+        0..=4 => {
+            let (offset, size) = region(rng, len);
+            let bytes = pattern(rng, size);
+            write_model(models.entry(key.clone()).or_default(), offset, &bytes);
+            Edit::WriteAt(key, offset, bytes)
+        }
+        5 | 6 => {
+            let new_len = match rng.below(2) {
+                0 => rng.below(len + 1),
+                _ => len + rng.below(2 * BLOCK),
+            };
+            if let Some(model) = models.get_mut(&key) {
+                model.resize(new_len as usize, 0);
+            }
+            Edit::Truncate(key, new_len)
+        }
+        7 | 8 => {
+            let size = match rng.below(2) {
+                0 => rng.below(MAX_VALUE_LEN as u64) as usize,
+                _ => rng.below(40_000) as usize,
+            };
+            let bytes = pattern(rng, size);
+            models.insert(key.clone(), bytes.clone());
+            Edit::Put(key, bytes)
+        }
+        _ => {
+            models.remove(&key);
+            Edit::Delete(key)
+        }
+    }
+}
+
+/// `write_at` and `truncate` inside write batches and transactions, mixed with puts and
+/// deletes of the same keys, against a model: all of a batch applies in order, a
+/// transaction's reads see its own edits, and everything survives reopens (`check` each
+/// time).
+#[test]
+fn batches_and_transactions_edit_objects_as_a_model_does() {
+    for seed in seeds(4) {
+        let dir = TempDir::with_prefix("objects-batches").unwrap();
+        let mut rng = Rng::new(seed);
+        let mut models: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut db = Db::open(dir.path(), options()).unwrap();
+        let mut tree = db.tree("objects").unwrap();
+        for round in 0..80 {
+            let context = format!("seed {seed} round {round}");
+            let edits: Vec<Edit> =
+                (0..1 + rng.below(5)).map(|_| random_edit(&mut rng, &mut models)).collect();
+            if rng.below(2) == 0 {
+                let mut batch = WriteBatch::new();
+                for edit in &edits {
+                    match edit {
+                        Edit::WriteAt(key, offset, bytes) => {
+                            batch.write_at(&tree, key, *offset, bytes)
+                        }
+                        Edit::Truncate(key, len) => batch.truncate(&tree, key, *len),
+                        Edit::Put(key, value) => batch.put(&tree, key, value),
+                        Edit::Delete(key) => batch.delete(&tree, key),
+                    };
+                }
+                db.write(&batch).unwrap();
+            } else {
+                let mut txn = db.transaction();
+                for edit in &edits {
+                    match edit {
+                        Edit::WriteAt(key, offset, bytes) => {
+                            txn.write_at(&tree, key, *offset, bytes)
+                        }
+                        Edit::Truncate(key, len) => txn.truncate(&tree, key, *len),
+                        Edit::Put(key, value) => txn.put(&tree, key, value),
+                        Edit::Delete(key) => txn.delete(&tree, key),
+                    }
+                    .unwrap();
+                }
+                // Its reads see its own edits over what the tree holds.
+                for key in edits.iter().map(|e| match e {
+                    Edit::WriteAt(key, ..) | Edit::Truncate(key, _) => key,
+                    Edit::Put(key, _) | Edit::Delete(key) => key,
+                }) {
+                    let seen = txn.get(&tree, key).unwrap();
+                    assert!(
+                        seen.as_ref() == models.get(key),
+                        "{context}: transaction read of {key:?}"
+                    );
+                }
+                txn.commit().unwrap();
+            }
+            for key in (0..3).map(|k| format!("object-{k}").into_bytes()) {
+                match models.get(&key) {
+                    Some(model) => {
+                        let got = tree.get(&key).unwrap();
+                        assert!(got.as_ref() == Some(model), "{context}: {key:?} differs");
+                    }
+                    None => assert_eq!(tree.get(&key).unwrap(), None, "{context}: {key:?}"),
+                }
+            }
+            if round % 20 == 19 {
+                drop(tree);
+                assert_check(&db);
+                db.close().unwrap();
+                db = Db::open(dir.path(), options()).unwrap();
+                tree = db.tree("objects").unwrap();
+                for (key, model) in &models {
+                    assert_object(&tree, key, model, &format!("{context} after reopen"));
+                }
+            }
         }
         drop(tree);
         assert_check(&db);

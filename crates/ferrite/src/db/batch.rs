@@ -20,11 +20,18 @@ pub struct WriteBatch {
 pub(super) enum BatchOp {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
+    /// `Tree::write_at`: bytes at an offset of the value.
+    WriteAt(Vec<u8>, u64, Vec<u8>),
+    /// `Tree::truncate`: the value's new length.
+    Truncate(Vec<u8>, u64),
 }
 
 impl BatchOp {
     pub(super) fn key(&self) -> &[u8] {
-        let (BatchOp::Put(key, _) | BatchOp::Delete(key)) = self;
+        let (BatchOp::Put(key, _)
+        | BatchOp::Delete(key)
+        | BatchOp::WriteAt(key, _, _)
+        | BatchOp::Truncate(key, _)) = self;
         key
     }
 }
@@ -32,22 +39,36 @@ impl BatchOp {
 /// Applies `ops` in order, inside a commit.
 pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)], objects: &PreparedObjects) -> Result<()> {
     for (i, (tree, op)) in ops.iter().enumerate() {
-        match op {
-            BatchOp::Put(key, _) if objects.get(i).is_some_and(Option::is_some) => {
-                let prepared = objects[i].as_ref().expect("prepared");
+        match (op, &objects[i]) {
+            (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {
                 tree.shared.apply_prepared(tree, key, prepared).await?
             }
-            BatchOp::Put(key, value) => tree.apply_put(key, value).await?,
-            BatchOp::Delete(key) => {
+            (BatchOp::Put(key, value), _) => tree.apply_put(key, value).await?,
+            (BatchOp::Delete(key), _) => {
                 tree.apply_delete(key).await?;
             }
+            (BatchOp::WriteAt(key, offset, bytes), PreparedOp::Blocks(blocks)) => {
+                tree.apply_write_at(key, *offset, bytes, blocks).await?
+            }
+            (BatchOp::WriteAt(..), _) => unreachable!("a write_at's blocks are prepared"),
+            (BatchOp::Truncate(key, len), _) => tree.apply_truncate(key, *len).await?,
         }
     }
     Ok(())
 }
 
-/// Per op of a batch, the object its put's value became (written before the commit).
-pub(super) type PreparedObjects = Vec<Option<super::object::Prepared>>;
+/// What an op of a batch wrote before the commit.
+#[derive(Debug)]
+pub(super) enum PreparedOp {
+    None,
+    /// The object a put's value became.
+    Object(super::object::Prepared),
+    /// The whole blocks of a `write_at`, in new pages.
+    Blocks(super::object::PreparedBlocks),
+}
+
+/// Per op of a batch, what it wrote before the commit.
+pub(super) type PreparedObjects = Vec<PreparedOp>;
 
 impl Shared {
     /// Writes the values of `ops` that must be objects into new objects (blocking writes:
@@ -57,26 +78,42 @@ impl Shared {
         ops: &[(Tree, BatchOp)],
     ) -> Result<PreparedObjects> {
         let mut prepared = Vec::new();
+        let on_worker = || {
+            Err(Error::NotSupported {
+                reason: "a batch or transaction with a value that must be an object, or with \
+                         a write_at or truncate, is written with the blocking API, not from a \
+                         task (yet)"
+                    .into(),
+            })
+        };
         for (_, op) in ops {
-            let BatchOp::Put(_, value) = op else {
-                prepared.push(None);
-                continue;
-            };
-            if !super::object::needs_object(value.len() as u64, value) {
-                prepared.push(None);
-                continue;
-            }
-            let made = match crate::sched::on_worker() {
-                true => Err(Error::NotSupported {
-                    reason: "a batch or transaction with a value that must be an object is \
-                             written with the blocking API, not from a task (yet)"
-                        .into(),
-                }),
-                false => self.prepare_object(&mut &value[..]),
+            let made = match op {
+                BatchOp::Put(_, value)
+                    if super::object::needs_object(value.len() as u64, value) =>
+                {
+                    match crate::sched::on_worker() {
+                        true => on_worker(),
+                        false => self.prepare_object(&mut &value[..]).map(|made| match made {
+                            Ok(object) => PreparedOp::Object(object),
+                            Err(_) => unreachable!("the value needs an object"),
+                        }),
+                    }
+                }
+                BatchOp::WriteAt(_, offset, bytes) => match crate::sched::on_worker() {
+                    true => on_worker(),
+                    // (The objects tree is made now: a commit cannot make a tree.)
+                    false => self
+                        .objects_tree(true)
+                        .and_then(|_| self.prepare_blocks(*offset, bytes).map(PreparedOp::Blocks)),
+                },
+                BatchOp::Truncate(..) => match crate::sched::on_worker() {
+                    true => on_worker(),
+                    false => self.objects_tree(true).map(|_| PreparedOp::None),
+                },
+                _ => Ok(PreparedOp::None),
             };
             match made {
-                Ok(Ok(object)) => prepared.push(Some(object)),
-                Ok(Err(_)) => unreachable!("the value needs an object"),
+                Ok(op) => prepared.push(op),
                 Err(e) => {
                     self.abandon_objects(&prepared);
                     return Err(e);
@@ -86,10 +123,14 @@ impl Shared {
         Ok(prepared)
     }
 
-    /// Prepared objects whose commit failed: their pages are free again.
+    /// Prepared objects and blocks whose commit failed: their pages are free again.
     pub(super) fn abandon_objects(&self, prepared: &PreparedObjects) {
-        for object in prepared.iter().flatten() {
-            self.abandon_prepared(object);
+        for op in prepared {
+            match op {
+                PreparedOp::Object(object) => self.abandon_prepared(object),
+                PreparedOp::Blocks(blocks) => self.abandon_blocks(blocks),
+                PreparedOp::None => {}
+            }
         }
     }
 }
@@ -108,6 +149,21 @@ impl WriteBatch {
     /// Adds: remove `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> &mut Self {
         self.ops.push((tree.clone(), BatchOp::Delete(key.to_vec())));
+        self
+    }
+
+    /// Adds: write `bytes` at `offset` of `key`'s value in `tree`, as [`Tree::write_at`]
+    /// does (whole blocks are written to new pages before the commit, the rest logged with
+    /// it; the value becomes an object).
+    pub fn write_at(&mut self, tree: &Tree, key: &[u8], offset: u64, bytes: &[u8]) -> &mut Self {
+        self.ops.push((tree.clone(), BatchOp::WriteAt(key.to_vec(), offset, bytes.to_vec())));
+        self
+    }
+
+    /// Adds: set the length of `key`'s value in `tree`, as [`Tree::truncate`] does (nothing
+    /// if the key is absent).
+    pub fn truncate(&mut self, tree: &Tree, key: &[u8], len: u64) -> &mut Self {
+        self.ops.push((tree.clone(), BatchOp::Truncate(key.to_vec(), len)));
         self
     }
 
@@ -158,6 +214,14 @@ impl Shared {
                     check_value(value)?;
                 }
                 BatchOp::Delete(key) => check_key(key)?,
+                BatchOp::WriteAt(key, offset, bytes) => {
+                    check_key(key)?;
+                    super::object::check_object_end(*offset, bytes.len() as u64)?;
+                }
+                BatchOp::Truncate(key, len) => {
+                    check_key(key)?;
+                    super::object::check_object_end(*len, 0)?;
+                }
             }
         }
         Ok(())

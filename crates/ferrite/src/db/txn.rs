@@ -33,9 +33,57 @@ pub struct Transaction {
     shared: Arc<Shared>,
     /// What each key read from a tree held then, by (tree id, key).
     reads: HashMap<TreeKey, (Tree, Option<Vec<u8>>)>,
-    /// The last write of each key, by (tree id, key): a value, or `None` for a delete.
-    writes: BTreeMap<TreeKey, (Tree, Option<Vec<u8>>)>,
+    /// The last write of each key, by (tree id, key).
+    writes: BTreeMap<TreeKey, (Tree, Write)>,
     durability: Option<Durability>,
+}
+
+/// What a transaction writes to a key.
+#[derive(Debug, Clone)]
+enum Write {
+    /// A value, or `None` for a delete.
+    Value(Option<Vec<u8>>),
+    /// Changes in place of whatever the key holds at the commit, in order (`write_at` and
+    /// `truncate` of a key the transaction did not put).
+    Edits(Vec<Edit>),
+}
+
+/// A change of a value in place.
+#[derive(Debug, Clone)]
+enum Edit {
+    WriteAt(u64, Vec<u8>),
+    Truncate(u64),
+}
+
+impl Edit {
+    /// Applies the edit to a value in memory (`None`: the key is absent), as the tree would.
+    fn apply(&self, value: Option<Vec<u8>>) -> Result<Option<Vec<u8>>> {
+        let too_large = || Error::ValueTooLarge {
+            len: usize::MAX,
+            max: super::object::MAX_OBJECT_LEN as usize,
+        };
+        match self {
+            // (Truncating an absent key leaves it absent, as `Tree::truncate`.)
+            Edit::Truncate(_) if value.is_none() => Ok(None),
+            Edit::Truncate(len) => {
+                let mut value = value.unwrap_or_default();
+                value.resize(usize::try_from(*len).map_err(|_| too_large())?, 0);
+                Ok(Some(value))
+            }
+            Edit::WriteAt(offset, bytes) => {
+                let mut value = value.unwrap_or_default();
+                if !bytes.is_empty() {
+                    let at = usize::try_from(*offset).map_err(|_| too_large())?;
+                    let end = at.checked_add(bytes.len()).ok_or_else(too_large)?;
+                    if value.len() < end {
+                        value.resize(end, 0);
+                    }
+                    value[at..end].copy_from_slice(bytes);
+                }
+                Ok(Some(value))
+            }
+        }
+    }
 }
 
 impl Transaction {
@@ -54,9 +102,20 @@ impl Transaction {
         if let Some(seen) = self.seen(tree, key)? {
             return Ok(seen);
         }
-        let value = tree.get_async(key).await?;
-        self.reads.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), value.clone()));
-        Ok(value)
+        let id = (tree.btree.tree_id, key.to_vec());
+        let value = match self.reads.get(&id) {
+            Some((_, value)) => value.clone(),
+            None => {
+                let value = tree.get_async(key).await?;
+                self.reads.insert(id.clone(), (tree.clone(), value.clone()));
+                value
+            }
+        };
+        // The key's value as read, with this transaction's edits over it.
+        match self.writes.get(&id) {
+            Some((_, Write::Edits(edits))) => edits.iter().try_fold(value, |v, e| e.apply(v)),
+            _ => Ok(value),
+        }
     }
 
     /// Sets `key` of `tree` to `value` when the transaction commits.
@@ -64,8 +123,39 @@ impl Transaction {
         self.check_tree(tree)?;
         check_key(key)?;
         check_value(value)?;
-        self.writes
-            .insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), Some(value.to_vec())));
+        self.writes.insert(
+            (tree.btree.tree_id, key.to_vec()),
+            (tree.clone(), Write::Value(Some(value.to_vec()))),
+        );
+        Ok(())
+    }
+
+    /// Writes `bytes` at `offset` of `key`'s value in `tree` when the transaction commits,
+    /// as [`Tree::write_at`] does; its reads of the key see the write.
+    pub fn write_at(&mut self, tree: &Tree, key: &[u8], offset: u64, bytes: &[u8]) -> Result<()> {
+        super::object::check_object_end(offset, bytes.len() as u64)?;
+        self.edit(tree, key, Edit::WriteAt(offset, bytes.to_vec()))
+    }
+
+    /// Sets the length of `key`'s value in `tree` when the transaction commits, as
+    /// [`Tree::truncate`] does (nothing if the key is absent then).
+    pub fn truncate(&mut self, tree: &Tree, key: &[u8], len: u64) -> Result<()> {
+        super::object::check_object_end(len, 0)?;
+        self.edit(tree, key, Edit::Truncate(len))
+    }
+
+    fn edit(&mut self, tree: &Tree, key: &[u8], edit: Edit) -> Result<()> {
+        self.check_tree(tree)?;
+        check_key(key)?;
+        let id = (tree.btree.tree_id, key.to_vec());
+        match self.writes.get_mut(&id) {
+            // Over a value of its own: the value changes here.
+            Some((_, Write::Value(value))) => *value = edit.apply(value.take())?,
+            Some((_, Write::Edits(edits))) => edits.push(edit),
+            None => {
+                self.writes.insert(id, (tree.clone(), Write::Edits(vec![edit])));
+            }
+        }
         Ok(())
     }
 
@@ -73,7 +163,7 @@ impl Transaction {
     pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<()> {
         self.check_tree(tree)?;
         check_key(key)?;
-        self.writes.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), None));
+        self.writes.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), Write::Value(None)));
         Ok(())
     }
 
@@ -131,10 +221,12 @@ impl Transaction {
         self.check_tree(tree)?;
         check_key(key)?;
         let id = (tree.btree.tree_id, key.to_vec());
-        if let Some((_, value)) = self.writes.get(&id) {
-            return Ok(Some(value.clone()));
+        match self.writes.get(&id) {
+            Some((_, Write::Value(value))) => Ok(Some(value.clone())),
+            // (Edits need the key's value under them: `get_async`.)
+            Some((_, Write::Edits(_))) => Ok(None),
+            None => Ok(self.reads.get(&id).map(|(_, value)| value.clone())),
         }
-        Ok(self.reads.get(&id).map(|(_, value)| value.clone()))
     }
 
     fn check_tree(&self, tree: &Tree) -> Result<()> {
@@ -158,12 +250,24 @@ impl Transaction {
             return Ok(None);
         }
         let mut batch = WriteBatch::new();
-        for ((_, key), (tree, value)) in &self.writes {
-            let op = match value {
-                Some(value) => BatchOp::Put(key.clone(), value.clone()),
-                None => BatchOp::Delete(key.clone()),
-            };
-            batch.ops.push((tree.clone(), op));
+        for ((_, key), (tree, write)) in &self.writes {
+            match write {
+                Write::Value(Some(value)) => {
+                    batch.ops.push((tree.clone(), BatchOp::Put(key.clone(), value.clone())))
+                }
+                Write::Value(None) => batch.ops.push((tree.clone(), BatchOp::Delete(key.clone()))),
+                Write::Edits(edits) => {
+                    for edit in edits {
+                        let op = match edit {
+                            Edit::WriteAt(offset, bytes) => {
+                                BatchOp::WriteAt(key.clone(), *offset, bytes.clone())
+                            }
+                            Edit::Truncate(len) => BatchOp::Truncate(key.clone(), *len),
+                        };
+                        batch.ops.push((tree.clone(), op));
+                    }
+                }
+            }
         }
         self.shared.check_batch(&batch)?;
         for (tree, _) in self.reads.values() {

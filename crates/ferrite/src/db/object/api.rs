@@ -35,6 +35,14 @@ fn too_large() -> Error {
     Error::ValueTooLarge { len: usize::MAX, max: MAX_OBJECT_LEN as usize }
 }
 
+/// Fails unless `len` bytes at `offset` end within the largest object.
+pub(crate) fn check_object_end(offset: u64, len: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_OBJECT_LEN => Ok(()),
+        _ => Err(too_large()),
+    }
+}
+
 fn refuse_in_task() -> Result<()> {
     match crate::sched::on_worker() {
         true => Err(Error::BlockingWriteInTask),

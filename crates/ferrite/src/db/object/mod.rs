@@ -9,10 +9,11 @@ mod merge;
 mod ops;
 mod space;
 
+pub(crate) use api::check_object_end;
 pub use api::{ObjectReader, ObjectStat, ObjectWriter, MAX_OBJECT_LEN};
 pub use check::ObjectsReport;
 #[doc(hidden)]
 pub use format::fuzz_object_entry;
 pub(crate) use format::{is_stub, needs_object};
-pub(crate) use ops::{Prepared, Stored};
+pub(crate) use ops::{Prepared, PreparedBlocks, Stored};
 pub(crate) use space::Space;

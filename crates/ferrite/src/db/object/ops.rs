@@ -464,6 +464,24 @@ impl Shared {
         change.freed_runs = coalesce_runs(std::mem::take(&mut change.freed_runs));
     }
 
+    /// The changes that cut object `id` to `len` bytes, planned on its extents as they are.
+    fn cut_to(self: &Arc<Self>, id: u64, len: u64, change: &mut Change) -> Result<()> {
+        let keep_blocks = len.div_ceil(BLOCK);
+        let tail_block = len / BLOCK;
+        let extents = self.read_extents(id, tail_block, u64::MAX)?;
+        let view = MapView { extents, ..MapView::default() };
+        Shared::drop_blocks(&view, |b| b >= keep_blocks, change);
+        change.drop_fragments.push((keep_blocks, u64::MAX));
+        // The last block kept, if the new end cuts it: its bytes past the end must read as
+        // zeros if the object grows again (zeros appended over them).
+        let tail = (len % BLOCK) as usize;
+        if tail > 0 {
+            change.zero_tail = Some((tail_block, tail));
+        }
+        change.planned_on.push((tail_block, u64::MAX, view.extents));
+        Ok(())
+    }
+
     /// The change that puts `extents` (written in `runs`) in place of their blocks.
     pub(crate) fn replacing(
         &self,
@@ -503,8 +521,13 @@ impl Shared {
         id: u64,
         change: &Change,
     ) -> Result<()> {
-        // Deletes before puts: a cut extent may be put back under the same last block.
+        // Deletes before puts: a cut extent may be put back under the same last block. (A
+        // key put again is not deleted first: the put replaces it. A block rewritten whole
+        // in place of a one-block extent, the common random write, is one put.)
         for &last in &change.extent_deletes {
+            if change.extent_puts.iter().any(|e| e.last == last) {
+                continue;
+            }
             objects.apply_delete_raw(&format::key(id, KIND_EXTENT, last)).await?;
         }
         for e in &change.extent_puts {
@@ -609,6 +632,27 @@ fn note_runs(pool: &crate::buffer::BufferPool, first: PageId, pages: u64, alloca
         pool.note_data(first + at, n as u16, allocated);
         at += n;
     }
+}
+
+/// Per block `pieces` (`(offset, bytes)`, in order) touch, except those `skip` names: its
+/// new bytes as fragments over what it holds, later pieces over earlier ones.
+fn touched_blocks(pieces: &[(u64, &[u8])], skip: impl Fn(u64) -> bool) -> BTreeMap<u64, Fragments> {
+    let mut touched: BTreeMap<u64, Fragments> = BTreeMap::new();
+    for &(offset, bytes) in pieces {
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let pos = offset + at as u64;
+            let block = pos / BLOCK;
+            let in_block = (pos % BLOCK) as usize;
+            let n = (BLOCK as usize - in_block).min(bytes.len() - at);
+            if !skip(block) {
+                let entry = touched.entry(block).or_default();
+                *entry = format::overlay_fragment(entry, in_block, &bytes[at..at + n]);
+            }
+            at += n;
+        }
+    }
+    touched
 }
 
 fn coalesce_runs(mut runs: Vec<(PageId, u64)>) -> Vec<(PageId, u64)> {
@@ -833,20 +877,7 @@ impl Tree {
     fn plan(&self, id: u64, pieces: &[(u64, &[u8])]) -> Result<Change> {
         let shared = &self.shared;
         let mut change = Change::default();
-        // Per touched block: its new bytes as fragments over what it holds (in order).
-        let mut touched: BTreeMap<u64, Fragments> = BTreeMap::new();
-        for &(offset, bytes) in pieces {
-            let mut at = 0usize;
-            while at < bytes.len() {
-                let pos = offset + at as u64;
-                let block = pos / BLOCK;
-                let in_block = (pos % BLOCK) as usize;
-                let n = (BLOCK as usize - in_block).min(bytes.len() - at);
-                let entry = touched.entry(block).or_default();
-                *entry = format::overlay_fragment(entry, in_block, &bytes[at..at + n]);
-                at += n;
-            }
-        }
+        let touched = touched_blocks(pieces, |_| false);
         let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
         for (block, new) in touched {
             if new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize {
@@ -901,19 +932,7 @@ impl Tree {
             let objects = shared.objects()?;
             let mut change = Change::default();
             if len < old_len {
-                let keep_blocks = len.div_ceil(BLOCK);
-                let tail_block = len / BLOCK;
-                let extents = shared.read_extents(id, tail_block, u64::MAX)?;
-                let view = MapView { extents, ..MapView::default() };
-                Shared::drop_blocks(&view, |b| b >= keep_blocks, &mut change);
-                change.drop_fragments.push((keep_blocks, u64::MAX));
-                // The last block kept, if the new end cuts it: its bytes past the end must
-                // read as zeros if the object grows again (zeros appended over them).
-                let tail = (len % BLOCK) as usize;
-                if tail > 0 {
-                    change.zero_tail = Some((tail_block, tail));
-                }
-                change.planned_on.push((tail_block, u64::MAX, view.extents));
+                shared.cut_to(id, len, &mut change)?;
             }
             let stub = encode_stub(id, len);
             let done = block_on(shared.commit(shared.durability, async || {
@@ -957,6 +976,152 @@ impl Tree {
             return Err(e);
         }
         Ok(prepared.len)
+    }
+}
+
+/// The whole blocks of a write in a batch or transaction, written into new pages before
+/// its commit (`Shared::prepare_blocks`); the commit decides what they replace
+/// (`Tree::apply_write_at`).
+#[derive(Debug, Default)]
+pub(crate) struct PreparedBlocks {
+    extents: Vec<Extent>,
+    runs: Vec<Run>,
+}
+
+impl Shared {
+    /// Writes the blocks that `bytes` at `offset` cover whole into new pages (blocking
+    /// writes), for a batch's or transaction's `write_at`.
+    pub(crate) fn prepare_blocks(
+        self: &Arc<Self>,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<PreparedBlocks> {
+        let end = offset + bytes.len() as u64;
+        let (first, past) = (offset.div_ceil(BLOCK), end / BLOCK);
+        let mut prepared = PreparedBlocks::default();
+        let mut block = first;
+        while block < past {
+            // A bounded run of blocks at a time (each run is one buffer and one write).
+            let stop = past.min(block + MAX_RUN_PAGES);
+            let pieces: Vec<(u64, &[u8])> = (block..stop)
+                .map(|b| {
+                    let at = (b * BLOCK - offset) as usize;
+                    (b, &bytes[at..at + BLOCK as usize])
+                })
+                .collect();
+            match self.write_blocks(&pieces) {
+                Ok((extents, runs)) => {
+                    prepared.extents.extend(extents);
+                    prepared.runs.extend(runs);
+                }
+                Err(e) => {
+                    self.object_space.give_back(&prepared.runs);
+                    return Err(e);
+                }
+            }
+            block = stop;
+        }
+        Ok(prepared)
+    }
+
+    /// Prepared blocks whose commit failed: free again (unless the log failed).
+    pub(crate) fn abandon_blocks(&self, prepared: &PreparedBlocks) {
+        if self.log().is_ok_and(|log| log.check().is_ok()) {
+            self.object_space.give_back(&prepared.runs);
+        }
+    }
+}
+
+impl Tree {
+    /// Inside a commit (a batch's or a transaction's): writes `bytes` at `offset` of `key`'s
+    /// value, as [`Tree::write_at`] does, its whole blocks already written in `blocks`. The
+    /// commit lock keeps the map as read here until the change applies: nothing to recheck.
+    pub(crate) async fn apply_write_at(
+        &self,
+        key: &[u8],
+        offset: u64,
+        bytes: &[u8],
+        blocks: &PreparedBlocks,
+    ) -> Result<()> {
+        let shared = &self.shared;
+        let objects = shared.objects()?;
+        let stored = self.stored_in_commit(key).await?;
+        let (id, old_len, base) = match &stored {
+            Stored::Object { id, len } => (*id, *len, None),
+            Stored::Absent => (shared.new_object_id(), 0, Some(&[][..])),
+            Stored::Plain(v) => (shared.new_object_id(), v.len() as u64, Some(&v[..])),
+        };
+        let end = offset + bytes.len() as u64;
+        let new_len = if bytes.is_empty() { old_len } else { old_len.max(end) };
+        let written_whole = |b: u64| blocks.extents.iter().any(|e| e.first <= b && b <= e.last);
+        let mut pieces: Vec<(u64, &[u8])> = Vec::new();
+        if let Some(base) = base.filter(|b| !b.is_empty()) {
+            pieces.push((0, base));
+        }
+        pieces.push((offset, bytes));
+        let mut change = Change::default();
+        for (block, fragments) in touched_blocks(&pieces, written_whole) {
+            change
+                .appends
+                .extend(format::split_entries(&fragments).into_iter().map(|f| (block, f)));
+        }
+        let _map = shared.object_space.map_write(id);
+        if let (Some(first), Some(last)) = (blocks.extents.first(), blocks.extents.last()) {
+            let view = MapView {
+                extents: shared.read_extents(id, first.first, last.last)?,
+                ..MapView::default()
+            };
+            Shared::replace_blocks(&view, &blocks.extents, &mut change);
+            change.new_runs = blocks.runs.clone();
+        }
+        shared.apply_change(&objects, id, &change).await?;
+        if base.is_some() || new_len != old_len {
+            self.apply_put_raw(key, &encode_stub(id, new_len)).await?;
+        }
+        Ok(())
+    }
+
+    /// Inside a commit: sets the length of `key`'s value, as [`Tree::truncate`] does
+    /// (nothing if the key is absent).
+    pub(crate) async fn apply_truncate(&self, key: &[u8], len: u64) -> Result<()> {
+        let shared = &self.shared;
+        match self.stored_in_commit(key).await? {
+            Stored::Absent => Ok(()),
+            Stored::Plain(mut v) => {
+                if len as usize <= crate::format::value::MAX_VALUE_LEN {
+                    v.resize(len as usize, 0);
+                    if !format::needs_object(v.len() as u64, &v) {
+                        return self.apply_put_raw(key, &v).await;
+                    }
+                }
+                // An object holding what stays of the value (no data I/O: its bytes are
+                // less than a block, fragments), then the length.
+                let objects = shared.objects()?;
+                let id = shared.new_object_id();
+                let kept = &v[..v.len().min(len as usize)];
+                let mut change = Change::default();
+                for (block, fragments) in touched_blocks(&[(0, kept)], |_| false) {
+                    change
+                        .appends
+                        .extend(format::split_entries(&fragments).into_iter().map(|f| (block, f)));
+                }
+                shared.apply_change(&objects, id, &change).await?;
+                self.apply_put_raw(key, &encode_stub(id, len)).await
+            }
+            Stored::Object { id, len: old_len } => {
+                if len == old_len {
+                    return Ok(());
+                }
+                let objects = shared.objects()?;
+                let _map = shared.object_space.map_write(id);
+                let mut change = Change::default();
+                if len < old_len {
+                    shared.cut_to(id, len, &mut change)?;
+                }
+                shared.apply_change(&objects, id, &change).await?;
+                self.apply_put_raw(key, &encode_stub(id, len)).await
+            }
+        }
     }
 }
 
