@@ -281,6 +281,130 @@ fn batches_and_transactions_edit_objects_as_a_model_does() {
     }
 }
 
+/// The async object calls from tasks on workers: writes and reads of objects against a
+/// model, every answer checked, the data moved through the workers' rings (counted), and
+/// the result the same after a reopen.
+#[test]
+fn tasks_write_and_read_objects_through_their_workers_rings() {
+    for seed in seeds(2) {
+        let dir = TempDir::with_prefix("objects-async").unwrap();
+        let options = || Options { workers: 2, ..tiny(512) };
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("objects").unwrap();
+        // A task cannot write a database's first object (that makes the objects tree): it
+        // is told so, and the blocking call can.
+        let first = tree.clone();
+        let refused = db.spawn(async move { first.write_at_async(b"first", 0, b"x").await });
+        assert!(
+            matches!(refused.unwrap().wait(), Err(ferrite::Error::NotSupported { .. })),
+            "seed {seed}: the first object from a task"
+        );
+        tree.write_at(b"first", 0, b"x").unwrap();
+        // Each task owns one key: its model is its own.
+        let handles: Vec<_> = (0..4u64)
+            .map(|task| {
+                let tree = tree.clone();
+                db.spawn(async move {
+                    let mut rng = Rng::new(seed * 31 + task);
+                    let key = format!("object-{task}").into_bytes();
+                    let mut model: Vec<u8> = Vec::new();
+                    let mut present = false;
+                    for step in 0..60 {
+                        let context = format!("seed {seed} task {task} step {step}");
+                        match rng.below(10) {
+                            0..=4 => {
+                                let (offset, size) = region(&mut rng, model.len() as u64);
+                                let bytes = pattern(&mut rng, size);
+                                tree.write_at_async(&key, offset, &bytes).await.unwrap();
+                                write_model(&mut model, offset, &bytes);
+                                present = true;
+                            }
+                            5 => {
+                                let size = 1 + rng.below(9000) as usize;
+                                let bytes = pattern(&mut rng, size);
+                                let len = tree.append_async(&key, &bytes).await.unwrap();
+                                model.extend_from_slice(&bytes);
+                                present = true;
+                                assert_eq!(len, model.len() as u64, "{context}: append");
+                            }
+                            6..=8 => {
+                                let (offset, size) = region(&mut rng, model.len() as u64);
+                                let mut buf = vec![0xEEu8; size];
+                                let got = tree.read_at_async(&key, offset, &mut buf).await.unwrap();
+                                if !present {
+                                    assert_eq!(got, None, "{context}: absent");
+                                    continue;
+                                }
+                                let from = (offset as usize).min(model.len());
+                                let want = &model[from..(from + size).min(model.len())];
+                                assert_eq!(got, Some(want.len()), "{context}: read length");
+                                assert!(buf[..want.len()] == *want, "{context}: read_at_async");
+                            }
+                            _ => {
+                                let got = tree.get_async(&key).await.unwrap();
+                                let len = tree.object_len_async(&key).await.unwrap();
+                                match present {
+                                    true => {
+                                        assert!(
+                                            got.as_deref() == Some(&model[..]),
+                                            "{context}: get_async"
+                                        );
+                                        assert_eq!(len, Some(model.len() as u64), "{context}: len");
+                                    }
+                                    false => {
+                                        assert_eq!((got, len), (None, None), "{context}: absent")
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    // A streamed reader and writer, as futures.
+                    let streamed_key = format!("streamed-{task}").into_bytes();
+                    let mut writer = tree.object_writer_async(&streamed_key).await.unwrap();
+                    let streamed = pattern(&mut rng, 3 * BLOCK as usize + 100);
+                    let mut at = 0;
+                    while at < streamed.len() {
+                        at += writer.write_async(&streamed[at..]).await.unwrap();
+                    }
+                    writer.flush_async().await.unwrap();
+                    let got = tree.get_async(&streamed_key).await.unwrap();
+                    assert!(got == Some(streamed), "seed {seed} task {task}: write_async");
+                    let mut reader =
+                        tree.object_reader_async(&key).await.unwrap().expect("present");
+                    let mut back = vec![0u8; model.len()];
+                    let mut at = 0;
+                    while at < back.len() {
+                        at += reader.read_async(&mut back[at..]).await.unwrap();
+                    }
+                    assert!(back == model, "seed {seed} task {task}: read_async");
+                    (key, model)
+                })
+                .unwrap()
+            })
+            .collect();
+        let models: Vec<(Vec<u8>, Vec<u8>)> = handles.into_iter().map(|h| h.wait()).collect();
+        let transfers: u64 = db
+            .worker_stats()
+            .iter()
+            .map(|s| s.transfers.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        assert!(transfers > 0, "seed {seed}: no object data went through a worker's ring");
+        for (key, model) in &models {
+            assert_object(&tree, key, model, &format!("seed {seed}"));
+        }
+        drop(tree);
+        assert_check(&db);
+        db.close().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("objects").unwrap();
+        for (key, model) in &models {
+            assert_object(&tree, key, model, &format!("seed {seed} after reopen"));
+        }
+        drop(tree);
+        db.close().unwrap();
+    }
+}
+
 #[test]
 fn large_values_stream_in_and_out_and_free_their_pages() {
     let dir = TempDir::with_prefix("objects-large").unwrap();

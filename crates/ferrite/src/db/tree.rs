@@ -189,7 +189,14 @@ impl Tree {
             })
             .await?;
         match (found, stub) {
-            (Some(None), Some(stub)) => self.follow_stub(stub).map(|v| Some(read(&v))),
+            (Some(None), Some(stub)) => match self.classify(stub)? {
+                // (On a worker, the object's data is read through its ring.)
+                super::object::Stored::Object { id, len } => {
+                    let value = self.read_whole_object_async(id, len).await?;
+                    Ok(Some(read(&value)))
+                }
+                _ => unreachable!("a stub"),
+            },
             (found, _) => Ok(found.flatten()),
         }
     }
@@ -203,6 +210,15 @@ impl Tree {
     }
 
     /// `key`'s value as stored, for the holder of the commit lock.
+    /// `key`'s value as stored (an object's stub is not followed), as a future: on a
+    /// worker, a miss queues a read and yields.
+    pub(super) async fn stored_async(&self, key: &[u8]) -> Result<super::object::Stored> {
+        match self.read(false, key, |value| value.to_vec()).await? {
+            None => Ok(super::object::Stored::Absent),
+            Some(value) => self.classify(value),
+        }
+    }
+
     pub(super) async fn stored_in_commit(&self, key: &[u8]) -> Result<super::object::Stored> {
         match self.read(true, key, |value| value.to_vec()).await? {
             None => Ok(super::object::Stored::Absent),

@@ -310,7 +310,11 @@ impl PageFile {
     /// The pieces of the run of pages `first..first + pages` that lie contiguously on one
     /// device: `(device, device offset, byte offset in the run, bytes)`. One piece on a
     /// single device; striped, a piece never crosses a chunk.
-    fn run_pieces(&self, first: PageId, bytes: usize) -> Vec<(usize, u64, usize, usize)> {
+    pub(crate) fn run_pieces(
+        &self,
+        first: PageId,
+        bytes: usize,
+    ) -> Vec<(usize, u64, usize, usize)> {
         let mut pieces: Vec<(usize, u64, usize, usize)> = Vec::new();
         let mut at = 0;
         while at < bytes {

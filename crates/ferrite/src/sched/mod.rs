@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 
 pub use task::{yield_now, TaskHandle};
 pub use worker::WorkerStats;
+pub(crate) use worker::{start_transfer, Transfer};
 
 use crate::btree::{with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};

@@ -28,6 +28,10 @@ use crate::worker_context;
 /// Tag bit of a write; reads have it clear. The rest of a tag is the page id.
 const TAG_WRITE: u64 = 1;
 
+/// Tag bit of a raw transfer (`start_transfer`: a task's own buffer read or written, such
+/// as an object's data); the rest of the tag is the transfer's number.
+const TAG_RAW: u64 = 1 << 60;
+
 /// What other threads hand a worker: new tasks, wake-ups, the order to stop.
 ///
 /// A worker waits in one of two places: on the condition variable when it has no I/O in
@@ -179,6 +183,8 @@ pub struct WorkerStats {
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub write_errors: AtomicU64,
+    /// Transfers of tasks' own buffers (an object's data) done through this worker's ring.
+    pub transfers: AtomicU64,
     /// Whether the engine took the pool's frames as registered (fixed) buffers.
     pub fixed_buffers: std::sync::atomic::AtomicBool,
 }
@@ -209,6 +215,19 @@ pub(crate) struct WorkerIo {
     /// The database's log, if it has one: this worker writes and syncs its flushes.
     log: Option<Arc<Log>>,
     stats: Arc<WorkerStats>,
+    /// Raw transfers in flight or finished and not yet taken, by number.
+    raw: std::collections::HashMap<u64, RawTransfer>,
+    next_raw: u64,
+}
+
+/// A task's buffer handed to the worker for one read or write (`start_transfer`). The
+/// worker owns the buffer until the kernel is done with it, even if the task is dropped.
+struct RawTransfer {
+    buf: crate::io::AlignedBlock,
+    result: Option<std::io::Result<usize>>,
+    waker: Option<Waker>,
+    /// The task let go of it: the buffer goes when the transfer completes.
+    abandoned: bool,
 }
 
 /// A log flush written and synced through this worker's engine.
@@ -317,7 +336,8 @@ impl WorkerIo {
         while let Some(request) = self.backlog.pop_front() {
             // SAFETY: reads target the frame of a page this worker latched in `try_load`;
             // writes come from the frame of a victim latched in `evict`. Nobody touches a
-            // latched page's frame until its completion is reaped in `complete`.
+            // latched page's frame until its completion is reaped in `complete`. A raw
+            // transfer's buffer is owned by `raw` until its completion is reaped.
             match unsafe { self.engine.queue(request) } {
                 Ok(()) => {}
                 Err(QueueError::Full) => {
@@ -420,11 +440,78 @@ impl WorkerIo {
         let _ = log.finish_flush(flight.job, result);
     }
 
+    /// Queues a transfer of `buf` at `offset` of device `device`; returns its number.
+    fn start_raw(
+        &mut self,
+        kind: IoKind,
+        device: usize,
+        offset: u64,
+        mut buf: crate::io::AlignedBlock,
+    ) -> u64 {
+        let id = self.next_raw;
+        self.next_raw += 1;
+        // (The buffer's memory is its own heap block: moving the block keeps the pointer.)
+        let request = IoRequest {
+            kind,
+            device,
+            offset,
+            buf: buf.as_mut_slice().as_mut_ptr(),
+            len: buf.len(),
+            tag: TAG_RAW | id,
+        };
+        self.raw.insert(id, RawTransfer { buf, result: None, waker: None, abandoned: false });
+        self.backlog.push_back(request);
+        id
+    }
+
+    /// The buffer and result of transfer `id` once it completed; else `waker` is woken then.
+    fn poll_raw(
+        &mut self,
+        id: u64,
+        waker: &Waker,
+    ) -> Option<(crate::io::AlignedBlock, std::io::Result<usize>)> {
+        let transfer = self.raw.get_mut(&id).expect("a transfer this worker started");
+        if transfer.result.is_none() {
+            transfer.waker = Some(waker.clone());
+            return None;
+        }
+        let transfer = self.raw.remove(&id).expect("checked above");
+        Some((transfer.buf, transfer.result.expect("checked above")))
+    }
+
+    /// The task of transfer `id` was dropped: its buffer goes once the kernel is done.
+    fn abandon_raw(&mut self, id: u64) {
+        if let Some(transfer) = self.raw.get_mut(&id) {
+            match transfer.result {
+                Some(_) => drop(self.raw.remove(&id)),
+                None => transfer.abandoned = true,
+            }
+        }
+    }
+
+    fn complete_raw(&mut self, completion: IoCompletion) {
+        self.stats.transfers.fetch_add(1, Ordering::Relaxed);
+        let id = completion.tag & !TAG_RAW;
+        let Some(transfer) = self.raw.get_mut(&id) else { return };
+        if transfer.abandoned {
+            self.raw.remove(&id);
+            return;
+        }
+        transfer.result = Some(completion.result);
+        if let Some(waker) = transfer.waker.take() {
+            waker.wake();
+        }
+    }
+
     fn complete(&mut self, completion: IoCompletion) {
         let stats = Arc::clone(&self.stats);
         let stats = &*stats;
         if completion.tag & TAG_LOG != 0 {
             self.complete_log(completion);
+            return;
+        }
+        if completion.tag & TAG_RAW != 0 {
+            self.complete_raw(completion);
             return;
         }
         let page_id = completion.tag >> 1;
@@ -493,6 +580,57 @@ pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
         return None;
     }
     CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
+}
+
+/// A read or write of a task's own buffer through its worker's ring
+/// ([`start_transfer`]); resolves to the buffer and the bytes moved. Dropping it before
+/// then leaves the buffer to the worker until the kernel is done with it.
+pub(crate) struct Transfer {
+    id: u64,
+    done: bool,
+}
+
+/// Queues a read into (or a write from) `buf` at `offset` of device `device` on the current
+/// worker's ring, submitted with the worker's next batch; `Err(buf)` when not on a worker
+/// (the caller makes a blocking call instead).
+pub(crate) fn start_transfer(
+    kind: IoKind,
+    device: usize,
+    offset: u64,
+    buf: crate::io::AlignedBlock,
+) -> Result<Transfer, crate::io::AlignedBlock> {
+    if !worker_context::on_worker() {
+        return Err(buf);
+    }
+    CURRENT.with(|cell| match cell.borrow_mut().as_mut() {
+        Some(io) => Ok(Transfer { id: io.start_raw(kind, device, offset, buf), done: false }),
+        None => Err(buf),
+    })
+}
+
+impl std::future::Future for Transfer {
+    type Output = (crate::io::AlignedBlock, std::io::Result<usize>);
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        match with_io(|io| io.poll_raw(id, cx.waker())).expect("polled on its worker") {
+            Some(done) => {
+                self.done = true;
+                Poll::Ready(done)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Transfer {
+    fn drop(&mut self) {
+        if !self.done {
+            let id = self.id;
+            // (A worker's tasks are dropped on it: its state is there.)
+            let _ = with_io(|io| io.abandon_raw(id));
+        }
+    }
 }
 
 /// Hides this thread's worker I/O state (if it is a worker's) until dropped: whatever runs
@@ -587,6 +725,8 @@ impl Worker {
                 failed: PageMap::default(),
                 evict_wanted: false,
                 log: log.clone(),
+                raw: std::collections::HashMap::new(),
+                next_raw: 0,
             })
         });
         worker_context::set_on_worker(true);

@@ -206,6 +206,25 @@ impl Tree {
         }
         Ok(ObjectWriter { tree: self.clone(), key: key.to_vec(), pos: 0, buffer: Vec::new() })
     }
+
+    /// [`Tree::object_reader`] as a future (read with [`ObjectReader::read_async`]).
+    pub async fn object_reader_async(&self, key: &[u8]) -> Result<Option<ObjectReader>> {
+        Ok(self.object_len_async(key).await?.map(|_| ObjectReader {
+            tree: self.clone(),
+            key: key.to_vec(),
+            pos: 0,
+        }))
+    }
+
+    /// [`Tree::object_writer`] as a future (for tasks: write with
+    /// [`ObjectWriter::write_async`] and finish with [`ObjectWriter::flush_async`]).
+    pub async fn object_writer_async(&self, key: &[u8]) -> Result<ObjectWriter> {
+        crate::db::check_key(key)?;
+        if self.object_len_async(key).await?.is_none() {
+            self.write_at_async(key, 0, &[]).await?;
+        }
+        Ok(ObjectWriter { tree: self.clone(), key: key.to_vec(), pos: 0, buffer: Vec::new() })
+    }
 }
 
 /// Where a seek lands, from `pos` and the object's `len`.
@@ -235,6 +254,23 @@ impl Read for ObjectReader {
                 Ok(n)
             }
             None => Err(io::Error::new(io::ErrorKind::NotFound, "the object was deleted")),
+        }
+    }
+}
+
+impl ObjectReader {
+    /// [`Read::read`] as a future: on a worker, the data is read through its ring while the
+    /// task yields.
+    pub async fn read_async(&mut self, buf: &mut [u8]) -> Result<usize> {
+        match self.tree.read_at_async(&self.key, self.pos, buf).await? {
+            Some(n) => {
+                self.pos += n as u64;
+                Ok(n)
+            }
+            None => Err(Error::io(
+                "reading an object",
+                io::Error::new(io::ErrorKind::NotFound, "the object was deleted"),
+            )),
         }
     }
 }
@@ -282,6 +318,38 @@ impl Write for ObjectWriter {
             return Ok(());
         }
         self.tree.write_at(&self.key, self.pos, &self.buffer).map_err(io::Error::other)?;
+        self.pos += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+}
+
+impl ObjectWriter {
+    /// [`Write::write`] as a future; each full buffer is one [`Tree::write_at_async`]. In a
+    /// task, finish with [`ObjectWriter::flush_async`]: the flush of a drop is a blocking
+    /// call, refused there.
+    pub async fn write_async(&mut self, buf: &[u8]) -> Result<usize> {
+        if self
+            .pos
+            .checked_add((self.buffer.len() + buf.len()) as u64)
+            .is_none_or(|e| e > MAX_OBJECT_LEN)
+        {
+            return Err(too_large());
+        }
+        let n = buf.len().min(WRITER_BUFFER - self.buffer.len());
+        self.buffer.extend_from_slice(&buf[..n]);
+        if self.buffer.len() == WRITER_BUFFER {
+            self.flush_async().await?;
+        }
+        Ok(n)
+    }
+
+    /// [`Write::flush`] as a future.
+    pub async fn flush_async(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.tree.write_at_async(&self.key, self.pos, &self.buffer).await?;
         self.pos += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())

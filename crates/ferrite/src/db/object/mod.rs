@@ -3,6 +3,7 @@
 //! for the lazy merge of fragments, `api.rs` for the public calls).
 
 mod api;
+mod async_ops;
 mod check;
 mod format;
 mod merge;

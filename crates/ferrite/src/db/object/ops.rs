@@ -196,7 +196,7 @@ impl Shared {
 type Run = (PageId, u64);
 
 /// Pages in limbo past which a writer writes the log out (32 MiB of data pages).
-const LIMBO_FLUSH_PAGES: u64 = 8192;
+pub(super) const LIMBO_FLUSH_PAGES: u64 = 8192;
 
 fn corrupt(shared: &Shared, reason: String) -> Error {
     Error::Corrupt { page: 0, file: shared.pool.file().path().to_owned(), reason }
@@ -234,7 +234,7 @@ impl Shared {
     }
 
     /// A fresh object id (ids share the tree-id counter, which every commit logs).
-    fn new_object_id(&self) -> u64 {
+    pub(super) fn new_object_id(&self) -> u64 {
         self.next_tree_id.fetch_add(1, Ordering::AcqRel)
     }
 
@@ -422,7 +422,7 @@ impl Shared {
 
     /// The changes to replace blocks of `view` by whole new `extents` (their blocks'
     /// fragments go, the old pages are freed, old extents cut around them).
-    fn replace_blocks(view: &MapView, extents: &[Extent], change: &mut Change) {
+    pub(super) fn replace_blocks(view: &MapView, extents: &[Extent], change: &mut Change) {
         let covered = |b: u64| extents.iter().any(|e| e.first <= b && b <= e.last);
         Shared::drop_blocks(view, covered, change);
         change.extent_puts.extend_from_slice(extents);
@@ -731,7 +731,7 @@ impl Tree {
     /// value, if the key still holds `stored` and the map is still the one the change was
     /// planned on (another write, a merge, a truncation, a put or a delete may have come
     /// first); `false`, with nothing changed, if not: the caller plans again.
-    async fn apply_if_current(
+    pub(super) async fn apply_if_current(
         &self,
         objects: &Tree,
         key: &[u8],
@@ -876,16 +876,7 @@ impl Tree {
     /// become fragment-log entries, appended by the commit without reading anything.
     fn plan(&self, id: u64, pieces: &[(u64, &[u8])]) -> Result<Change> {
         let shared = &self.shared;
-        let mut change = Change::default();
-        let touched = touched_blocks(pieces, |_| false);
-        let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
-        for (block, new) in touched {
-            if new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize {
-                whole.push((block, new.into_iter().next().unwrap().1));
-            } else {
-                change.appends.extend(format::split_entries(&new).into_iter().map(|f| (block, f)));
-            }
-        }
+        let (mut change, whole) = self.plan_fragments(pieces);
         let (Some(first), Some(last)) = (whole.first().map(|w| w.0), whole.last().map(|w| w.0))
         else {
             return Ok(change);
@@ -899,6 +890,21 @@ impl Tree {
         change.new_runs = runs;
         change.planned_on.push((first, last, view.extents));
         Ok(change)
+    }
+
+    /// The first half of a plan: the change appending the fragments of `pieces`, and the
+    /// blocks they cover whole (`(block, bytes)`, in order), left to the caller to write.
+    pub(super) fn plan_fragments(&self, pieces: &[(u64, &[u8])]) -> (Change, Vec<(u64, Vec<u8>)>) {
+        let mut change = Change::default();
+        let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
+        for (block, new) in touched_blocks(pieces, |_| false) {
+            if new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize {
+                whole.push((block, new.into_iter().next().unwrap().1));
+            } else {
+                change.appends.extend(format::split_entries(&new).into_iter().map(|f| (block, f)));
+            }
+        }
+        (change, whole)
     }
 
     /// Sets the length of `key`'s value; see [`Tree::truncate`].
