@@ -63,6 +63,25 @@ fn assert_object(tree: &Tree, key: &[u8], model: &[u8], context: &str) {
     }
 }
 
+/// Checks and closes `db`, opens it again, and compares every object with its model.
+fn reopen(
+    db: Db,
+    tree: Tree,
+    dir: &std::path::Path,
+    models: &BTreeMap<Vec<u8>, Vec<u8>>,
+    context: &str,
+) -> (Db, Tree) {
+    drop(tree);
+    assert_check(&db);
+    db.close().unwrap();
+    let db = Db::open(dir, options()).unwrap();
+    let tree = db.tree("objects").unwrap();
+    for (key, model) in models {
+        assert_object(&tree, key, model, &format!("{context} after reopen"));
+    }
+    (db, tree)
+}
+
 /// Random write_at / read_at / truncate / append / put / delete on a few objects, with
 /// reopens, every answer checked against the model; `check` at every reopen.
 #[test]
@@ -135,16 +154,7 @@ fn objects_match_a_model_through_reopens() {
                     let removed = tree.delete(&key).unwrap();
                     assert_eq!(removed, models.remove(&key).is_some(), "{context}: delete");
                 }
-                _ => {
-                    drop(tree);
-                    assert_check(&db);
-                    db.close().unwrap();
-                    db = Db::open(dir.path(), options()).unwrap();
-                    tree = db.tree("objects").unwrap();
-                    for (key, model) in &models {
-                        assert_object(&tree, key, model, &format!("{context} after reopen"));
-                    }
-                }
+                _ => (db, tree) = reopen(db, tree, dir.path(), &models, &context),
             }
         }
         for (key, model) in &models {
@@ -265,14 +275,7 @@ fn batches_and_transactions_edit_objects_as_a_model_does() {
                 }
             }
             if round % 20 == 19 {
-                drop(tree);
-                assert_check(&db);
-                db.close().unwrap();
-                db = Db::open(dir.path(), options()).unwrap();
-                tree = db.tree("objects").unwrap();
-                for (key, model) in &models {
-                    assert_object(&tree, key, model, &format!("{context} after reopen"));
-                }
+                (db, tree) = reopen(db, tree, dir.path(), &models, &context);
             }
         }
         drop(tree);

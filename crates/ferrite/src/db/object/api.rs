@@ -76,21 +76,7 @@ impl Tree {
     /// Reads into `buf` from `offset` of `key`'s value: `None` if absent, else the bytes
     /// read (fewer than `buf.len()` only at the end; 0 at or past it).
     pub fn read_at(&self, key: &[u8], offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
-        crate::db::check_key(key)?;
-        match self.stored(key)? {
-            Stored::Absent => Ok(None),
-            Stored::Plain(value) => {
-                let from = (offset.min(value.len() as u64)) as usize;
-                let n = buf.len().min(value.len() - from);
-                buf[..n].copy_from_slice(&value[from..from + n]);
-                Ok(Some(n))
-            }
-            Stored::Object { id, len } => {
-                let n = buf.len().min(len.saturating_sub(offset) as usize);
-                self.read_object(id, offset, &mut buf[..n])?;
-                Ok(Some(n))
-            }
-        }
+        crate::sched::block_on(self.read_at_async(key, offset, buf))
     }
 
     /// Length of `key`'s value, if present.

@@ -118,19 +118,11 @@ impl Shared {
         let mut flights = Vec::new();
         let mut next = 0usize;
         for &(first_page, pages) in runs {
-            let mut buf = AlignedBlock::zeroed(pages as usize * BLOCK as usize);
-            for i in 0..pages as usize {
-                let (block, bytes) = blocks[next + i];
-                let at = i * BLOCK as usize;
-                buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(bytes);
-                let page = first_page + i as u64;
-                match extents.last_mut() {
-                    Some(e) if e.last + 1 == block && e.page_of(e.last) + 1 == page => {
-                        e.last = block
-                    }
-                    _ => extents.push(Extent { first: block, last: block, page }),
-                }
-            }
+            let buf = super::ops::fill_run(
+                &blocks[next..next + pages as usize],
+                first_page,
+                &mut extents,
+            );
             next += pages as usize;
             file.ensure_page(first_page + pages - 1)?;
             let pieces = file.run_pieces(first_page, buf.len());
@@ -201,7 +193,9 @@ fn check_transfer(result: std::io::Result<usize>, want: usize, what: &str) -> Re
 }
 
 impl Tree {
-    /// [`Tree::read_object`] as a future: the data through the worker's ring.
+    /// Reads `buf.len()` bytes at `offset` of object `id` (within its length), consistent
+    /// with one moment of its map: on a worker through its ring, else (and under
+    /// `block_on`, which hides a worker: `Tree::read_object`) with blocking reads.
     pub(crate) async fn read_object_async(
         &self,
         id: u64,
@@ -210,9 +204,6 @@ impl Tree {
     ) -> Result<()> {
         if buf.is_empty() {
             return Ok(());
-        }
-        if !on_worker() {
-            return self.read_object(id, offset, buf);
         }
         let shared = &self.shared;
         let _pin = shared.object_space.pin();

@@ -332,19 +332,7 @@ impl Shared {
             let mut next = 0usize;
             let file = self.pool.file();
             for &(first_page, pages) in &runs {
-                let mut buf = AlignedBlock::zeroed(pages as usize * BLOCK as usize);
-                for i in 0..pages as usize {
-                    let (block, bytes) = blocks[next + i];
-                    let at = i * BLOCK as usize;
-                    buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(bytes);
-                    let page = first_page + i as u64;
-                    match extents.last_mut() {
-                        Some(e) if e.last + 1 == block && e.page_of(e.last) + 1 == page => {
-                            e.last = block
-                        }
-                        _ => extents.push(Extent { first: block, last: block, page }),
-                    }
-                }
+                let buf = fill_run(&blocks[next..next + pages as usize], first_page, &mut extents);
                 file.write_pages(first_page, buf.as_slice())?;
                 next += pages as usize;
             }
@@ -634,6 +622,27 @@ fn note_runs(pool: &crate::buffer::BufferPool, first: PageId, pages: u64, alloca
     }
 }
 
+/// The buffer of a run of new pages from `first_page` holding `blocks` (`(block, bytes)`,
+/// one page each, in order), with their extents added to `extents` (consecutive blocks in
+/// consecutive pages share one).
+pub(super) fn fill_run(
+    blocks: &[(u64, &[u8])],
+    first_page: PageId,
+    extents: &mut Vec<Extent>,
+) -> AlignedBlock {
+    let mut buf = AlignedBlock::zeroed(blocks.len() * BLOCK as usize);
+    for (i, &(block, bytes)) in blocks.iter().enumerate() {
+        let at = i * BLOCK as usize;
+        buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(bytes);
+        let page = first_page + i as u64;
+        match extents.last_mut() {
+            Some(e) if e.last + 1 == block && e.page_of(e.last) + 1 == page => e.last = block,
+            _ => extents.push(Extent { first: block, last: block, page }),
+        }
+    }
+    buf
+}
+
 /// Per block `pieces` (`(offset, bytes)`, in order) touch, except those `skip` names: its
 /// new bytes as fragments over what it holds, later pieces over earlier ones.
 fn touched_blocks(pieces: &[(u64, &[u8])], skip: impl Fn(u64) -> bool) -> BTreeMap<u64, Fragments> {
@@ -687,44 +696,13 @@ impl Tree {
     /// Reads `buf.len()` bytes at `offset` of object `id` (within its length), consistent
     /// with one moment of its map.
     pub(crate) fn read_object(&self, id: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        let shared = &self.shared;
-        let _pin = shared.object_space.pin();
-        let first = offset / BLOCK;
-        let last = (offset + buf.len() as u64 - 1) / BLOCK;
-        let view = {
-            let _map = shared.object_space.map_read(id);
-            shared.read_map(id, first, last)?
-        };
-        // Read a bounded span at a time (memory), each with its own I/Os.
-        const SPAN: u64 = 256;
-        let mut block = first;
-        let mut data = Vec::new();
-        while block <= last {
-            let end = (block + SPAN - 1).min(last);
-            data.resize(((end - block + 1) * BLOCK) as usize, 0);
-            shared.read_blocks(&view, block, end, &mut data)?;
-            let span_start = block * BLOCK;
-            let from = offset.max(span_start);
-            let to = (offset + buf.len() as u64).min((end + 1) * BLOCK);
-            buf[(from - offset) as usize..(to - offset) as usize]
-                .copy_from_slice(&data[(from - span_start) as usize..(to - span_start) as usize]);
-            block = end + 1;
-        }
-        Ok(())
+        // (`block_on` hides a worker: the data is read with blocking reads.)
+        block_on(self.read_object_async(id, offset, buf))
     }
 
     /// The whole value of `key` if it is an object's `stub` (for `get`).
     pub(crate) fn read_whole_object(&self, id: u64, len: u64) -> Result<Vec<u8>> {
-        let len = usize::try_from(len).map_err(|_| Error::ValueTooLarge {
-            len: usize::MAX,
-            max: super::MAX_OBJECT_LEN as usize,
-        })?;
-        let mut value = vec![0u8; len];
-        self.read_object(id, 0, &mut value)?;
-        Ok(value)
+        block_on(self.read_whole_object_async(id, len))
     }
 
     /// Inside a commit: applies `change` to object `id` and puts `stub` (if any) as `key`'s
