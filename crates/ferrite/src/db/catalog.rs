@@ -87,13 +87,14 @@ impl Db {
         let Some(btree) = shared.lookup_tree(name)? else {
             return Err(Error::TreeNotFound { name: name.to_owned() });
         };
-        // Its objects go with it (their stubs read before the commit: nobody can reach
-        // the tree's keys meanwhile but through handles, which the commit invalidates).
-        let objects = shared.object_ids_of(btree)?;
         let pool = &shared.pool;
         let catalog = shared.catalog;
         let key = name.as_bytes();
         shared.blocking_write(shared.commit(shared.durability, async || {
+            // Its objects go with it: their stubs are read under the commit lock, so an
+            // object a writer commits up to the drop goes too (and a writer after it finds
+            // the tree dropped).
+            let objects = shared.object_ids_of(btree)?;
             for &id in &objects {
                 shared.free_object(id).await?;
             }

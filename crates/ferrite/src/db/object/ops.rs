@@ -719,6 +719,12 @@ impl Tree {
         stub: Option<&[u8]>,
     ) -> Result<bool> {
         let shared = &self.shared;
+        // A tree dropped since the plan: nothing applies (its writer, planning again, is
+        // told the tree is gone). Not an error here: in a group, an error would fail the
+        // commit after the changes of the writers before it.
+        if self.dropped.load(Ordering::Acquire) {
+            return Ok(false);
+        }
         if self.stored_in_commit(key).await? != *stored {
             return Ok(false);
         }
