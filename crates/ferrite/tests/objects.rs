@@ -424,14 +424,25 @@ fn dropping_a_tree_beside_its_object_writers_leaks_nothing() {
         std::thread::scope(|scope| {
             let writers: Vec<_> = (0..3u64)
                 .map(|w| {
-                    let (doomed, keep, stop) = (doomed.clone(), keep.clone(), &stop);
+                    let (doomed, keep, stop, db) = (doomed.clone(), keep.clone(), &stop, &db);
                     scope.spawn(move || {
                         let mut i = 0u64;
                         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                             let key = format!("w{w}-{i}").into_bytes();
                             // (Whole blocks and a fragment: extents, runs and log entries.)
                             let bytes = vec![(i % 251) as u8 | 1; 2 * BLOCK as usize + 100];
-                            match doomed.write_at(&key, (i % 3) * 1000, &bytes) {
+                            // One writer in three writes batches across both trees.
+                            let written = match w {
+                                0 => {
+                                    let mut batch = WriteBatch::new();
+                                    batch.put(&keep, b"b", &bytes[..100]);
+                                    batch.put(&doomed, &key, &bytes[..100]);
+                                    batch.write_at(&doomed, &key, 10, &bytes);
+                                    db.write(&batch)
+                                }
+                                _ => doomed.write_at(&key, (i % 3) * 1000, &bytes),
+                            };
+                            match written {
                                 Ok(()) => {}
                                 Err(ferrite::Error::TreeNotFound { .. }) => break,
                                 Err(e) => panic!("round {round} writer {w}: {e}"),

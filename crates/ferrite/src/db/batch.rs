@@ -38,6 +38,12 @@ impl BatchOp {
 
 /// Applies `ops` in order, inside a commit.
 pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)], objects: &PreparedObjects) -> Result<()> {
+    // A tree dropped since the batch was checked fails the batch before anything changes
+    // (failing midway would fail the log: the ops before would have changed pages). Under
+    // the commit lock, as the drop's own commit, so no drop comes in between.
+    if let Some((tree, _)) = ops.iter().find(|(tree, _)| tree.dropped.load(Ordering::Acquire)) {
+        return Err(Error::TreeNotFound { name: tree.name.to_string() });
+    }
     for (i, (tree, op)) in ops.iter().enumerate() {
         match (op, &objects[i]) {
             (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {
