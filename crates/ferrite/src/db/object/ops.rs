@@ -12,6 +12,7 @@
 //! replaces is changed under the object's map lock, which readers take shared while they
 //! read the map (not while they read the data: their epoch pin keeps the old pages).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -194,6 +195,10 @@ impl Shared {
 
 /// A run of pages: first page, pages.
 type Run = (PageId, u64);
+
+/// A block a write covers whole, and its bytes (the caller's, or laid together from several
+/// pieces).
+pub(super) type WholeBlock<'a> = (u64, Cow<'a, [u8]>);
 
 /// Pages in limbo past which a writer writes the log out (32 MiB of data pages).
 pub(super) const LIMBO_FLUSH_PAGES: u64 = 8192;
@@ -878,12 +883,39 @@ impl Tree {
 
     /// The first half of a plan: the change appending the fragments of `pieces`, and the
     /// blocks they cover whole (`(block, bytes)`, in order), left to the caller to write.
-    pub(super) fn plan_fragments(&self, pieces: &[(u64, &[u8])]) -> (Change, Vec<(u64, Vec<u8>)>) {
+    /// One piece (a plain write) lends its whole blocks as they are, uncopied; several (a
+    /// small value becoming an object, then the write) are laid over each other first.
+    pub(super) fn plan_fragments<'a>(
+        &self,
+        pieces: &[(u64, &'a [u8])],
+    ) -> (Change, Vec<WholeBlock<'a>>) {
         let mut change = Change::default();
-        let mut whole: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut whole: Vec<WholeBlock<'a>> = Vec::new();
+        if let [(offset, bytes)] = *pieces {
+            let end = offset + bytes.len() as u64;
+            let (first, past) = (offset.div_ceil(BLOCK), end / BLOCK);
+            for block in first..past {
+                let at = (block * BLOCK - offset) as usize;
+                whole.push((block, Cow::Borrowed(&bytes[at..at + BLOCK as usize])));
+            }
+            // The head and tail around them (or the whole write, inside one block).
+            let mut rest: Vec<(u64, &[u8])> = Vec::new();
+            let head_end = (first * BLOCK).min(end);
+            if offset < head_end {
+                rest.push((offset, &bytes[..(head_end - offset) as usize]));
+            }
+            let tail_start = (past * BLOCK).max(head_end);
+            if tail_start < end {
+                rest.push((tail_start, &bytes[(tail_start - offset) as usize..]));
+            }
+            for (block, new) in touched_blocks(&rest, |_| false) {
+                change.appends.extend(format::split_entries(&new).into_iter().map(|f| (block, f)));
+            }
+            return (change, whole);
+        }
         for (block, new) in touched_blocks(pieces, |_| false) {
             if new.len() == 1 && new[0].0 == 0 && new[0].1.len() == BLOCK as usize {
-                whole.push((block, new.into_iter().next().unwrap().1));
+                whole.push((block, Cow::Owned(new.into_iter().next().unwrap().1)));
             } else {
                 change.appends.extend(format::split_entries(&new).into_iter().map(|f| (block, f)));
             }
