@@ -316,22 +316,9 @@ impl Tree {
         shared.wait_for_room_async().await?;
         loop {
             let stored = self.stored_async(key).await?;
-            let (id, old_len, base) = match &stored {
-                Stored::Object { id, len } => (*id, *len, None),
-                Stored::Absent => (shared.new_object_id(), 0, Some(Vec::new())),
-                Stored::Plain(v) => (shared.new_object_id(), v.len() as u64, Some(v.clone())),
-            };
-            let offset = if at_end { old_len } else { offset };
-            super::check_object_end(offset, bytes.len() as u64)?;
-            let end = offset + bytes.len() as u64;
-            let new_len = if bytes.is_empty() { old_len } else { old_len.max(end) };
-            let mut pieces: Vec<(u64, &[u8])> = Vec::new();
-            if let Some(base) = base.as_ref().filter(|b| !b.is_empty()) {
-                pieces.push((0, base));
-            }
-            if !bytes.is_empty() {
-                pieces.push((offset, bytes));
-            }
+            let target = shared.write_target(&stored, offset, bytes.len() as u64, at_end)?;
+            let (id, old_len, new_len) = (target.id, target.old_len, target.new_len);
+            let pieces = target.pieces(bytes);
             let (mut change, whole) = self.plan_fragments(&pieces);
             if let (Some(first), Some(last)) = (whole.first(), whole.last()) {
                 let (first, last) = (first.0, last.0);
@@ -344,7 +331,7 @@ impl Tree {
                 change.planned_on.push((first, last, view.extents));
             }
             let stub = encode_stub(id, new_len);
-            let stub = (base.is_some() || new_len != old_len).then_some(&stub[..]);
+            let stub = (target.base.is_some() || new_len != old_len).then_some(&stub[..]);
             let durability = shared.durability;
             let outcome = shared
                 .commit(durability, async || {

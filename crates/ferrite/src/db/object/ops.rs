@@ -196,6 +196,55 @@ impl Shared {
 /// A run of pages: first page, pages.
 type Run = (PageId, u64);
 
+/// What a write of `len` bytes at `offset` (at the value's end if `at_end`) does to a key
+/// that holds `stored` (`Shared::write_target`).
+pub(super) struct WriteTarget<'a> {
+    /// The object written: the key's, or a new one for an absent key or a plain value.
+    pub id: u64,
+    pub old_len: u64,
+    /// A new object's first bytes (the plain value it replaces; empty for an absent key).
+    pub base: Option<&'a [u8]>,
+    /// Where the write lands.
+    pub offset: u64,
+    /// The length after it (an empty write changes no length, as `pwrite` of nothing).
+    pub new_len: u64,
+}
+
+impl WriteTarget<'_> {
+    /// The pieces to write in order: a new object's first bytes, then the write's.
+    pub fn pieces<'b>(&'b self, bytes: &'b [u8]) -> Vec<(u64, &'b [u8])> {
+        let mut pieces = Vec::with_capacity(2);
+        if let Some(base) = self.base.filter(|b| !b.is_empty()) {
+            pieces.push((0, base));
+        }
+        if !bytes.is_empty() {
+            pieces.push((self.offset, bytes));
+        }
+        pieces
+    }
+}
+
+impl Shared {
+    /// See [`WriteTarget`]; fails if the write would end past the largest object.
+    pub(super) fn write_target<'a>(
+        &self,
+        stored: &'a Stored,
+        offset: u64,
+        len: u64,
+        at_end: bool,
+    ) -> Result<WriteTarget<'a>> {
+        let (id, old_len, base) = match stored {
+            Stored::Object { id, len } => (*id, *len, None),
+            Stored::Absent => (self.new_object_id(), 0, Some(&[][..])),
+            Stored::Plain(v) => (self.new_object_id(), v.len() as u64, Some(&v[..])),
+        };
+        let offset = if at_end { old_len } else { offset };
+        super::check_object_end(offset, len)?;
+        let new_len = if len == 0 { old_len } else { old_len.max(offset + len) };
+        Ok(WriteTarget { id, old_len, base, offset, new_len })
+    }
+}
+
 /// A block a write covers whole, and its bytes (the caller's, or laid together from several
 /// pieces).
 pub(super) type WholeBlock<'a> = (u64, Cow<'a, [u8]>);
@@ -761,34 +810,12 @@ impl Tree {
         shared.help_merge_if_full()?;
         loop {
             let stored = self.stored(key)?;
-            let (id, old_len, base) = match &stored {
-                Stored::Object { id, len } => (*id, *len, None),
-                Stored::Absent => (shared.new_object_id(), 0, Some(Vec::new())),
-                Stored::Plain(v) => (shared.new_object_id(), v.len() as u64, Some(v.clone())),
-            };
-            let offset = if at_end { old_len } else { offset };
-            let end =
-                offset.checked_add(bytes.len() as u64).filter(|&e| e <= super::MAX_OBJECT_LEN);
-            let Some(end) = end else {
-                return Err(Error::ValueTooLarge {
-                    len: usize::MAX,
-                    max: super::MAX_OBJECT_LEN as usize,
-                });
-            };
-            // (An empty write changes no length, as `pwrite` of nothing.)
-            let new_len = if bytes.is_empty() { old_len } else { old_len.max(end) };
-            let mut pieces: Vec<(u64, &[u8])> = Vec::new();
-            if let Some(base) = &base {
-                if !base.is_empty() {
-                    pieces.push((0, base));
-                }
-            }
-            if !bytes.is_empty() {
-                pieces.push((offset, bytes));
-            }
+            let target = shared.write_target(&stored, offset, bytes.len() as u64, at_end)?;
+            let (id, old_len, new_len) = (target.id, target.old_len, target.new_len);
+            let pieces = target.pieces(bytes);
             let change = self.plan(id, &pieces)?;
             let stub = encode_stub(id, new_len);
-            let new_object = base.is_some();
+            let new_object = target.base.is_some();
             // (A plain value that becomes this object has nothing to free.)
             let stub = (new_object || new_len != old_len).then_some(&stub[..]);
             let new_runs = change.new_runs.clone();
@@ -1068,19 +1095,10 @@ impl Tree {
         let shared = &self.shared;
         let objects = shared.objects()?;
         let stored = self.stored_in_commit(key).await?;
-        let (id, old_len, base) = match &stored {
-            Stored::Object { id, len } => (*id, *len, None),
-            Stored::Absent => (shared.new_object_id(), 0, Some(&[][..])),
-            Stored::Plain(v) => (shared.new_object_id(), v.len() as u64, Some(&v[..])),
-        };
-        let end = offset + bytes.len() as u64;
-        let new_len = if bytes.is_empty() { old_len } else { old_len.max(end) };
+        let target = shared.write_target(&stored, offset, bytes.len() as u64, false)?;
+        let (id, old_len, new_len) = (target.id, target.old_len, target.new_len);
         let written_whole = |b: u64| blocks.extents.iter().any(|e| e.first <= b && b <= e.last);
-        let mut pieces: Vec<(u64, &[u8])> = Vec::new();
-        if let Some(base) = base.filter(|b| !b.is_empty()) {
-            pieces.push((0, base));
-        }
-        pieces.push((offset, bytes));
+        let pieces = target.pieces(bytes);
         let mut change = Change::default();
         for (block, fragments) in touched_blocks(&pieces, written_whole) {
             change
@@ -1097,7 +1115,7 @@ impl Tree {
             change.new_runs = blocks.runs.clone();
         }
         shared.apply_change(&objects, id, &change).await?;
-        if base.is_some() || new_len != old_len {
+        if target.base.is_some() || new_len != old_len {
             self.apply_put_raw(key, &encode_stub(id, new_len)).await?;
         }
         Ok(())
