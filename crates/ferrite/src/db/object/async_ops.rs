@@ -59,25 +59,15 @@ impl Shared {
         }
         out.fill(0);
         let mut flights = Vec::new();
-        for extent in &view.extents {
-            let from = extent.first.max(first);
-            let to = extent.last.min(last);
-            if from > to {
-                continue;
-            }
-            let at = ((from - first) * BLOCK) as usize;
-            let bytes = ((to - from + 1) * BLOCK) as usize;
-            flights.extend(self.start_reads(extent.page_of(from), at, bytes)?);
+        for (page, at, bytes) in view.spans(first, last) {
+            flights.extend(self.start_reads(page, at, bytes)?);
         }
         for flight in flights {
             let (buf, result) = flight.transfer.await;
             check_transfer(result, flight.len, "reading object data")?;
             out[flight.at..flight.at + flight.len].copy_from_slice(&buf.as_slice()[..flight.len]);
         }
-        for (&block, fragments) in view.fragments.range(first..=last) {
-            let at = ((block - first) * BLOCK) as usize;
-            super::format::apply_fragments(&mut out[at..at + BLOCK as usize], fragments);
-        }
+        view.overlay(first, last, out);
         Ok(())
     }
 
@@ -91,10 +81,8 @@ impl Shared {
             return Ok((Vec::new(), Vec::new()));
         }
         let log = self.log()?;
-        if self.object_space.limbo_pages() > super::ops::LIMBO_FLUSH_PAGES
-            && log.durable() < log.tail()
-        {
-            // Freed pages wait for their frees to be durable: make them so (as a future).
+        if self.limbo_wants_log() {
+            // (As a future: the worker writes the log.)
             self.wait_durable(log.tail(), Durability::Sync).await?;
         }
         let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, log.durable())?;
@@ -117,33 +105,38 @@ impl Shared {
         let mut extents: Vec<Extent> = Vec::new();
         let mut flights = Vec::new();
         let mut next = 0usize;
-        for &(first_page, pages) in runs {
-            let buf = super::ops::fill_run(
-                &blocks[next..next + pages as usize],
-                first_page,
-                &mut extents,
-            );
-            next += pages as usize;
-            file.ensure_page(first_page + pages - 1)?;
-            let pieces = file.run_pieces(first_page, buf.len());
-            if let [(device, offset, _, len)] = pieces[..] {
-                // (The common case: the run is one piece of one device, its buffer as is.)
-                let transfer = start_transfer(IoKind::Write, device, offset, buf)
-                    .map_err(|_| Error::io("writing object data", not_on_worker()))?;
-                flights.push(Flight { at: 0, len, transfer });
-                continue;
+        // Queue every run; on an error (growing the file, say) queue no more, but still
+        // wait for what is in flight below.
+        let queued = (|| -> Result<()> {
+            for &(first_page, pages) in runs {
+                let buf = super::ops::fill_run(
+                    &blocks[next..next + pages as usize],
+                    first_page,
+                    &mut extents,
+                );
+                next += pages as usize;
+                file.ensure_page(first_page + pages - 1)?;
+                let pieces = file.run_pieces(first_page, buf.len());
+                if let [(device, offset, _, len)] = pieces[..] {
+                    // (The common case: the run is one piece of one device, its buffer as is.)
+                    let transfer = start_transfer(IoKind::Write, device, offset, buf)
+                        .map_err(|_| Error::io("writing object data", not_on_worker()))?;
+                    flights.push(Flight { at: 0, len, transfer });
+                    continue;
+                }
+                for (device, offset, at, len) in pieces {
+                    let mut piece = AlignedBlock::zeroed(len);
+                    piece.as_mut_slice().copy_from_slice(&buf.as_slice()[at..at + len]);
+                    let transfer = start_transfer(IoKind::Write, device, offset, piece)
+                        .map_err(|_| Error::io("writing object data", not_on_worker()))?;
+                    flights.push(Flight { at, len, transfer });
+                }
             }
-            for (device, offset, at, len) in pieces {
-                let mut piece = AlignedBlock::zeroed(len);
-                piece.as_mut_slice().copy_from_slice(&buf.as_slice()[at..at + len]);
-                let transfer = start_transfer(IoKind::Write, device, offset, piece)
-                    .map_err(|_| Error::io("writing object data", not_on_worker()))?;
-                flights.push(Flight { at, len, transfer });
-            }
-        }
+            Ok(())
+        })();
         // Every transfer is waited for, even after one failed (their pages are given back
         // only when no write into them is in flight).
-        let mut failed = None;
+        let mut failed = queued.err();
         for flight in flights {
             let (_, result) = flight.transfer.await;
             if let Err(e) = check_transfer(result, flight.len, "writing object data") {

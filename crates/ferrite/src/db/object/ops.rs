@@ -67,6 +67,33 @@ pub(crate) struct Change {
     pub planned_on: Vec<(u64, u64, Vec<Extent>)>,
 }
 
+impl MapView {
+    /// The extents' pieces within blocks `first..=last`: `(first page, where its bytes go in
+    /// a buffer of those blocks, bytes)`.
+    pub(crate) fn spans(
+        &self,
+        first: u64,
+        last: u64,
+    ) -> impl Iterator<Item = (PageId, usize, usize)> + '_ {
+        self.extents.iter().filter_map(move |extent| {
+            let from = extent.first.max(first);
+            let to = extent.last.min(last);
+            (from <= to).then(|| {
+                let at = ((from - first) * BLOCK) as usize;
+                (extent.page_of(from), at, ((to - from + 1) * BLOCK) as usize)
+            })
+        })
+    }
+
+    /// Lays the fragments of blocks `first..=last` over `out`, those blocks' data.
+    pub(crate) fn overlay(&self, first: u64, last: u64, out: &mut [u8]) {
+        for (&block, fragments) in self.fragments.range(first..=last) {
+            let at = ((block - first) * BLOCK) as usize;
+            format::apply_fragments(&mut out[at..at + BLOCK as usize], fragments);
+        }
+    }
+}
+
 impl Change {
     /// Makes a change that replaces blocks by whole new extents a merge's: `blocks` are
     /// `(block, the extents it was read from, the entries folded into it)`. The entries a
@@ -250,7 +277,16 @@ impl Shared {
 pub(super) type WholeBlock<'a> = (u64, Cow<'a, [u8]>);
 
 /// Pages in limbo past which a writer writes the log out (32 MiB of data pages).
-pub(super) const LIMBO_FLUSH_PAGES: u64 = 8192;
+const LIMBO_FLUSH_PAGES: u64 = 8192;
+
+impl Shared {
+    /// Freed pages wait in limbo until their frees are durable: when many wait (commits
+    /// that do not wait for the log), a writer writes the log out rather than grow the file.
+    pub(super) fn limbo_wants_log(&self) -> bool {
+        let Some(log) = self.log.as_ref() else { return false };
+        self.object_space.limbo_pages() > LIMBO_FLUSH_PAGES && log.durable() < log.tail()
+    }
+}
 
 fn corrupt(shared: &Shared, reason: String) -> Error {
     Error::Corrupt { page: 0, file: shared.pool.file().path().to_owned(), reason }
@@ -375,9 +411,7 @@ impl Shared {
             return Ok((Vec::new(), Vec::new()));
         }
         let log = self.log()?;
-        // Freed pages wait in limbo until their frees are durable: when many wait (commits
-        // that do not wait for the log), write the log rather than grow the file.
-        if self.object_space.limbo_pages() > LIMBO_FLUSH_PAGES && log.durable() < log.tail() {
+        if self.limbo_wants_log() {
             log.flush(log.tail())?;
         }
         let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, log.durable())?;
@@ -443,22 +477,12 @@ impl Shared {
     ) -> Result<()> {
         out.fill(0);
         let file = self.pool.file();
-        for extent in &view.extents {
-            let from = extent.first.max(first);
-            let to = extent.last.min(last);
-            if from > to {
-                continue;
-            }
-            let pages = (to - from + 1) as usize;
-            let at = ((from - first) * BLOCK) as usize;
-            let mut buf = AlignedBlock::zeroed(pages * BLOCK as usize);
-            file.read_pages(extent.page_of(from), buf.as_mut_slice())?;
-            out[at..at + buf.len()].copy_from_slice(buf.as_slice());
+        for (page, at, bytes) in view.spans(first, last) {
+            let mut buf = AlignedBlock::zeroed(bytes);
+            file.read_pages(page, buf.as_mut_slice())?;
+            out[at..at + bytes].copy_from_slice(buf.as_slice());
         }
-        for (&block, fragments) in view.fragments.range(first..=last) {
-            let at = ((block - first) * BLOCK) as usize;
-            format::apply_fragments(&mut out[at..at + BLOCK as usize], fragments);
-        }
+        view.overlay(first, last, out);
         Ok(())
     }
 
