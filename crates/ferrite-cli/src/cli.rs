@@ -1322,10 +1322,13 @@ pub struct ObjectsCmd {
     #[arg(long, value_name = "M",
           value_parser = |s: &str| value::whole(s, 1, objects::MAX_TOTAL_BYTES >> 20))]
     object_mib: Option<u64>,
-    /// Threads, each one I/O at a time: the queue depth (default 32)
+    /// Threads (Ferrite: tasks), each one I/O at a time: the queue depth (default 32)
     #[arg(long, value_name = "D",
           value_parser = |s: &str| value::whole_usize(s, 1, objects::MAX_DEPTH))]
     depth: Option<usize>,
+    /// Ferrite: D threads through the blocking API instead of D tasks on its workers
+    #[arg(long)]
+    direct_api: bool,
     /// Measured time (default 20; fractions allowed)
     #[arg(
         long_help = "Measured time (default 20), after a warm-up of min(S/5, 1) seconds; \
@@ -1389,7 +1392,8 @@ MEASUREMENT
     the same store, N and M is reused if no write run changed it since.
 
     Then the store opens again and D threads (--depth; each does one I/O at a time, so D
-    is the queue depth) run for S seconds after a warm-up of min(S/5, 1) s. Each
+    is the queue depth; Ferrite: D tasks on its workers, or threads with --direct-api)
+    run for S seconds after a warm-up of min(S/5, 1) s. Each
     operation reads or writes one block at a block-aligned offset of an object:
     randread/randwrite uniformly over every block of every object; seqread/seqwrite with
     a cursor per thread, each thread walking its own 1/D of the objects (laid end to end)
@@ -1404,8 +1408,10 @@ MEASUREMENT
 
 STORES
     ferrite  Ferrite's objects: values of tree \"objects\" (keys obj-000001, ...),
-             Tree::write_at / read_at through the blocking API; a pool of --cache-mib,
-             O_DIRECT.
+             Tree::write_at_async / read_at_async from D tasks spread over its workers
+             (one per core), the data through each worker's io_uring; with --direct-api
+             Tree::write_at / read_at from D threads through the blocking API, no workers.
+             A pool of --cache-mib, O_DIRECT.
     file     the physical reference: one file per object, preallocated (fallocate),
              pwrite / pread, O_DIRECT; where the file system refuses O_DIRECT (tmpfs, or a
              2k block on a device with 4 KiB sectors) buffered I/O, and the summary says so.
@@ -1434,9 +1440,10 @@ OUTPUT
 
     result store=S workload=objects pattern=P block=B ops_per_s=N mib_per_s=X p99_us=L
            write_amp=X space_amp=X p50_us=L p999_us=L max_us=L objects=N object_mib=M
-           block_bytes=N depth=D sync=0|1 seconds=S ops=N cpu_us_per_op=X
-           user_us_per_op=X sys_us_per_op=X [dev_reads_per_op=X dev_writes_per_op=X
-           dev_read_kib_per_read=X dev_read_kib_per_op=X dev_write_kib_per_op=X]
+           block_bytes=N depth=D api=tasks|threads sync=0|1 seconds=S ops=N
+           cpu_us_per_op=X user_us_per_op=X sys_us_per_op=X [dev_reads_per_op=X
+           dev_writes_per_op=X dev_read_kib_per_read=X dev_read_kib_per_op=X
+           dev_write_kib_per_op=X]
            [dev_flushes_per_op=X] bytes_on_disk=N logical_bytes=N setup_s=S reused=0|1
            direct_io=0|1 [verified=N] cache_mib=M seed=X config=HASH store_hash=HASH
 
@@ -1453,7 +1460,8 @@ OUTPUT
     operation, cache flushes per operation, over the window. cpu_us_per_op: the process's
     processor time (user + system) over the operations. verified: blocks read back after
     a write run. setup_s is 0 when the data was reused. config hashes the run's settings,
-    store_hash the options the store printed.
+    store_hash the options the store printed. api: tasks when Ferrite ran D tasks on
+    its workers (the default), threads for every other run.
 
 EXAMPLES
     ferrite bench objects --store file --pattern randwrite --block 4k --objects 4 \\
@@ -2192,6 +2200,7 @@ fn objects_config(cmd: ObjectsCmd) -> Result<ObjectsConfig, UsageError> {
         objects: cmd.objects.unwrap_or(defaults.objects),
         object_mib: cmd.object_mib.unwrap_or(defaults.object_mib),
         depth: cmd.depth.unwrap_or(defaults.depth),
+        direct_api: cmd.direct_api,
         seconds: cmd.seconds.unwrap_or(defaults.seconds),
         sync: cmd.sync,
         dir: cmd.dir.unwrap_or(defaults.dir),

@@ -51,7 +51,7 @@ use crate::measure::diskstats::{Disk, DiskCounters};
 use crate::measure::memcap::{evict_from_page_cache, MemoryCap};
 use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::progress::Progress;
-use crate::runner::{self, BlockingOps, Hdr, Ops, Pacing};
+use crate::runner::{self, AsyncOps, BlockingOps, Hdr, Ops, Pacing};
 use crate::stores::objects::{
     self as stores, object_name, ObjectSession, ObjectStore, ObjectStoreKind, ObjectStoreOptions,
 };
@@ -123,8 +123,11 @@ pub struct ObjectsConfig {
     pub objects: u32,
     /// MiB of each object.
     pub object_mib: u64,
-    /// Threads, each one I/O at a time: the queue depth.
+    /// Threads (Ferrite: tasks), each one I/O at a time: the queue depth.
     pub depth: usize,
+    /// Ferrite: the blocking API from `depth` threads instead of `depth` tasks on its
+    /// workers.
+    pub direct_api: bool,
     /// Measured seconds.
     pub seconds: f64,
     /// Every write durable when it returns.
@@ -155,6 +158,7 @@ impl ObjectsConfig {
             objects: DEFAULT_OBJECTS,
             object_mib: DEFAULT_OBJECT_MIB,
             depth: DEFAULT_DEPTH,
+            direct_api: false,
             seconds: DEFAULT_SECONDS,
             sync: false,
             dir: ObjectsConfig::default_dir(store),
@@ -193,14 +197,21 @@ impl ObjectsConfig {
         }
     }
 
-    /// What the store is opened with; `sync` apart, since the setup runs unsynced.
-    pub fn store_options(&self, sync: bool) -> ObjectStoreOptions {
+    /// Whether the measured operations run as tasks on Ferrite's workers.
+    pub fn tasks(&self) -> bool {
+        self.store == ObjectStoreKind::Ferrite && !self.direct_api
+    }
+
+    /// What the store is opened with for the measurement (`setup`: for the setup, which
+    /// writes unsynced from the calling thread).
+    pub fn store_options(&self, setup: bool) -> ObjectStoreOptions {
         ObjectStoreOptions {
             objects: self.objects,
             object_bytes: self.object_bytes(),
             block_bytes: self.block_bytes,
-            sync,
+            sync: self.sync && !setup,
             cache_bytes: self.cache_mib << 20,
+            tasks: self.tasks() && !setup,
         }
     }
 
@@ -235,6 +246,12 @@ impl ObjectsConfig {
                 self.objects,
                 self.object_mib,
                 MAX_TOTAL_BYTES >> 30
+            ));
+        }
+        if self.direct_api && self.store != ObjectStoreKind::Ferrite {
+            return bad(format!(
+                "--direct-api is for --store ferrite (store {} always runs from threads)",
+                self.store.name()
             ));
         }
         if self.depth == 0 || self.depth > MAX_DEPTH {
@@ -280,7 +297,7 @@ impl ObjectsConfig {
             self.sync,
             self.cache_mib,
             self.seed
-        )
+        ) + if self.direct_api { " direct_api=true" } else { "" }
     }
 
     /// A short hash of `canonical()`.
@@ -340,7 +357,7 @@ pub fn run(config: &ObjectsConfig, show_progress: bool) -> Result<ObjectsReport,
         }
     }
     let (cap, cap_note) = page_cache_cap(config);
-    let store = stores::open(config.store, dir, &config.store_options(config.sync))?;
+    let store = stores::open(config.store, dir, &config.store_options(false))?;
     let measured = measure(&*store, config, show_progress)?;
     // What the store deferred (Ferrite's merges and checkpoint, RocksDB's flush and
     // compaction, the files' sync) is written now, counted apart and in `write_amp`.
@@ -397,7 +414,7 @@ pub fn run(config: &ObjectsConfig, show_progress: bool) -> Result<ObjectsReport,
 fn set_up(config: &ObjectsConfig, show_progress: bool) -> Result<f64, BenchError> {
     let dir = config.dir.as_path();
     let start = Instant::now();
-    let store = stores::open(config.store, dir, &config.store_options(false))?;
+    let store = stores::open(config.store, dir, &config.store_options(true))?;
     // Marks the directory as the benchmark's as soon as the store made it (Ferrite refuses
     // to create a database in a directory holding other files), so that a later run may
     // remove it even if this one fails half way.
@@ -500,9 +517,10 @@ struct Op {
     version: u32,
 }
 
-/// One thread's operations.
-struct ObjectOps<'s> {
-    session: Box<dyn ObjectSession + 's>,
+/// One thread's or task's operations, through `session`: a store's [`ObjectSession`] on a
+/// thread, Ferrite's tree in a task.
+struct ObjectOps<S> {
+    session: S,
     cursor: Cursor,
     write: bool,
     /// The block written or read, 4 KiB aligned.
@@ -523,7 +541,33 @@ fn recent_per_thread(depth: usize, block_bytes: usize) -> usize {
     (RECENT_BYTES_MAX / depth / block_bytes).clamp(4, RECENT_WRITES)
 }
 
-impl Ops for ObjectOps<'_> {
+impl<S> ObjectOps<S> {
+    /// Stream `t` of `config.depth`, through `session`.
+    fn new(config: &ObjectsConfig, t: u64, session: S) -> Self {
+        let streams = config.depth as u64;
+        let recent_max = recent_per_thread(config.depth, config.block_bytes);
+        ObjectOps {
+            session,
+            cursor: Cursor::new(
+                config.layout(),
+                config.pattern.is_random(),
+                t,
+                streams,
+                Rng::stream(config.seed, t),
+            ),
+            write: config.pattern.is_write(),
+            buf: AlignedBlock::zeroed(config.block_bytes),
+            next_version: 1,
+            measuring: false,
+            ops_limit: config.ops_per_thread,
+            counts: ObjectCounts::default(),
+            recent: std::collections::VecDeque::with_capacity(recent_max),
+            recent_max,
+        }
+    }
+}
+
+impl<S> Ops for ObjectOps<S> {
     type Op = Op;
     type Outcome = Result<(), StoreError>;
     type Counts = ObjectCounts;
@@ -576,12 +620,31 @@ impl Ops for ObjectOps<'_> {
     }
 }
 
-impl BlockingOps for ObjectOps<'_> {
+impl BlockingOps for ObjectOps<Box<dyn ObjectSession + '_>> {
     fn execute(&mut self, op: Op) -> Result<(), StoreError> {
         if self.write {
             self.session.write_at(op.object, op.offset, self.buf.as_slice())
         } else {
             self.session.read_at(op.object, op.offset, self.buf.as_mut_slice())
+        }
+    }
+}
+
+impl AsyncOps for ObjectOps<ferrite::Tree> {
+    async fn execute(&mut self, op: Op) -> Result<(), StoreError> {
+        let name = object_name(op.object);
+        if self.write {
+            Ok(self.session.write_at_async(name.as_bytes(), op.offset, self.buf.as_slice()).await?)
+        } else {
+            let buf = self.buf.as_mut_slice();
+            match self.session.read_at_async(name.as_bytes(), op.offset, buf).await? {
+                Some(n) if n == buf.len() => Ok(()),
+                Some(n) => {
+                    Err(format!("{name}: read {n} of {} bytes at offset {}", buf.len(), op.offset)
+                        .into())
+                }
+                None => Err(format!("{name} is missing").into()),
+            }
         }
     }
 }
@@ -606,44 +669,38 @@ struct Window {
     disk: Option<(String, DiskCounters)>,
 }
 
-/// Runs the threads: warm-up, then the measured window.
+/// Runs the threads (or Ferrite's tasks): warm-up, then the measured window.
 fn measure(
     store: &dyn ObjectStore,
     config: &ObjectsConfig,
     show_progress: bool,
 ) -> Result<Measured, BenchError> {
-    let layout = config.layout();
-    let threads = config.depth as u64;
+    let streams = config.depth as u64;
     let disk = Disk::of(&config.dir);
-    // Opened here, so that a store that cannot open them (SQLite's connections) fails the
-    // run before it starts; each thread takes its own.
-    let sessions = (0..threads)
-        .map(|_| store.session().map(|s| Mutex::new(Some(s))))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(BenchError::Store)?;
-    let recent_max = recent_per_thread(config.depth, config.block_bytes);
-    let make = |t: u64| ObjectOps {
-        session: sessions[t as usize].lock().unwrap().take().expect("one session per thread"),
-        cursor: Cursor::new(
-            layout,
-            config.pattern.is_random(),
-            t,
-            threads,
-            Rng::stream(config.seed, t),
-        ),
-        write: config.pattern.is_write(),
-        buf: AlignedBlock::zeroed(config.block_bytes),
-        next_version: 1,
-        measuring: false,
-        ops_limit: config.ops_per_thread,
-        counts: ObjectCounts::default(),
-        recent: std::collections::VecDeque::with_capacity(recent_max),
-        recent_max,
+    let (window, tally) = if let Some((db, tree)) = store.task_api() {
+        // Tasks on the workers, round robin; the calling thread keeps the time.
+        let phase = std::sync::Arc::new(AtomicU8::new(WARMUP));
+        let tasks = (0..streams).map(|t| ObjectOps::new(config, t, tree.clone()));
+        let running = runner::spawn_tasks(db, tasks, Pacing::Closed, &phase)?;
+        let window = control(config, &phase, disk.as_ref(), show_progress);
+        (window, running.finish()?)
+    } else {
+        // Opened here, so that a store that cannot open them (SQLite's connections) fails
+        // the run before it starts; each thread takes its own.
+        let sessions = (0..streams)
+            .map(|_| store.session().map(|s| Mutex::new(Some(s))))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(BenchError::Store)?;
+        let make = |t: u64| {
+            let session =
+                sessions[t as usize].lock().unwrap().take().expect("one session per thread");
+            ObjectOps::new(config, t, session)
+        };
+        let phase = AtomicU8::new(WARMUP);
+        runner::on_threads(config.depth, &make, Pacing::Closed, &phase, || {
+            control(config, &phase, disk.as_ref(), show_progress)
+        })?
     };
-    let phase = AtomicU8::new(WARMUP);
-    let (window, tally) = runner::on_threads(config.depth, &make, Pacing::Closed, &phase, || {
-        control(config, &phase, disk.as_ref(), show_progress)
-    })?;
     Ok(Measured {
         ops: tally.counts.ops,
         bytes: tally.counts.bytes,

@@ -803,3 +803,19 @@ fn every_help_names_every_flag() {
     command.build();
     walk(&mut command, &mut Vec::new());
 }
+
+#[test]
+fn bench_objects_runs_ferrite_as_tasks_unless_told_the_blocking_api() {
+    let objects_of = |args: &[&str]| match parse_strs(&[&["bench", "objects"], args].concat()) {
+        Ok(Action::BenchObjects(c)) => c,
+        other => panic!("{args:?}: {other:?}"),
+    };
+    let c = objects_of(&[]);
+    assert_eq!((c.store, c.depth, c.direct_api), (ObjectStoreKind::Ferrite, 32, false));
+    assert!(c.tasks());
+    let c = objects_of(&["--direct-api", "--depth", "8"]);
+    assert!(c.direct_api && !c.tasks());
+    assert_eq!(c.depth, 8);
+    assert!(!objects_of(&["--store", "file"]).tasks(), "the file store runs from threads");
+    fails(&["bench", "objects", "--store", "file", "--direct-api"], "--direct-api is for");
+}

@@ -1,7 +1,8 @@
 //! Ferrite's objects as a store for `bench objects`: every object a value of tree `objects`
-//! (keys `obj-000001`, ...), written and read in place with `Tree::write_at` / `read_at`
-//! through the blocking API from the run's threads (no workers: the engine's object calls
-//! block their caller). Aligned 4 KiB blocks are copied on write to new extents, smaller or
+//! (keys `obj-000001`, ...), written and read in place with `Tree::write_at_async` /
+//! `read_at_async` by tasks on the database's workers (the default: each task one I/O at a
+//! time, the data going through its worker's ring), or with `Tree::write_at` / `read_at`
+//! through the blocking API from the run's threads (`tasks` off: no workers). Aligned 4 KiB blocks are copied on write to new extents, smaller or
 //! unaligned pieces are logged as fragments and merged later: the layout note after a run
 //! counts both.
 //!
@@ -26,6 +27,8 @@ pub struct FerriteObjects {
     db: Db,
     tree: Tree,
     objects: u32,
+    /// Opened for tasks (with workers).
+    tasks: bool,
     description: String,
     /// The merges' work when the store began to settle: what the background merge did
     /// during the run (its warm-up included), apart from the settle's own merging.
@@ -40,8 +43,13 @@ pub fn ferrite_options(options: &ObjectStoreOptions) -> Options {
         pool_bytes: options.cache_bytes,
         direct_io: true,
         create_if_missing: true,
-        // The object calls block: the run's threads make them, no worker is needed.
-        workers: 0,
+        // Tasks run on the workers (as many as the default: one per core); the blocking
+        // calls need none.
+        workers: if options.tasks {
+            std::env::var("XW").ok().and_then(|v| v.parse().ok()).unwrap_or(defaults.workers)
+        } else {
+            0
+        },
         durability: if options.sync { Durability::Sync } else { Durability::None },
         // Room for the objects three times over (copies on write, fragments), at least the
         // default.
@@ -55,10 +63,15 @@ impl FerriteObjects {
         let opts = ferrite_options(options);
         let description = format!(
             "ferrite: objects are values of tree \"{TREE}\" (keys obj-NNNNNN) written and read \
-             in place (Tree::write_at/read_at) through the blocking API from the run's \
-             threads, workers=0; pool_bytes={} (4 KiB frames), direct_io={}, durability={}, \
-             io_depth={}, grow_chunk_bytes={}, max_size_bytes={}, log_segment_bytes={}, \
-             checkpoint_log_bytes={}, change_buffer_bytes={}",
+             in place {}; workers={}, pool_bytes={} (4 KiB frames), direct_io={}, \
+             durability={}, io_depth={}, grow_chunk_bytes={}, max_size_bytes={}, \
+             log_segment_bytes={}, checkpoint_log_bytes={}, change_buffer_bytes={}",
+            if options.tasks {
+                "(Tree::write_at_async/read_at_async) by tasks on the workers"
+            } else {
+                "(Tree::write_at/read_at) through the blocking API from the run's threads"
+            },
+            opts.workers,
             opts.pool_bytes,
             opts.direct_io,
             match opts.durability {
@@ -76,7 +89,14 @@ impl FerriteObjects {
         let db = Db::open(dir, opts)?;
         let tree = db.tree(TREE)?;
         let merged_in_run = std::sync::Mutex::new(None);
-        Ok(FerriteObjects { db, tree, objects: options.objects, description, merged_in_run })
+        Ok(FerriteObjects {
+            db,
+            tree,
+            objects: options.objects,
+            tasks: options.tasks,
+            description,
+            merged_in_run,
+        })
     }
 }
 
@@ -133,6 +153,10 @@ impl ObjectStore for FerriteObjects {
             );
         }
         Some(note)
+    }
+
+    fn task_api(&self) -> Option<(&Db, &Tree)> {
+        self.tasks.then_some((&self.db, &self.tree))
     }
 
     fn close(self: Box<Self>) -> Result<(), StoreError> {

@@ -213,6 +213,7 @@ mod tests {
             block_bytes: 2048,
             sync: true,
             cache_bytes: 0,
+            tasks: false,
         };
         let store = FileObjects::open(dir.path(), &options).unwrap();
         assert!(store.describe().contains("O_DSYNC"), "{}", store.describe());

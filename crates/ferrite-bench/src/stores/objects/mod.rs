@@ -80,6 +80,9 @@ pub struct ObjectStoreOptions {
     pub sync: bool,
     /// The store's own cache, where it has one (Ferrite's pool, RocksDB's block cache).
     pub cache_bytes: u64,
+    /// Ferrite: run the operations as tasks on the database's workers (its task API)
+    /// rather than from threads through the blocking API. Other stores ignore it.
+    pub tasks: bool,
 }
 
 /// A store of a fixed set of equally sized objects, shared by the threads of a run.
@@ -108,6 +111,12 @@ pub trait ObjectStore: Send + Sync {
     /// How the objects are laid out inside the store, where it says (Ferrite's extents and
     /// fragments).
     fn layout_note(&self) -> Option<String> {
+        None
+    }
+
+    /// The database and tree whose workers run the operations as tasks, for a store opened
+    /// with `tasks` that has them (Ferrite); `None`: the run's threads call the sessions.
+    fn task_api(&self) -> Option<(&::ferrite::Db, &::ferrite::Tree)> {
         None
     }
 

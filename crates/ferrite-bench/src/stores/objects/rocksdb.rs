@@ -201,6 +201,7 @@ mod tests {
             block_bytes: 2048,
             sync: false,
             cache_bytes: 8 << 20,
+            tasks: false,
         };
         let store = RocksObjects::open(dir.path(), &options, blob).unwrap();
         assert_eq!(

@@ -133,6 +133,7 @@ mod tests {
             block_bytes: 4096,
             sync: true,
             cache_bytes: 0,
+            tasks: false,
         };
         let store = SqliteObjects::open(dir.path(), &options).unwrap();
         assert!(store.describe().contains("synchronous=FULL"), "{}", store.describe());

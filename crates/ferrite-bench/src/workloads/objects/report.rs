@@ -123,6 +123,7 @@ impl ObjectsReport {
             .int("object_mib", c.object_mib)
             .int("block_bytes", c.block_bytes as u64)
             .int("depth", c.depth as u64)
+            .word("api", if c.tasks() { "tasks" } else { "threads" })
             .flag("sync", c.sync)
             .real("seconds", self.seconds, 2)
             .int("ops", self.ops)
@@ -178,11 +179,12 @@ impl ObjectsReport {
         line(
             "bench objects",
             format!(
-                "{} of {} blocks on {}, {} threads (queue depth {}), {}",
+                "{} of {} blocks on {}, {} {} (queue depth {}), {}",
                 c.pattern.name(),
                 block_name(c.block_bytes),
                 c.store.name(),
                 c.depth,
+                if c.tasks() { "tasks on its workers" } else { "threads" },
                 c.depth,
                 if c.sync {
                     "every write durable when it returns (--sync)"

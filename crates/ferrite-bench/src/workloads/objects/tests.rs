@@ -52,7 +52,7 @@ fn configurations_out_of_range_are_refused_with_a_reason() {
     let ok = ObjectsConfig::new(ObjectStoreKind::File);
     assert!(ok.validate().is_ok());
     assert_eq!(ok.dir, PathBuf::from("ferrite-data/bench-objects-file"));
-    let cases: [(ObjectsConfig, &str); 8] = [
+    let cases: [(ObjectsConfig, &str); 9] = [
         (ObjectsConfig { objects: 0, ..ok.clone() }, "the number of objects must be from 1"),
         (ObjectsConfig { block_bytes: 8192, ..ok.clone() }, "block size 8192 is not one of"),
         (ObjectsConfig { object_mib: 0, ..ok.clone() }, "at least 1 MiB"),
@@ -70,6 +70,7 @@ fn configurations_out_of_range_are_refused_with_a_reason() {
             "hold 4 units of 256 KiB, fewer than the 8 threads",
         ),
         (ObjectsConfig { cache_mib: 0, ..ok.clone() }, "cache of 0 MiB"),
+        (ObjectsConfig { direct_api: true, ..ok.clone() }, "--direct-api is for --store ferrite"),
     ];
     for (config, reason) in cases {
         let e = config.validate().unwrap_err().to_string();
@@ -265,24 +266,33 @@ fn the_report_computes_its_figures() {
     assert!(report.summary().contains("- (no device counters)"));
 }
 
-/// Ferrite's objects end to end, as the file store's: random reads, synced 2 KiB writes
-/// (fragments) and sequential 16 KiB writes, each checked as the run checks them.
+/// Ferrite's objects end to end, as the file store's, from tasks on its workers and from
+/// threads (`direct_api`): random reads, synced 2 KiB writes (fragments) and sequential
+/// 16 KiB writes, each checked as the run checks them.
 #[test]
 fn the_ferrite_store_runs_end_to_end() {
     let tmp = TempDir::new().unwrap();
-    for (pattern, block, sync) in [
-        (Pattern::RandRead, 4096, false),
-        (Pattern::RandWrite, 2048, true),
-        (Pattern::SeqWrite, 16384, false),
-    ] {
-        let config =
-            ObjectsConfig { sync, ..small(ObjectStoreKind::Ferrite, &tmp, pattern, block) };
-        let report = run(&config, false).unwrap_or_else(|e| panic!("{}: {e}", pattern.name()));
-        assert!(report.ops > 0, "{}", pattern.name());
-        assert_eq!(report.result_line().get("store"), Some("ferrite"));
-        assert!(report.layout_note.is_some(), "object_stat answers");
-        assert!(report.space_amp() > 0.5);
-        assert!(!config.dir.exists());
+    for direct_api in [false, true] {
+        for (pattern, block, sync) in [
+            (Pattern::RandRead, 4096, false),
+            (Pattern::RandWrite, 2048, true),
+            (Pattern::SeqWrite, 16384, false),
+        ] {
+            let config = ObjectsConfig {
+                sync,
+                direct_api,
+                ..small(ObjectStoreKind::Ferrite, &tmp, pattern, block)
+            };
+            let what = format!("{} direct_api={direct_api}", pattern.name());
+            let report = run(&config, false).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(report.ops > 0, "{what}");
+            assert_eq!(report.result_line().get("store"), Some("ferrite"));
+            let api = if direct_api { "from the run's threads" } else { "by tasks on the workers" };
+            assert!(report.store_description.contains(api), "{what}: {}", report.store_description);
+            assert!(report.layout_note.is_some(), "object_stat answers");
+            assert!(report.space_amp() > 0.5);
+            assert!(!config.dir.exists());
+        }
     }
 }
 
