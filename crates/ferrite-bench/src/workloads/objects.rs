@@ -11,8 +11,9 @@
 //!    touched it since (the record `ferrite-bench-objects` beside it says so; a write run
 //!    removes it before it writes).
 //! 2. The store opens again as the run asks (`--sync`: every write durable when it returns),
-//!    and `--depth D` OS threads (D threads are queue depth D: the stores' calls block) do
-//!    one I/O of `--block` bytes after the other: a warm-up of min(S/5, 1 s) not counted,
+//!    and `--depth D` OS threads (D threads are queue depth D: the stores' calls block; for
+//!    Ferrite, D tasks spread over its workers, each awaiting one call at a time, unless
+//!    `--direct-api`) do one I/O of `--block` bytes after the other: a warm-up of min(S/5, 1 s) not counted,
 //!    then `--seconds S` measured. Each operation goes to an object and a block-aligned
 //!    offset chosen as `objects/offsets.rs` says (uniform for rand*, a sequential cursor per
 //!    thread for seq*, threads owning disjoint 4 KiB units). A write writes new content
