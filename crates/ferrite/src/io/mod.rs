@@ -25,6 +25,9 @@ pub use engine::block_engine::BlockEngine;
 pub use engine::mmap::Mapping;
 pub use engine::open::open_engine;
 pub use engine::request::MAX_IO_DEPTH;
-pub use engine::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, IO_ALIGN};
+pub use engine::{
+    EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, SocketOp, IO_ALIGN,
+    SOCKET_TAG_LIMIT,
+};
 pub use page_file::PageFile;
 pub use storage::{BlockDevice, DirStorage, FileDevice, Storage};

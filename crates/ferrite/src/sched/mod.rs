@@ -6,6 +6,7 @@
 //! Every operation of the engine is written once, as a future over this driver, and the
 //! blocking API runs that future on the calling thread (`block_on`).
 
+pub mod net;
 mod task;
 mod worker;
 

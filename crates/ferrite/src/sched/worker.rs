@@ -21,7 +21,7 @@ use crate::buffer::{BufferPool, WriteStart};
 use crate::error::{Error, PageId};
 use crate::format::page::PAGE_SIZE;
 use crate::id_hash::PageMap;
-use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
+use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError, SocketOp};
 use crate::wal::Log;
 use crate::worker_context;
 
@@ -185,6 +185,8 @@ pub struct WorkerStats {
     pub write_errors: AtomicU64,
     /// Transfers of tasks' own buffers (an object's data) done through this worker's ring.
     pub transfers: AtomicU64,
+    /// Socket operations (accepts, receives, sends) tasks made through this worker's ring.
+    pub socket_ops: AtomicU64,
     /// Whether the engine took the pool's frames as registered (fixed) buffers.
     pub fixed_buffers: std::sync::atomic::AtomicBool,
 }
@@ -218,7 +220,23 @@ pub(crate) struct WorkerIo {
     /// Raw transfers in flight or finished and not yet taken, by number.
     raw: std::collections::HashMap<u64, RawTransfer>,
     next_raw: u64,
+    /// Socket operations in flight or finished and not yet taken, by number (`net.rs`).
+    net: std::collections::HashMap<u64, NetFlight>,
+    next_net: u64,
 }
+
+/// A task's socket operation on this worker's ring (`start_socket`): the worker owns its
+/// buffer until the kernel is done with it, even if the task is dropped (the operation is
+/// then cancelled: a receive may otherwise wait for the peer forever).
+struct NetFlight {
+    buf: Vec<u8>,
+    result: Option<std::io::Result<usize>>,
+    waker: Option<Waker>,
+    abandoned: bool,
+}
+
+/// Tag bit of socket operations (below the engine's `SOCKET_TAG_LIMIT`, above page tags).
+const TAG_NET: u64 = 1 << 55;
 
 /// A task's buffer handed to the worker for one read or write (`start_transfer`). The
 /// worker owns the buffer until the kernel is done with it, even if the task is dropped.
@@ -489,6 +507,73 @@ impl WorkerIo {
         }
     }
 
+    /// Queues socket operation `kind` on `fd` with `buf` (a receive fills it, a send sends
+    /// it); returns its number, or gives the buffer back with the engine's refusal.
+    fn start_net(
+        &mut self,
+        kind: NetKind,
+        fd: std::os::fd::RawFd,
+        mut buf: Vec<u8>,
+    ) -> std::result::Result<u64, (Vec<u8>, QueueError)> {
+        let id = self.next_net;
+        let op = match kind {
+            NetKind::Accept => SocketOp::Accept { fd },
+            NetKind::Recv => SocketOp::Recv { fd, buf: buf.as_mut_ptr(), len: buf.len() },
+            NetKind::Send => SocketOp::Send { fd, buf: buf.as_ptr(), len: buf.len() },
+        };
+        // SAFETY: the buffer's heap block moves into `net` with it (moving a `Vec` keeps its
+        // pointer) and stays there, untouched, until the completion is reaped, even if the
+        // task goes (`abandon_net`); the task keeps the socket open as long, or cancels.
+        match unsafe { self.engine.queue_socket(op, TAG_NET | id) } {
+            Ok(()) => {
+                self.next_net = (id + 1) % TAG_NET;
+                self.net.insert(id, NetFlight { buf, result: None, waker: None, abandoned: false });
+                self.stats.socket_ops.fetch_add(1, Ordering::Relaxed);
+                Ok(id)
+            }
+            Err(e) => Err((buf, e)),
+        }
+    }
+
+    /// The buffer and result of socket operation `id` once it completed; else `waker` is
+    /// woken then.
+    fn poll_net(&mut self, id: u64, waker: &Waker) -> Option<(Vec<u8>, std::io::Result<usize>)> {
+        let flight = self.net.get_mut(&id).expect("a socket operation this worker started");
+        if flight.result.is_none() {
+            flight.waker = Some(waker.clone());
+            return None;
+        }
+        let flight = self.net.remove(&id).expect("checked above");
+        Some((flight.buf, flight.result.expect("checked above")))
+    }
+
+    /// The task of socket operation `id` was dropped: cancel it; its buffer goes once the
+    /// kernel is done with it.
+    fn abandon_net(&mut self, id: u64) {
+        if let Some(flight) = self.net.get_mut(&id) {
+            match flight.result {
+                Some(_) => drop(self.net.remove(&id)),
+                None => {
+                    flight.abandoned = true;
+                    self.engine.cancel_socket(TAG_NET | id);
+                }
+            }
+        }
+    }
+
+    fn complete_net(&mut self, completion: IoCompletion) {
+        let id = completion.tag & !TAG_NET;
+        let Some(flight) = self.net.get_mut(&id) else { return };
+        if flight.abandoned {
+            self.net.remove(&id);
+            return;
+        }
+        flight.result = Some(completion.result);
+        if let Some(waker) = flight.waker.take() {
+            waker.wake();
+        }
+    }
+
     fn complete_raw(&mut self, completion: IoCompletion) {
         self.stats.transfers.fetch_add(1, Ordering::Relaxed);
         let id = completion.tag & !TAG_RAW;
@@ -512,6 +597,10 @@ impl WorkerIo {
         }
         if completion.tag & TAG_RAW != 0 {
             self.complete_raw(completion);
+            return;
+        }
+        if completion.tag & TAG_NET != 0 {
+            self.complete_net(completion);
             return;
         }
         let page_id = completion.tag >> 1;
@@ -606,6 +695,76 @@ pub(crate) fn start_transfer(
         Some(io) => Ok(Transfer { id: io.start_raw(kind, device, offset, buf), done: false }),
         None => Err(buf),
     })
+}
+
+/// Which socket operation (`start_socket`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NetKind {
+    Accept,
+    Recv,
+    Send,
+}
+
+/// A socket operation in flight on this worker's ring (`start_socket`); resolves to the
+/// buffer and what the call returned.
+#[derive(Debug)]
+pub(crate) struct NetTransfer {
+    id: u64,
+    done: bool,
+}
+
+/// Why `start_socket` did not queue an operation.
+#[derive(Debug)]
+pub(crate) enum NetRefusal {
+    /// Not on a worker, or its engine queues no socket operations: make the blocking call.
+    Blocking,
+    /// The ring is full for now: yield and try again.
+    Full,
+}
+
+/// Hands socket operation `kind` on `fd` and `buf` to the calling task's worker, for its
+/// next submission; gives `buf` back if it cannot.
+pub(crate) fn start_socket(
+    kind: NetKind,
+    fd: std::os::fd::RawFd,
+    buf: Vec<u8>,
+) -> std::result::Result<NetTransfer, (Vec<u8>, NetRefusal)> {
+    if !worker_context::on_worker() {
+        return Err((buf, NetRefusal::Blocking));
+    }
+    CURRENT.with(|cell| match cell.borrow_mut().as_mut() {
+        Some(io) => match io.start_net(kind, fd, buf) {
+            Ok(id) => Ok(NetTransfer { id, done: false }),
+            Err((buf, QueueError::Full)) => Err((buf, NetRefusal::Full)),
+            Err((buf, _)) => Err((buf, NetRefusal::Blocking)),
+        },
+        None => Err((buf, NetRefusal::Blocking)),
+    })
+}
+
+impl std::future::Future for NetTransfer {
+    type Output = (Vec<u8>, std::io::Result<usize>);
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        match with_io(|io| io.poll_net(id, cx.waker())).expect("polled on its worker") {
+            Some(done) => {
+                self.done = true;
+                Poll::Ready(done)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for NetTransfer {
+    fn drop(&mut self) {
+        if !self.done {
+            let id = self.id;
+            // (A worker's tasks are dropped on it: its state is there.)
+            let _ = with_io(|io| io.abandon_net(id));
+        }
+    }
 }
 
 impl std::future::Future for Transfer {
@@ -727,6 +886,8 @@ impl Worker {
                 log: log.clone(),
                 raw: std::collections::HashMap::new(),
                 next_raw: 0,
+                net: std::collections::HashMap::new(),
+                next_net: 0,
             })
         });
         worker_context::set_on_worker(true);

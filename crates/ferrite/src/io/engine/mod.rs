@@ -193,7 +193,49 @@ pub trait IoEngine: Send {
         let _ = (fd, offset, buf, len, tag, then_sync);
         Err(QueueError::Unsupported)
     }
+
+    /// Queues `op` on a socket: one completion with `tag` (below [`SOCKET_TAG_LIMIT`]) when
+    /// it is done, with what the call returned (an accept's new descriptor, the bytes a
+    /// receive or a send moved; 0 from a receive: the peer closed). A socket operation may
+    /// wait for the network as long as it likes; it does not count against `depth`. Engines
+    /// that cannot queue it refuse with `QueueError::Unsupported` (the default); callers
+    /// then make the blocking call.
+    ///
+    /// # Safety
+    /// A receive's buffer must stay valid and untouched, a send's valid, and the socket
+    /// open, until the completion is reaped (or the operation was cancelled and its
+    /// completion reaped: see [`IoEngine::cancel_socket`]).
+    unsafe fn queue_socket(&mut self, op: SocketOp, tag: u64) -> Result<(), QueueError> {
+        let _ = (op, tag);
+        Err(QueueError::Unsupported)
+    }
+
+    /// Asks the kernel to end the socket operation `tag` early (its completion then carries
+    /// an error, `ECANCELED` most often, unless it finished first). Nothing if it is not in
+    /// flight.
+    fn cancel_socket(&mut self, tag: u64) {
+        let _ = tag;
+    }
 }
+
+/// Tags of socket operations are below this (the engine keeps the bits above for itself).
+pub const SOCKET_TAG_LIMIT: u64 = 1 << 56;
+
+/// One operation on a socket (`IoEngine::queue_socket`).
+#[derive(Debug, Clone, Copy)]
+pub enum SocketOp {
+    /// Accepts a connection on the listening socket `fd` (the new one is close-on-exec).
+    Accept { fd: std::os::fd::RawFd },
+    /// Receives at most `len` bytes into `buf`.
+    Recv { fd: std::os::fd::RawFd, buf: *mut u8, len: usize },
+    /// Sends at most `len` bytes from `buf` (`MSG_NOSIGNAL`: a closed peer is an error, not
+    /// a signal).
+    Send { fd: std::os::fd::RawFd, buf: *const u8, len: usize },
+}
+
+// SAFETY: an operation is plain data; the memory it points at is the submitter's business
+// (see `IoEngine::queue_socket`).
+unsafe impl Send for SocketOp {}
 
 /// Reads each `(device, offset, buffer)` of `reads` in full through `engine`, keeping as
 /// many in flight as the engine takes, and returns once every one is done. On an error it

@@ -18,8 +18,12 @@
 //! in the ring aside, lets the kernel flush its backlog, and tries again a bounded number of
 //! times. `EINTR` is retried.
 //!
-//! Dropping the engine waits for every request it holds to finish, so that the kernel never
-//! writes into a buffer after the engine is gone.
+//! Socket operations (`queue_socket`: accept, receive, send) go on the same ring, tagged
+//! apart; they may wait for the network forever, so they do not count against `depth` (the
+//! completion queue holds them: the kernel keeps any overflow and the engine drains it).
+//!
+//! Dropping the engine cancels its socket operations, then waits for every request it holds
+//! to finish, so that the kernel never writes into a buffer after the engine is gone.
 
 #![allow(unsafe_code)]
 
@@ -34,7 +38,7 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::request::{admit, advance, Slots, Step};
-use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError};
+use super::{EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, SocketOp};
 use crate::error::{Error, Result};
 
 /// Rounds of "the kernel took nothing" before `submit` gives up with the kernel's error.
@@ -68,6 +72,8 @@ pub struct UringEngine {
     write_syncs: Vec<(u64, usize, bool, Option<io::Error>)>,
     /// The wake-up poll (`arm_wake`): armed, fired and not yet taken, or neither.
     wake: Wake,
+    /// Tags of the socket operations in flight (`queue_socket`).
+    sockets: Vec<u64>,
 }
 
 /// State of the wake-up poll of `IoEngine::arm_wake`.
@@ -81,6 +87,11 @@ enum Wake {
 /// User data of the wake-up poll (slot indexes stay far below it; write-and-sync requests
 /// carry `WRITE_SYNC_BIT`).
 const WAKE_USER_DATA: u64 = 1 << 61;
+
+/// User-data bit of a socket operation (`queue_socket`; its tag in the bits below).
+const SOCKET_BIT: u64 = 1 << 60;
+/// User data of a cancellation (`cancel_socket`): its own completion is dropped.
+const CANCEL_USER_DATA: u64 = 1 << 59;
 
 /// User-data bit of the two SQEs of a write-and-sync request (the others carry slot indexes).
 const WRITE_SYNC_BIT: u64 = 1 << 63;
@@ -180,6 +191,7 @@ impl UringEngine {
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(depth),
             write_syncs: Vec::new(),
+            sockets: Vec::new(),
             wake: Wake::Off,
         })
     }
@@ -285,6 +297,22 @@ impl UringEngine {
         for &(index, res) in &cqes {
             if index & WRITE_SYNC_BIT != 0 {
                 self.finish_write_sync(index, res, out);
+                continue;
+            }
+            if index == CANCEL_USER_DATA {
+                continue;
+            }
+            if index & SOCKET_BIT != 0 && index & WRITE_SYNC_BIT == 0 && index != WAKE_USER_DATA {
+                let tag = index & !SOCKET_BIT;
+                if let Some(at) = self.sockets.iter().position(|&t| t == tag) {
+                    self.sockets.swap_remove(at);
+                }
+                let result = if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(res as usize)
+                };
+                out.push(IoCompletion { tag, result });
                 continue;
             }
             if index == WAKE_USER_DATA {
@@ -393,7 +421,55 @@ impl IoEngine for UringEngine {
     }
 
     fn in_flight(&self) -> usize {
-        self.slots.used() + self.ready.len() + self.write_syncs.len()
+        self.slots.used() + self.ready.len() + self.write_syncs.len() + self.sockets.len()
+    }
+
+    unsafe fn queue_socket(&mut self, op: SocketOp, tag: u64) -> Result<(), QueueError> {
+        assert!(tag < super::SOCKET_TAG_LIMIT, "socket tag {tag:#x} too large");
+        let entry = match op {
+            SocketOp::Accept { fd } => {
+                opcode::Accept::new(types::Fd(fd), std::ptr::null_mut(), std::ptr::null_mut())
+                    .flags(libc::SOCK_CLOEXEC)
+                    .build()
+            }
+            SocketOp::Recv { fd, buf, len } => {
+                let len = u32::try_from(len).unwrap_or(u32::MAX);
+                opcode::Recv::new(types::Fd(fd), buf, len).build()
+            }
+            SocketOp::Send { fd, buf, len } => {
+                let len = u32::try_from(len).unwrap_or(u32::MAX);
+                opcode::Send::new(types::Fd(fd), buf, len).flags(libc::MSG_NOSIGNAL).build()
+            }
+        }
+        .user_data(SOCKET_BIT | tag);
+        for attempt in 0..2 {
+            // SAFETY: the SQE points at the caller's buffer, kept valid (and untouched, for a
+            // receive) until the completion is reaped: this function's contract.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                self.sockets.push(tag);
+                return Ok(());
+            }
+            if attempt == 1 || self.submit().is_err() {
+                break;
+            }
+        }
+        Err(QueueError::Full)
+    }
+
+    fn cancel_socket(&mut self, tag: u64) {
+        if !self.sockets.contains(&tag) {
+            return;
+        }
+        let cancel = opcode::AsyncCancel::new(SOCKET_BIT | tag).build().user_data(CANCEL_USER_DATA);
+        for attempt in 0..2 {
+            // SAFETY: a cancellation names no memory.
+            if unsafe { self.ring.submission().push(&cancel) }.is_ok() {
+                return;
+            }
+            if attempt == 1 || self.submit().is_err() {
+                return;
+            }
+        }
     }
 
     unsafe fn queue_write_sync(
@@ -526,7 +602,9 @@ impl IoEngine for UringEngine {
             if wait
                 && out.len() == start
                 && self.wake != Wake::Fired
-                && (self.slots.used() > 0 || !self.write_syncs.is_empty())
+                && (self.slots.used() > 0
+                    || !self.write_syncs.is_empty()
+                    || !self.sockets.is_empty())
             {
                 // Submits whatever is queued (follow-up transfers included) and sleeps in
                 // the kernel until a completion arrives.
@@ -560,7 +638,11 @@ impl IoEngine for UringEngine {
 impl Drop for UringEngine {
     fn drop(&mut self) {
         let mut sink = Vec::new();
-        while self.slots.used() > 0 || !self.write_syncs.is_empty() {
+        // A socket operation may wait for the network forever: end them first.
+        for tag in self.sockets.clone() {
+            self.cancel_socket(tag);
+        }
+        while self.slots.used() > 0 || !self.write_syncs.is_empty() || !self.sockets.is_empty() {
             // A wake-up that fired would end every wait at once: nobody takes it any more.
             self.take_wake();
             sink.clear();
