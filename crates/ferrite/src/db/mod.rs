@@ -247,6 +247,18 @@ impl Db {
         self.shared.workers.lock().unwrap().as_ref().map_or(0, Workers::count)
     }
 
+    /// Makes the database ready for tasks to write objects: makes its objects tree, if it
+    /// has none, with a blocking commit (a task cannot make a tree). Values past
+    /// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) and `write_at` from tasks need it once per
+    /// database; the blocking API makes the tree itself.
+    pub fn ready_objects(&self) -> Result<()> {
+        self.shared.check_writable()?;
+        if crate::sched::on_worker() {
+            return Err(Error::BlockingWriteInTask);
+        }
+        self.shared.objects_tree(true).map(|_| ())
+    }
+
     /// Where each worker's time went so far, for benchmarks.
     pub fn worker_stats(&self) -> Vec<Arc<WorkerStats>> {
         let workers = self.shared.workers.lock().unwrap();

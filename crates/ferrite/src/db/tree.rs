@@ -292,21 +292,16 @@ impl Tree {
         self.shared.blocking_write(self.put_async(key, value))
     }
 
-    /// [`Tree::put`] as a future (waiting for the commit lock or the log yields). Values
-    /// that must be objects are refused here for now (`Error::NotSupported`): their data is
-    /// written with blocking calls; use [`Tree::put`] off the workers.
+    /// [`Tree::put`] as a future (waiting for the commit lock or the log yields). A value
+    /// that must be an object has its data written through the worker's ring before the
+    /// commit; a task cannot write a database's first object (`Error::NotSupported`: see
+    /// [`Db::ready_objects`](crate::Db::ready_objects)).
     pub async fn put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
         if needs_object(value.len() as u64, value) {
-            return Err(Error::NotSupported {
-                reason: format!(
-                    "a value of {} bytes is an object; objects are written with the blocking \
-                     API (Tree::put, Tree::write_at), not from tasks yet",
-                    value.len()
-                ),
-            });
+            return self.put_object_async(key, value).await;
         }
         let shared = &self.shared;
         // With objects in the database, a put must see the value it replaces (a stub's

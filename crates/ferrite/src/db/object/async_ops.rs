@@ -289,6 +289,35 @@ impl Tree {
         self.write_pieces_async(key, 0, bytes, true).await
     }
 
+    /// [`Tree::put_async`] of a value that must be an object: its data written into a new
+    /// object (through the worker's ring), then one commit puts the object's stub as the
+    /// key's value and frees what the key held.
+    pub(crate) async fn put_object_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let shared = &self.shared;
+        match on_worker() {
+            // (A task cannot make the objects tree: making a tree is a blocking commit.)
+            true => {
+                shared.objects_tree(false)?.ok_or_else(|| Error::NotSupported {
+                    reason: "the first object of a database is written with the blocking API \
+                             or made ready with Db::ready_objects (it makes the database's \
+                             objects tree); after that, tasks write objects with the async calls"
+                        .into(),
+                })?;
+            }
+            false => {
+                shared.objects_tree(true)?;
+            }
+        }
+        let prepared = shared.prepare_object_async(value).await?;
+        let outcome = shared
+            .commit(shared.durability, async || shared.apply_prepared(self, key, &prepared).await)
+            .await;
+        if outcome.is_err() {
+            shared.abandon_prepared(&prepared);
+        }
+        outcome
+    }
+
     async fn write_pieces_async(
         &self,
         key: &[u8],

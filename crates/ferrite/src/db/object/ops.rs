@@ -1241,19 +1241,9 @@ impl Shared {
                         (first_block + i as u64, &buf[at..at + BLOCK as usize])
                     })
                     .collect();
-                let (mut new, new_runs) = self.write_blocks(&pieces)?;
+                let (new, new_runs) = self.write_blocks(&pieces)?;
                 runs.extend(new_runs);
-                // Consecutive chunks in consecutive pages make one extent.
-                if let (Some(prev), Some(next)) = (extents.last_mut(), new.first()) {
-                    if prev.last + 1 == next.first
-                        && prev.page_of(prev.last) + 1 == next.page
-                        && prev.blocks() + next.blocks() <= u16::MAX as u64
-                    {
-                        prev.last = next.last;
-                        new.remove(0);
-                    }
-                }
-                extents.extend(new);
+                append_extents(&mut extents, new);
                 len += filled as u64;
                 if len > super::MAX_OBJECT_LEN {
                     return Err(Error::ValueTooLarge {
@@ -1274,6 +1264,55 @@ impl Shared {
         }
         let change = Change { extent_puts: extents, new_runs: runs, ..Change::default() };
         Ok(Ok(Prepared { id, len, change }))
+    }
+
+    /// [`Shared::prepare_object`] of a value in memory, for a task: its blocks go out through
+    /// the worker's ring, a run of up to `MAX_RUN_PAGES` at a time (blocking writes off a
+    /// worker). The whole blocks are written from `value` itself; only a last partial block
+    /// is copied, padded with zeros. The objects tree must exist.
+    pub(crate) async fn prepare_object_async(self: &Arc<Self>, value: &[u8]) -> Result<Prepared> {
+        let len = value.len() as u64;
+        if len > super::MAX_OBJECT_LEN {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: super::MAX_OBJECT_LEN as usize,
+            });
+        }
+        let id = self.new_object_id();
+        let block_len = BLOCK as usize;
+        let (whole, blocks) = (value.len() / block_len, value.len().div_ceil(block_len));
+        let mut padded = vec![0u8; block_len];
+        padded[..value.len() - whole * block_len].copy_from_slice(&value[whole * block_len..]);
+        let block =
+            |i: usize| if i < whole { &value[i * block_len..(i + 1) * block_len] } else { &padded };
+        let mut extents: Vec<Extent> = Vec::new();
+        let mut runs: Vec<(PageId, u64)> = Vec::new();
+        let run_blocks = MAX_RUN_PAGES as usize;
+        let mut written = Ok(());
+        for start in (0..blocks).step_by(run_blocks) {
+            let pieces: Vec<(u64, &[u8])> =
+                (start..blocks.min(start + run_blocks)).map(|i| (i as u64, block(i))).collect();
+            let outcome = match crate::sched::on_worker() {
+                true => self.write_blocks_async(&pieces).await,
+                false => self.write_blocks(&pieces),
+            };
+            match outcome {
+                Ok((new, new_runs)) => {
+                    runs.extend(new_runs);
+                    append_extents(&mut extents, new);
+                }
+                Err(e) => {
+                    written = Err(e);
+                    break;
+                }
+            }
+        }
+        if let Err(e) = written {
+            self.object_space.give_back(&runs);
+            return Err(e);
+        }
+        let change = Change { extent_puts: extents, new_runs: runs, ..Change::default() };
+        Ok(Prepared { id, len, change })
     }
 
     /// Inside a commit: puts the prepared object as `key`'s value in `tree` (freeing the
@@ -1321,6 +1360,21 @@ impl Shared {
         }
         Ok(ids)
     }
+}
+
+/// Appends a write's `new` extents to an object's `extents`, in order: a run that continues
+/// the last extent in the next pages joins it (while it fits an extent's block count).
+fn append_extents(extents: &mut Vec<Extent>, mut new: Vec<Extent>) {
+    if let (Some(prev), Some(next)) = (extents.last_mut(), new.first()) {
+        if prev.last + 1 == next.first
+            && prev.page_of(prev.last) + 1 == next.page
+            && prev.blocks() + next.blocks() <= u16::MAX as u64
+        {
+            prev.last = next.last;
+            new.remove(0);
+        }
+    }
+    extents.extend(new);
 }
 
 #[cfg(test)]
