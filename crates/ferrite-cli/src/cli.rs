@@ -175,6 +175,15 @@ pub enum Command {
             scripts.",
         after_long_help = BENCH_AFTER)]
     Bench(BenchCmd),
+    /// Serve memcached's text and meta protocols from a data directory
+    #[command(
+        long_about = "Serve memcached's text and meta protocols on TCP from data directory DIR \
+            (made if missing): a drop-in memcached whose items live in Ferrite, on disk, and \
+            survive a restart. Each worker serves its connections and their disk I/O from its \
+            own io_uring. Prints `listening on ADDR:PORT` once it accepts connections; \
+            SIGTERM or SIGINT stops it cleanly (connections closed, every item written back).",
+        after_long_help = SERVE_AFTER)]
+    Serve(ServeCmd),
     /// Print a shell completion script on stdout
     #[command(
         long_about = "Print the completion script of SHELL on stdout, to be sourced by the \
@@ -672,6 +681,82 @@ pub struct CheckCmd {
     #[command(flatten)]
     db: DbArgs,
 }
+
+/// `ferrite serve`.
+#[derive(Debug, Args)]
+pub struct ServeCmd {
+    /// The data directory (made if missing)
+    #[arg(long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    db: PathBuf,
+    /// Address and port to listen on (default 127.0.0.1:11211)
+    #[arg(long, value_name = "ADDR:PORT", value_parser = value::socket_addr)]
+    listen: Option<std::net::SocketAddr>,
+    /// Memory for the buffer pool and everything else, MiB (default 256)
+    #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 16, MAX_POOL_MIB))]
+    memory_mib: Option<u64>,
+    /// Most disk the data directory's page file may take, MiB (default: 1 TiB)
+    #[arg(
+        long_help = "Most disk the data directory's page file may take, MiB (default 1 TiB). \
+            Once it is full, storing answers SERVER_ERROR out of memory storing object and \
+            nothing stored is lost (items are not evicted yet, in either mode).",
+        long, value_name = "N", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
+    disk_budget_mib: Option<u64>,
+    /// cache (default) or store
+    #[arg(
+        long_help = "cache (the default) or store. Both keep every item until it expires or is \
+            deleted or flushed, and answer SERVER_ERROR out of memory storing object once the \
+            disk budget is full; eviction in cache mode is not built yet.",
+        long, value_name = "MODE", value_parser = ["cache", "store"])]
+    mode: Option<String>,
+    /// Worker threads (default: one per core)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1024))]
+    workers: Option<usize>,
+    /// Most connections at once (default 1024)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1 << 20))]
+    max_connections: Option<usize>,
+    /// Largest item, MiB (default 1, at most 1024)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole(s, 1, 1024))]
+    item_max_mib: Option<u64>,
+    /// sync (default), periodic or none
+    #[arg(
+        long_help = "When a stored item is durable: sync (the default: before the reply; \
+            concurrent SETs share one log write), periodic (the log is synced every 100 ms: a \
+            crash loses at most the last interval) or none (written when the log's buffer \
+            fills and at shutdown).",
+        long, value_name = "MODE", value_parser = ["sync", "periodic", "none"])]
+    durability: Option<String>,
+}
+
+/// What `ferrite serve` runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeArgs {
+    pub db: PathBuf,
+    pub listen: std::net::SocketAddr,
+    pub memory_mib: u64,
+    pub disk_budget_mib: Option<u64>,
+    pub store_mode: bool,
+    pub workers: Option<usize>,
+    pub max_connections: usize,
+    pub item_max_mib: u64,
+    pub durability: ferrite::Durability,
+}
+
+const SERVE_AFTER: &str = "\
+PROTOCOL
+    memcached 1.6's text commands (get gets gat gats set add replace append prepend cas
+    incr decr touch delete flush_all stats version verbosity quit, noreply where memcached
+    takes it) and meta commands (mg ms md ma mn me), with memcached's replies and error
+    strings. Keys up to 250 bytes; items up to --item-max-mib. Items live in tree
+    \"memcache\" of the data directory: a restart keeps them.
+
+OUTPUT
+    `listening on ADDR:PORT` on stdout once connections are accepted (port 0 picks a free
+    one), `stopped` after a clean shutdown.
+
+EXAMPLES
+    ferrite serve --db ferrite-data/cache
+    ferrite serve --db /srv/ferrite --listen 0.0.0.0:11211 --memory-mib 4096 --item-max-mib 16";
 
 /// `ferrite completions`.
 #[derive(Debug, Args)]
@@ -1589,6 +1674,7 @@ pub enum Action {
     BenchWorkload(RunConfig),
     BenchCompare(CompareArgs),
     BenchRecovery(RecoveryConfig),
+    Serve(ServeArgs),
     /// Print the completion script of this shell.
     Completions(Shell),
 }
@@ -1816,6 +1902,7 @@ impl Command {
             Command::Trees(cmd) => Ok(Action::Trees(trees_args(cmd))),
             Command::Stats(cmd) => Ok(Action::Stats(StatsArgs { db: cmd.db, quick: cmd.quick })),
             Command::Check(cmd) => Ok(Action::Check(cmd.db)),
+            Command::Serve(cmd) => Ok(Action::Serve(serve_args(cmd))),
             Command::Bench(cmd) => cmd.workload.into_action(),
             Command::Completions(cmd) => Ok(Action::Completions(match cmd.shell.as_str() {
                 "zsh" => Shell::Zsh,
@@ -2187,6 +2274,26 @@ fn io_config(cmd: IoCmd) -> Result<IoBenchConfig, UsageError> {
     };
     config.validate().map_err(|e| refuse("bench io", e.to_string()))?;
     Ok(config)
+}
+
+/// `serve`: its [`ServeArgs`].
+fn serve_args(cmd: ServeCmd) -> ServeArgs {
+    let durability = match cmd.durability.as_deref() {
+        Some("none") => ferrite::Durability::None,
+        Some("periodic") => ferrite::Durability::Periodic(std::time::Duration::from_millis(100)),
+        _ => ferrite::Durability::Sync,
+    };
+    ServeArgs {
+        db: cmd.db,
+        listen: cmd.listen.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 11211))),
+        memory_mib: cmd.memory_mib.unwrap_or(256),
+        disk_budget_mib: cmd.disk_budget_mib,
+        store_mode: cmd.mode.as_deref() == Some("store"),
+        workers: cmd.workers,
+        max_connections: cmd.max_connections.unwrap_or(1024),
+        item_max_mib: cmd.item_max_mib.unwrap_or(1),
+        durability,
+    }
 }
 
 /// `bench objects`: its [`ObjectsConfig`].

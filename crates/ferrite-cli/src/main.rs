@@ -17,6 +17,7 @@ mod encoding;
 mod files;
 mod objects;
 mod output;
+mod serve;
 mod value;
 
 use std::ffi::OsString;
@@ -94,6 +95,7 @@ fn run(command: Action) -> Result<Outcome, CliError> {
         Action::BenchWorkload(config) => bench::workload(&config, out),
         Action::BenchCompare(args) => bench::compare(&args, out),
         Action::BenchRecovery(config) => bench::recovery(&config, out),
+        Action::Serve(args) => serve::serve(&args, out),
         Action::Completions(shell) => {
             clap_complete::generate(shell, &mut cli::command(), "ferrite", out);
             out.flush()?;

@@ -108,6 +108,13 @@ pub fn rate(text: &str) -> Result<f64, String> {
 }
 
 /// Seconds: a positive number, fractions allowed.
+/// `ADDR:PORT` (an IPv6 address in brackets: `[::1]:11211`).
+pub fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an address and port (for example 127.0.0.1:11211 or [::1]:11211)")
+    })
+}
+
 pub fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok(s),

@@ -1687,3 +1687,60 @@ fn object_commands_that_print_check_their_output_first() {
     assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
     assert!(text(&o.stderr).starts_with("ferrite: reading "), "{}", describe(&args, &o));
 }
+
+/// `ferrite serve` says where it listens, answers memcached's protocol there, stops cleanly
+/// on SIGTERM (exit status 0, `stopped`), and finds its items again when started anew.
+#[test]
+fn serve_answers_memcached_and_stops_cleanly_on_sigterm() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let tmp = TempDir::new("serve");
+    let db = tmp.db();
+    let start = || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["serve", "--db", &db, "--listen", "127.0.0.1:0", "--workers", "2"])
+            .args(["--memory-mib", "32"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting ferrite serve");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("first line {line:?}, stderr {err}")
+        });
+        (child, stdout, addr.parse::<std::net::SocketAddr>().unwrap())
+    };
+    let talk = |addr, request: &[u8], reply: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+        stream.write_all(request).unwrap();
+        let mut got = vec![0u8; reply.len()];
+        stream.read_exact(&mut got).unwrap();
+        assert_eq!(text(&got), text(reply));
+    };
+    let stop = |mut child: std::process::Child,
+                mut stdout: BufReader<std::process::ChildStdout>| {
+        // SAFETY: signals a child this test started and has not reaped.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        assert_eq!((status.code(), rest.as_str()), (Some(0), "stopped\n"));
+    };
+    let (child, stdout, addr) = start();
+    talk(
+        addr,
+        b"set greeting 7 0 5\r\nhello\r\nget greeting\r\n",
+        b"STORED\r\nVALUE greeting 7 5\r\nhello\r\nEND\r\n",
+    );
+    stop(child, stdout);
+    let (child, stdout, addr) = start();
+    talk(addr, b"get greeting\r\n", b"VALUE greeting 7 5\r\nhello\r\nEND\r\n");
+    stop(child, stdout);
+    assert_eq!(run(&["check", "--db", &db]).status.code(), Some(0), "a clean directory");
+}

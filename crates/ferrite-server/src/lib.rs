@@ -1,7 +1,15 @@
-//! Ferrite's memcached-compatible server (`ferrite serve`). So far: [`protocol`], the
-//! decoder of memcached's text and meta requests and the writer of its replies.
+//! Ferrite's memcached-compatible server (`ferrite serve`): [`protocol`] decodes memcached's
+//! text and meta requests and writes its replies; [`store`] runs them against items in a
+//! Ferrite tree (`item.rs` says how an item is stored); [`server`] accepts connections and
+//! serves each from a task on the database's workers, its socket calls and its disk I/O on
+//! the same worker's ring (`ferrite::sched::net`).
 
+pub mod item;
+mod locks;
 pub mod protocol;
+pub mod server;
+pub mod store;
 
 #[doc(hidden)]
 pub use protocol::fuzz_protocol;
+pub use server::{Server, ServerConfig};

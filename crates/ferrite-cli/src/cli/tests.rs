@@ -819,3 +819,44 @@ fn bench_objects_runs_ferrite_as_tasks_unless_told_the_blocking_api() {
     assert!(!objects_of(&["--store", "file"]).tasks(), "the file store runs from threads");
     fails(&["bench", "objects", "--store", "file", "--direct-api"], "--direct-api is for");
 }
+
+#[test]
+fn serve_defaults_and_options() {
+    let serve_of = |args: &[&str]| match parse_strs(&[&["serve", "--db", "d"], args].concat()) {
+        Ok(Action::Serve(a)) => a,
+        other => panic!("{args:?}: {other:?}"),
+    };
+    let a = serve_of(&[]);
+    assert_eq!(a.listen, "127.0.0.1:11211".parse().unwrap(), "not on the network unless told");
+    assert_eq!((a.memory_mib, a.max_connections, a.item_max_mib), (256, 1024, 1));
+    assert_eq!(
+        (a.store_mode, a.disk_budget_mib, a.durability),
+        (false, None, ferrite::Durability::Sync)
+    );
+    let a = serve_of(&[
+        "--listen",
+        "[::1]:2000",
+        "--memory-mib",
+        "64",
+        "--mode",
+        "store",
+        "--disk-budget-mib",
+        "1024",
+        "--workers",
+        "3",
+        "--max-connections",
+        "10",
+        "--item-max-mib",
+        "16",
+        "--durability",
+        "none",
+    ]);
+    assert_eq!(a.listen, "[::1]:2000".parse().unwrap());
+    assert_eq!((a.memory_mib, a.disk_budget_mib, a.workers), (64, Some(1024), Some(3)));
+    assert_eq!((a.store_mode, a.max_connections, a.item_max_mib), (true, 10, 16));
+    assert_eq!(a.durability, ferrite::Durability::None);
+    fails(&["serve"], "--db <DIR>");
+    fails(&["serve", "--db", "d", "--listen", "localhost"], "is not an address and port");
+    fails(&["serve", "--db", "d", "--item-max-mib", "2048"], "out of range");
+    fails(&["serve", "--db", "d", "--mode", "lru"], "invalid value 'lru'");
+}

@@ -1,0 +1,69 @@
+//! `ferrite serve`: opens the data directory with workers, starts the memcached-compatible
+//! server (`ferrite_server::Server`) on them, says where it listens, and waits for SIGTERM
+//! or SIGINT to stop it cleanly.
+
+// sigprocmask / sigwait: the stop signals are taken by one waiting thread, not by handlers.
+#![allow(unsafe_code)]
+
+use std::io::Write;
+use std::sync::Arc;
+
+use ferrite::{Db, Options};
+use ferrite_server::{Server, ServerConfig};
+
+use crate::cli::ServeArgs;
+use crate::common::{CliError, Outcome};
+
+/// The signals that stop the server, blocked in every thread (the workers inherit the mask
+/// from the thread that starts them) and taken with `sigwait`.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: `set` is a plain C struct the calls initialise and fill.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        set
+    }
+}
+
+pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let signals = stop_signals();
+    // SAFETY: changes this thread's signal mask, with a valid set; before any thread starts.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
+    let defaults = Options::default();
+    let memory = args.memory_mib << 20;
+    let options = Options {
+        create_if_missing: true,
+        // The pool takes the memory budget but what the rest needs: the log's buffers, the
+        // connections' buffers, the change buffer (a quarter, at most 64 MiB).
+        pool_bytes: memory - (memory / 4).min(64 << 20),
+        workers: args.workers.unwrap_or(defaults.workers),
+        durability: args.durability,
+        max_size_bytes: args.disk_budget_mib.map_or(defaults.max_size_bytes, |mib| mib << 20),
+        ..defaults
+    };
+    let db = Arc::new(Db::open(&args.db, options).map_err(CliError::Engine)?);
+    let config = ServerConfig {
+        listen: args.listen,
+        max_connections: args.max_connections,
+        item_max_bytes: (args.item_max_mib << 20) as usize,
+    };
+    let server = match Server::start(Arc::clone(&db), &config) {
+        Ok(server) => server,
+        Err(e) => {
+            return Err(CliError::Refused(format!("serve: listening on {}: {e}", args.listen)))
+        }
+    };
+    writeln!(out, "listening on {}", server.local_addr())?;
+    out.flush()?;
+    let mut signal = 0;
+    // SAFETY: waits for one of the blocked signals of a valid set.
+    unsafe { libc::sigwait(&signals, &mut signal) };
+    server.shut_down();
+    let db = Arc::into_inner(db).expect("the server's tasks are done with the database");
+    db.close().map_err(CliError::Engine)?;
+    writeln!(out, "stopped")?;
+    out.flush()?;
+    Ok(Outcome::Done)
+}

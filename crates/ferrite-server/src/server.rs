@@ -1,0 +1,273 @@
+//! The server: a listening socket, one accepting task per worker, and a task per
+//! connection, all on the database's workers. A connection's task receives into its read
+//! buffer, decodes every whole request in it (`protocol::decode`), runs each in order
+//! (`store.rs`) and sends the replies of the lot together: pipelined requests are answered
+//! strictly in order, with one send per batch. Its socket calls go through its worker's ring
+//! (`ferrite::sched::net`), beside the page reads its requests make.
+//!
+//! Bounds: at most `max_connections` connections (one more is closed at once); a connection
+//! buffers at most what the decoder may need (`Limits::buffer_max_bytes`: a request line,
+//! or one item of `item_max_bytes`); a refused item's data is discarded as it arrives.
+//!
+//! Shutting down ([`Server::shut_down`]) stops the accepting tasks (each is handed a
+//! connection of the server's own, which it drops), shuts every connection's socket (its
+//! task's pending receive then ends), and waits for every task.
+
+// `shutdown(2)` on a connection's socket, to end its task's pending receive.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ferrite::sched::{net, TaskHandle};
+use ferrite::Db;
+
+use crate::protocol::{decode, write_error, Decoded, Limits};
+use crate::store::Store;
+
+/// The tree that holds the items.
+pub const ITEMS_TREE: &str = "memcache";
+
+/// Bytes a connection asks the socket for at once.
+const RECV_BYTES: usize = 64 << 10;
+
+/// How a server runs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to listen (`127.0.0.1:11211` by default: not on the network unless told).
+    pub listen: SocketAddr,
+    /// Most connections at once.
+    pub max_connections: usize,
+    /// Largest item, bytes.
+    pub item_max_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
+            max_connections: 1024,
+            item_max_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What every task of a server shares.
+#[derive(Debug)]
+struct Shared {
+    db: Arc<Db>,
+    store: Store,
+    limits: Limits,
+    max_connections: usize,
+    stopping: AtomicBool,
+    /// Open connections' sockets, by number, for the shutdown.
+    sockets: Mutex<HashMap<u64, RawFd>>,
+    next_connection: AtomicU64,
+    /// Connection tasks, reaped as they finish.
+    tasks: Mutex<Vec<TaskHandle<()>>>,
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    acceptors: Vec<TaskHandle<()>>,
+}
+
+impl Server {
+    /// Opens the items of `db` and starts listening. `db` must have workers with the
+    /// io_uring engine for the fused I/O (other engines work, with blocking socket calls
+    /// on the workers).
+    pub fn start(db: Arc<Db>, config: &ServerConfig) -> io::Result<Server> {
+        let fail = |e: ferrite::Error| io::Error::other(e.to_string());
+        if db.worker_count() == 0 {
+            return Err(io::Error::other("the server runs on the database's workers: none run"));
+        }
+        // Items past the in-leaf limit are objects: tasks may write them once the objects
+        // tree exists.
+        db.ready_objects().map_err(fail)?;
+        let tree = db.tree(ITEMS_TREE).map_err(fail)?;
+        let settings = vec![
+            ("item_size_max", config.item_max_bytes.to_string()),
+            ("maxconns", config.max_connections.to_string()),
+            ("num_threads", db.worker_count().to_string()),
+            ("evictions", "off".to_owned()),
+        ];
+        let store = Store::open(tree, settings).map_err(fail)?;
+        let listener = Arc::new(TcpListener::bind(config.listen)?);
+        let addr = listener.local_addr()?;
+        let limits = Limits { item_max_bytes: config.item_max_bytes, ..Limits::default() };
+        let shared = Arc::new(Shared {
+            db: Arc::clone(&db),
+            store,
+            limits,
+            max_connections: config.max_connections,
+            stopping: AtomicBool::new(false),
+            sockets: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(0),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let mut acceptors = Vec::new();
+        for _ in 0..db.worker_count() {
+            let (shared, listener) = (Arc::clone(&shared), Arc::clone(&listener));
+            acceptors.push(db.spawn(accept_loop(shared, listener)).map_err(fail)?);
+        }
+        Ok(Server { shared, addr, acceptors })
+    }
+
+    /// The address the server listens on (its port, when asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, ends every connection and waits for every task.
+    pub fn shut_down(self) {
+        let shared = &self.shared;
+        shared.stopping.store(true, Ordering::Release);
+        // Each accepting task takes one of these and, seeing the flag, stops.
+        let wakers: Vec<_> =
+            self.acceptors.iter().filter_map(|_| TcpStream::connect(self.addr).ok()).collect();
+        for handle in self.acceptors {
+            handle.wait();
+        }
+        drop(wakers);
+        for &fd in shared.sockets.lock().unwrap().values() {
+            // SAFETY: `fd` is the socket of a connection whose task still owns it (it leaves
+            // the map before its stream is dropped, under this lock); shutting it down ends
+            // the task's receive, it closes nothing.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+        let tasks = std::mem::take(&mut *shared.tasks.lock().unwrap());
+        for handle in tasks {
+            handle.wait();
+        }
+    }
+
+    /// What `stats` counts.
+    pub fn counters(&self) -> &crate::store::Counters {
+        &self.shared.store.counters
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
+    loop {
+        let accepted = net::accept(&listener).await;
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match accepted {
+            Ok(stream) => stream,
+            // (Out of descriptors, say: the next accept may do better.)
+            Err(_) => continue,
+        };
+        let counters = &shared.store.counters;
+        let open = counters.curr_connections.load(Ordering::Relaxed);
+        if open as usize >= shared.max_connections {
+            counters.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            // memcached's words for it, then the connection closes.
+            let (_, _) =
+                net::send_all(&stream, b"ERROR Too many open connections\r\n".to_vec()).await;
+            continue;
+        }
+        counters.curr_connections.fetch_add(1, Ordering::Relaxed);
+        counters.total_connections.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nodelay(true);
+        let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
+        shared.sockets.lock().unwrap().insert(id, stream.as_raw_fd());
+        let task = serve_connection(Arc::clone(&shared), stream, id);
+        match shared.db.spawn(task) {
+            Ok(handle) => {
+                let mut tasks = shared.tasks.lock().unwrap();
+                tasks.retain(|t| !t.is_finished());
+                tasks.push(handle);
+            }
+            Err(_) => {
+                shared.sockets.lock().unwrap().remove(&id);
+                counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+async fn serve_connection(shared: Arc<Shared>, stream: TcpStream, id: u64) {
+    let _ = serve(&shared, &stream).await;
+    // Out of the map before the stream closes: the shutdown never touches a closed socket.
+    shared.sockets.lock().unwrap().remove(&id);
+    drop(stream);
+    shared.store.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Serves one connection until the client closes it, sends `quit`, breaks the protocol in a
+/// way memcached closes for, or the server stops.
+async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
+    let limits = &shared.limits;
+    let counters = &shared.store.counters;
+    let mut input: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; RECV_BYTES];
+    let mut out: Vec<u8> = Vec::new();
+    // Bytes of a refused item still to discard as they arrive.
+    let mut swallow = 0usize;
+    loop {
+        chunk.resize(RECV_BYTES, 0);
+        let (back, received) = net::recv(stream, chunk).await;
+        chunk = back;
+        let n = received?;
+        if n == 0 || shared.stopping.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        counters.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        let mut fresh = &chunk[..n];
+        if swallow > 0 {
+            let gone = swallow.min(fresh.len());
+            swallow -= gone;
+            fresh = &fresh[gone..];
+        }
+        input.extend_from_slice(fresh);
+        let mut at = 0;
+        let mut open = true;
+        while at < input.len() {
+            match decode(&input[at..], limits) {
+                Decoded::NeedMore => break,
+                Decoded::Request { request, consumed } => {
+                    at += consumed;
+                    if !shared.store.execute(&request, &mut out).await {
+                        open = false;
+                        break;
+                    }
+                }
+                Decoded::Error { reply, skip, close } => {
+                    if let Some(error) = reply {
+                        write_error(&mut out, error);
+                    }
+                    if close {
+                        open = false;
+                        break;
+                    }
+                    let here = skip.min(input.len() - at);
+                    at += here;
+                    swallow = skip - here;
+                }
+            }
+        }
+        input.drain(..at);
+        if !out.is_empty() {
+            counters.bytes_written.fetch_add(out.len() as u64, Ordering::Relaxed);
+            let (back, sent) = net::send_all(stream, std::mem::take(&mut out)).await;
+            out = back;
+            out.clear();
+            sent?;
+        }
+        if !open {
+            return Ok(());
+        }
+        if input.len() > limits.buffer_max_bytes() {
+            // (The decoder answers within this bound: it cannot happen; never grow past it.)
+            return Ok(());
+        }
+    }
+}

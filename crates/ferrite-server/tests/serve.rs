@@ -1,0 +1,249 @@
+//! The server end to end over loopback TCP: memcached's text and meta commands with their
+//! exact replies, pipelined requests split at odd places, items past the engine's in-leaf
+//! limit, a refused oversized item, and a restart that keeps the items.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrite::{Db, Options};
+use ferrite_server::{Server, ServerConfig};
+
+fn options() -> Options {
+    Options { workers: 2, pool_bytes: 8 << 20, create_if_missing: true, ..Options::default() }
+}
+
+fn start(dir: &std::path::Path) -> (Arc<Db>, Server) {
+    let db = Arc::new(Db::open(dir, options()).unwrap());
+    let config =
+        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServerConfig::default() };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    (db, server)
+}
+
+fn stop(db: Arc<Db>, server: Server) {
+    server.shut_down();
+    Arc::into_inner(db).expect("no task holds the database").close().unwrap();
+}
+
+struct Client(TcpStream);
+
+impl Client {
+    fn connect(server: &Server) -> Client {
+        let stream = TcpStream::connect(server.local_addr()).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Client(stream)
+    }
+
+    /// Sends `request` and checks that exactly `reply` comes back.
+    fn expect(&mut self, request: &[u8], reply: &[u8]) {
+        self.0.write_all(request).unwrap();
+        self.read_exactly(request, reply);
+    }
+
+    fn read_exactly(&mut self, request: &[u8], reply: &[u8]) {
+        let mut got = vec![0u8; reply.len()];
+        if let Err(e) = self.0.read_exact(&mut got) {
+            panic!(
+                "{:?}: {e} (expected {:?})",
+                String::from_utf8_lossy(request),
+                String::from_utf8_lossy(reply)
+            );
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(reply),
+            "reply to {:?}",
+            String::from_utf8_lossy(request)
+        );
+    }
+
+    /// Sends `request` and returns the reply's first line.
+    fn line(&mut self, request: &[u8]) -> String {
+        self.0.write_all(request).unwrap();
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            self.0.read_exact(&mut byte).unwrap();
+            line.push(byte[0]);
+        }
+        String::from_utf8(line).unwrap()
+    }
+}
+
+/// The cas of `key`, read with `gets`.
+fn cas_of(client: &mut Client, key: &str) -> u64 {
+    let line = client.line(format!("gets {key}\r\n").as_bytes());
+    let fields: Vec<&str> = line.trim_end().split(' ').collect();
+    assert_eq!(fields[0], "VALUE", "{line}");
+    let len: usize = fields[3].parse().unwrap();
+    let mut rest = vec![0u8; len + 2 + 5];
+    client.0.read_exact(&mut rest).unwrap();
+    assert!(rest.ends_with(b"\r\nEND\r\n"));
+    fields[4].parse().unwrap()
+}
+
+#[test]
+fn text_commands_answer_as_memcached_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    c.expect(b"get nothing\r\n", b"END\r\n");
+    c.expect(b"set k 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.expect(b"get k\r\n", b"VALUE k 5 3\r\nabc\r\nEND\r\n");
+    c.expect(b"add k 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.expect(b"add k2 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.expect(b"replace nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.expect(b"replace k2 7 0 2\r\nyy\r\n", b"STORED\r\n");
+    c.expect(b"append k 9 0 2\r\nde\r\n", b"STORED\r\n");
+    c.expect(b"prepend k 9 0 2\r\n__\r\n", b"STORED\r\n");
+    c.expect(b"get k k2 missing\r\n", b"VALUE k 5 7\r\n__abcde\r\nVALUE k2 7 2\r\nyy\r\nEND\r\n");
+    c.expect(b"append nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    // cas: a stale unique is EXISTS, a missing key NOT_FOUND, the current one STORED.
+    let cas = cas_of(&mut c, "k");
+    c.expect(format!("cas k 1 0 1 {}\r\nz\r\n", cas + 1000).as_bytes(), b"EXISTS\r\n");
+    c.expect(b"cas nope 1 0 1 1\r\nz\r\n", b"NOT_FOUND\r\n");
+    c.expect(format!("cas k 1 0 1 {cas}\r\nz\r\n").as_bytes(), b"STORED\r\n");
+    assert_ne!(cas_of(&mut c, "k"), cas, "every change gets a new cas");
+    // incr/decr on decimal values.
+    c.expect(b"set n 0 0 2\r\n10\r\n", b"STORED\r\n");
+    c.expect(b"incr n 5\r\n", b"15\r\n");
+    c.expect(b"decr n 100\r\n", b"0\r\n");
+    c.expect(b"incr n 18446744073709551615\r\n", b"18446744073709551615\r\n");
+    c.expect(b"incr n 1\r\n", b"0\r\n");
+    c.expect(b"incr nope 1\r\n", b"NOT_FOUND\r\n");
+    c.expect(b"incr k 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+    // touch, delete, expiry.
+    c.expect(b"touch k 100\r\n", b"TOUCHED\r\n");
+    c.expect(b"touch nope 100\r\n", b"NOT_FOUND\r\n");
+    c.expect(b"set gone 0 -1 1\r\nx\r\n", b"STORED\r\n");
+    c.expect(b"get gone\r\n", b"END\r\n");
+    c.expect(b"delete k2\r\n", b"DELETED\r\n");
+    c.expect(b"delete k2\r\n", b"NOT_FOUND\r\n");
+    // noreply: nothing comes back; the next reply is the next command's.
+    c.expect(
+        b"set q 0 0 1 noreply\r\nq\r\ndelete nope noreply\r\nget q\r\n",
+        b"VALUE q 0 1\r\nq\r\nEND\r\n",
+    );
+    c.expect(b"version\r\n", format!("VERSION {}\r\n", ferrite_server::store::VERSION).as_bytes());
+    c.expect(b"verbosity 1\r\n", b"OK\r\n");
+    c.expect(b"bogus\r\n", b"ERROR\r\n");
+    // flush_all: every item stored before it is gone.
+    c.expect(b"flush_all\r\n", b"OK\r\n");
+    c.expect(b"get k q n\r\n", b"END\r\n");
+    c.expect(b"set after 0 0 1\r\nA\r\n", b"STORED\r\n");
+    c.expect(b"get after\r\n", b"VALUE after 0 1\r\nA\r\nEND\r\n");
+    assert!(c.line(b"stats\r\n").starts_with("STAT pid "));
+    c.expect(b"quit\r\n", b"");
+    let mut rest = Vec::new();
+    c.0.read_to_end(&mut rest).unwrap();
+    assert!(rest.ends_with(b"END\r\n") && !rest.is_empty(), "the stats, then the close");
+    stop(db, server);
+}
+
+#[test]
+fn pipelined_requests_split_anywhere_are_answered_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    let mut requests = Vec::new();
+    let mut replies = Vec::new();
+    for i in 0..200 {
+        let value = format!("value-{i}-{}", "x".repeat(i % 37));
+        requests.extend_from_slice(
+            format!("set key{i} {i} 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+        );
+        replies.extend_from_slice(b"STORED\r\n");
+        requests.extend_from_slice(format!("get key{i}\r\n").as_bytes());
+        replies.extend_from_slice(
+            format!("VALUE key{i} {i} {}\r\n{value}\r\nEND\r\n", value.len()).as_bytes(),
+        );
+    }
+    // Written in pieces of odd sizes, with pauses, so requests arrive split.
+    let writer = {
+        let mut stream = c.0.try_clone().unwrap();
+        let requests = requests.clone();
+        std::thread::spawn(move || {
+            for (i, piece) in requests.chunks(97).enumerate() {
+                stream.write_all(piece).unwrap();
+                if i % 7 == 0 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+        })
+    };
+    c.read_exactly(b"(pipeline)", &replies);
+    writer.join().unwrap();
+    stop(db, server);
+}
+
+#[test]
+fn large_items_and_refused_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    for len in [4000usize, 4096, 70_000, 1 << 20] {
+        let value: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut request = format!("set big{len} 3 0 {len}\r\n").into_bytes();
+        request.extend_from_slice(&value);
+        request.extend_from_slice(b"\r\n");
+        c.expect(&request, b"STORED\r\n");
+        let mut reply = format!("VALUE big{len} 3 {len}\r\n").into_bytes();
+        reply.extend_from_slice(&value);
+        reply.extend_from_slice(b"\r\nEND\r\n");
+        c.expect(format!("get big{len}\r\n").as_bytes(), &reply);
+    }
+    // Past --item-max-mib: refused, its data swallowed, not read as commands.
+    let len = (1 << 20) + 1;
+    let mut request = format!("set huge 0 0 {len}\r\n").into_bytes();
+    request.extend(std::iter::repeat_n(b'g', len));
+    request.extend_from_slice(b"\r\nget huge\r\n");
+    c.expect(&request, b"SERVER_ERROR object too large for cache\r\nEND\r\n");
+    c.expect(b"set k 0 0 3\r\nabcd\r\n", b"CLIENT_ERROR bad data chunk\r\n");
+    stop(db, server);
+}
+
+#[test]
+fn meta_commands_answer_as_memcached_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    c.expect(b"mn\r\n", b"MN\r\n");
+    c.expect(b"ms mk 3 F7 T0\r\nabc\r\n", b"HD\r\n");
+    c.expect(b"mg mk v f s\r\n", b"VA 3 f7 s3\r\nabc\r\n");
+    c.expect(b"mg mk k O123\r\n", b"HD kmk O123\r\n");
+    c.expect(b"mg missing v\r\n", b"EN\r\n");
+    c.expect(b"mg missing v q\r\nmn\r\n", b"MN\r\n");
+    c.expect(b"ms mk 1 ME\r\nz\r\n", b"NS\r\n");
+    c.expect(b"ms mk 2 MA\r\nde\r\n", b"HD\r\n");
+    c.expect(b"mg mk v\r\n", b"VA 5\r\nabcde\r\n");
+    c.expect(b"ms mk 1 C1\r\nz\r\n", b"EX\r\n");
+    c.expect(b"md mk\r\n", b"HD\r\n");
+    c.expect(b"md mk\r\n", b"NF\r\n");
+    c.expect(b"ma cnt\r\n", b"NF\r\n");
+    c.expect(b"ma cnt N0 J5 v\r\n", b"VA 1\r\n5\r\n");
+    c.expect(b"ma cnt D10 v\r\n", b"VA 2\r\n15\r\n");
+    c.expect(b"ma cnt MD D20 v\r\n", b"VA 1\r\n0\r\n");
+    stop(db, server);
+}
+
+#[test]
+fn a_restart_keeps_the_items() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    let big = "b".repeat(50_000);
+    c.expect(b"set small 1 0 5\r\nhello\r\n", b"STORED\r\n");
+    c.expect(format!("set big 2 0 {}\r\n{big}\r\n", big.len()).as_bytes(), b"STORED\r\n");
+    c.expect(b"set gone 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.expect(b"delete gone\r\n", b"DELETED\r\n");
+    drop(c);
+    stop(db, server);
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    c.expect(b"get small gone\r\n", b"VALUE small 1 5\r\nhello\r\nEND\r\n");
+    c.expect(b"get big\r\n", format!("VALUE big 2 {}\r\n{big}\r\nEND\r\n", big.len()).as_bytes());
+    drop(c);
+    stop(db, server);
+}
