@@ -57,6 +57,38 @@ pub struct Counters {
     pub bytes_written: AtomicU64,
 }
 
+impl Counters {
+    /// `stats reset`: every counter back to zero but the connections open.
+    fn reset(&self) {
+        for counter in [
+            &self.cmd_get,
+            &self.cmd_set,
+            &self.cmd_touch,
+            &self.cmd_flush,
+            &self.get_hits,
+            &self.get_misses,
+            &self.get_expired,
+            &self.delete_hits,
+            &self.delete_misses,
+            &self.incr_hits,
+            &self.incr_misses,
+            &self.decr_hits,
+            &self.decr_misses,
+            &self.cas_hits,
+            &self.cas_misses,
+            &self.cas_badval,
+            &self.touch_hits,
+            &self.touch_misses,
+            &self.total_connections,
+            &self.rejected_connections,
+            &self.bytes_read,
+            &self.bytes_written,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The items of one server.
 #[derive(Debug)]
 pub struct Store {
@@ -469,7 +501,28 @@ impl Store {
     fn stats(&self, args: &[u8], now: u32, out: &mut Vec<u8>) {
         let c = &self.counters;
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        match args {
+        let subcommand = args.split(|&b| b == b' ').find(|t| !t.is_empty()).unwrap_or(b"");
+        match subcommand {
+            b"reset" => {
+                c.reset();
+                out.extend_from_slice(b"RESET\r\n");
+                return;
+            }
+            // (memcached started with -X answers so: Ferrite keeps no per-prefix stats.)
+            b"detail" | b"cachedump" => {
+                let name = String::from_utf8_lossy(subcommand);
+                out.extend_from_slice(
+                    format!("CLIENT_ERROR stats {name} not allowed\r\n").as_bytes(),
+                );
+                return;
+            }
+            b"" | b"settings" | b"items" | b"slabs" | b"sizes" | b"conns" => {}
+            _ => {
+                write_error(out, ProtocolError::UnknownCommand);
+                return;
+            }
+        }
+        match subcommand {
             b"" => {
                 write_stat(out, "pid", std::process::id());
                 write_stat(out, "uptime", now.saturating_sub(self.started));

@@ -170,6 +170,12 @@ fn other_text_commands() {
     assert_eq!(request(b"delete k\r\n"), Request::Delete { key: b"k", noreply: false });
     assert_eq!(request(b"delete k noreply\r\n"), Request::Delete { key: b"k", noreply: true });
     assert_eq!(request(b"delete k 0\r\n"), Request::Delete { key: b"k", noreply: false });
+    assert_eq!(request(b"delete k 0 noreply\r\n"), Request::Delete { key: b"k", noreply: true });
+    // memcached 1.6.18's refusal of a delay (its parser of 2025 ignores the token).
+    let usage = Some("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+    assert_eq!(error_of(b"delete k 10\r\n"), usage);
+    assert_eq!(error_of(b"delete k 0 0\r\n"), usage);
+    assert_eq!(error_of(b"delete k 10 noreply\r\n"), None, "noreply: no reply");
     assert_eq!(error_of(b"delete\r\n"), BAD_FORMAT);
 
     assert_eq!(request(b"flush_all\r\n"), Request::FlushAll { delay: 0, noreply: false });

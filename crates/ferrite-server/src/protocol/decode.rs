@@ -353,7 +353,10 @@ fn decode_touch(line: Line<'_>) -> Decoded<'_> {
     Decoded::Request { request: Request::Touch { key, exptime, noreply }, consumed: skip }
 }
 
-/// `delete <key> [noreply]` (memcached 1.6 ignores any other trailing token).
+/// `delete <key> [0] [noreply]`: the `0` is the old delay argument, still accepted; any
+/// other trailing token is refused, as memcached 1.6.18 (Debian's) refuses it. (memcached's
+/// parser of 2025 ignores trailing tokens instead; libmemcached's `memccapable` expects the
+/// refusal.)
 fn decode_delete(line: Line<'_>) -> Decoded<'_> {
     let skip = line.all.len();
     let tokens = Tokens::split(line.content, usize::MAX).expect("no flags to check");
@@ -364,6 +367,16 @@ fn decode_delete(line: Line<'_>) -> Decoded<'_> {
     let key = tokens.get(1).expect("two tokens");
     if !key_ok(key) {
         return refuse(ProtocolError::BadCommandLineFormat, noreply, skip);
+    }
+    let zero = tokens.get(2) == Some(&b"0"[..]);
+    let valid = match tokens.count {
+        2 => true,
+        3 => zero || noreply,
+        4 => zero && noreply,
+        _ => false,
+    };
+    if !valid {
+        return refuse(ProtocolError::DeleteUsage, noreply, skip);
     }
     Decoded::Request { request: Request::Delete { key, noreply }, consumed: skip }
 }

@@ -9,6 +9,10 @@ pub enum ProtocolError {
     UnknownCommand,
     /// A malformed line: too few tokens, a bad `<bytes>`, a key over 250 bytes, …
     BadCommandLineFormat,
+    /// `delete <key>` followed by anything but `0`, `noreply` or `0 noreply` (memcached
+    /// 1.6 up to its parser rewrite of 2025, Debian's 1.6.18 among them: the clients' tests
+    /// expect it).
+    DeleteUsage,
     /// The `<bytes>` of data were not followed by `\r\n`.
     BadDataChunk,
     /// A `touch`, `gat`/`gats` or `flush_all` time that is not a 32-bit number.
@@ -53,6 +57,9 @@ impl ProtocolError {
         match self {
             ProtocolError::UnknownCommand => "ERROR",
             ProtocolError::BadCommandLineFormat => "CLIENT_ERROR bad command line format",
+            ProtocolError::DeleteUsage => {
+                "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
+            }
             ProtocolError::BadDataChunk => "CLIENT_ERROR bad data chunk",
             ProtocolError::InvalidExptime => "CLIENT_ERROR invalid exptime argument",
             ProtocolError::InvalidDeltaArgument => "CLIENT_ERROR invalid numeric delta argument",
