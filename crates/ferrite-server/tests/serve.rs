@@ -247,3 +247,48 @@ fn a_restart_keeps_the_items() {
     drop(c);
     stop(db, server);
 }
+
+/// Hostile and careless clients: a line that never ends closes its connection, a huge or
+/// negative length is refused, a connection past the limit is told so and closed; none of
+/// it disturbs a well-behaved client.
+#[test]
+fn hostile_input_is_refused_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    let config = ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        max_connections: 3,
+        ..ServerConfig::default()
+    };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    let mut good = Client::connect(&server);
+    good.expect(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    // 3 KiB without a newline: the connection is closed, as memcached closes it.
+    let mut endless = Client::connect(&server);
+    endless.0.write_all(&vec![b'a'; 3000]).unwrap();
+    let mut rest = Vec::new();
+    endless.0.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    let mut careless = Client::connect(&server);
+    careless.expect(b"set k 0 0 4294967296\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    careless.expect(b"set k 0 0 -1\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    careless.expect(
+        &[b"get ", &[b'k'; 251][..], b"\r\n"].concat(),
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    careless.expect(b"get k\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n");
+    // Three open (good, careless, this one): the fourth is told and closed.
+    let _third = Client::connect(&server);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut fourth = Client::connect(&server);
+    let mut reply = Vec::new();
+    fourth.0.read_to_end(&mut reply).unwrap();
+    assert_eq!(reply, b"ERROR Too many open connections\r\n");
+    good.expect(b"get k\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n");
+    assert_eq!(
+        server.counters().rejected_connections.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    drop((good, careless, fourth));
+    stop(db, server);
+}
