@@ -9,8 +9,9 @@
 # FERRITE_REQUIRE_PEERS=1 (as CI sets it) makes their absence an error instead of a skip.
 # Likewise the power-cut suite (crates/ferrite/tests/powercut.rs) needs root, loop devices and
 # mkfs.ext4, and skips without them unless FERRITE_REQUIRE_POWERCUT=1 (as CI sets it).
-# The server's client tests (crates/ferrite-server/tests/clients.rs) use Debian's
-# python3-pymemcache, python3-pylibmc and libmemcached-tools, and skip without them unless
+# The server's client and proxy tests (crates/ferrite-server/tests/clients.rs, proxy.rs) use
+# Debian's python3-pymemcache, python3-pylibmc, libmemcached-tools and nutcracker, and skip
+# without them unless
 # FERRITE_REQUIRE_CLIENTS=1 (as CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
