@@ -4,8 +4,9 @@
 # layer rule (scripts/check_layers.sh) and the file names in comments and docs
 # (scripts/check_paths.sh).
 #
-# The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB, SQLite) are built and tested too when
-# their Debian packages are installed (librocksdb-dev libwiredtiger-dev liblmdb-dev libsqlite3-dev);
+# The peers of `ferrite bench` (RocksDB, WiredTiger, LMDB, SQLite; memcached for `bench serve`)
+# are built and tested too when their Debian packages are installed (librocksdb-dev
+# libwiredtiger-dev liblmdb-dev libsqlite3-dev memcached);
 # FERRITE_REQUIRE_PEERS=1 (as CI sets it) makes their absence an error instead of a skip.
 # Likewise the power-cut suite (crates/ferrite/tests/powercut.rs) needs root, loop devices and
 # mkfs.ext4, and skips without them unless FERRITE_REQUIRE_POWERCUT=1 (as CI sets it).

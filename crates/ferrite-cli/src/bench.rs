@@ -204,6 +204,27 @@ pub fn recovery(config: &RecoveryConfig, out: &mut dyn Write) -> Result<Outcome,
     Ok(Outcome::Done)
 }
 
+pub fn serve(
+    config: &ferrite_bench::workloads::serve::ServeConfig,
+    out: &mut dyn Write,
+) -> Result<Outcome, CliError> {
+    open_json(config.json.as_deref())?;
+    eprintln!(
+        "bench serve: {} GET:SET on {}, {} keys of {} B, {} connections, {} measured",
+        config.mix(),
+        config.server.map_or(config.store.name().to_owned(), |a| a.to_string()),
+        config.keys,
+        config.value_size,
+        config.connections,
+        duration(config.seconds),
+    );
+    let report = ferrite_bench::workloads::serve::run(config, true)?;
+    write!(out, "{}", report.summary())?;
+    writeln!(out, "{}", report.result_line())?;
+    out.flush()?;
+    Ok(Outcome::Done)
+}
+
 /// Opens `--json FILE` (creating it) before the run: a file that cannot be appended to fails
 /// the command now.
 fn open_json(path: Option<&Path>) -> Result<(), CliError> {

@@ -26,6 +26,7 @@ use ferrite_bench::workloads::lookup::{self, LookupConfig};
 use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::RecoveryConfig;
 use ferrite_bench::workloads::run::RunConfig;
+use ferrite_bench::workloads::serve::{self as serve_bench, ServeConfig, ServeStore};
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
 use crate::encoding::decode_arg;
@@ -682,6 +683,68 @@ pub struct CheckCmd {
     db: DbArgs,
 }
 
+/// `ferrite bench serve`.
+#[derive(Debug, Args)]
+pub struct ServeBenchCmd {
+    /// ferrite (default) or memcached
+    #[arg(long, value_name = "STORE", value_parser = ServeStore::parse)]
+    store: Option<ServeStore>,
+    /// A server already running (else the run starts the store)
+    #[arg(long, value_name = "ADDR:PORT", value_parser = value::socket_addr)]
+    server: Option<std::net::SocketAddr>,
+    /// Where a store the run starts keeps its data (default ferrite-data/bench-serve-STORE)
+    #[arg(long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    dir: Option<PathBuf>,
+    /// The store's memory, MiB (default 256)
+    #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 16, MAX_POOL_MIB))]
+    memory_mib: Option<u64>,
+    /// Items loaded (default 1M)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 32))]
+    keys: Option<u64>,
+    /// Bytes per value (default 1024)
+    #[arg(long, value_name = "B", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
+    value_size: Option<u64>,
+    /// GET:SET percentages (default 90:10)
+    #[arg(long, value_name = "GET:SET", value_parser = serve_bench::parse_mix)]
+    mix: Option<u32>,
+    /// uniform (default) or zipfian
+    #[arg(long, value_name = "DIST", value_parser = value::distribution)]
+    distribution: Option<Distribution>,
+    /// Open loop: offer OPS operations/s in all (default: closed loop)
+    #[arg(long, value_name = "OPS", value_parser = value::rate)]
+    rate: Option<f64>,
+    /// Connections (default 32)
+    #[arg(long, value_name = "C", value_parser = |s: &str| value::whole_usize(s, 1, 4096))]
+    connections: Option<usize>,
+    /// Measured time (default 20)
+    #[arg(long, value_name = "S", value_parser = value::seconds)]
+    seconds: Option<f64>,
+    /// Seed of the key draws (default 1)
+    #[arg(long, value_name = "X", value_parser = value::seed)]
+    seed: Option<u64>,
+    /// Append the result as one JSON object to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+const SERVE_BENCH_AFTER: &str = "\
+OUTPUT
+    A summary, then one line:
+
+    result store=S workload=serve mix=G:S ops_per_s=N p50_us=L p99_us=L hit_ratio=X
+           p999_us=L max_us=L keys=N value_size=B distribution=D connections=C
+           memory_mib=M rate=OPS|closed ops=N gets=N sets=N seconds=S load_s=S
+           client_cpu_us_per_op=X
+
+    hit_ratio: GETs that found their key over all GETs. Latencies (HdrHistogram) time each
+    request from its intended send time in open loop, from its send in closed loop.
+
+EXAMPLES
+    ferrite bench serve --store ferrite --keys 2M --value-size 1024 --memory-mib 200
+    ferrite bench serve --store memcached --keys 2M --value-size 1024 --memory-mib 200
+    ferrite bench serve --server 127.0.0.1:11211 --mix 50:50 --rate 50000";
+
 /// `ferrite serve`.
 #[derive(Debug, Args)]
 pub struct ServeCmd {
@@ -794,6 +857,8 @@ WORKLOADS
                time and the log on disk stay bounded (ferrite bench recovery --help)
     objects    fio-like reads or writes into large objects on Ferrite, files, RocksDB or
                SQLite, with write and space amplification (ferrite bench objects --help)
+    serve      memcached load (GET/SET mixes, open or closed loop) against ferrite serve or
+               memcached with extstore (ferrite bench serve --help)
 
 EXAMPLES
     ferrite bench lookup --db DIR --keys 4.6M --pool-mib 64 --seconds 20
@@ -882,6 +947,16 @@ enum BenchWorkload {
             replays the log from the last checkpoint) and every acknowledged key is read back.",
         after_long_help = RECOVERY_AFTER)]
     Recovery(RecoveryCmd),
+    /// memcached load against ferrite serve or memcached with extstore
+    #[command(
+        long_about = "Load --keys items of --value-size bytes into a memcached-compatible \
+            server, then send GETs and SETs (--mix) from --connections connections for \
+            --seconds: closed loop, or open loop at --rate with latency from each request's \
+            intended send time. Without --server the run starts the store itself: ferrite \
+            serve in this process, or memcached with extstore on a file under --db. Every value \
+            read is checked.",
+        after_long_help = SERVE_BENCH_AFTER)]
+    Serve(ServeBenchCmd),
 }
 
 /// `ferrite bench lookup`: one declaration for both runners (see [`lookup_action`]). Where
@@ -1674,6 +1749,7 @@ pub enum Action {
     BenchWorkload(RunConfig),
     BenchCompare(CompareArgs),
     BenchRecovery(RecoveryConfig),
+    BenchServe(ServeConfig),
     Serve(ServeArgs),
     /// Print the completion script of this shell.
     Completions(Shell),
@@ -2030,6 +2106,7 @@ impl BenchWorkload {
             BenchWorkload::Io(cmd) => io_config(cmd).map(Action::BenchIo),
             BenchWorkload::Objects(cmd) => objects_config(cmd).map(Action::BenchObjects),
             BenchWorkload::Recovery(cmd) => recovery_config(cmd).map(Action::BenchRecovery),
+            BenchWorkload::Serve(cmd) => serve_bench_config(cmd).map(Action::BenchServe),
         }
     }
 }
@@ -2273,6 +2350,29 @@ fn io_config(cmd: IoCmd) -> Result<IoBenchConfig, UsageError> {
         use_fio: defaults.use_fio,
     };
     config.validate().map_err(|e| refuse("bench io", e.to_string()))?;
+    Ok(config)
+}
+
+/// `bench serve`: its [`ServeConfig`].
+fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
+    let store = cmd.store.unwrap_or(ServeStore::Ferrite);
+    let defaults = ServeConfig::new(store);
+    let config = ServeConfig {
+        store,
+        server: cmd.server,
+        dir: cmd.dir.unwrap_or(defaults.dir),
+        memory_mib: cmd.memory_mib.unwrap_or(defaults.memory_mib),
+        keys: cmd.keys.unwrap_or(defaults.keys),
+        value_size: cmd.value_size.map_or(defaults.value_size, |b| b as usize),
+        get_percent: cmd.mix.unwrap_or(defaults.get_percent),
+        zipfian: matches!(cmd.distribution, Some(Distribution::Zipfian)),
+        rate: cmd.rate,
+        connections: cmd.connections.unwrap_or(defaults.connections),
+        seconds: cmd.seconds.unwrap_or(defaults.seconds),
+        seed: cmd.seed.unwrap_or(defaults.seed),
+        json: cmd.json,
+    };
+    config.validate().map_err(|e| refuse("bench serve", e.to_string()))?;
     Ok(config)
 }
 

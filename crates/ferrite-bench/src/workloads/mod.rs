@@ -12,4 +12,5 @@ pub mod lookup;
 pub mod objects;
 pub mod recovery;
 pub mod run;
+pub mod serve;
 pub mod ycsb;

@@ -860,3 +860,44 @@ fn serve_defaults_and_options() {
     fails(&["serve", "--db", "d", "--item-max-mib", "2048"], "out of range");
     fails(&["serve", "--db", "d", "--mode", "lru"], "invalid value 'lru'");
 }
+
+#[test]
+fn bench_serve_defaults_and_options() {
+    let of = |args: &[&str]| match parse_strs(&[&["bench", "serve"], args].concat()) {
+        Ok(Action::BenchServe(c)) => c,
+        other => panic!("{args:?}: {other:?}"),
+    };
+    let c = of(&[]);
+    assert_eq!(
+        (c.store.name(), c.keys, c.value_size, c.get_percent),
+        ("ferrite", 1_000_000, 1024, 90)
+    );
+    assert_eq!((c.connections, c.rate, c.zipfian, c.server), (32, None, false, None));
+    let c = of(&[
+        "--store",
+        "memcached",
+        "--keys",
+        "2M",
+        "--value-size",
+        "4096",
+        "--mix",
+        "50:50",
+        "--distribution",
+        "zipfian",
+        "--rate",
+        "20000",
+        "--connections",
+        "64",
+        "--memory-mib",
+        "128",
+    ]);
+    assert_eq!(
+        (c.store.name(), c.keys, c.value_size, c.get_percent),
+        ("memcached", 2_000_000, 4096, 50)
+    );
+    assert_eq!((c.connections, c.rate, c.zipfian, c.memory_mib), (64, Some(20000.0), true, 128));
+    let c = of(&["--server", "127.0.0.1:11211"]);
+    assert_eq!(c.server, Some("127.0.0.1:11211".parse().unwrap()));
+    fails(&["bench", "serve", "--mix", "90:20"], "add to 110");
+    fails(&["bench", "serve", "--store", "redis"], "unknown store \"redis\"");
+}

@@ -1,0 +1,768 @@
+//! `bench serve`: a memcached load generator against `ferrite serve` or memcached with
+//! extstore.
+//!
+//! 1. The store: with `--server ADDR:PORT`, whatever listens there. Otherwise the run
+//!    starts it. Ferrite runs in this process (`ferrite_server::Server` on a database in
+//!    `--db`/ferrite, one worker per core, a pool of `--memory-mib` less a quarter, at most 64 MiB,
+//!    for the rest). memcached runs as a child: `memcached -m M` with extstore in a file
+//!    under `--db` as large as the data plus half, its worker threads one per core, and
+//!    `-I` large enough for the values. Both run in a memory cgroup of `--memory-mib` plus
+//!    64 MiB where the machine allows: extstore reads through the page cache, which
+//!    otherwise holds all the data.
+//! 2. Load: `--keys` items of `--value-size` bytes, set in order from `--connections`
+//!    connections, 64 requests pipelined per connection; not measured.
+//! 3. Measure: each connection does one request at a time, a GET or a SET as `--mix`
+//!    says, of a key drawn uniformly or from a scrambled zipfian (θ 0.99). Closed loop, or
+//!    with `--rate` open loop: Poisson arrivals at rate/C per connection, latency counted
+//!    from the intended send time (a connection that falls behind sends at once, and its
+//!    lateness counts). A warm-up of min(S/5, 2 s) first.
+//!
+//! Every value is checked: its first 16 bytes name the key and the version written, and the
+//! rest is derived from them; a GET of other bytes ends the run (a miss is counted, not an
+//! error: a cache may drop items). `hit_ratio` is hits over GETs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::BenchError;
+use crate::gen::rng::{mix64, Rng};
+use crate::gen::zipf::Zipf;
+use crate::measure::cpu::CpuTime;
+use crate::measure::memcap::{evict_from_page_cache, MemoryCap};
+use crate::measure::phase::{MEASURE, STOP, WARMUP};
+use crate::report::ResultLine;
+use crate::runner::{new_histogram, record, Hdr};
+
+/// The stores `bench serve` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeStore {
+    Ferrite,
+    Memcached,
+}
+
+impl ServeStore {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServeStore::Ferrite => "ferrite",
+            ServeStore::Memcached => "memcached",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<ServeStore, String> {
+        match text {
+            "ferrite" => Ok(ServeStore::Ferrite),
+            "memcached" => Ok(ServeStore::Memcached),
+            _ => Err(format!("unknown store {text:?} (ferrite, memcached)")),
+        }
+    }
+}
+
+/// Everything a `bench serve` run is told.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    pub store: ServeStore,
+    /// A server already running; `None`: the run starts the store.
+    pub server: Option<SocketAddr>,
+    pub dir: PathBuf,
+    pub memory_mib: u64,
+    pub keys: u64,
+    pub value_size: usize,
+    /// Percent of operations that are GETs (the rest SETs).
+    pub get_percent: u32,
+    pub zipfian: bool,
+    /// Operations per second offered in all; `None`: closed loop.
+    pub rate: Option<f64>,
+    pub connections: usize,
+    pub seconds: f64,
+    pub seed: u64,
+    pub json: Option<PathBuf>,
+}
+
+impl ServeConfig {
+    pub fn new(store: ServeStore) -> Self {
+        ServeConfig {
+            store,
+            server: None,
+            dir: PathBuf::from(format!("ferrite-data/bench-serve-{}", store.name())),
+            memory_mib: 256,
+            keys: 1_000_000,
+            value_size: 1024,
+            get_percent: 90,
+            zipfian: false,
+            rate: None,
+            connections: 32,
+            seconds: 20.0,
+            seed: 1,
+            json: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let bad = |reason: String| Err(BenchError::Config(reason));
+        if self.keys == 0 || self.keys > 1 << 32 {
+            return bad(format!("--keys {} is out of range (1 to 2^32)", self.keys));
+        }
+        if self.value_size < HEADER_BYTES || self.value_size > 1 << 30 {
+            return bad(format!(
+                "--value-size {} is out of range ({HEADER_BYTES} to 1 GiB: a value starts with \
+                 its {HEADER_BYTES}-byte check header)",
+                self.value_size
+            ));
+        }
+        if self.get_percent > 100 {
+            return bad(format!("GET share {}% is over 100%", self.get_percent));
+        }
+        if self.connections == 0 || self.connections > 4096 {
+            return bad(format!("--connections {} is out of range (1 to 4096)", self.connections));
+        }
+        if !(self.seconds > 0.0 && self.seconds <= 1e6) {
+            return bad(format!("{} seconds is out of range", self.seconds));
+        }
+        if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+            return bad("--rate must be a positive number of operations per second".into());
+        }
+        if self.memory_mib < 16 {
+            return bad(format!("--memory-mib {} is below 16", self.memory_mib));
+        }
+        Ok(())
+    }
+
+    /// `90:10`.
+    pub fn mix(&self) -> String {
+        format!("{}:{}", self.get_percent, 100 - self.get_percent)
+    }
+
+    fn warmup(&self) -> Duration {
+        Duration::from_secs_f64((self.seconds / 5.0).min(2.0))
+    }
+}
+
+/// `--mix GET:SET` (percentages adding to 100): the GET share.
+pub fn parse_mix(text: &str) -> Result<u32, String> {
+    let (get, set) = text.split_once(':').ok_or(format!("{text:?} is not GET:SET (say 90:10)"))?;
+    let (get, set): (u32, u32) = match (get.parse(), set.parse()) {
+        (Ok(get), Ok(set)) => (get, set),
+        _ => return Err(format!("{text:?} is not GET:SET (say 90:10)")),
+    };
+    if get + set != 100 {
+        return Err(format!("{text:?}: the shares add to {}, not 100", get + set));
+    }
+    Ok(get)
+}
+
+/// Bytes of a value's check header: `k` and the key number, `v` and the version, in hex.
+const HEADER_BYTES: usize = 16;
+
+/// The value of key `key` at version `version`, `size` bytes.
+fn value_of(key: u64, version: u32, size: usize) -> Vec<u8> {
+    let mut value = format!("k{:07x}v{:07x}", key & 0xFFF_FFFF, version & 0xFFF_FFFF).into_bytes();
+    let mut state = mix64(key ^ (u64::from(version) << 32));
+    while value.len() < size {
+        state = mix64(state);
+        value.extend_from_slice(&state.to_le_bytes());
+    }
+    value.truncate(size);
+    value
+}
+
+/// Whether `value` is what `value_of` wrote for `key` (any version).
+fn check_value(key: u64, value: &[u8], size: usize) -> Result<(), String> {
+    let header = std::str::from_utf8(value.get(..HEADER_BYTES).unwrap_or(b"")).unwrap_or("");
+    let (k, v) = header.strip_prefix('k').and_then(|h| h.split_once('v')).unwrap_or(("", ""));
+    let (Ok(k), Ok(v)) = (u64::from_str_radix(k, 16), u32::from_str_radix(v, 16)) else {
+        return Err(format!("key {key}: a value without its header ({} bytes)", value.len()));
+    };
+    if k != key & 0xFFF_FFFF {
+        return Err(format!("key {key}: the value of key {k}"));
+    }
+    if value != value_of(key, v, size) {
+        return Err(format!("key {key}: version {v}'s bytes differ ({} bytes)", value.len()));
+    }
+    Ok(())
+}
+
+fn key_name(key: u64) -> String {
+    format!("key:{key:010}")
+}
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
+    let context = context.into();
+    move |source| BenchError::Io { context, source }
+}
+
+/// A memcached connection that pipelines requests and reads replies.
+struct Conn {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    line: String,
+}
+
+/// What a GET found.
+enum Got {
+    Hit(Vec<u8>),
+    Miss,
+}
+
+impl Conn {
+    fn connect(addr: SocketAddr) -> Result<Conn, BenchError> {
+        let stream = TcpStream::connect(addr).map_err(io_error(format!("connecting to {addr}")))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(io_error("setting a read timeout"))?;
+        let reader = BufReader::with_capacity(
+            256 << 10,
+            stream.try_clone().map_err(io_error("cloning a socket"))?,
+        );
+        Ok(Conn { writer: stream, reader, line: String::new() })
+    }
+
+    fn queue_set(&self, out: &mut Vec<u8>, key: u64, value: &[u8]) {
+        out.extend_from_slice(format!("set {} 0 0 {}\r\n", key_name(key), value.len()).as_bytes());
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), BenchError> {
+        self.writer.write_all(bytes).map_err(io_error("sending requests"))
+    }
+
+    fn read_line(&mut self) -> Result<&str, BenchError> {
+        self.line.clear();
+        let n = self.reader.read_line(&mut self.line).map_err(io_error("reading a reply"))?;
+        if n == 0 {
+            return Err(BenchError::Store("the server closed the connection".into()));
+        }
+        Ok(self.line.trim_end())
+    }
+
+    fn expect_stored(&mut self) -> Result<(), BenchError> {
+        match self.read_line()? {
+            "STORED" => Ok(()),
+            other => Err(BenchError::Store(format!("a SET was answered {other:?}").into())),
+        }
+    }
+
+    fn get(&mut self, key: u64) -> Result<Got, BenchError> {
+        self.send(format!("get {}\r\n", key_name(key)).as_bytes())?;
+        let line = self.read_line()?.to_owned();
+        if line == "END" {
+            return Ok(Got::Miss);
+        }
+        let len: usize = line
+            .strip_prefix("VALUE ")
+            .and_then(|rest| rest.split(' ').nth(2))
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| BenchError::Store(format!("a GET was answered {line:?}").into()))?;
+        let mut value = vec![0u8; len + 2];
+        self.reader.read_exact(&mut value).map_err(io_error("reading a value"))?;
+        value.truncate(len);
+        match self.read_line()? {
+            "END" => Ok(Got::Hit(value)),
+            other => Err(BenchError::Store(format!("a value was followed by {other:?}").into())),
+        }
+    }
+}
+
+/// The store under test while the run lasts.
+enum Target {
+    Ferrite { db: Arc<ferrite::Db>, server: ferrite_server::Server },
+    Memcached { child: Child },
+    External,
+}
+
+impl Target {
+    fn stop(self) -> Result<(), BenchError> {
+        match self {
+            Target::Ferrite { db, server } => {
+                server.shut_down();
+                let db = Arc::into_inner(db).expect("the server's tasks let go of the database");
+                db.close().map_err(BenchError::Engine)
+            }
+            Target::Memcached { mut child } => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Ok(())
+            }
+            Target::External => Ok(()),
+        }
+    }
+}
+
+fn free_port() -> Result<u16, BenchError> {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(io_error("finding a port"))?;
+    Ok(listener.local_addr().map_err(io_error("finding a port"))?.port())
+}
+
+/// Starts the store of `config` (not `--server`): its address, the running store, and
+/// the options it runs with, in words.
+fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let memory = config.memory_mib << 20;
+    match config.store {
+        ServeStore::Ferrite => {
+            let options = ferrite::Options {
+                create_if_missing: true,
+                pool_bytes: memory - (memory / 4).min(64 << 20),
+                ..ferrite::Options::default()
+            };
+            let description = format!(
+                "ferrite serve in this process: pool_bytes={}, workers={}, durability={:?}, \
+                 direct_io={}",
+                options.pool_bytes, options.workers, options.durability, options.direct_io
+            );
+            let db = Arc::new(ferrite::Db::open(config.dir.join("ferrite"), options)?);
+            let server_config = ferrite_server::ServerConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                item_max_bytes: config.value_size.max(1 << 20),
+                ..ferrite_server::ServerConfig::default()
+            };
+            let server = ferrite_server::Server::start(Arc::clone(&db), &server_config)
+                .map_err(io_error("starting ferrite serve"))?;
+            Ok((server.local_addr(), Target::Ferrite { db, server }, description))
+        }
+        ServeStore::Memcached => {
+            let port = free_port()?;
+            let data = config.keys * config.value_size as u64;
+            let ext_mib = (data + data / 2).div_ceil(1 << 20).max(256);
+            let ext = config.dir.join("extstore");
+            let item_max_mib = (config.value_size as u64 + 1024).div_ceil(1 << 20).max(1);
+            let args = vec![
+                "-l".to_owned(),
+                "127.0.0.1".to_owned(),
+                "-p".to_owned(),
+                port.to_string(),
+                "-U".to_owned(),
+                "0".to_owned(),
+                "-m".to_owned(),
+                config.memory_mib.to_string(),
+                "-t".to_owned(),
+                cores.to_string(),
+                "-c".to_owned(),
+                "8192".to_owned(),
+                "-I".to_owned(),
+                format!("{item_max_mib}m"),
+                "-o".to_owned(),
+                format!("ext_path={}:{ext_mib}m,ext_threads={cores}", ext.display()),
+            ];
+            let mut args = args;
+            // (memcached refuses to run as root unless told which user to be.)
+            // SAFETY: geteuid only reads this process's effective user id.
+            #[allow(unsafe_code)]
+            if unsafe { libc::geteuid() } == 0 {
+                args.extend(["-u".to_owned(), "root".to_owned()]);
+            }
+            let description = format!("memcached {}", args.join(" "));
+            let child = Command::new("memcached")
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(io_error("starting memcached (apt-get install memcached)"))?;
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while TcpStream::connect(addr).is_err() {
+                if Instant::now() > deadline {
+                    return Err(BenchError::Store("memcached did not start listening".into()));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok((addr, Target::Memcached { child }, description))
+        }
+    }
+}
+
+/// Sets every key once, from `connections` connections, 64 pipelined per round trip.
+fn load(addr: SocketAddr, config: &ServeConfig) -> Result<(), BenchError> {
+    let per = config.keys.div_ceil(config.connections as u64);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..config.connections as u64)
+            .map(|c| {
+                scope.spawn(move || -> Result<(), BenchError> {
+                    let mut conn = Conn::connect(addr)?;
+                    let (first, end) = (c * per, ((c + 1) * per).min(config.keys));
+                    let mut key = first;
+                    let mut out = Vec::new();
+                    while key < end {
+                        out.clear();
+                        let batch = (end - key).min(64);
+                        for k in key..key + batch {
+                            conn.queue_set(&mut out, k, &value_of(k, 0, config.value_size));
+                        }
+                        conn.send(&out)?;
+                        for _ in 0..batch {
+                            conn.expect_stored()?;
+                        }
+                        key += batch;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().expect("a load thread panicked"))
+    })
+}
+
+/// What one connection counted while measuring.
+struct Counts {
+    gets: u64,
+    hits: u64,
+    sets: u64,
+    latency_ns: Hdr,
+}
+
+/// The report of a run.
+#[derive(Debug)]
+pub struct ServeReport {
+    pub config: ServeConfig,
+    pub store_description: String,
+    pub ops: u64,
+    pub gets: u64,
+    pub hits: u64,
+    pub sets: u64,
+    pub seconds: f64,
+    pub load_seconds: f64,
+    pub latency_ns: Hdr,
+    pub cpu: CpuTime,
+    pub capped: String,
+}
+
+impl ServeReport {
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / self.seconds
+    }
+
+    pub fn hit_ratio(&self) -> f64 {
+        if self.gets == 0 {
+            return 1.0;
+        }
+        self.hits as f64 / self.gets as f64
+    }
+
+    fn us(&self, q: f64) -> f64 {
+        self.latency_ns.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    pub fn result_line(&self) -> ResultLine {
+        let c = &self.config;
+        let mut line = ResultLine::new()
+            .word("store", c.store.name())
+            .word("workload", "serve")
+            .word("mix", &c.mix())
+            .real("ops_per_s", self.ops_per_s(), 0)
+            .real("p50_us", self.us(0.5), 1)
+            .real("p99_us", self.us(0.99), 1)
+            .real("hit_ratio", self.hit_ratio(), 4)
+            .real("p999_us", self.us(0.999), 1)
+            .real("max_us", self.latency_ns.max() as f64 / 1000.0, 1)
+            .int("keys", c.keys)
+            .int("value_size", c.value_size as u64)
+            .word("distribution", if c.zipfian { "zipfian" } else { "uniform" })
+            .int("connections", c.connections as u64)
+            .int("memory_mib", c.memory_mib);
+        line = match c.rate {
+            Some(rate) => line.real("rate", rate, 0),
+            None => line.word("rate", "closed"),
+        };
+        line.int("ops", self.ops)
+            .int("gets", self.gets)
+            .int("sets", self.sets)
+            .real("seconds", self.seconds, 2)
+            .real("load_s", self.load_seconds, 2)
+            .real("client_cpu_us_per_op", self.cpu.total_s() * 1e6 / self.ops.max(1) as f64, 2)
+    }
+
+    pub fn summary(&self) -> String {
+        let c = &self.config;
+        format!(
+            "  bench serve   {} GET:SET on {}, {} keys of {} B ({:.1} MiB of values), {} \
+             connections, {}, {}\n  store         {}{}\n  throughput    {:.0} ops/s over \
+             {:.2} s ({} GETs, {} hits: hit ratio {:.4}; {} SETs)\n  latency       p50 {:.1} \
+             µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}\n",
+            c.mix(),
+            c.store.name(),
+            c.keys,
+            c.value_size,
+            (c.keys * c.value_size as u64) as f64 / (1u64 << 20) as f64,
+            c.connections,
+            if c.zipfian { "zipfian keys" } else { "uniform keys" },
+            c.rate.map_or("closed loop".to_owned(), |r| format!("open loop at {r:.0} ops/s")),
+            self.store_description,
+            self.capped,
+            self.ops_per_s(),
+            self.seconds,
+            self.gets,
+            self.hits,
+            self.hit_ratio(),
+            self.sets,
+            self.us(0.5),
+            self.us(0.99),
+            self.us(0.999),
+            self.latency_ns.max() as f64 / 1000.0,
+            if c.rate.is_some() { " (from each request's intended send time)" } else { "" },
+        )
+    }
+}
+
+/// Runs `bench serve` as `config` says.
+pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, BenchError> {
+    config.validate()?;
+    let _ = show_progress;
+    if config.server.is_none() {
+        crate::workloads::run::remove_bench_dir(&config.dir)?;
+        std::fs::create_dir_all(&config.dir)
+            .map_err(io_error(format!("creating {}", config.dir.display())))?;
+        std::fs::write(
+            config.dir.join(crate::workloads::run::MARKER_FILE),
+            "made by `ferrite bench`, which removes it\n",
+        )
+        .map_err(io_error("marking the data directory"))?;
+    }
+    // extstore reads through the page cache: cap it (memcached inherits the cgroup).
+    let (cap, capped) = match (config.server, config.store, cfg!(test)) {
+        (None, ServeStore::Memcached, false) => {
+            match MemoryCap::enter((config.memory_mib << 20) + (64 << 20)) {
+                Ok(cap) => {
+                    let note = format!(
+                        " [memory capped: a cgroup of {} MiB for memcached and this load \
+                         generator]",
+                        cap.limit_bytes >> 20
+                    );
+                    (Some(cap), note)
+                }
+                Err(reason) => (None, format!(" [page cache NOT capped ({reason})]")),
+            }
+        }
+        _ => (None, String::new()),
+    };
+    let (addr, target, description) = match config.server {
+        Some(addr) => (addr, Target::External, format!("a server at {addr}, started elsewhere")),
+        None => start(config)?,
+    };
+    let outcome = (|| {
+        let load_start = Instant::now();
+        load(addr, config)?;
+        let load_seconds = load_start.elapsed().as_secs_f64();
+        if config.store == ServeStore::Memcached {
+            evict_from_page_cache(&config.dir);
+        }
+        let (counts, seconds, cpu) = measure(addr, config)?;
+        Ok::<_, BenchError>((load_seconds, counts, seconds, cpu))
+    })();
+    let stopped = target.stop();
+    drop(cap);
+    let (load_seconds, counts, seconds, cpu) = outcome?;
+    stopped?;
+    if config.server.is_none() {
+        crate::workloads::run::remove_bench_dir(&config.dir)?;
+    }
+    let mut latency_ns = new_histogram();
+    let (mut gets, mut hits, mut sets) = (0, 0, 0);
+    for c in counts {
+        gets += c.gets;
+        hits += c.hits;
+        sets += c.sets;
+        latency_ns.add(&c.latency_ns).expect("histograms of one shape");
+    }
+    let report = ServeReport {
+        config: config.clone(),
+        store_description: description,
+        ops: gets + sets,
+        gets,
+        hits,
+        sets,
+        seconds,
+        load_seconds,
+        latency_ns,
+        cpu,
+        capped,
+    };
+    if let Some(path) = &config.json {
+        let json = serde_json::json!({
+            "result": report.result_line().to_string(),
+            "store_config": report.store_description,
+        });
+        crate::workloads::run::append_json(path, &json.to_string())?;
+    }
+    Ok(report)
+}
+
+/// The measured part: warm-up, then `config.seconds`; each connection's counts, the seconds
+/// measured, and this process's CPU over them.
+fn measure(
+    addr: SocketAddr,
+    config: &ServeConfig,
+) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
+    let phase = AtomicU8::new(WARMUP);
+    let failed = AtomicBool::new(false);
+    let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, 0.99));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..config.connections as u64)
+            .map(|c| {
+                let (phase, failed, zipf) = (&phase, &failed, zipf.as_ref());
+                scope.spawn(move || {
+                    let outcome = connection(addr, config, c, phase, zipf);
+                    if outcome.is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                    outcome
+                })
+            })
+            .collect();
+        let warmup_end = Instant::now() + config.warmup();
+        while Instant::now() < warmup_end && !failed.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let cpu_before = CpuTime::now();
+        let start = Instant::now();
+        phase.store(MEASURE, Ordering::Release);
+        let end = start + Duration::from_secs_f64(config.seconds);
+        while Instant::now() < end && !failed.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        phase.store(STOP, Ordering::Release);
+        let seconds = start.elapsed().as_secs_f64();
+        let cpu = CpuTime::now().since(cpu_before);
+        let counts = handles
+            .into_iter()
+            .map(|h| h.join().expect("a connection thread panicked"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((counts, seconds, cpu))
+    })
+}
+
+/// One connection's requests until the phase says stop.
+fn connection(
+    addr: SocketAddr,
+    config: &ServeConfig,
+    index: u64,
+    phase: &AtomicU8,
+    zipf: Option<&Zipf>,
+) -> Result<Counts, BenchError> {
+    let mut conn = Conn::connect(addr)?;
+    let mut rng = Rng::stream(config.seed, index);
+    let mut counts = Counts { gets: 0, hits: 0, sets: 0, latency_ns: new_histogram() };
+    let per_connection = config.rate.map(|rate| rate / config.connections as f64);
+    let mut next_send = Instant::now();
+    let mut version = (index as u32) << 20;
+    let mut out = Vec::new();
+    loop {
+        let now_phase = phase.load(Ordering::Acquire);
+        if now_phase == STOP {
+            return Ok(counts);
+        }
+        let intended = match per_connection {
+            Some(rate) => {
+                // Exponential gaps: a Poisson process at `rate`.
+                let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                next_send += Duration::from_secs_f64(-(1.0 - u).ln() / rate);
+                let now = Instant::now();
+                if next_send > now {
+                    std::thread::sleep(next_send - now);
+                }
+                next_send
+            }
+            None => Instant::now(),
+        };
+        let key = match zipf {
+            Some(zipf) => zipf.sample(&mut rng),
+            None => rng.below(config.keys),
+        };
+        let is_get = rng.below(100) < u64::from(config.get_percent);
+        let measuring = now_phase == MEASURE;
+        if is_get {
+            match conn.get(key)? {
+                Got::Hit(value) => {
+                    check_value(key, &value, config.value_size)
+                        .map_err(|e| BenchError::Content(format!("GET {}: {e}", key_name(key))))?;
+                    counts.hits += u64::from(measuring);
+                }
+                Got::Miss => {}
+            }
+            counts.gets += u64::from(measuring);
+        } else {
+            version = version.wrapping_add(1);
+            out.clear();
+            conn.queue_set(&mut out, key, &value_of(key, version, config.value_size));
+            conn.send(&out)?;
+            conn.expect_stored()?;
+            counts.sets += u64::from(measuring);
+        }
+        if measuring {
+            record(&mut counts.latency_ns, intended.elapsed().as_nanos() as u64);
+        }
+    }
+}
+
+/// Whether memcached can be started here.
+pub fn memcached_installed() -> bool {
+    Command::new("memcached").arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn values_check_themselves_and_mixes_parse() {
+        let v = value_of(42, 7, 100);
+        assert_eq!(v.len(), 100);
+        assert!(check_value(42, &v, 100).is_ok());
+        assert!(check_value(43, &v, 100).unwrap_err().contains("the value of key 42"));
+        let mut bad = v.clone();
+        bad[60] ^= 1;
+        assert!(check_value(42, &bad, 100).unwrap_err().contains("bytes differ"));
+        assert!(check_value(42, b"short", 100).unwrap_err().contains("without its header"));
+        assert_eq!(parse_mix("90:10"), Ok(90));
+        assert!(parse_mix("90:20").unwrap_err().contains("add to 110"));
+        assert!(parse_mix("x").is_err());
+    }
+
+    fn tiny(store: ServeStore, dir: &Path) -> ServeConfig {
+        ServeConfig {
+            dir: dir.join("serve"),
+            memory_mib: 16,
+            keys: 2000,
+            value_size: 600,
+            connections: 4,
+            seconds: 0.3,
+            ..ServeConfig::new(store)
+        }
+    }
+
+    #[test]
+    fn ferrite_serves_a_short_run_every_value_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (zipfian, rate) in [(false, None), (true, Some(4000.0))] {
+            let config = ServeConfig { zipfian, rate, ..tiny(ServeStore::Ferrite, tmp.path()) };
+            let report = run(&config, false).unwrap();
+            assert!(report.gets > 0 && report.sets > 0, "{}", report.summary());
+            assert_eq!(report.hit_ratio(), 1.0, "every key was loaded: {}", report.summary());
+            let line = report.result_line();
+            assert_eq!(line.get("store"), Some("ferrite"));
+            assert_eq!(line.get("mix"), Some("90:10"));
+            assert!(!config.dir.exists(), "removed after the run");
+        }
+    }
+
+    #[test]
+    fn memcached_with_extstore_serves_a_short_run() {
+        if !memcached_installed() {
+            let required = std::env::var("FERRITE_REQUIRE_PEERS").is_ok_and(|v| v == "1");
+            assert!(!required, "FERRITE_REQUIRE_PEERS=1 but memcached is not installed");
+            eprintln!("skipped: memcached is not installed");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let report = run(&tiny(ServeStore::Memcached, tmp.path()), false).unwrap();
+        assert!(report.gets > 0, "{}", report.summary());
+        assert!(report.store_description.contains("ext_path="), "{}", report.store_description);
+    }
+}
