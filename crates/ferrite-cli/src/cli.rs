@@ -781,6 +781,9 @@ pub struct ServeCmd {
     /// Largest item, MiB (default 1, at most 1024)
     #[arg(long, value_name = "N", value_parser = |s: &str| value::whole(s, 1, 1024))]
     item_max_mib: Option<u64>,
+    /// Close a connection idle this many seconds (default 0: never)
+    #[arg(long, value_name = "S", value_parser = |s: &str| value::whole(s, 0, 1 << 31))]
+    idle_timeout_secs: Option<u64>,
     /// sync (default), periodic or none
     #[arg(
         long_help = "When a stored item is durable: sync (the default: before the reply; \
@@ -802,6 +805,8 @@ pub struct ServeArgs {
     pub workers: Option<usize>,
     pub max_connections: usize,
     pub item_max_mib: u64,
+    /// 0: never.
+    pub idle_timeout_secs: u64,
     pub durability: ferrite::Durability,
 }
 
@@ -2392,6 +2397,7 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
         workers: cmd.workers,
         max_connections: cmd.max_connections.unwrap_or(1024),
         item_max_mib: cmd.item_max_mib.unwrap_or(1),
+        idle_timeout_secs: cmd.idle_timeout_secs.unwrap_or(0),
         durability,
     }
 }

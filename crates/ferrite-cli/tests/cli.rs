@@ -891,6 +891,10 @@ fn a_committed_change_exits_0_when_only_the_close_fails() {
         durability: ferrite::Durability::None,
         // Segment files as small as allowed: the copy must fit on the small file system.
         log_segment_bytes: 1 << 20,
+        // Other tests here spawn processes: a child forked while this test held the lock
+        // keeps a copy of its descriptor, and the lock, until it execs (a CI run once failed
+        // the reopen below so).
+        lock_wait: std::time::Duration::from_secs(5),
         ..Default::default()
     };
     let db = ferrite::Db::open(&source, options.clone()).unwrap();

@@ -6,6 +6,7 @@
 //! (`ferrite::sched::net`), beside the page reads its requests make.
 //!
 //! Bounds: at most `max_connections` connections (one more is closed at once); a connection
+//! idle for `idle_timeout` is closed; a connection
 //! buffers at most what the decoder may need (`Limits::buffer_max_bytes`: a request line,
 //! or one item of `item_max_bytes`); a refused item's data is discarded as it arrives.
 //!
@@ -44,6 +45,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Largest item, bytes.
     pub item_max_bytes: usize,
+    /// A connection that sends nothing for this long is closed (memcached's
+    /// `idle_timeout`); `None`: never.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +56,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
             max_connections: 1024,
             item_max_bytes: 1 << 20,
+            idle_timeout: None,
         }
     }
 }
@@ -63,6 +68,7 @@ struct Shared {
     store: Store,
     limits: Limits,
     max_connections: usize,
+    idle_timeout: Option<std::time::Duration>,
     stopping: AtomicBool,
     /// Open connections' sockets, by number, for the shutdown.
     sockets: Mutex<HashMap<u64, RawFd>>,
@@ -97,6 +103,7 @@ impl Server {
             ("maxconns", config.max_connections.to_string()),
             ("num_threads", db.worker_count().to_string()),
             ("evictions", "off".to_owned()),
+            ("idle_timeout", config.idle_timeout.map_or(0, |d| d.as_secs()).to_string()),
         ];
         let store = Store::open(tree, settings).map_err(fail)?;
         let listener = Arc::new(TcpListener::bind(config.listen)?);
@@ -107,6 +114,7 @@ impl Server {
             store,
             limits,
             max_connections: config.max_connections,
+            idle_timeout: config.idle_timeout,
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
@@ -214,9 +222,17 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
     let mut swallow = 0usize;
     loop {
         chunk.resize(RECV_BYTES, 0);
-        let (back, received) = net::recv(stream, chunk).await;
+        let (back, received) = match shared.idle_timeout {
+            Some(limit) => net::recv_timeout(stream, chunk, limit).await,
+            None => net::recv(stream, chunk).await,
+        };
         chunk = back;
-        let n = received?;
+        let n = match received {
+            Ok(n) => n,
+            // Idle too long: the connection closes, as memcached closes it.
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(()),
+            Err(e) => return Err(e),
+        };
         if n == 0 || shared.stopping.load(Ordering::Acquire) {
             return Ok(());
         }

@@ -292,3 +292,34 @@ fn hostile_input_is_refused_and_bounded() {
     drop((good, careless, fourth));
     stop(db, server);
 }
+
+/// With an idle timeout, a connection that sends nothing for that long is closed; one that
+/// keeps talking stays.
+#[test]
+fn idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    let config = ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        idle_timeout: Some(Duration::from_millis(300)),
+        ..ServerConfig::default()
+    };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    let mut idle = Client::connect(&server);
+    let mut busy = Client::connect(&server);
+    let started = std::time::Instant::now();
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_millis(100));
+        busy.expect(
+            b"version\r\n",
+            format!("VERSION {}\r\n", ferrite_server::store::VERSION).as_bytes(),
+        );
+    }
+    let mut rest = Vec::new();
+    idle.0.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "closed without a word");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    busy.expect(b"mn\r\n", b"MN\r\n");
+    drop((idle, busy));
+    stop(db, server);
+}

@@ -142,3 +142,40 @@ fn a_receive_given_up_is_cancelled() {
     closed.unwrap();
     drop(client);
 }
+
+/// A receive with a timeout gives up (`TimedOut`) when nothing comes, and the connection
+/// serves the next receive; under io_uring (a timeout linked on the ring) and psync (the
+/// blocking read with `SO_RCVTIMEO`).
+#[test]
+fn a_receive_with_a_timeout_gives_up_in_time() {
+    for engine in [EngineKind::IoUring, EngineKind::Psync] {
+        let dir = TempDir::new().unwrap();
+        let db = Db::open(dir.path(), options(engine)).unwrap();
+        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+        let addr = listener.local_addr().unwrap();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let task = db
+            .spawn(async move {
+                let stream = net::accept(&listener).await?;
+                let started = std::time::Instant::now();
+                let timeout = std::time::Duration::from_millis(150);
+                let (buf, first) = net::recv_timeout(&stream, vec![0u8; 16], timeout).await;
+                let waited = started.elapsed();
+                ready_tx.send(()).unwrap();
+                let (buf, second) =
+                    net::recv_timeout(&stream, buf, std::time::Duration::from_secs(20)).await;
+                let n = second?;
+                Ok::<_, std::io::Error>((first.map_err(|e| e.kind()), waited, buf[..n].to_vec()))
+            })
+            .unwrap();
+        let mut client = TcpStream::connect(addr).unwrap();
+        ready_rx.recv().unwrap();
+        client.write_all(b"late").unwrap();
+        let (first, waited, second) = task.wait().unwrap();
+        assert_eq!(first, Err(std::io::ErrorKind::TimedOut), "{engine:?}");
+        assert!(waited >= std::time::Duration::from_millis(140), "{engine:?}: {waited:?}");
+        assert!(waited < std::time::Duration::from_secs(10), "{engine:?}: {waited:?}");
+        assert_eq!(second, b"late", "{engine:?}");
+        db.close().unwrap();
+    }
+}

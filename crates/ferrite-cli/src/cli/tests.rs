@@ -850,8 +850,11 @@ fn serve_defaults_and_options() {
         "16",
         "--durability",
         "none",
+        "--idle-timeout-secs",
+        "30",
     ]);
     assert_eq!(a.listen, "[::1]:2000".parse().unwrap());
+    assert_eq!(a.idle_timeout_secs, 30);
     assert_eq!((a.memory_mib, a.disk_budget_mib, a.workers), (64, Some(1024), Some(3)));
     assert_eq!((a.store_mode, a.max_connections, a.item_max_mib), (true, 10, 16));
     assert_eq!(a.durability, ferrite::Durability::None);

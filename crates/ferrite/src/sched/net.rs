@@ -61,7 +61,32 @@ pub async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
 /// Receives into `buf` (at most its length; the caller sizes it); returns the buffer and
 /// the bytes received, 0 once the peer closed its side.
 pub async fn recv(stream: &TcpStream, buf: Vec<u8>) -> (Vec<u8>, io::Result<usize>) {
-    run(NetKind::Recv, stream.as_raw_fd(), buf, |buf| (&*stream).read(buf)).await
+    run(NetKind::Recv(None), stream.as_raw_fd(), buf, |buf| (&*stream).read(buf)).await
+}
+
+/// [`recv`] that gives up after `timeout` with nothing received: an error of kind
+/// `TimedOut` (on the ring, a timeout linked to the receive; off it, `SO_RCVTIMEO`).
+pub async fn recv_timeout(
+    stream: &TcpStream,
+    buf: Vec<u8>,
+    timeout: std::time::Duration,
+) -> (Vec<u8>, io::Result<usize>) {
+    let blocking = |buf: &mut Vec<u8>| {
+        stream.set_read_timeout(Some(timeout))?;
+        let read = (&*stream).read(buf);
+        stream.set_read_timeout(None)?;
+        read
+    };
+    let (buf, result) = run(NetKind::Recv(Some(timeout)), stream.as_raw_fd(), buf, blocking).await;
+    let result = result.map_err(|e| match e.raw_os_error() {
+        // (The ring cancels the receive when its linked timeout fires; the blocking read
+        // says EAGAIN.)
+        Some(libc::ECANCELED) | Some(libc::EAGAIN) => {
+            io::Error::new(io::ErrorKind::TimedOut, "nothing received within the timeout")
+        }
+        _ => e,
+    });
+    (buf, result)
 }
 
 /// Sends from `buf` (its whole length at most; maybe less: see [`send_all`]); returns the

@@ -518,7 +518,9 @@ impl WorkerIo {
         let id = self.next_net;
         let op = match kind {
             NetKind::Accept => SocketOp::Accept { fd },
-            NetKind::Recv => SocketOp::Recv { fd, buf: buf.as_mut_ptr(), len: buf.len() },
+            NetKind::Recv(timeout) => {
+                SocketOp::Recv { fd, buf: buf.as_mut_ptr(), len: buf.len(), timeout }
+            }
             NetKind::Send => SocketOp::Send { fd, buf: buf.as_ptr(), len: buf.len() },
         };
         // SAFETY: the buffer's heap block moves into `net` with it (moving a `Vec` keeps its
@@ -701,7 +703,8 @@ pub(crate) fn start_transfer(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NetKind {
     Accept,
-    Recv,
+    /// With a timeout, or none.
+    Recv(Option<std::time::Duration>),
     Send,
 }
 

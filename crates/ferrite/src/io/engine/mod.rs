@@ -226,8 +226,9 @@ pub const SOCKET_TAG_LIMIT: u64 = 1 << 56;
 pub enum SocketOp {
     /// Accepts a connection on the listening socket `fd` (the new one is close-on-exec).
     Accept { fd: std::os::fd::RawFd },
-    /// Receives at most `len` bytes into `buf`.
-    Recv { fd: std::os::fd::RawFd, buf: *mut u8, len: usize },
+    /// Receives at most `len` bytes into `buf`; with a `timeout`, fails with `ECANCELED`
+    /// if nothing arrived within it.
+    Recv { fd: std::os::fd::RawFd, buf: *mut u8, len: usize, timeout: Option<std::time::Duration> },
     /// Sends at most `len` bytes from `buf` (`MSG_NOSIGNAL`: a closed peer is an error, not
     /// a signal).
     Send { fd: std::os::fd::RawFd, buf: *const u8, len: usize },

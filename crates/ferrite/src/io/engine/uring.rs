@@ -74,6 +74,9 @@ pub struct UringEngine {
     wake: Wake,
     /// Tags of the socket operations in flight (`queue_socket`).
     sockets: Vec<u64>,
+    /// The timeouts linked to receives in flight, by tag: the kernel reads one when its
+    /// SQE is submitted, so it lives until the receive completes.
+    timeouts: Vec<(u64, Box<types::Timespec>)>,
 }
 
 /// State of the wake-up poll of `IoEngine::arm_wake`.
@@ -92,6 +95,9 @@ const WAKE_USER_DATA: u64 = 1 << 61;
 const SOCKET_BIT: u64 = 1 << 60;
 /// User data of a cancellation (`cancel_socket`): its own completion is dropped.
 const CANCEL_USER_DATA: u64 = 1 << 59;
+/// User data of a receive's linked timeout: its own completion is dropped (the receive's
+/// says what happened).
+const LINK_TIMEOUT_USER_DATA: u64 = (1 << 59) | 1;
 
 /// User-data bit of the two SQEs of a write-and-sync request (the others carry slot indexes).
 const WRITE_SYNC_BIT: u64 = 1 << 63;
@@ -192,6 +198,7 @@ impl UringEngine {
             cqes: Vec::with_capacity(depth),
             write_syncs: Vec::new(),
             sockets: Vec::new(),
+            timeouts: Vec::new(),
             wake: Wake::Off,
         })
     }
@@ -299,13 +306,16 @@ impl UringEngine {
                 self.finish_write_sync(index, res, out);
                 continue;
             }
-            if index == CANCEL_USER_DATA {
+            if index == CANCEL_USER_DATA || index == LINK_TIMEOUT_USER_DATA {
                 continue;
             }
             if index & SOCKET_BIT != 0 && index & WRITE_SYNC_BIT == 0 && index != WAKE_USER_DATA {
                 let tag = index & !SOCKET_BIT;
                 if let Some(at) = self.sockets.iter().position(|&t| t == tag) {
                     self.sockets.swap_remove(at);
+                }
+                if let Some(at) = self.timeouts.iter().position(|(t, _)| *t == tag) {
+                    self.timeouts.swap_remove(at);
                 }
                 let result = if res < 0 {
                     Err(io::Error::from_raw_os_error(-res))
@@ -426,15 +436,23 @@ impl IoEngine for UringEngine {
 
     unsafe fn queue_socket(&mut self, op: SocketOp, tag: u64) -> Result<(), QueueError> {
         assert!(tag < super::SOCKET_TAG_LIMIT, "socket tag {tag:#x} too large");
+        let mut timeout = None;
         let entry = match op {
             SocketOp::Accept { fd } => {
                 opcode::Accept::new(types::Fd(fd), std::ptr::null_mut(), std::ptr::null_mut())
                     .flags(libc::SOCK_CLOEXEC)
                     .build()
             }
-            SocketOp::Recv { fd, buf, len } => {
+            SocketOp::Recv { fd, buf, len, timeout: limit } => {
                 let len = u32::try_from(len).unwrap_or(u32::MAX);
-                opcode::Recv::new(types::Fd(fd), buf, len).build()
+                timeout = limit.map(|d| {
+                    Box::new(types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()))
+                });
+                let recv = opcode::Recv::new(types::Fd(fd), buf, len).build();
+                match timeout {
+                    Some(_) => recv.flags(squeue::Flags::IO_LINK),
+                    None => recv,
+                }
             }
             SocketOp::Send { fd, buf, len } => {
                 let len = u32::try_from(len).unwrap_or(u32::MAX);
@@ -442,11 +460,23 @@ impl IoEngine for UringEngine {
             }
         }
         .user_data(SOCKET_BIT | tag);
+        let mut entries = vec![entry];
+        if let Some(timespec) = &timeout {
+            let limit = opcode::LinkTimeout::new(&**timespec as *const types::Timespec)
+                .build()
+                .user_data(LINK_TIMEOUT_USER_DATA);
+            entries.push(limit);
+        }
         for attempt in 0..2 {
             // SAFETY: the SQE points at the caller's buffer, kept valid (and untouched, for a
-            // receive) until the completion is reaped: this function's contract.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+            // receive) until the completion is reaped: this function's contract; a linked
+            // timeout's timespec is kept in `timeouts` until then too. Both entries go in
+            // together or not at all (a link must not be split across submissions).
+            if unsafe { self.ring.submission().push_multiple(&entries) }.is_ok() {
                 self.sockets.push(tag);
+                if let Some(timespec) = timeout {
+                    self.timeouts.push((tag, timespec));
+                }
                 return Ok(());
             }
             if attempt == 1 || self.submit().is_err() {
