@@ -726,6 +726,9 @@ pub struct ServeBenchCmd {
     /// Append the result as one JSON object to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Ferrite's durability: sync (default), periodic or none (memcached has none)
+    #[arg(long, value_name = "MODE", value_parser = ["sync", "periodic", "none"])]
+    durability: Option<String>,
 }
 
 const SERVE_BENCH_AFTER: &str = "\
@@ -734,9 +737,11 @@ OUTPUT
 
     result store=S workload=serve mix=G:S ops_per_s=N p50_us=L p99_us=L hit_ratio=X
            p999_us=L max_us=L keys=N value_size=B distribution=D connections=C
-           memory_mib=M rate=OPS|closed ops=N gets=N sets=N seconds=S load_s=S
-           client_cpu_us_per_op=X
+           memory_mib=M durability=D rate=OPS|closed ops=N gets=N sets=N set_errors=N seconds=S
+           load_s=S client_cpu_us_per_op=X
 
+    set_errors: SETs refused with SERVER_ERROR out of memory (memcached's extstore refuses
+    so while its flash writes lag; the load retries them, the measured part counts them).
     hit_ratio: GETs that found their key over all GETs. Latencies (HdrHistogram) time each
     request from its intended send time in open loop, from its send in closed loop.
 
@@ -2376,18 +2381,30 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         seconds: cmd.seconds.unwrap_or(defaults.seconds),
         seed: cmd.seed.unwrap_or(defaults.seed),
         json: cmd.json,
+        durability: durability_of(cmd.durability.as_deref()),
     };
+    if cmd.durability.is_some() && (store != ServeStore::Ferrite || cmd.server.is_some()) {
+        return Err(refuse(
+            "bench serve",
+            "--durability is for the ferrite serve the run starts (not --server, not memcached)",
+        ));
+    }
     config.validate().map_err(|e| refuse("bench serve", e.to_string()))?;
     Ok(config)
 }
 
 /// `serve`: its [`ServeArgs`].
-fn serve_args(cmd: ServeCmd) -> ServeArgs {
-    let durability = match cmd.durability.as_deref() {
+/// `--durability sync|periodic|none` (periodic: every 100 ms); sync when not given.
+fn durability_of(text: Option<&str>) -> ferrite::Durability {
+    match text {
         Some("none") => ferrite::Durability::None,
         Some("periodic") => ferrite::Durability::Periodic(std::time::Duration::from_millis(100)),
         _ => ferrite::Durability::Sync,
-    };
+    }
+}
+
+fn serve_args(cmd: ServeCmd) -> ServeArgs {
+    let durability = durability_of(cmd.durability.as_deref());
     ServeArgs {
         db: cmd.db,
         listen: cmd.listen.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 11211))),

@@ -81,6 +81,8 @@ pub struct ServeConfig {
     pub seconds: f64,
     pub seed: u64,
     pub json: Option<PathBuf>,
+    /// Ferrite's durability (memcached has none: a restart loses everything).
+    pub durability: ferrite::Durability,
 }
 
 impl ServeConfig {
@@ -99,6 +101,7 @@ impl ServeConfig {
             seconds: 20.0,
             seed: 1,
             json: None,
+            durability: ferrite::Durability::Sync,
         }
     }
 
@@ -241,9 +244,12 @@ impl Conn {
         Ok(self.line.trim_end())
     }
 
-    fn expect_stored(&mut self) -> Result<(), BenchError> {
+    /// The reply to a SET: `true` if stored, `false` if the server is out of memory for now
+    /// (memcached's extstore answers so while its flash writes lag), else an error.
+    fn expect_stored(&mut self) -> Result<bool, BenchError> {
         match self.read_line()? {
-            "STORED" => Ok(()),
+            "STORED" => Ok(true),
+            line if line.starts_with("SERVER_ERROR out of memory") => Ok(false),
             other => Err(BenchError::Store(format!("a SET was answered {other:?}").into())),
         }
     }
@@ -310,6 +316,7 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
             let options = ferrite::Options {
                 create_if_missing: true,
                 pool_bytes: memory - (memory / 4).min(64 << 20),
+                durability: config.durability,
                 ..ferrite::Options::default()
             };
             let description = format!(
@@ -389,15 +396,32 @@ fn load(addr: SocketAddr, config: &ServeConfig) -> Result<(), BenchError> {
                     let (first, end) = (c * per, ((c + 1) * per).min(config.keys));
                     let mut key = first;
                     let mut out = Vec::new();
-                    while key < end {
+                    // Keys a server out of memory for now refused: set again after a pause
+                    // (a bulk loader backs off so; for a minute at most).
+                    let mut refused: Vec<u64> = Vec::new();
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while key < end || !refused.is_empty() {
                         out.clear();
+                        let retry = std::mem::take(&mut refused);
+                        if !retry.is_empty() {
+                            if Instant::now() > deadline {
+                                return Err(BenchError::Store(
+                                    "the server kept refusing SETs (out of memory) for a minute"
+                                        .into(),
+                                ));
+                            }
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
                         let batch = (end - key).min(64);
-                        for k in key..key + batch {
+                        let keys: Vec<u64> = retry.into_iter().chain(key..key + batch).collect();
+                        for &k in &keys {
                             conn.queue_set(&mut out, k, &value_of(k, 0, config.value_size));
                         }
                         conn.send(&out)?;
-                        for _ in 0..batch {
-                            conn.expect_stored()?;
+                        for &k in &keys {
+                            if !conn.expect_stored()? {
+                                refused.push(k);
+                            }
                         }
                         key += batch;
                     }
@@ -414,6 +438,8 @@ struct Counts {
     gets: u64,
     hits: u64,
     sets: u64,
+    /// SETs the server refused for lack of memory.
+    set_errors: u64,
     latency_ns: Hdr,
 }
 
@@ -426,6 +452,8 @@ pub struct ServeReport {
     pub gets: u64,
     pub hits: u64,
     pub sets: u64,
+    /// Measured SETs refused for lack of memory (counted in `sets` and `ops` too).
+    pub set_errors: u64,
     pub seconds: f64,
     pub load_seconds: f64,
     pub latency_ns: Hdr,
@@ -465,7 +493,16 @@ impl ServeReport {
             .int("value_size", c.value_size as u64)
             .word("distribution", if c.zipfian { "zipfian" } else { "uniform" })
             .int("connections", c.connections as u64)
-            .int("memory_mib", c.memory_mib);
+            .int("memory_mib", c.memory_mib)
+            // (memcached keeps nothing across a restart: none.)
+            .word(
+                "durability",
+                match (c.store, c.server) {
+                    (ServeStore::Ferrite, None) => durability_name(c.durability),
+                    (ServeStore::Memcached, None) => "none",
+                    (_, Some(_)) => "unknown",
+                },
+            );
         line = match c.rate {
             Some(rate) => line.real("rate", rate, 0),
             None => line.word("rate", "closed"),
@@ -473,6 +510,7 @@ impl ServeReport {
         line.int("ops", self.ops)
             .int("gets", self.gets)
             .int("sets", self.sets)
+            .int("set_errors", self.set_errors)
             .real("seconds", self.seconds, 2)
             .real("load_s", self.load_seconds, 2)
             .real("client_cpu_us_per_op", self.cpu.total_s() * 1e6 / self.ops.max(1) as f64, 2)
@@ -483,7 +521,7 @@ impl ServeReport {
         format!(
             "  bench serve   {} GET:SET on {}, {} keys of {} B ({:.1} MiB of values), {} \
              connections, {}, {}\n  store         {}{}\n  throughput    {:.0} ops/s over \
-             {:.2} s ({} GETs, {} hits: hit ratio {:.4}; {} SETs)\n  latency       p50 {:.1} \
+             {:.2} s ({} GETs, {} hits: hit ratio {:.4}; {} SETs, {} refused)\n  latency       p50 {:.1} \
              µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}\n",
             c.mix(),
             c.store.name(),
@@ -501,12 +539,22 @@ impl ServeReport {
             self.hits,
             self.hit_ratio(),
             self.sets,
+            self.set_errors,
             self.us(0.5),
             self.us(0.99),
             self.us(0.999),
             self.latency_ns.max() as f64 / 1000.0,
             if c.rate.is_some() { " (from each request's intended send time)" } else { "" },
         )
+    }
+}
+
+/// `sync`, `periodic` or `none`.
+pub fn durability_name(durability: ferrite::Durability) -> &'static str {
+    match durability {
+        ferrite::Durability::Sync => "sync",
+        ferrite::Durability::Periodic(_) => "periodic",
+        ferrite::Durability::None => "none",
     }
 }
 
@@ -563,11 +611,12 @@ pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, Ben
         crate::workloads::run::remove_bench_dir(&config.dir)?;
     }
     let mut latency_ns = new_histogram();
-    let (mut gets, mut hits, mut sets) = (0, 0, 0);
+    let (mut gets, mut hits, mut sets, mut set_errors) = (0, 0, 0, 0);
     for c in counts {
         gets += c.gets;
         hits += c.hits;
         sets += c.sets;
+        set_errors += c.set_errors;
         latency_ns.add(&c.latency_ns).expect("histograms of one shape");
     }
     let report = ServeReport {
@@ -577,6 +626,7 @@ pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, Ben
         gets,
         hits,
         sets,
+        set_errors,
         seconds,
         load_seconds,
         latency_ns,
@@ -647,7 +697,8 @@ fn connection(
 ) -> Result<Counts, BenchError> {
     let mut conn = Conn::connect(addr)?;
     let mut rng = Rng::stream(config.seed, index);
-    let mut counts = Counts { gets: 0, hits: 0, sets: 0, latency_ns: new_histogram() };
+    let mut counts =
+        Counts { gets: 0, hits: 0, sets: 0, set_errors: 0, latency_ns: new_histogram() };
     let per_connection = config.rate.map(|rate| rate / config.connections as f64);
     let mut next_send = Instant::now();
     let mut version = (index as u32) << 20;
@@ -691,8 +742,9 @@ fn connection(
             out.clear();
             conn.queue_set(&mut out, key, &value_of(key, version, config.value_size));
             conn.send(&out)?;
-            conn.expect_stored()?;
+            let stored = conn.expect_stored()?;
             counts.sets += u64::from(measuring);
+            counts.set_errors += u64::from(measuring && !stored);
         }
         if measuring {
             record(&mut counts.latency_ns, intended.elapsed().as_nanos() as u64);

@@ -901,6 +901,12 @@ fn bench_serve_defaults_and_options() {
     assert_eq!((c.connections, c.rate, c.zipfian, c.memory_mib), (64, Some(20000.0), true, 128));
     let c = of(&["--server", "127.0.0.1:11211"]);
     assert_eq!(c.server, Some("127.0.0.1:11211".parse().unwrap()));
+    assert_eq!(of(&["--durability", "none"]).durability, ferrite::Durability::None);
+    assert_eq!(of(&[]).durability, ferrite::Durability::Sync);
+    fails(
+        &["bench", "serve", "--store", "memcached", "--durability", "none"],
+        "--durability is for",
+    );
     fails(&["bench", "serve", "--mix", "90:20"], "add to 110");
     fails(&["bench", "serve", "--store", "redis"], "unknown store \"redis\"");
 }
