@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use ferrite::sched::{net, TaskHandle};
 use ferrite::Db;
 
-use crate::protocol::{decode, write_error, Decoded, Limits};
+use crate::protocol::{decode, write_error, Decoded, Limits, LINE_MAX_BYTES};
 use crate::store::Store;
 
 /// The tree that holds the items.
@@ -220,6 +220,11 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
     let mut out: Vec<u8> = Vec::new();
     // Bytes of a refused item still to discard as they arrive.
     let mut swallow = 0usize;
+    // While the request at the front waits for its line's newline: how much of `input` is
+    // known to hold none. Only the new bytes are searched then, instead of decoding the
+    // whole line again on every receive (a long `get` line sent a byte at a time would
+    // otherwise cost time quadratic in its length).
+    let mut no_newline_before: Option<usize> = None;
     loop {
         chunk.resize(RECV_BYTES, 0);
         let (back, received) = match shared.idle_timeout {
@@ -244,6 +249,18 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
             fresh = &fresh[gone..];
         }
         input.extend_from_slice(fresh);
+        if let Some(scanned) = no_newline_before {
+            let still_none = !input[scanned..].contains(&b'\n');
+            // The decoder decides past LINE_MAX_BYTES (close, or a `get` line it keeps
+            // buffering): it is asked once the line crosses it, and skipped again only for
+            // a line it already kept past it.
+            let decided = input.len() <= LINE_MAX_BYTES || scanned > LINE_MAX_BYTES;
+            if still_none && decided && input.len() <= limits.multiget_line_max_bytes {
+                no_newline_before = Some(input.len());
+                continue;
+            }
+            no_newline_before = None;
+        }
         let mut at = 0;
         let mut open = true;
         while at < input.len() {
@@ -271,6 +288,9 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
             }
         }
         input.drain(..at);
+        if !input.is_empty() && !input.contains(&b'\n') {
+            no_newline_before = Some(input.len());
+        }
         if !out.is_empty() {
             counters.bytes_written.fetch_add(out.len() as u64, Ordering::Relaxed);
             let (back, sent) = net::send_all(stream, std::mem::take(&mut out)).await;

@@ -142,8 +142,22 @@ fn three_servers_behind_nutcracker_spread_keys_and_fail_fast() {
     Arc::into_inner(db).unwrap().close().unwrap();
     let started = Instant::now();
     let (mut errors, mut hits) = (0, 0);
+    let connect = || {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream
+    };
+    let mut closed = 0;
     for i in 0..300 {
-        let reply = ask(&mut client, format!("get key{i}\r\n").as_bytes());
+        let request = format!("get key{i}\r\n");
+        let mut reply = ask(&mut client, request.as_bytes());
+        if reply.is_empty() {
+            // nutcracker may close a client's connection when a server's goes away (an
+            // error a client sees at once, too): connect again and ask again.
+            closed += 1;
+            client = connect();
+            reply = ask(&mut client, request.as_bytes());
+        }
         if reply.contains("ERROR") {
             errors += 1;
         } else {
@@ -151,7 +165,7 @@ fn three_servers_behind_nutcracker_spread_keys_and_fail_fast() {
             hits += 1;
         }
     }
-    assert!(errors > 0 && hits > 0, "{errors} errors, {hits} hits");
+    assert!(errors > 0 && hits > 0, "{errors} errors, {hits} hits ({closed} connections closed)");
     assert!(started.elapsed() < Duration::from_secs(30), "an error, not a hang");
     for (db, server) in servers {
         server.shut_down();
