@@ -219,7 +219,7 @@ impl Store {
             }
             Request::Touch { key, exptime, noreply } => {
                 increment(&self.counters.cmd_touch);
-                match self.touch(key, i64::from(*exptime), now).await {
+                match self.touch(key, i64::from(*exptime), now).await.map(|t| t.is_some()) {
                     Ok(found) => {
                         if !noreply {
                             write_status(
@@ -319,19 +319,7 @@ impl Store {
                 // gat/gats: the touch and the read under the key's lock.
                 Some(exptime) => {
                     increment(&self.counters.cmd_touch);
-                    let _guard = self.locks.lock(key).await;
-                    match self.live(key, now).await? {
-                        Some((mut header, value)) => {
-                            header.expires = item::expiry(i64::from(exptime), now);
-                            self.put(key, &header, &value[item::HEADER_BYTES..]).await?;
-                            increment(&self.counters.touch_hits);
-                            Some((header, value))
-                        }
-                        None => {
-                            increment(&self.counters.touch_misses);
-                            None
-                        }
-                    }
+                    self.touch(key, i64::from(exptime), now).await?
                 }
                 None => self.live(key, now).await?,
             };
@@ -472,18 +460,25 @@ impl Store {
         Ok(())
     }
 
-    async fn touch(&self, key: &[u8], exptime: i64, now: u32) -> ferrite::Result<bool> {
+    /// Gives the live item of `key` a new expiry (`exptime` as a client sends it) under
+    /// the key's lock; returns the item, touched, or `None` for a miss.
+    async fn touch(
+        &self,
+        key: &[u8],
+        exptime: i64,
+        now: u32,
+    ) -> ferrite::Result<Option<(Header, Vec<u8>)>> {
         let _guard = self.locks.lock(key).await;
         match self.live(key, now).await? {
             Some((mut header, value)) => {
                 header.expires = item::expiry(exptime, now);
                 self.put(key, &header, &value[item::HEADER_BYTES..]).await?;
                 increment(&self.counters.touch_hits);
-                Ok(true)
+                Ok(Some((header, value)))
             }
             None => {
                 increment(&self.counters.touch_misses);
-                Ok(false)
+                Ok(None)
             }
         }
     }
@@ -578,17 +573,7 @@ impl Store {
         increment(&self.counters.cmd_get);
         let bytes = key.as_bytes();
         let found = match flags.ttl {
-            Some(ttl) => {
-                let _guard = self.locks.lock(bytes).await;
-                match self.live(bytes, now).await? {
-                    Some((mut header, value)) => {
-                        header.expires = item::expiry(i64::from(ttl), now);
-                        self.put(bytes, &header, &value[item::HEADER_BYTES..]).await?;
-                        Some((header, value))
-                    }
-                    None => None,
-                }
-            }
+            Some(ttl) => self.touch(bytes, i64::from(ttl), now).await?,
             None => self.live(bytes, now).await?,
         };
         let reply = |status, item: Option<&MetaItem>, value: Option<&[u8]>, out: &mut Vec<u8>| {
