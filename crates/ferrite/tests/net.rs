@@ -179,3 +179,60 @@ fn a_receive_with_a_timeout_gives_up_in_time() {
         db.close().unwrap();
     }
 }
+
+/// Receives waiting on idle connections do not take the engine's room for disk I/O: with
+/// more idle connections than the engine's depth on one worker, a task that must read
+/// pages from the disk still gets them. (Socket calls once counted against the depth, and
+/// such reads waited behind the idle receives for ever.)
+#[test]
+fn idle_receives_leave_the_disk_its_depth() {
+    let dir = TempDir::new().unwrap();
+    let depth = 4;
+    let options = || Options { workers: 1, io_depth: depth, ..tiny(64) };
+    let db = Db::open(dir.path(), options()).unwrap();
+    let tree = db.tree("t").unwrap();
+    for i in 0..3000u32 {
+        tree.put(&i.to_be_bytes(), &[7u8; 200]).unwrap();
+    }
+    drop(tree);
+    db.close().unwrap();
+    // Reopened: a 64-page pool holds few of the tree's pages; reads go to the disk.
+    let db = Db::open(dir.path(), options()).unwrap();
+    let tree = db.tree("t").unwrap();
+    let listener = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+    let addr = listener.local_addr().unwrap();
+    let idle = 3 * depth;
+    let waiting: Vec<_> = (0..idle)
+        .map(|_| {
+            let listener = Arc::clone(&listener);
+            db.spawn(async move {
+                let stream = net::accept(&listener).await?;
+                let (_, n) = net::recv(&stream, vec![0u8; 16]).await;
+                n
+            })
+            .unwrap()
+        })
+        .collect();
+    let clients: Vec<TcpStream> = (0..idle).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let reader = db
+        .spawn(async move {
+            let mut found = 0;
+            for i in (0..3000u32).step_by(7) {
+                found += usize::from(tree.get_async(&i.to_be_bytes()).await.unwrap().is_some());
+            }
+            found
+        })
+        .unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done_tx.send(reader.wait()).unwrap());
+    let found = done_rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the reads waited behind the idle receives");
+    assert_eq!(found, 3000usize.div_ceil(7));
+    drop(clients);
+    for task in waiting {
+        assert_eq!(task.wait().unwrap(), 0, "each peer hung up");
+    }
+    db.close().unwrap();
+}
