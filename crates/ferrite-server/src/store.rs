@@ -1,8 +1,9 @@
 //! What each request does to the items (`item.rs`) in the server's tree, run by a
 //! connection's task with the engine's async calls, its replies appended to the
-//! connection's output. Commands that read an item before they write it (`add`, `replace`,
-//! `append`, `prepend`, `cas`, `incr`, `decr`, `touch`, `gat`, and their meta forms) hold the
-//! key's lock (`locks.rs`) from the read to the write; `set` and `delete` need none.
+//! connection's output. Every command that writes an item holds the key's lock
+//! (`locks.rs`): those that read it first (`add`, `replace`, `append`, `prepend`, `cas`,
+//! `incr`, `decr`, `touch`, `gat`, and their meta forms) from the read to the write, so that
+//! no other write (a `set` or `delete` included) comes in between.
 //!
 //! Expired items are misses (removed when next touched by a write); `flush_all` makes every
 //! item stored before it a miss: items carry their cas, which grows with every change, and
@@ -350,11 +351,13 @@ impl Store {
         increment(&self.counters.cmd_set);
         let expires = item::expiry(i64::from(exptime), now);
         let header = |cas| Header { flags, expires, cas };
+        // A set takes the key's lock too: a `cas` or `append` between its read and its write
+        // must not overwrite a set that came in between.
+        let _guard = self.locks.lock(key).await;
         if command == StoreCommand::Set {
             self.put(key, &header(self.new_cas()), data).await?;
             return Ok(Status::Stored);
         }
-        let _guard = self.locks.lock(key).await;
         let old = self.live(key, now).await?;
         let status = match (command, old) {
             (StoreCommand::Add, Some(_)) => Status::NotStored,
@@ -747,5 +750,52 @@ fn meta_item(header: &Header, size: usize, now: u32) -> MetaItem {
         cas: header.cas,
         ttl_remaining: header.ttl_remaining(now),
         ..MetaItem::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Every write of an item waits for its key's lock: a `set` does not slip between the
+    /// read and the write of a `cas` (or `append`, `incr`, …) of the same key.
+    #[test]
+    fn a_set_waits_for_its_keys_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = ferrite::Options {
+            workers: 1,
+            create_if_missing: true,
+            pool_bytes: 4 << 20,
+            ..ferrite::Options::default()
+        };
+        let db = ferrite::Db::open(dir.path(), options).unwrap();
+        let store = Arc::new(Store::open(db.tree("memcache").unwrap(), Vec::new()).unwrap());
+        // Held here as a read-modify-write between its read and its write would hold it.
+        let guard = ferrite::sched::block_on(store.locks.lock(b"k"));
+        let setter = Arc::clone(&store);
+        let set = db
+            .spawn(async move {
+                let request = Request::Store {
+                    command: StoreCommand::Set,
+                    key: b"k",
+                    flags: 0,
+                    exptime: 0,
+                    cas: None,
+                    data: b"v",
+                    noreply: false,
+                };
+                let mut out = Vec::new();
+                setter.execute(&request, &mut out).await;
+                out
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!set.is_finished(), "the set went ahead while the key was locked");
+        drop(guard);
+        assert_eq!(set.wait(), b"STORED\r\n");
+        drop(store);
+        db.close().unwrap();
     }
 }
