@@ -217,35 +217,88 @@ pub(crate) struct WorkerIo {
     /// The database's log, if it has one: this worker writes and syncs its flushes.
     log: Option<Arc<Log>>,
     stats: Arc<WorkerStats>,
-    /// Raw transfers in flight or finished and not yet taken, by number.
-    raw: std::collections::HashMap<u64, RawTransfer>,
-    next_raw: u64,
-    /// Socket operations in flight or finished and not yet taken, by number (`net.rs`).
-    net: std::collections::HashMap<u64, NetFlight>,
-    next_net: u64,
-}
-
-/// A task's socket operation on this worker's ring (`start_socket`): the worker owns its
-/// buffer until the kernel is done with it, even if the task is dropped (the operation is
-/// then cancelled: a receive may otherwise wait for the peer forever).
-struct NetFlight {
-    buf: Vec<u8>,
-    result: Option<std::io::Result<usize>>,
-    waker: Option<Waker>,
-    abandoned: bool,
+    /// Raw transfers in flight or finished and not yet taken.
+    raw: Flights<crate::io::AlignedBlock>,
+    /// Socket operations in flight or finished and not yet taken (`net.rs`).
+    net: Flights<Vec<u8>>,
 }
 
 /// Tag bit of socket operations (below the engine's `SOCKET_TAG_LIMIT`, above page tags).
 const TAG_NET: u64 = 1 << 55;
 
-/// A task's buffer handed to the worker for one read or write (`start_transfer`). The
-/// worker owns the buffer until the kernel is done with it, even if the task is dropped.
-struct RawTransfer {
-    buf: crate::io::AlignedBlock,
+/// A task's buffer handed to the worker for one operation on its ring: a read or write of
+/// a device (`start_transfer`) or a socket call (`start_socket`). The worker owns the buffer
+/// until the kernel is done with it, even if the task is dropped.
+pub(crate) struct Flight<B> {
+    buf: B,
     result: Option<std::io::Result<usize>>,
     waker: Option<Waker>,
-    /// The task let go of it: the buffer goes when the transfer completes.
+    /// The task let go of it: the buffer goes when the operation completes.
     abandoned: bool,
+}
+
+/// The flights of one kind, by number (numbers below `limit`, reused after wrapping).
+pub(crate) struct Flights<B> {
+    map: std::collections::HashMap<u64, Flight<B>>,
+    next: u64,
+    limit: u64,
+}
+
+impl<B> Flights<B> {
+    fn new(limit: u64) -> Self {
+        Flights { map: std::collections::HashMap::new(), next: 0, limit }
+    }
+
+    /// The number the next flight gets (`insert` takes it).
+    fn next_id(&self) -> u64 {
+        self.next
+    }
+
+    /// Keeps `buf` as flight `id` (the number `next_id` gave) until it completes.
+    fn insert(&mut self, id: u64, buf: B) {
+        self.next = (id + 1) % self.limit;
+        self.map.insert(id, Flight { buf, result: None, waker: None, abandoned: false });
+    }
+
+    /// The buffer and result of flight `id` once it completed; else `waker` is woken then.
+    fn poll(&mut self, id: u64, waker: &Waker) -> Option<(B, std::io::Result<usize>)> {
+        let flight = self.map.get_mut(&id).expect("a flight this worker started");
+        if flight.result.is_none() {
+            flight.waker = Some(waker.clone());
+            return None;
+        }
+        let flight = self.map.remove(&id).expect("checked above");
+        Some((flight.buf, flight.result.expect("checked above")))
+    }
+
+    /// The task of flight `id` let go of it; returns whether it is still in flight (its
+    /// buffer then goes when it completes).
+    fn abandon(&mut self, id: u64) -> bool {
+        let Some(flight) = self.map.get_mut(&id) else { return false };
+        match flight.result {
+            Some(_) => {
+                self.map.remove(&id);
+                false
+            }
+            None => {
+                flight.abandoned = true;
+                true
+            }
+        }
+    }
+
+    /// Flight `id` completed with `result`: its task is woken (or, abandoned, it goes).
+    fn complete(&mut self, id: u64, result: std::io::Result<usize>) {
+        let Some(flight) = self.map.get_mut(&id) else { return };
+        if flight.abandoned {
+            self.map.remove(&id);
+            return;
+        }
+        flight.result = Some(result);
+        if let Some(waker) = flight.waker.take() {
+            waker.wake();
+        }
+    }
 }
 
 /// A log flush written and synced through this worker's engine.
@@ -466,8 +519,7 @@ impl WorkerIo {
         offset: u64,
         mut buf: crate::io::AlignedBlock,
     ) -> u64 {
-        let id = self.next_raw;
-        self.next_raw += 1;
+        let id = self.raw.next_id();
         // (The buffer's memory is its own heap block: moving the block keeps the pointer.)
         let request = IoRequest {
             kind,
@@ -477,34 +529,9 @@ impl WorkerIo {
             len: buf.len(),
             tag: TAG_RAW | id,
         };
-        self.raw.insert(id, RawTransfer { buf, result: None, waker: None, abandoned: false });
+        self.raw.insert(id, buf);
         self.backlog.push_back(request);
         id
-    }
-
-    /// The buffer and result of transfer `id` once it completed; else `waker` is woken then.
-    fn poll_raw(
-        &mut self,
-        id: u64,
-        waker: &Waker,
-    ) -> Option<(crate::io::AlignedBlock, std::io::Result<usize>)> {
-        let transfer = self.raw.get_mut(&id).expect("a transfer this worker started");
-        if transfer.result.is_none() {
-            transfer.waker = Some(waker.clone());
-            return None;
-        }
-        let transfer = self.raw.remove(&id).expect("checked above");
-        Some((transfer.buf, transfer.result.expect("checked above")))
-    }
-
-    /// The task of transfer `id` was dropped: its buffer goes once the kernel is done.
-    fn abandon_raw(&mut self, id: u64) {
-        if let Some(transfer) = self.raw.get_mut(&id) {
-            match transfer.result {
-                Some(_) => drop(self.raw.remove(&id)),
-                None => transfer.abandoned = true,
-            }
-        }
     }
 
     /// Queues socket operation `kind` on `fd` with `buf` (a receive fills it, a send sends
@@ -515,7 +542,7 @@ impl WorkerIo {
         fd: std::os::fd::RawFd,
         mut buf: Vec<u8>,
     ) -> std::result::Result<u64, (Vec<u8>, QueueError)> {
-        let id = self.next_net;
+        let id = self.net.next_id();
         let op = match kind {
             NetKind::Accept => SocketOp::Accept { fd },
             NetKind::Recv(timeout) => {
@@ -528,65 +555,11 @@ impl WorkerIo {
         // task goes (`abandon_net`); the task keeps the socket open as long, or cancels.
         match unsafe { self.engine.queue_socket(op, TAG_NET | id) } {
             Ok(()) => {
-                self.next_net = (id + 1) % TAG_NET;
-                self.net.insert(id, NetFlight { buf, result: None, waker: None, abandoned: false });
+                self.net.insert(id, buf);
                 self.stats.socket_ops.fetch_add(1, Ordering::Relaxed);
                 Ok(id)
             }
             Err(e) => Err((buf, e)),
-        }
-    }
-
-    /// The buffer and result of socket operation `id` once it completed; else `waker` is
-    /// woken then.
-    fn poll_net(&mut self, id: u64, waker: &Waker) -> Option<(Vec<u8>, std::io::Result<usize>)> {
-        let flight = self.net.get_mut(&id).expect("a socket operation this worker started");
-        if flight.result.is_none() {
-            flight.waker = Some(waker.clone());
-            return None;
-        }
-        let flight = self.net.remove(&id).expect("checked above");
-        Some((flight.buf, flight.result.expect("checked above")))
-    }
-
-    /// The task of socket operation `id` was dropped: cancel it; its buffer goes once the
-    /// kernel is done with it.
-    fn abandon_net(&mut self, id: u64) {
-        if let Some(flight) = self.net.get_mut(&id) {
-            match flight.result {
-                Some(_) => drop(self.net.remove(&id)),
-                None => {
-                    flight.abandoned = true;
-                    self.engine.cancel_socket(TAG_NET | id);
-                }
-            }
-        }
-    }
-
-    fn complete_net(&mut self, completion: IoCompletion) {
-        let id = completion.tag & !TAG_NET;
-        let Some(flight) = self.net.get_mut(&id) else { return };
-        if flight.abandoned {
-            self.net.remove(&id);
-            return;
-        }
-        flight.result = Some(completion.result);
-        if let Some(waker) = flight.waker.take() {
-            waker.wake();
-        }
-    }
-
-    fn complete_raw(&mut self, completion: IoCompletion) {
-        self.stats.transfers.fetch_add(1, Ordering::Relaxed);
-        let id = completion.tag & !TAG_RAW;
-        let Some(transfer) = self.raw.get_mut(&id) else { return };
-        if transfer.abandoned {
-            self.raw.remove(&id);
-            return;
-        }
-        transfer.result = Some(completion.result);
-        if let Some(waker) = transfer.waker.take() {
-            waker.wake();
         }
     }
 
@@ -598,11 +571,12 @@ impl WorkerIo {
             return;
         }
         if completion.tag & TAG_RAW != 0 {
-            self.complete_raw(completion);
+            stats.transfers.fetch_add(1, Ordering::Relaxed);
+            self.raw.complete(completion.tag & !TAG_RAW, completion.result);
             return;
         }
         if completion.tag & TAG_NET != 0 {
-            self.complete_net(completion);
+            self.net.complete(completion.tag & !TAG_NET, completion.result);
             return;
         }
         let page_id = completion.tag >> 1;
@@ -673,12 +647,92 @@ pub(crate) fn with_io<R>(f: impl FnOnce(&mut WorkerIo) -> R) -> Option<R> {
     CURRENT.with(|cell| cell.borrow_mut().as_mut().map(f))
 }
 
-/// A read or write of a task's own buffer through its worker's ring
-/// ([`start_transfer`]); resolves to the buffer and the bytes moved. Dropping it before
-/// then leaves the buffer to the worker until the kernel is done with it.
-pub(crate) struct Transfer {
+/// A task's operation on its worker's ring, of kind `K` ([`Transfer`], [`NetTransfer`]);
+/// resolves to the buffer and what the call returned. Dropping it before then leaves the
+/// buffer to the worker until the kernel is done with it.
+pub(crate) struct InFlight<K: FlightKind> {
     id: u64,
     done: bool,
+    kind: std::marker::PhantomData<K>,
+}
+
+impl<K: FlightKind> std::fmt::Debug for InFlight<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight").field("id", &self.id).field("done", &self.done).finish()
+    }
+}
+
+impl<K: FlightKind> InFlight<K> {
+    fn new(id: u64) -> Self {
+        InFlight { id, done: false, kind: std::marker::PhantomData }
+    }
+}
+
+/// Which flights of the worker an [`InFlight`] is one of.
+pub(crate) trait FlightKind {
+    type Buf;
+    fn flights(io: &mut WorkerIo) -> &mut Flights<Self::Buf>;
+    /// A flight given up while still in flight: what else must happen.
+    fn abandoned(_io: &mut WorkerIo, _id: u64) {}
+}
+
+/// A read or write of a task's own buffer on a device ([`start_transfer`]).
+pub(crate) enum RawKind {}
+/// A socket call ([`start_socket`]).
+pub(crate) enum SocketKind {}
+
+impl FlightKind for RawKind {
+    type Buf = crate::io::AlignedBlock;
+    fn flights(io: &mut WorkerIo) -> &mut Flights<Self::Buf> {
+        &mut io.raw
+    }
+}
+
+impl FlightKind for SocketKind {
+    type Buf = Vec<u8>;
+    fn flights(io: &mut WorkerIo) -> &mut Flights<Self::Buf> {
+        &mut io.net
+    }
+    /// A receive may otherwise wait for its peer for ever, and take its next bytes.
+    fn abandoned(io: &mut WorkerIo, id: u64) {
+        io.engine.cancel_socket(TAG_NET | id);
+    }
+}
+
+/// A read or write of a task's own buffer through its worker's ring.
+pub(crate) type Transfer = InFlight<RawKind>;
+/// A socket call through the worker's ring.
+pub(crate) type NetTransfer = InFlight<SocketKind>;
+
+impl<K: FlightKind> std::future::Future for InFlight<K> {
+    type Output = (K::Buf, std::io::Result<usize>);
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        match with_io(|io| K::flights(io).poll(id, cx.waker())).expect("polled on its worker") {
+            Some(done) => {
+                self.done = true;
+                Poll::Ready(done)
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<K: FlightKind> Unpin for InFlight<K> {}
+
+impl<K: FlightKind> Drop for InFlight<K> {
+    fn drop(&mut self) {
+        if !self.done {
+            let id = self.id;
+            // (A worker's tasks are dropped on it: its state is there.)
+            let _ = with_io(|io| {
+                if K::flights(io).abandon(id) {
+                    K::abandoned(io, id);
+                }
+            });
+        }
+    }
 }
 
 /// Queues a read into (or a write from) `buf` at `offset` of device `device` on the current
@@ -694,7 +748,7 @@ pub(crate) fn start_transfer(
         return Err(buf);
     }
     CURRENT.with(|cell| match cell.borrow_mut().as_mut() {
-        Some(io) => Ok(Transfer { id: io.start_raw(kind, device, offset, buf), done: false }),
+        Some(io) => Ok(Transfer::new(io.start_raw(kind, device, offset, buf))),
         None => Err(buf),
     })
 }
@@ -706,14 +760,6 @@ pub(crate) enum NetKind {
     /// With a timeout, or none.
     Recv(Option<std::time::Duration>),
     Send,
-}
-
-/// A socket operation in flight on this worker's ring (`start_socket`); resolves to the
-/// buffer and what the call returned.
-#[derive(Debug)]
-pub(crate) struct NetTransfer {
-    id: u64,
-    done: bool,
 }
 
 /// Why `start_socket` did not queue an operation.
@@ -737,62 +783,12 @@ pub(crate) fn start_socket(
     }
     CURRENT.with(|cell| match cell.borrow_mut().as_mut() {
         Some(io) => match io.start_net(kind, fd, buf) {
-            Ok(id) => Ok(NetTransfer { id, done: false }),
+            Ok(id) => Ok(NetTransfer::new(id)),
             Err((buf, QueueError::Full)) => Err((buf, NetRefusal::Full)),
             Err((buf, _)) => Err((buf, NetRefusal::Blocking)),
         },
         None => Err((buf, NetRefusal::Blocking)),
     })
-}
-
-impl std::future::Future for NetTransfer {
-    type Output = (Vec<u8>, std::io::Result<usize>);
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let id = self.id;
-        match with_io(|io| io.poll_net(id, cx.waker())).expect("polled on its worker") {
-            Some(done) => {
-                self.done = true;
-                Poll::Ready(done)
-            }
-            None => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for NetTransfer {
-    fn drop(&mut self) {
-        if !self.done {
-            let id = self.id;
-            // (A worker's tasks are dropped on it: its state is there.)
-            let _ = with_io(|io| io.abandon_net(id));
-        }
-    }
-}
-
-impl std::future::Future for Transfer {
-    type Output = (crate::io::AlignedBlock, std::io::Result<usize>);
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let id = self.id;
-        match with_io(|io| io.poll_raw(id, cx.waker())).expect("polled on its worker") {
-            Some(done) => {
-                self.done = true;
-                Poll::Ready(done)
-            }
-            None => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for Transfer {
-    fn drop(&mut self) {
-        if !self.done {
-            let id = self.id;
-            // (A worker's tasks are dropped on it: its state is there.)
-            let _ = with_io(|io| io.abandon_raw(id));
-        }
-    }
 }
 
 /// Hides this thread's worker I/O state (if it is a worker's) until dropped: whatever runs
@@ -887,10 +883,8 @@ impl Worker {
                 failed: PageMap::default(),
                 evict_wanted: false,
                 log: log.clone(),
-                raw: std::collections::HashMap::new(),
-                next_raw: 0,
-                net: std::collections::HashMap::new(),
-                next_net: 0,
+                raw: Flights::new(TAG_RAW),
+                net: Flights::new(TAG_NET),
             })
         });
         worker_context::set_on_worker(true);
