@@ -2,10 +2,16 @@
 //! requests point at in tests, in `ferrite bench io`, and wherever whole-buffer ownership is
 //! simpler than the pool's frames; and [`AlignedPage`], one page: the page copies optimistic
 //! readers take out of the buffer pool, and pages read or written outside it.
+//!
+//! One-page blocks are the transfer buffers of small object reads and writes, allocated and
+//! dropped once per I/O on the workers. [`AlignedBlock::reused`] takes one from a small
+//! per-thread stash that dropped ones return to: no allocator call and no zeroing on that
+//! path (the caller overwrites every byte).
 
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout};
+use std::cell::RefCell;
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -31,6 +37,19 @@ impl AlignedBlock {
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(ptr) else { alloc::handle_alloc_error(layout) };
         AlignedBlock { ptr, len }
+    }
+
+    /// A buffer of `len` bytes whose contents are unspecified (zeros or what an earlier
+    /// user left: initialised bytes, never uninitialised memory); for callers that overwrite
+    /// all of it. A one-page buffer comes from this thread's stash when it has one.
+    pub fn reused(len: usize) -> Self {
+        if len == STASHED_LEN {
+            let taken = STASH.try_with(|stash| stash.borrow_mut().blocks.pop()).ok().flatten();
+            if let Some(ptr) = taken {
+                return AlignedBlock { ptr, len };
+            }
+        }
+        Self::zeroed(len)
     }
 
     fn layout(len: usize) -> Layout {
@@ -67,9 +86,53 @@ impl AlignedBlock {
 
 impl Drop for AlignedBlock {
     fn drop(&mut self) {
+        if self.len == STASHED_LEN {
+            let ptr = self.ptr;
+            // (`try_with` fails only while the thread's locals are being destroyed.)
+            let kept = STASH.try_with(|stash| stash.borrow_mut().keep(ptr)).unwrap_or(false);
+            if kept {
+                return;
+            }
+        }
         // SAFETY: allocated in `zeroed` with exactly this layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
     }
+}
+
+/// The length of the blocks the stash keeps: one page.
+const STASHED_LEN: usize = PAGE_SIZE;
+
+/// At most this many blocks wait in a thread's stash (256 KiB); more are freed. A worker
+/// has about its queue depth of small transfers in flight.
+const STASH_MAX: usize = 64;
+
+/// Dropped one-page blocks of this thread, each allocated by `AlignedBlock::zeroed` with
+/// `layout(STASHED_LEN)` and owned by the stash alone.
+struct Stash {
+    blocks: Vec<NonNull<u8>>,
+}
+
+impl Stash {
+    fn keep(&mut self, ptr: NonNull<u8>) -> bool {
+        if self.blocks.len() >= STASH_MAX {
+            return false;
+        }
+        self.blocks.push(ptr);
+        true
+    }
+}
+
+impl Drop for Stash {
+    fn drop(&mut self) {
+        for ptr in self.blocks.drain(..) {
+            // SAFETY: each was allocated with this layout and is owned by the stash alone.
+            unsafe { alloc::dealloc(ptr.as_ptr(), AlignedBlock::layout(STASHED_LEN)) }
+        }
+    }
+}
+
+thread_local! {
+    static STASH: RefCell<Stash> = const { RefCell::new(Stash { blocks: Vec::new() }) };
 }
 
 impl fmt::Debug for AlignedBlock {
@@ -124,5 +187,28 @@ mod tests {
             buf.as_mut_slice().fill(7);
             assert!(buf.as_slice().iter().all(|&b| b == 7));
         }
+    }
+
+    #[test]
+    fn reused_blocks_come_back_from_the_stash() {
+        let mut first = AlignedBlock::reused(PAGE_SIZE);
+        assert_eq!(first.as_ptr() as usize % IO_ALIGN, 0);
+        first.as_mut_slice().fill(9);
+        let address = first.as_ptr();
+        drop(first);
+        // The same memory, with what its last user left in it.
+        let again = AlignedBlock::reused(PAGE_SIZE);
+        assert_eq!(again.as_ptr(), address);
+        assert!(again.as_slice().iter().all(|&b| b == 9));
+        // `zeroed` never hands out stashed memory.
+        drop(again);
+        let fresh = AlignedBlock::zeroed(PAGE_SIZE);
+        assert!(fresh.as_slice().iter().all(|&b| b == 0));
+        // Other lengths are not stashed; the stash is bounded.
+        let blocks: Vec<_> = (0..STASH_MAX + 10).map(|_| AlignedBlock::zeroed(PAGE_SIZE)).collect();
+        drop(blocks);
+        assert_eq!(STASH.with(|s| s.borrow().blocks.len()), STASH_MAX);
+        let odd = AlignedBlock::reused(3 * PAGE_SIZE);
+        assert!(odd.as_slice().iter().all(|&b| b == 0));
     }
 }

@@ -37,7 +37,8 @@ impl Shared {
         let file = self.pool.file();
         let mut flights = Vec::new();
         for (device, offset, piece_at, len) in file.run_pieces(first, bytes) {
-            let buf = AlignedBlock::zeroed(len);
+            // (A read that moves fewer bytes fails below, so no stale byte is ever used.)
+            let buf = AlignedBlock::reused(len);
             let transfer = start_transfer(IoKind::Read, device, offset, buf)
                 .map_err(|_| Error::io("reading object data", not_on_worker()))?;
             flights.push(Flight { at: at + piece_at, len, transfer });

@@ -708,10 +708,13 @@ pub(super) fn fill_run(
     first_page: PageId,
     extents: &mut Vec<Extent>,
 ) -> AlignedBlock {
-    let mut buf = AlignedBlock::zeroed(blocks.len() * BLOCK as usize);
+    // Every byte is written below: a short block's tail with zeros.
+    let mut buf = AlignedBlock::reused(blocks.len() * BLOCK as usize);
     for (i, &(block, bytes)) in blocks.iter().enumerate() {
         let at = i * BLOCK as usize;
-        buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(bytes);
+        let slot = &mut buf.as_mut_slice()[at..at + BLOCK as usize];
+        slot[..bytes.len()].copy_from_slice(bytes);
+        slot[bytes.len()..].fill(0);
         let page = first_page + i as u64;
         match extents.last_mut() {
             Some(e) if e.last + 1 == block && e.page_of(e.last) + 1 == page => e.last = block,
