@@ -196,3 +196,55 @@ fn an_inner_node_with_a_wrong_head_and_a_good_checksum_is_corrupt_not_a_hang() {
     let faults = db.check().unwrap().all_faults();
     assert!(faults.iter().any(|f| f.contains(&format!("page {page_id}"))), "{faults:?}");
 }
+
+/// A full database failed its log, for good, when a commit that had changed pages needed one
+/// more page (a split late in a batch): "a commit failed after changing pages: database is
+/// full", and every later write was refused until a reopen. Found by the server's eviction
+/// test (fixed: a commit's first allocation, and object data, leave a reserve of page ids
+/// that only a commit already under way may take).
+#[test]
+fn a_full_database_refuses_writes_and_stays_writable() {
+    let dir = TempDir::new().unwrap();
+    let options = Options { max_size_bytes: 1 << 20, create_if_missing: true, ..tiny(1024) };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let tree = db.tree("t").unwrap();
+    let big = |i: u64| format!("{i:08}").repeat(125).into_bytes();
+    // Batches of scattered keys until one is refused.
+    let mut stored = Vec::new();
+    let mut next = 0u64;
+    let refused = loop {
+        let keys: Vec<u64> =
+            (next..next + 40).map(|i| i.wrapping_mul(0x9E37_79B9) % 1_000_003).collect();
+        next += 40;
+        let mut batch = WriteBatch::new();
+        for &k in &keys {
+            batch.put(&tree, &key(k), &big(k));
+        }
+        match db.write(&batch) {
+            Ok(()) => stored.extend(keys),
+            Err(e) => break e,
+        }
+        assert!(next < 100_000, "never full");
+    };
+    assert!(matches!(refused, Error::DatabaseFull { .. }), "{refused}");
+    // Still writable: a batch of deletes (a full database takes them: they need no page),
+    // then a put in the room they made.
+    let gone = stored.pop().unwrap();
+    let mut deletes = WriteBatch::new();
+    deletes.delete(&tree, &key(gone)).delete(&tree, b"never stored");
+    db.write(&deletes).unwrap();
+    tree.put(b"after", b"the database was full").unwrap();
+    for &k in &stored {
+        assert_eq!(tree.get(&key(k)).unwrap(), Some(big(k)), "key {k}");
+    }
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("t").unwrap();
+    assert_eq!(tree.get(b"after").unwrap().as_deref(), Some(&b"the database was full"[..]));
+    assert_eq!(tree.get(&key(gone)).unwrap(), None);
+    for &k in &stored {
+        assert_eq!(tree.get(&key(k)).unwrap(), Some(big(k)), "key {k} after a reopen");
+    }
+    assert_check(&db);
+    db.close().unwrap();
+}

@@ -176,6 +176,11 @@ impl BufferPool {
         self.capture.capturing.load(Ordering::Acquire)
     }
 
+    /// Whether a commit is being captured and changed pages already.
+    pub(super) fn captured_changes(&self) -> bool {
+        self.capturing() && !self.capture.changes.lock().unwrap().is_empty()
+    }
+
     /// Starts capturing a commit's changes (the caller holds the commit lock).
     pub fn begin_capture(&self) {
         debug_assert!(self.capture.changes.lock().unwrap().is_empty());

@@ -13,6 +13,10 @@ use super::{BufferPool, Interrupt};
 use crate::error::{Error, PageId, Result};
 use crate::format::page::{PageKind, OFFSET_FLAGS, OFFSET_KIND};
 
+/// At most this many page ids are kept for commits under way ([`BufferPool::reserve_pages`]):
+/// enough for a commit of a few hundred keys to split its way through a full database.
+const COMMIT_RESERVE_PAGES: u64 = 64;
+
 /// The allocator's state.
 #[derive(Debug)]
 pub(super) struct PageIds {
@@ -54,6 +58,16 @@ impl BufferPool {
         self.page_ids.count()
     }
 
+    /// Page ids on the free list: freed pages a tree's next allocation reuses.
+    pub fn free_page_count(&self) -> u64 {
+        self.page_ids.free_count() as u64
+    }
+
+    /// Page ids the database may hand out at most (`Options::max_size_bytes`).
+    pub fn max_pages(&self) -> u64 {
+        self.table.max_pages()
+    }
+
     /// Replaces the free list (after it was rebuilt by walking every tree).
     pub fn set_free_pages(&self, free: Vec<PageId>) {
         *self.page_ids.free.lock().unwrap() = free;
@@ -75,8 +89,41 @@ impl BufferPool {
         Ok(())
     }
 
+    /// Pages kept for commits that already changed pages: a commit that fails after
+    /// changing pages fails the log (nothing can undo its changes), so a commit's first
+    /// allocation, and object data, leave this many page ids unused.
+    pub fn reserve_pages(&self) -> u64 {
+        (self.table.max_pages() / 8).min(COMMIT_RESERVE_PAGES)
+    }
+
+    /// Page ids still to be had: never handed out, or free.
+    fn room(&self, free_listed: usize) -> u64 {
+        self.table.max_pages().saturating_sub(self.page_ids.count()) + free_listed as u64
+    }
+
+    /// Whether the running commit may dig into the reserve: it changed pages already (or
+    /// none is running).
+    fn may_use_reserve(&self) -> bool {
+        !self.capturing() || self.captured_changes()
+    }
+
+    /// Fails with `DatabaseFull` unless `pages` page ids are to be had beyond the reserve:
+    /// for a commit about to make changes that may need that many new pages (a batch),
+    /// before it changes any.
+    pub fn ensure_room(&self, pages: u64) -> Result<()> {
+        if self.room(self.page_ids.free_count()) < pages + self.reserve_pages() {
+            return Err(Error::DatabaseFull { max_pages: self.table.max_pages() });
+        }
+        Ok(())
+    }
+
     /// A new page, zero-filled unless it is a reused one, latched exclusively and dirty.
     pub fn allocate(&self) -> Result<ExclusiveGuard<'_>> {
+        let listed = self.page_ids.free_count();
+        // (Racy against other allocations: the reserve is a margin, not an exact count.)
+        if self.room(listed) <= self.reserve_pages() && !self.may_use_reserve() {
+            return Err(Error::DatabaseFull { max_pages: self.table.max_pages() });
+        }
         let reused = self.page_ids.free.lock().unwrap().pop();
         let page_id = match reused {
             Some(id) => id,
@@ -142,8 +189,10 @@ impl BufferPool {
     pub fn allocate_run(&self, pages: u64) -> Result<PageId> {
         assert!(pages > 0);
         let first = self.page_ids.next.fetch_add(pages, Ordering::AcqRel);
+        // (Object data never takes the commits' reserve.)
         let max_pages = self.table.max_pages();
-        if first + pages > max_pages {
+        let limit = max_pages.saturating_sub(self.reserve_pages());
+        if first + pages > limit {
             // Ids past the end were never used: give them back as free pages unless later
             // ones were handed out meanwhile.
             let end = first + pages;

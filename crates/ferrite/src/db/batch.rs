@@ -44,6 +44,13 @@ pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)], objects: &PreparedObjects
     if let Some((tree, _)) = ops.iter().find(|(tree, _)| tree.dropped.load(Ordering::Acquire)) {
         return Err(Error::TreeNotFound { name: tree.name.to_string() });
     }
+    // Likewise a database too full for the batch's splits (each write may split a leaf and
+    // its parent, and take a Value page): refused now rather than midway. (Deletes take no
+    // page: a full database must still take them.)
+    let writes = ops.iter().filter(|(_, op)| !matches!(op, BatchOp::Delete(_))).count() as u64;
+    if let Some((tree, _)) = ops.first().filter(|_| writes > 0) {
+        tree.shared.pool.ensure_room(8 + 3 * writes)?;
+    }
     for (i, (tree, op)) in ops.iter().enumerate() {
         match (op, &objects[i]) {
             (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {

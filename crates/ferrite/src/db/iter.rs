@@ -160,6 +160,29 @@ impl Tree {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
+        self.scan_inner(start, limit, true, |key, value| visit(key, value.unwrap_or_default()))
+            .await
+    }
+
+    /// [`Tree::scan_async`] that does not read values stored as objects (past
+    /// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN)): `visit` gets `None` for them, and reads
+    /// only leaves (and Value pages). For sweeps over keys that look at small values only.
+    pub async fn scan_leaves_async(
+        &self,
+        start: &[u8],
+        limit: usize,
+        visit: impl FnMut(&[u8], Option<&[u8]>),
+    ) -> Result<usize> {
+        self.scan_inner(start, limit, false, visit).await
+    }
+
+    async fn scan_inner(
+        &self,
+        start: &[u8],
+        limit: usize,
+        follow_objects: bool,
+        mut visit: impl FnMut(&[u8], Option<&[u8]>),
+    ) -> Result<usize> {
         // An empty start scans from the first key.
         if !start.is_empty() {
             check_key(start)?;
@@ -175,10 +198,13 @@ impl Tree {
         let stub_failed = std::sync::Mutex::new(None);
         let mut visit = |key: &[u8], value: &[u8]| {
             if !super::object::is_stub(value) {
-                return visit(key, value);
+                return visit(key, Some(value));
+            }
+            if !follow_objects {
+                return visit(key, None);
             }
             match self.follow_stub(value.to_vec()) {
-                Ok(whole) => visit(key, &whole),
+                Ok(whole) => visit(key, Some(&whole)),
                 Err(e) => {
                     stub_failed.lock().unwrap().get_or_insert(e);
                 }

@@ -89,6 +89,39 @@ pub struct ObjectSpaceStats {
     pub limbo_pages: u64,
 }
 
+/// How much of the page file's budget (`Options::max_size_bytes`) is taken: what
+/// [`Db::space_usage`] returns. Tree pages and object data have separate free lists while
+/// the database is open (a page freed by one is reused by the same kind; a reopen pools
+/// them), so each kind has its own room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceUsage {
+    /// Pages the budget allows.
+    pub max_pages: u64,
+    /// Page ids handed out so far (the page file's logical size).
+    pub handed_out: u64,
+    /// Of those, free for tree pages.
+    pub free_tree_pages: u64,
+    /// Of those, free (or soon free: waiting until no reader can see them) for object data.
+    pub free_object_pages: u64,
+}
+
+impl SpaceUsage {
+    /// Pages holding data.
+    pub fn used_pages(&self) -> u64 {
+        self.handed_out.saturating_sub(self.free_tree_pages + self.free_object_pages)
+    }
+
+    /// Pages tree pages can still take: never handed out, or free for them.
+    pub fn room_for_trees(&self) -> u64 {
+        self.max_pages.saturating_sub(self.handed_out) + self.free_tree_pages
+    }
+
+    /// Pages object data can still take.
+    pub fn room_for_objects(&self) -> u64 {
+        self.max_pages.saturating_sub(self.handed_out) + self.free_object_pages
+    }
+}
+
 /// Numbers describing an open database.
 #[derive(Debug, Clone)]
 pub struct DbStats {
@@ -171,6 +204,18 @@ impl Db {
             }
         }
         Ok(blocks)
+    }
+
+    /// How much of the page file's budget is taken, and the room left for each kind of
+    /// page (cheap: three counters under their locks).
+    pub fn space_usage(&self) -> SpaceUsage {
+        let pool = &self.shared.pool;
+        SpaceUsage {
+            max_pages: pool.max_pages(),
+            handed_out: pool.page_count(),
+            free_tree_pages: pool.free_page_count(),
+            free_object_pages: self.shared.object_space.free_page_count(),
+        }
     }
 
     pub fn stats(&self) -> Result<DbStats> {

@@ -86,7 +86,15 @@ impl Shared {
             // (As a future: the worker writes the log.)
             self.wait_durable(log.tail(), Durability::Sync).await?;
         }
-        let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, log.durable())?;
+        let pages = blocks.len() as u64;
+        let runs = match self.object_space.allocate(&self.pool, pages, log.durable()) {
+            // Room in limbo, waiting for the log: make it durable and try again.
+            Err(Error::DatabaseFull { .. }) if self.limbo_waits_for_log(log) => {
+                self.wait_durable(log.tail(), Durability::Sync).await?;
+                self.object_space.allocate(&self.pool, pages, log.durable())?
+            }
+            runs => runs?,
+        };
         let written = self.write_runs_async(blocks, &runs).await;
         match written {
             Ok(extents) => Ok((extents, runs)),

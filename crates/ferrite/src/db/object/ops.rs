@@ -284,7 +284,15 @@ impl Shared {
     /// that do not wait for the log), a writer writes the log out rather than grow the file.
     pub(super) fn limbo_wants_log(&self) -> bool {
         let Some(log) = self.log.as_ref() else { return false };
-        self.object_space.limbo_pages() > LIMBO_FLUSH_PAGES && log.durable() < log.tail()
+        // (A small database flushes sooner: its limbo is a larger share of it.)
+        let limit = LIMBO_FLUSH_PAGES.min(self.pool.max_pages() / 16);
+        self.object_space.limbo_pages() > limit && log.durable() < log.tail()
+    }
+
+    /// Whether a full database may find room by making the log durable: object data
+    /// pages wait in limbo until the commits that freed them are durable.
+    pub(super) fn limbo_waits_for_log(&self, log: &crate::wal::Log) -> bool {
+        self.object_space.limbo_pages() > 0 && log.durable() < log.tail()
     }
 }
 
@@ -414,7 +422,14 @@ impl Shared {
         if self.limbo_wants_log() {
             log.flush(log.tail())?;
         }
-        let runs = self.object_space.allocate(&self.pool, blocks.len() as u64, log.durable())?;
+        let pages = blocks.len() as u64;
+        let runs = match self.object_space.allocate(&self.pool, pages, log.durable()) {
+            Err(Error::DatabaseFull { .. }) if self.limbo_waits_for_log(log) => {
+                log.flush(log.tail())?;
+                self.object_space.allocate(&self.pool, pages, log.durable())?
+            }
+            runs => runs?,
+        };
         let written = (|| {
             let mut extents: Vec<Extent> = Vec::new();
             let mut next = 0usize;

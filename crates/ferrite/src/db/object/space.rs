@@ -409,6 +409,13 @@ impl Space {
         std::mem::take(&mut *self.staged.lock().unwrap())
     }
 
+    /// Pages free for object data now, and pages in limbo (free once no reader can see
+    /// them and their frees are durable).
+    pub fn free_page_count(&self) -> u64 {
+        let free: u64 = self.free.lock().unwrap().values().sum();
+        free + self.limbo_pages()
+    }
+
     /// Pages in limbo.
     pub fn limbo_pages(&self) -> u64 {
         self.limbo.lock().unwrap().pages
