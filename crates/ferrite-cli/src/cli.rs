@@ -699,6 +699,10 @@ pub struct ServeBenchCmd {
     /// The store's memory, MiB (default 256)
     #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 16, MAX_POOL_MIB))]
     memory_mib: Option<u64>,
+    /// The store's disk, MiB: Ferrite's page file, memcached's extstore file (default: 1.5x
+    /// the data, at least 256 MiB, for memcached; unbounded for Ferrite)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
+    disk_budget_mib: Option<u64>,
     /// Items loaded (default 1M)
     #[arg(long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 32))]
     keys: Option<u64>,
@@ -738,7 +742,7 @@ OUTPUT
     result store=S workload=serve mix=G:S ops_per_s=N p50_us=L p99_us=L hit_ratio=X
            p999_us=L max_us=L keys=N value_size=B distribution=D connections=C
            memory_mib=M durability=D rate=OPS|closed ops=N gets=N sets=N set_errors=N seconds=S
-           load_s=S client_cpu_us_per_op=X
+           load_s=S client_cpu_us_per_op=X disk_budget_mib=N|default
 
     set_errors: SETs refused with SERVER_ERROR out of memory (memcached's extstore refuses
     so while its flash writes lag; the load retries them, the measured part counts them).
@@ -766,15 +770,18 @@ pub struct ServeCmd {
     /// Most disk the data directory's page file may take, MiB (default: 1 TiB)
     #[arg(
         long_help = "Most disk the data directory's page file may take, MiB (default 1 TiB). \
-            Once it is full, storing answers SERVER_ERROR out of memory storing object and \
-            nothing stored is lost (items are not evicted yet, in either mode).",
+            In cache mode, items are evicted to stay within it (from 95 % full down to 90 %); \
+            in store mode, once it is full, storing answers SERVER_ERROR out of memory \
+            storing object and nothing stored is lost.",
         long, value_name = "N", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
     disk_budget_mib: Option<u64>,
     /// cache (default) or store
     #[arg(
-        long_help = "cache (the default) or store. Both keep every item until it expires or is \
-            deleted or flushed, and answer SERVER_ERROR out of memory storing object once the \
-            disk budget is full; eviction in cache mode is not built yet.",
+        long_help = "cache (the default) or store. A cache evicts the items read least \
+            (CLOCK over the items, a read buys an item up to three passes of the hand) to stay \
+            within --disk-budget-mib; a store never evicts, and once the budget is full \
+            answers SERVER_ERROR out of memory storing object, losing nothing. In both, \
+            expired and flushed items are removed by a sweep as writes come in.",
         long, value_name = "MODE", value_parser = ["cache", "store"])]
     mode: Option<String>,
     /// Worker threads (default: one per core)
@@ -2372,6 +2379,7 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         server: cmd.server,
         dir: cmd.dir.unwrap_or(defaults.dir),
         memory_mib: cmd.memory_mib.unwrap_or(defaults.memory_mib),
+        disk_budget_mib: cmd.disk_budget_mib,
         keys: cmd.keys.unwrap_or(defaults.keys),
         value_size: cmd.value_size.map_or(defaults.value_size, |b| b as usize),
         get_percent: cmd.mix.unwrap_or(defaults.get_percent),

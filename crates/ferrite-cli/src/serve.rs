@@ -50,6 +50,7 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         item_max_bytes: (args.item_max_mib << 20) as usize,
         idle_timeout: (args.idle_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(args.idle_timeout_secs)),
+        evict: !args.store_mode,
     };
     let server = match Server::start(Arc::clone(&db), &config) {
         Ok(server) => server,

@@ -9,6 +9,7 @@ mod locks;
 pub mod protocol;
 pub mod server;
 pub mod store;
+mod sweep;
 
 #[doc(hidden)]
 pub use protocol::fuzz_protocol;

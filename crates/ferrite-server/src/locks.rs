@@ -36,6 +36,19 @@ impl KeyLocks {
         LockFuture { locks: self, stripe: stripe_of(key), ticket: None }
     }
 
+    /// Takes the stripe of `key` if it is free and nobody waits for it; `None` otherwise.
+    /// (The sweeper's way: it never waits for a client's write, which may be waiting for
+    /// it to make room.)
+    pub fn try_lock(&self, key: &[u8]) -> Option<KeyGuard<'_>> {
+        let stripe = stripe_of(key);
+        let mut state = self.stripes[stripe].lock().unwrap();
+        if state.held || !state.waiters.is_empty() {
+            return None;
+        }
+        state.held = true;
+        Some(KeyGuard { locks: self, stripe })
+    }
+
     fn unlock(&self, stripe: usize) {
         let mut state = self.stripes[stripe].lock().unwrap();
         state.held = false;
@@ -170,5 +183,14 @@ mod tests {
             thread.join().unwrap();
         }
         assert_ne!(stripe_of(b"a"), stripe_of(b"b"), "keys spread over stripes");
+    }
+
+    #[test]
+    fn try_lock_takes_only_a_free_stripe() {
+        let locks = KeyLocks::default();
+        let held = locks.try_lock(b"k").expect("a free stripe");
+        assert!(locks.try_lock(b"k").is_none(), "held");
+        drop(held);
+        assert!(locks.try_lock(b"k").is_some(), "free again");
     }
 }

@@ -29,6 +29,7 @@ use ferrite::Db;
 
 use crate::protocol::{decode, write_error, Decoded, Limits, LINE_MAX_BYTES};
 use crate::store::Store;
+use crate::sweep::Sweeper;
 
 /// The tree that holds the items.
 pub const ITEMS_TREE: &str = "memcache";
@@ -48,6 +49,9 @@ pub struct ServerConfig {
     /// A connection that sends nothing for this long is closed (memcached's
     /// `idle_timeout`); `None`: never.
     pub idle_timeout: Option<std::time::Duration>,
+    /// Cache mode: evict items to stay within the database's size budget
+    /// (`Options::max_size_bytes`). Off (store mode), a full database refuses writes.
+    pub evict: bool,
 }
 
 impl Default for ServerConfig {
@@ -57,6 +61,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             item_max_bytes: 1 << 20,
             idle_timeout: None,
+            evict: true,
         }
     }
 }
@@ -83,6 +88,7 @@ pub struct Server {
     shared: Arc<Shared>,
     addr: SocketAddr,
     acceptors: Vec<TaskHandle<()>>,
+    sweeper: TaskHandle<()>,
 }
 
 impl Server {
@@ -102,10 +108,11 @@ impl Server {
             ("item_size_max", config.item_max_bytes.to_string()),
             ("maxconns", config.max_connections.to_string()),
             ("num_threads", db.worker_count().to_string()),
-            ("evictions", "off".to_owned()),
+            ("evictions", if config.evict { "on" } else { "off" }.to_owned()),
             ("idle_timeout", config.idle_timeout.map_or(0, |d| d.as_secs()).to_string()),
         ];
-        let store = Store::open(tree, settings).map_err(fail)?;
+        let sweeper = Sweeper::new(config.evict, db.space_usage().max_pages);
+        let store = Store::open(tree, sweeper, settings).map_err(fail)?;
         let listener = Arc::new(TcpListener::bind(config.listen)?);
         let addr = listener.local_addr()?;
         let limits = Limits { item_max_bytes: config.item_max_bytes, ..Limits::default() };
@@ -120,12 +127,16 @@ impl Server {
             next_connection: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
         });
+        let sweeping = Arc::clone(&shared);
+        let sweeper = db
+            .spawn(async move { crate::sweep::run(&sweeping.store, &sweeping.db).await })
+            .map_err(fail)?;
         let mut acceptors = Vec::new();
         for _ in 0..db.worker_count() {
             let (shared, listener) = (Arc::clone(&shared), Arc::clone(&listener));
             acceptors.push(db.spawn(accept_loop(shared, listener)).map_err(fail)?);
         }
-        Ok(Server { shared, addr, acceptors })
+        Ok(Server { shared, addr, acceptors, sweeper })
     }
 
     /// The address the server listens on (its port, when asked for port 0).
@@ -137,6 +148,8 @@ impl Server {
     pub fn shut_down(self) {
         let shared = &self.shared;
         shared.stopping.store(true, Ordering::Release);
+        // (A write waiting for the sweeper to make room gives up now.)
+        shared.store.sweeper.stop();
         // Each accepting task takes one of these and, seeing the flag, stops.
         let wakers: Vec<_> =
             self.acceptors.iter().filter_map(|_| TcpStream::connect(self.addr).ok()).collect();
@@ -154,6 +167,7 @@ impl Server {
         for handle in tasks {
             handle.wait();
         }
+        self.sweeper.wait();
     }
 
     /// What `stats` counts.

@@ -22,6 +22,7 @@ use crate::protocol::{
     write_stat, write_status, write_value, write_version, GetCommand, Key, MetaCommand, MetaDebug,
     MetaFlags, MetaItem, MetaReply, MetaStatus, ProtocolError, Request, Status, StoreCommand,
 };
+use crate::sweep::Sweeper;
 
 /// The key of the flush mark in the tree (a key no client can send: it holds a control
 /// character, which the decoder refuses in keys).
@@ -93,8 +94,8 @@ impl Counters {
 /// The items of one server.
 #[derive(Debug)]
 pub struct Store {
-    tree: Tree,
-    locks: KeyLocks,
+    pub(crate) tree: Tree,
+    pub(crate) locks: KeyLocks,
     /// The next cas unique.
     next_cas: AtomicU64,
     /// Items whose cas is at most this are flushed.
@@ -102,6 +103,8 @@ pub struct Store {
     /// A `flush_all <delay>` due at this Unix second (0: none).
     flush_due: Mutex<u32>,
     pub counters: Counters,
+    /// Eviction and the expiry sweep (`sweep.rs`).
+    pub sweeper: Sweeper,
     started: u32,
     /// What `stats settings` reports.
     pub settings: Vec<(&'static str, String)>,
@@ -126,7 +129,11 @@ fn server_error(out: &mut Vec<u8>, e: &ferrite::Error) {
 
 impl Store {
     /// The items of `tree` (opened blocking, off the workers: reads the flush mark).
-    pub fn open(tree: Tree, settings: Vec<(&'static str, String)>) -> ferrite::Result<Store> {
+    pub fn open(
+        tree: Tree,
+        sweeper: Sweeper,
+        settings: Vec<(&'static str, String)>,
+    ) -> ferrite::Result<Store> {
         let flushed_up_to = match tree.get(FLUSH_MARK_KEY)? {
             Some(mark) if mark.len() == 8 => u64::from_le_bytes(mark[..8].try_into().unwrap()),
             _ => 0,
@@ -143,9 +150,15 @@ impl Store {
             flushed_up_to: AtomicU64::new(flushed_up_to),
             flush_due: Mutex::new(0),
             counters: Counters::default(),
+            sweeper,
             started: item::now(),
             settings,
         })
+    }
+
+    /// Whether an item of cas `cas` is gone by a `flush_all`.
+    pub(crate) fn flushed(&self, cas: u64) -> bool {
+        cas <= self.flushed_up_to.load(Ordering::Relaxed)
     }
 
     fn new_cas(&self) -> u64 {
@@ -169,6 +182,7 @@ impl Store {
         let mark = self.new_cas();
         self.tree.put_async(FLUSH_MARK_KEY, &mark.to_le_bytes()).await?;
         self.flushed_up_to.fetch_max(mark, Ordering::Relaxed);
+        self.sweeper.flushed();
         Ok(())
     }
 
@@ -181,14 +195,31 @@ impl Store {
             increment(&self.counters.get_expired);
             return Ok(None);
         }
-        if header.cas <= self.flushed_up_to.load(Ordering::Relaxed) {
+        if self.flushed(header.cas) {
             return Ok(None);
         }
+        self.sweeper.referenced(key);
         Ok(Some((header, value)))
     }
 
+    /// Stores the item. A database that is full makes a cache-mode server evict (a forced
+    /// round of the sweeper) and try again, twice at most.
     async fn put(&self, key: &[u8], header: &Header, data: &[u8]) -> ferrite::Result<()> {
-        self.tree.put_async(key, &item::encode(header, data)).await
+        let value = item::encode(header, data);
+        let mut outcome = self.tree.put_async(key, &value).await;
+        for _ in 0..2 {
+            if !matches!(outcome, Err(ferrite::Error::DatabaseFull { .. })) {
+                break;
+            }
+            if !self.sweeper.make_room().await {
+                break;
+            }
+            outcome = self.tree.put_async(key, &value).await;
+        }
+        if outcome.is_ok() {
+            self.sweeper.wrote(key, header.expires != 0);
+        }
+        outcome
     }
 
     /// Executes `request`, appending its reply to `out`. Returns false when the connection
@@ -549,6 +580,8 @@ impl Store {
                     ("cas_badval", &c.cas_badval),
                     ("touch_hits", &c.touch_hits),
                     ("touch_misses", &c.touch_misses),
+                    ("evictions", &self.sweeper.evictions),
+                    ("reclaimed", &self.sweeper.reclaimed),
                     ("bytes_read", &c.bytes_read),
                     ("bytes_written", &c.bytes_written),
                 ] {
@@ -771,7 +804,10 @@ mod tests {
             ..ferrite::Options::default()
         };
         let db = ferrite::Db::open(dir.path(), options).unwrap();
-        let store = Arc::new(Store::open(db.tree("memcache").unwrap(), Vec::new()).unwrap());
+        let store = Arc::new(
+            Store::open(db.tree("memcache").unwrap(), Sweeper::new(false, 1 << 10), Vec::new())
+                .unwrap(),
+        );
         // Held here as a read-modify-write between its read and its write would hold it.
         let guard = ferrite::sched::block_on(store.locks.lock(b"k"));
         let setter = Arc::clone(&store);

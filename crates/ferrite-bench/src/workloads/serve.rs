@@ -70,6 +70,10 @@ pub struct ServeConfig {
     pub server: Option<SocketAddr>,
     pub dir: PathBuf,
     pub memory_mib: u64,
+    /// The store's disk: Ferrite's page file budget (`max_size_bytes`; past it, a cache
+    /// evicts), memcached's extstore file. `None`: unbounded for Ferrite, 1.5x the data
+    /// for memcached.
+    pub disk_budget_mib: Option<u64>,
     pub keys: u64,
     pub value_size: usize,
     /// Percent of operations that are GETs (the rest SETs).
@@ -92,6 +96,7 @@ impl ServeConfig {
             server: None,
             dir: PathBuf::from(format!("ferrite-data/bench-serve-{}", store.name())),
             memory_mib: 256,
+            disk_budget_mib: None,
             keys: 1_000_000,
             value_size: 1024,
             get_percent: 90,
@@ -317,12 +322,19 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
                 create_if_missing: true,
                 pool_bytes: memory - (memory / 4).min(64 << 20),
                 durability: config.durability,
+                max_size_bytes: config
+                    .disk_budget_mib
+                    .map_or(ferrite::Options::default().max_size_bytes, |mib| mib << 20),
                 ..ferrite::Options::default()
             };
             let description = format!(
                 "ferrite serve in this process: pool_bytes={}, workers={}, durability={:?}, \
-                 direct_io={}",
-                options.pool_bytes, options.workers, options.durability, options.direct_io
+                 direct_io={}, max_size_bytes={} (cache mode: evicts past it)",
+                options.pool_bytes,
+                options.workers,
+                options.durability,
+                options.direct_io,
+                options.max_size_bytes
             );
             let db = Arc::new(ferrite::Db::open(config.dir.join("ferrite"), options)?);
             let server_config = ferrite_server::ServerConfig {
@@ -337,7 +349,9 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
         ServeStore::Memcached => {
             let port = free_port()?;
             let data = config.keys * config.value_size as u64;
-            let ext_mib = (data + data / 2).div_ceil(1 << 20).max(256);
+            let ext_mib = config
+                .disk_budget_mib
+                .unwrap_or_else(|| (data + data / 2).div_ceil(1 << 20).max(256));
             let ext = config.dir.join("extstore");
             let item_max_mib = (config.value_size as u64 + 1024).div_ceil(1 << 20).max(1);
             let args = vec![
@@ -514,6 +528,10 @@ impl ServeReport {
             .real("seconds", self.seconds, 2)
             .real("load_s", self.load_seconds, 2)
             .real("client_cpu_us_per_op", self.cpu.total_s() * 1e6 / self.ops.max(1) as f64, 2)
+            .word(
+                "disk_budget_mib",
+                &c.disk_budget_mib.map_or_else(|| "default".to_owned(), |mib| mib.to_string()),
+            )
     }
 
     pub fn summary(&self) -> String {
@@ -802,6 +820,24 @@ mod tests {
             assert_eq!(line.get("mix"), Some("90:10"));
             assert!(!config.dir.exists(), "removed after the run");
         }
+    }
+
+    #[test]
+    fn ferrite_past_its_disk_budget_evicts_and_refuses_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        // 28 MB of items into a 16 MiB page file.
+        let config = ServeConfig {
+            keys: 28_000,
+            value_size: 1000,
+            disk_budget_mib: Some(16),
+            durability: ferrite::Durability::None,
+            ..tiny(ServeStore::Ferrite, tmp.path())
+        };
+        let report = run(&config, false).unwrap();
+        assert_eq!(report.set_errors, 0, "{}", report.summary());
+        let hits = report.hit_ratio();
+        assert!(hits > 0.1 && hits < 0.9, "evicted some, kept some: {}", report.summary());
+        assert_eq!(report.result_line().get("disk_budget_mib"), Some("16"));
     }
 
     #[test]
