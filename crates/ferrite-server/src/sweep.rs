@@ -13,9 +13,10 @@
 //! Pressure is the share of the budget holding data ([`ferrite::SpaceUsage::used_pages`]):
 //! above the high mark (95 %, or 64 pages short of the budget on a small one) the sweeper
 //! evicts until it is below the low mark (90 %, or 128 pages short), at a pace set by the
-//! writes (a bounded number of keys looked at per write). A write that still
-//! finds the database full asks for a forced round (at least 1 % of the budget freed, or
-//! two laps of the hand) and retries; a store-mode server never evicts, and such a write
+//! writes (an eviction per write, 16 keys looked at per write at most). A write that
+//! still finds the database full asks for a forced round (at least 1 % of the budget
+//! freed, or two laps of the hand; it evicts items not read since the hand last passed
+//! even if just written) and retries; a store-mode server never evicts, and such a write
 //! answers `SERVER_ERROR out of memory storing object`.
 //!
 //! The sweeper runs when writes nudge it (every `NUDGE_EVERY` writes, and at once when
@@ -46,8 +47,8 @@ const NUDGE_EVERY: u64 = 64;
 const SWEEP_KEYS: usize = 128;
 /// Keys the hand looks at per step while evicting (the sweeper yields between steps).
 const EVICT_KEYS: usize = 64;
-/// Steps per nudge while evicting: 8 keys looked at per write.
-const EVICT_STEPS: usize = 8;
+/// Most keys the hand looks at per nudge while evicting (16 per write).
+const EVICT_LOOK_MAX: usize = 1024;
 /// Longest a write waits for a forced round before it answers that the store is full.
 const ROOM_WAIT: Duration = Duration::from_secs(5);
 
@@ -109,10 +110,9 @@ impl Clock {
         self.update(key, |count| count.max(1));
     }
 
-    /// The hand passes `key`: lowers its count; returns whether the item is spared (its
-    /// count was above zero).
-    fn pass(&self, key: &[u8]) -> bool {
-        self.update(key, |count| count.saturating_sub(1)) > 0
+    /// The hand passes `key`: lowers its count; returns the count it had.
+    fn pass(&self, key: &[u8]) -> u64 {
+        self.update(key, |count| count.saturating_sub(1))
     }
 
     fn bytes(&self) -> usize {
@@ -297,17 +297,17 @@ pub async fn run(store: &Store, db: &Db) {
     }
 }
 
-/// One wake-up's work. Under pressure the hand looks at `EVICT_STEPS` steps of keys per
-/// nudge (`NUDGE_EVERY` writes): eviction keeps pace with the writes, and a lap of the
-/// hand takes several times as many writes as there are items, so an item read once in
-/// that time keeps its place. A forced round goes on until it freed its share (two laps
-/// at most).
+/// One wake-up's work. Under pressure the hand goes on until it evicted as many items as
+/// writes came since the last nudge (`NUDGE_EVERY`), looking at `EVICT_LOOK_MAX` keys at
+/// most: eviction keeps pace with the writes. A forced round goes on until it freed its
+/// share (two laps at most), and evicts items never read since the hand last passed too
+/// (a write's count): every item may just have been written, and the writer waits.
 async fn round(store: &Store, db: &Db, hand: &mut Hand, forced: bool) -> ferrite::Result<()> {
     let sweeper = &store.sweeper;
     let start = db.space_usage();
     let goal = start.used_pages().saturating_sub((start.max_pages / 100).max(64));
     let laps = hand.laps;
-    let mut steps = 0;
+    let (mut looked, mut evicted) = (0, 0);
     loop {
         let usage = db.space_usage();
         let used = usage.used_pages();
@@ -316,19 +316,21 @@ async fn round(store: &Store, db: &Db, hand: &mut Hand, forced: bool) -> ferrite
         let evicting = if forced {
             used > goal && hand.laps < laps + 2
         } else {
-            hand.evicting && steps < EVICT_STEPS
+            hand.evicting && evicted < NUDGE_EVERY as usize && looked < EVICT_LOOK_MAX
         };
         if !evicting {
             // Without pressure, a stretch of the expiry sweep while some item written with
             // an expiry (or before a flush) was not passed yet.
             let unchecked = sweeper.expiring.load(Ordering::Relaxed) > hand.checked;
-            if steps == 0 && unchecked {
-                step(store, db, hand, SWEEP_KEYS, false).await?;
+            if looked == 0 && unchecked {
+                step(store, db, hand, SWEEP_KEYS, None).await?;
             }
             return Ok(());
         }
-        step(store, db, hand, EVICT_KEYS, true).await?;
-        steps += 1;
+        let spare_above = if forced { 1 } else { 0 };
+        let (n, victims) = step(store, db, hand, EVICT_KEYS, Some(spare_above)).await?;
+        looked += n;
+        evicted += victims;
         yield_now().await;
         if sweeper.stopping.load(Ordering::Acquire) {
             return Ok(());
@@ -351,15 +353,19 @@ struct Hand {
     evicting: bool,
 }
 
-/// Looks at the next `keys` items from the hand: removes dead ones and, when `evicting`,
-/// live ones not referenced since the hand last passed.
+/// Looks at the next `keys` items from the hand: removes dead ones and, when evicting
+/// (`evict`: `Some(spare_above)`), live ones whose count was not above `spare_above` (0:
+/// not read or written since the hand last passed). Returns the keys looked at and the
+/// items evicted.
 async fn step(
     store: &Store,
     db: &Db,
     hand: &mut Hand,
     keys: usize,
-    evicting: bool,
-) -> ferrite::Result<()> {
+    evict: Option<u64>,
+) -> ferrite::Result<(usize, usize)> {
+    let evicting = evict.is_some();
+    let spare_above = evict.unwrap_or(0);
     let mut seen: Vec<(Vec<u8>, Option<Header>)> = Vec::with_capacity(keys);
     let visited = store
         .tree
@@ -383,6 +389,7 @@ async fn step(
         }
     }
     let sweeper = &store.sweeper;
+    let mut evicted = 0;
     let now = item::now();
     let dead = |header: &Header| header.expired(now) || store.flushed(header.cas);
     for (key, header) in seen {
@@ -393,7 +400,7 @@ async fn step(
         let known_dead = header.as_ref().is_some_and(dead);
         if !known_dead {
             let spared = match &sweeper.clock {
-                Some(clock) if evicting => clock.pass(&key),
+                Some(clock) if evicting => clock.pass(&key) > spare_above,
                 _ => true,
             };
             if spared {
@@ -409,6 +416,7 @@ async fn step(
         }
         let Some((header, _)) = item::decode(&head) else { continue };
         let is_dead = dead(&header);
+        // (The pass lowered the count: above 0 now, the item was read or written since.)
         let unreferenced = sweeper.clock.as_ref().is_some_and(|clock| clock.count(&key) == 0);
         if !(is_dead || evicting && unreferenced) {
             continue;
@@ -416,10 +424,14 @@ async fn step(
         let mut batch = WriteBatch::new();
         batch.delete(&store.tree, &key).durability(Durability::None);
         db.write_async(&batch).await?;
-        let counter = if is_dead { &sweeper.reclaimed } else { &sweeper.evictions };
-        counter.fetch_add(1, Ordering::Relaxed);
+        if is_dead {
+            sweeper.reclaimed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            sweeper.evictions.fetch_add(1, Ordering::Relaxed);
+            evicted += 1;
+        }
     }
-    Ok(())
+    Ok((visited, evicted))
 }
 
 #[cfg(test)]
@@ -430,18 +442,18 @@ mod tests {
     fn reads_buy_passes_of_the_hand() {
         let clock = Clock::for_budget(1 << 10);
         assert_eq!(clock.bytes(), (1 << 16) / 4, "the smallest table");
-        assert!(!clock.pass(b"a"), "never referenced");
+        assert_eq!(clock.pass(b"a"), 0, "never referenced");
         clock.wrote(b"a");
-        assert!(clock.pass(b"a"), "a new item survives one pass");
-        assert!(!clock.pass(b"a"), "then not");
+        assert_eq!(clock.pass(b"a"), 1, "a new item survives one pass");
+        assert_eq!(clock.pass(b"a"), 0, "then not");
         for _ in 0..10 {
             clock.read(b"b");
         }
         assert_eq!(clock.count(b"b"), COUNT_MAX);
         clock.wrote(b"b");
         assert_eq!(clock.count(b"b"), COUNT_MAX, "a write lowers no count");
-        assert!(clock.pass(b"b") && clock.pass(b"b") && clock.pass(b"b"));
-        assert!(!clock.pass(b"b"), "three passes for a hot item");
+        assert_eq!([clock.pass(b"b"), clock.pass(b"b"), clock.pass(b"b")], [3, 2, 1]);
+        assert_eq!(clock.pass(b"b"), 0, "three passes for a hot item");
         assert_eq!(clock.count(b"b"), 0);
         assert_eq!(Clock::for_budget(1 << 40).bytes(), 8 << 20, "at most 8 MiB");
         // Keys spread over the slots, and neighbours in a word do not disturb each other.
