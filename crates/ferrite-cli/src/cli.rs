@@ -796,6 +796,15 @@ pub struct ServeCmd {
     /// Close a connection idle this many seconds (default 0: never)
     #[arg(long, value_name = "S", value_parser = |s: &str| value::whole(s, 0, 1 << 31))]
     idle_timeout_secs: Option<u64>,
+    /// memcached's authfile: lines user:password; a client first sets "user password"
+    #[arg(
+        long_help = "memcached's authfile (memcached -Y): one user:password per line. Every \
+            connection must first send a set whose data is \"user password\" (key, flags \
+            and exptime ignored); until then every command answers CLIENT_ERROR \
+            unauthenticated.",
+        long, value_name = "FILE",
+        value_parser = OsStringValueParser::new().try_map(value::path))]
+    authfile: Option<PathBuf>,
     /// sync (default), periodic or none
     #[arg(
         long_help = "When a stored item is durable: sync (the default: before the reply; \
@@ -819,6 +828,7 @@ pub struct ServeArgs {
     pub item_max_mib: u64,
     /// 0: never.
     pub idle_timeout_secs: u64,
+    pub authfile: Option<PathBuf>,
     pub durability: ferrite::Durability,
 }
 
@@ -2423,6 +2433,7 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
         max_connections: cmd.max_connections.unwrap_or(1024),
         item_max_mib: cmd.item_max_mib.unwrap_or(1),
         idle_timeout_secs: cmd.idle_timeout_secs.unwrap_or(0),
+        authfile: cmd.authfile,
         durability,
     }
 }

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use ferrite::{Db, Options};
+use ferrite_server::auth::Credentials;
 use ferrite_server::{Server, ServerConfig};
 
 use crate::cli::ServeArgs;
@@ -31,6 +32,13 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
     let signals = stop_signals();
     // SAFETY: changes this thread's signal mask, with a valid set; before any thread starts.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
+    // A bad authfile is refused before anything opens.
+    let auth = match &args.authfile {
+        Some(path) => Some(Arc::new(
+            Credentials::load(path).map_err(|e| CliError::Refused(format!("serve: {e}")))?,
+        )),
+        None => None,
+    };
     let defaults = Options::default();
     let memory = args.memory_mib << 20;
     let options = Options {
@@ -51,6 +59,7 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         idle_timeout: (args.idle_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(args.idle_timeout_secs)),
         evict: !args.store_mode,
+        auth,
     };
     let server = match Server::start(Arc::clone(&db), &config) {
         Ok(server) => server,

@@ -1692,6 +1692,23 @@ fn object_commands_that_print_check_their_output_first() {
     assert!(text(&o.stderr).starts_with("ferrite: reading "), "{}", describe(&args, &o));
 }
 
+/// A bad `--authfile` is refused before the server opens anything.
+#[test]
+fn serve_refuses_a_bad_authfile() {
+    let tmp = TempDir::new("serve-auth");
+    let db = tmp.db();
+    let missing = tmp.0.join("no-such-authfile");
+    let out = run(&["serve", "--db", &db, "--authfile", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("reading the authfile"), "{}", text(&out.stderr));
+    let bad = tmp.0.join("authfile");
+    std::fs::write(&bad, "alice:secret\nbob\n").unwrap();
+    let out = run(&["serve", "--db", &db, "--authfile", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("line 2 is not user:password"), "{}", text(&out.stderr));
+    assert!(!std::path::Path::new(&db).exists(), "nothing opened");
+}
+
 /// `ferrite serve` says where it listens, answers memcached's protocol there, stops cleanly
 /// on SIGTERM (exit status 0, `stopped`), and finds its items again when started anew, even
 /// after it was killed (SIGKILL) right after acknowledging them.

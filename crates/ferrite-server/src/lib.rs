@@ -4,6 +4,7 @@
 //! serves each from a task on the database's workers, its socket calls and its disk I/O on
 //! the same worker's ring (`ferrite::sched::net`).
 
+pub mod auth;
 pub mod item;
 mod locks;
 pub mod protocol;

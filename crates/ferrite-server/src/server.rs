@@ -27,7 +27,10 @@ use std::sync::{Arc, Mutex};
 use ferrite::sched::{net, TaskHandle};
 use ferrite::Db;
 
-use crate::protocol::{decode, write_error, Decoded, Limits, LINE_MAX_BYTES};
+use crate::auth::{Attempt, Credentials};
+use crate::protocol::{
+    decode, write_error, Decoded, Limits, Request, StoreCommand, LINE_MAX_BYTES,
+};
 use crate::store::Store;
 use crate::sweep::Sweeper;
 
@@ -52,6 +55,9 @@ pub struct ServerConfig {
     /// Cache mode: evict items to stay within the database's size budget
     /// (`Options::max_size_bytes`). Off (store mode), a full database refuses writes.
     pub evict: bool,
+    /// memcached's text-protocol authentication (`auth.rs`): a connection must first `set`
+    /// a `user password` of these. `None`: none asked.
+    pub auth: Option<Arc<Credentials>>,
 }
 
 impl Default for ServerConfig {
@@ -62,6 +68,7 @@ impl Default for ServerConfig {
             item_max_bytes: 1 << 20,
             idle_timeout: None,
             evict: true,
+            auth: None,
         }
     }
 }
@@ -74,6 +81,7 @@ struct Shared {
     limits: Limits,
     max_connections: usize,
     idle_timeout: Option<std::time::Duration>,
+    auth: Option<Arc<Credentials>>,
     stopping: AtomicBool,
     /// Open connections' sockets, by number, for the shutdown.
     sockets: Mutex<HashMap<u64, RawFd>>,
@@ -110,6 +118,7 @@ impl Server {
             ("num_threads", db.worker_count().to_string()),
             ("evictions", if config.evict { "on" } else { "off" }.to_owned()),
             ("idle_timeout", config.idle_timeout.map_or(0, |d| d.as_secs()).to_string()),
+            ("auth_enabled_ascii", if config.auth.is_some() { "yes" } else { "no" }.to_owned()),
         ];
         let sweeper = Sweeper::new(config.evict, db.space_usage().max_pages);
         let store = Store::open(tree, sweeper, settings).map_err(fail)?;
@@ -122,6 +131,7 @@ impl Server {
             limits,
             max_connections: config.max_connections,
             idle_timeout: config.idle_timeout,
+            auth: config.auth.clone(),
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
@@ -239,6 +249,7 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
     // whole line again on every receive (a long `get` line sent a byte at a time would
     // otherwise cost time quadratic in its length).
     let mut no_newline_before: Option<usize> = None;
+    let mut authenticated = shared.auth.is_none();
     loop {
         chunk.resize(RECV_BYTES, 0);
         let (back, received) = match shared.idle_timeout {
@@ -282,6 +293,10 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
                 Decoded::NeedMore => break,
                 Decoded::Request { request, consumed } => {
                     at += consumed;
+                    if !authenticated {
+                        authenticated = authenticate(shared, &request, &mut out);
+                        continue;
+                    }
                     if !shared.store.execute(&request, &mut out).await {
                         open = false;
                         break;
@@ -320,4 +335,26 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
             return Ok(());
         }
     }
+}
+
+/// A request on a connection not authenticated yet (`auth.rs`): only a `set` of
+/// `user password` is taken. Returns whether the connection is authenticated now.
+fn authenticate(shared: &Shared, request: &Request<'_>, out: &mut Vec<u8>) -> bool {
+    let Some(credentials) = &shared.auth else { return true };
+    let Request::Store { command: StoreCommand::Set, data, .. } = request else {
+        out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
+        return false;
+    };
+    let counters = &shared.store.counters;
+    counters.auth_cmds.fetch_add(1, Ordering::Relaxed);
+    let attempt = credentials.check(data);
+    out.extend_from_slice(match attempt {
+        Attempt::Accepted => b"STORED\r\n".as_slice(),
+        Attempt::BadFormat => b"CLIENT_ERROR bad authentication token format\r\n",
+        Attempt::Refused => b"CLIENT_ERROR authentication failure\r\n",
+    });
+    if attempt != Attempt::Accepted {
+        counters.auth_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    attempt == Attempt::Accepted
 }

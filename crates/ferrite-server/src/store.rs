@@ -57,6 +57,10 @@ pub struct Counters {
     pub rejected_connections: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
+    /// Authentication attempts (`set` on a connection not authenticated yet), and failed
+    /// ones.
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
 }
 
 impl Counters {
@@ -85,6 +89,8 @@ impl Counters {
             &self.rejected_connections,
             &self.bytes_read,
             &self.bytes_written,
+            &self.auth_cmds,
+            &self.auth_errors,
         ] {
             counter.store(0, Ordering::Relaxed);
         }
@@ -582,6 +588,8 @@ impl Store {
                     ("touch_misses", &c.touch_misses),
                     ("evictions", &self.sweeper.evictions),
                     ("reclaimed", &self.sweeper.reclaimed),
+                    ("auth_cmds", &c.auth_cmds),
+                    ("auth_errors", &c.auth_errors),
                     ("bytes_read", &c.bytes_read),
                     ("bytes_written", &c.bytes_written),
                 ] {

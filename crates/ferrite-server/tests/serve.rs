@@ -323,3 +323,43 @@ fn idle_connections_are_closed() {
     drop((idle, busy));
     stop(db, server);
 }
+
+/// With an authfile, a connection must first `set` "user password": the replies are
+/// memcached 1.6.18's (`memcached -Y`), checked against it by hand.
+#[test]
+fn an_authfile_guards_every_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    let credentials = ferrite_server::auth::Credentials::parse(b"alice:secret\nbob:pw2\n").unwrap();
+    let config = ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        auth: Some(Arc::new(credentials)),
+        ..ServerConfig::default()
+    };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    let mut c = Client::connect(&server);
+    c.expect(b"get foo\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.expect(b"version\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.expect(b"mn\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.expect(b"set foo 0 0 2\r\nhi\r\n", b"CLIENT_ERROR bad authentication token format\r\n");
+    c.expect(b"set x 0 0 10\r\nalice sec1\r\n", b"CLIENT_ERROR authentication failure\r\n");
+    c.expect(b"get foo\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    // (noreply is ignored: the attempt is answered.)
+    c.expect(b"set any 0 0 12 noreply\r\nalice secret\r\n", b"STORED\r\n");
+    c.expect(b"set foo 0 0 2\r\nhi\r\nget foo\r\n", b"STORED\r\nVALUE foo 0 2\r\nhi\r\nEND\r\n");
+    c.expect(b"get any\r\n", b"END\r\n");
+    // Each connection authenticates for itself.
+    let mut other = Client::connect(&server);
+    other.expect(b"get foo\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    other.expect(
+        b"set a 0 0 7\r\nbob pw2\r\nget foo\r\n",
+        b"STORED\r\nVALUE foo 0 2\r\nhi\r\nEND\r\n",
+    );
+    let line = c.line(b"stats\r\n");
+    assert!(line.starts_with("STAT pid "), "{line}");
+    drop((c, other));
+    let counters = server.counters();
+    assert_eq!(counters.auth_cmds.load(std::sync::atomic::Ordering::Relaxed), 4);
+    assert_eq!(counters.auth_errors.load(std::sync::atomic::Ordering::Relaxed), 2);
+    stop(db, server);
+}

@@ -827,6 +827,7 @@ fn serve_defaults_and_options() {
         other => panic!("{args:?}: {other:?}"),
     };
     let a = serve_of(&[]);
+    assert_eq!(a.authfile, None, "no authentication unless asked");
     assert_eq!(a.listen, "127.0.0.1:11211".parse().unwrap(), "not on the network unless told");
     assert_eq!((a.memory_mib, a.max_connections, a.item_max_mib), (256, 1024, 1));
     assert_eq!(
@@ -852,7 +853,10 @@ fn serve_defaults_and_options() {
         "none",
         "--idle-timeout-secs",
         "30",
+        "--authfile",
+        "users.txt",
     ]);
+    assert_eq!(a.authfile.as_deref(), Some(std::path::Path::new("users.txt")));
     assert_eq!(a.listen, "[::1]:2000".parse().unwrap());
     assert_eq!(a.idle_timeout_secs, 30);
     assert_eq!((a.memory_mib, a.disk_budget_mib, a.workers), (64, Some(1024), Some(3)));
