@@ -363,3 +363,45 @@ fn an_authfile_guards_every_connection() {
     assert_eq!(counters.auth_errors.load(std::sync::atomic::Ordering::Relaxed), 2);
     stop(db, server);
 }
+
+/// A herd of 100 connections GETting one cold key makes one device read per page on the
+/// key's path, not one per connection: a page being read is waited for by the others (the
+/// pool's loading state), so the herd costs what one GET costs.
+#[test]
+fn a_herd_on_one_cold_key_reads_each_page_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    // Enough items for a tree of three levels; the cold key in the middle.
+    let value = "v".repeat(1000);
+    for chunk in (0..6000).collect::<Vec<_>>().chunks(500) {
+        let mut sets = Vec::new();
+        let mut replies = Vec::new();
+        for i in chunk {
+            sets.extend_from_slice(
+                format!("set item:{i:05} 0 0 1000 noreply\r\n{value}\r\n").as_bytes(),
+            );
+        }
+        sets.extend_from_slice(b"mn\r\n");
+        replies.extend_from_slice(b"MN\r\n");
+        c.expect(&sets, &replies);
+    }
+    c.expect(format!("set item:03000x 0 0 4\r\ncold\r\n").as_bytes(), b"STORED\r\n");
+    drop(c);
+    stop(db, server);
+    // Reopened: nothing of the items tree is in memory but what opening the server read.
+    let (db, server) = start(dir.path());
+    let before = db.stats().unwrap().pool.reads;
+    let mut herd: Vec<Client> = (0..100).map(|_| Client::connect(&server)).collect();
+    for client in &mut herd {
+        client.0.write_all(b"get item:03000x\r\n").unwrap();
+    }
+    for client in &mut herd {
+        client.read_exactly(b"get item:03000x", b"VALUE item:03000x 0 4\r\ncold\r\nEND\r\n");
+    }
+    let reads = db.stats().unwrap().pool.reads - before;
+    // The root may be in memory already (the server read its flush mark at start).
+    assert!((1..=3).contains(&reads), "{reads} page reads for a herd of 100 on one key");
+    drop(herd);
+    stop(db, server);
+}
