@@ -386,7 +386,7 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
         replies.extend_from_slice(b"MN\r\n");
         c.expect(&sets, &replies);
     }
-    c.expect(format!("set item:03000x 0 0 4\r\ncold\r\n").as_bytes(), b"STORED\r\n");
+    c.expect(b"set item:03000x 0 0 4\r\ncold\r\n", b"STORED\r\n");
     drop(c);
     stop(db, server);
     // Reopened: nothing of the items tree is in memory but what opening the server read.
