@@ -1692,6 +1692,82 @@ fn object_commands_that_print_check_their_output_first() {
     assert!(text(&o.stderr).starts_with("ferrite: reading "), "{}", describe(&args, &o));
 }
 
+/// `ferrite serve` out of file descriptors neither spins nor stops: a failed accept is
+/// followed by a pause, and connections are accepted again once some close.
+#[test]
+fn serve_out_of_descriptors_pauses_its_accepts() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let tmp = TempDir::new("serve-emfile");
+    let db = tmp.db();
+    let script = format!(
+        "ulimit -n 64 && exec {} serve --db {db} --listen 127.0.0.1:0 --workers 2 --memory-mib 32",
+        env!("CARGO_BIN_EXE_ferrite")
+    );
+    /// The server, killed if the test fails before it stops it (else it would hold the
+    /// test's output open).
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Server(
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut server.0;
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let addr: std::net::SocketAddr =
+        line.trim().strip_prefix("listening on ").expect(&line).parse().unwrap();
+    // More connections than descriptors: the rest wait in the listen backlog.
+    let mut held: Vec<_> = (0..100).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+    let cpu_ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = cpu_ticks();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let spent = cpu_ticks() - before;
+    // (A spinning accept loop takes a whole core: about 100 ticks a second.)
+    assert!(spent < 30, "{spent} ticks of CPU in a second while out of descriptors");
+    held.clear();
+    // Served again.
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    stream.write_all(b"stats\r\n").unwrap();
+    let mut stats = String::new();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    while !stats.ends_with("END\r\n") {
+        if reader.read_line(&mut stats).unwrap() == 0 {
+            break;
+        }
+    }
+    let paused = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT listen_disabled_num "))
+        .expect(&stats)
+        .parse::<u64>()
+        .unwrap();
+    assert!(paused > 0, "{stats}");
+    drop((reader, stream));
+    // SAFETY: signals a child this test started and has not reaped.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "stopped\n");
+}
+
 /// A bad `--authfile` is refused before the server opens anything.
 #[test]
 fn serve_refuses_a_bad_authfile() {

@@ -37,6 +37,9 @@ use crate::sweep::Sweeper;
 /// The tree that holds the items.
 pub const ITEMS_TREE: &str = "memcache";
 
+/// How long an accepting task waits after a failed accept.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Bytes a connection asks the socket for at once.
 const RECV_BYTES: usize = 64 << 10;
 
@@ -192,12 +195,18 @@ async fn accept_loop(shared: Arc<Shared>, listener: Arc<TcpListener>) {
         if shared.stopping.load(Ordering::Acquire) {
             return;
         }
+        let counters = &shared.store.counters;
         let stream = match accepted {
             Ok(stream) => stream,
-            // (Out of descriptors, say: the next accept may do better.)
-            Err(_) => continue,
+            Err(_) => {
+                // Out of descriptors (EMFILE, ENFILE) or memory: the next accept would fail
+                // at once too. Wait a moment (on the ring: the worker serves on) rather than
+                // spin; memcached stops listening for a while likewise.
+                counters.listen_disabled_num.fetch_add(1, Ordering::Relaxed);
+                net::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
         };
-        let counters = &shared.store.counters;
         let open = counters.curr_connections.load(Ordering::Relaxed);
         if open as usize >= shared.max_connections {
             counters.rejected_connections.fetch_add(1, Ordering::Relaxed);

@@ -55,6 +55,8 @@ pub struct Counters {
     pub curr_connections: AtomicU64,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Accepts that failed (out of descriptors, say), each followed by a pause.
+    pub listen_disabled_num: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     /// Authentication attempts (`set` on a connection not authenticated yet), and failed
@@ -87,6 +89,7 @@ impl Counters {
             &self.touch_misses,
             &self.total_connections,
             &self.rejected_connections,
+            &self.listen_disabled_num,
             &self.bytes_read,
             &self.bytes_written,
             &self.auth_cmds,
@@ -567,6 +570,7 @@ impl Store {
                 write_stat(out, "curr_connections", get(&c.curr_connections));
                 write_stat(out, "total_connections", get(&c.total_connections));
                 write_stat(out, "rejected_connections", get(&c.rejected_connections));
+                write_stat(out, "listen_disabled_num", get(&c.listen_disabled_num));
                 for (name, counter) in [
                     ("cmd_get", &c.cmd_get),
                     ("cmd_set", &c.cmd_set),

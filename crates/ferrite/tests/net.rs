@@ -236,3 +236,35 @@ fn idle_receives_leave_the_disk_its_depth() {
     }
     db.close().unwrap();
 }
+
+/// `net::sleep` waits its time on the ring without blocking its worker: on a database with
+/// one worker, a task that yields a thousand times finishes while another sleeps.
+#[test]
+fn a_sleep_waits_on_the_ring_and_leaves_the_worker_free() {
+    let dir = TempDir::new().unwrap();
+    let db = Db::open(dir.path(), Options { workers: 1, ..options(EngineKind::IoUring) }).unwrap();
+    let started = std::time::Instant::now();
+    let sleeper = db
+        .spawn(async move {
+            net::sleep(std::time::Duration::from_millis(300)).await;
+            started.elapsed()
+        })
+        .unwrap();
+    let busy = db
+        .spawn(async move {
+            for _ in 0..1000 {
+                ferrite::sched::yield_now().await;
+            }
+            started.elapsed()
+        })
+        .unwrap();
+    let (slept, yielded) = (sleeper.wait(), busy.wait());
+    assert!(slept >= std::time::Duration::from_millis(300), "woke early: {slept:?}");
+    assert!(slept < std::time::Duration::from_secs(10), "{slept:?}");
+    assert!(yielded < slept, "the worker was blocked: {yielded:?} against {slept:?}");
+    // Off a worker, the thread sleeps.
+    let off = std::time::Instant::now();
+    ferrite::sched::block_on(net::sleep(std::time::Duration::from_millis(20)));
+    assert!(off.elapsed() >= std::time::Duration::from_millis(20));
+    db.close().unwrap();
+}

@@ -43,6 +43,18 @@ async fn run(
     }
 }
 
+/// Waits `duration` without blocking the worker (a timer on its ring; off the ring, or on
+/// an engine without one, the thread sleeps).
+pub async fn sleep(duration: std::time::Duration) {
+    let (_, result) = run(NetKind::Sleep(duration), -1, Vec::new(), |_| {
+        std::thread::sleep(duration);
+        Ok(0)
+    })
+    .await;
+    // (A timer that fires completes with ETIME; a cancelled one, at shutdown, early.)
+    let _ = result;
+}
+
 /// Accepts a connection on `listener` (a blocking listener: off the ring the call waits).
 pub async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     let (_, result) = run(NetKind::Accept, listener.as_raw_fd(), Vec::new(), |_| {

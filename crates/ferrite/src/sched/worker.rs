@@ -549,6 +549,7 @@ impl WorkerIo {
                 SocketOp::Recv { fd, buf: buf.as_mut_ptr(), len: buf.len(), timeout }
             }
             NetKind::Send => SocketOp::Send { fd, buf: buf.as_ptr(), len: buf.len() },
+            NetKind::Sleep(duration) => SocketOp::Sleep { duration },
         };
         // SAFETY: the buffer's heap block moves into `net` with it (moving a `Vec` keeps its
         // pointer) and stays there, untouched, until the completion is reaped, even if the
@@ -760,6 +761,8 @@ pub(crate) enum NetKind {
     /// With a timeout, or none.
     Recv(Option<std::time::Duration>),
     Send,
+    /// A timer (no socket).
+    Sleep(std::time::Duration),
 }
 
 /// Why `start_socket` did not queue an operation.

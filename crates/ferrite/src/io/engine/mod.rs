@@ -232,6 +232,9 @@ pub enum SocketOp {
     /// Sends at most `len` bytes from `buf` (`MSG_NOSIGNAL`: a closed peer is an error, not
     /// a signal).
     Send { fd: std::os::fd::RawFd, buf: *const u8, len: usize },
+    /// A timer: completes after `duration` (with `ETIME`, as io_uring's timeouts do; no
+    /// socket, no memory). For tasks that wait for time to pass without blocking a worker.
+    Sleep { duration: std::time::Duration },
 }
 
 // SAFETY: an operation is plain data; the memory it points at is the submitter's business

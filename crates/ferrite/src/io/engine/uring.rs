@@ -74,8 +74,8 @@ pub struct UringEngine {
     wake: Wake,
     /// Tags of the socket operations in flight (`queue_socket`).
     sockets: Vec<u64>,
-    /// The timeouts linked to receives in flight, by tag: the kernel reads one when its
-    /// SQE is submitted, so it lives until the receive completes.
+    /// The timespecs of timeouts in flight (linked to receives, or timers), by tag: the
+    /// kernel reads one when its SQE is submitted, so it lives until the operation completes.
     timeouts: Vec<(u64, Box<types::Timespec>)>,
 }
 
@@ -437,6 +437,10 @@ impl IoEngine for UringEngine {
     unsafe fn queue_socket(&mut self, op: SocketOp, tag: u64) -> Result<(), QueueError> {
         assert!(tag < super::SOCKET_TAG_LIMIT, "socket tag {tag:#x} too large");
         let mut timeout = None;
+        let mut linked = false;
+        let timespec = |d: std::time::Duration| {
+            Box::new(types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()))
+        };
         let entry = match op {
             SocketOp::Accept { fd } => {
                 opcode::Accept::new(types::Fd(fd), std::ptr::null_mut(), std::ptr::null_mut())
@@ -445,9 +449,8 @@ impl IoEngine for UringEngine {
             }
             SocketOp::Recv { fd, buf, len, timeout: limit } => {
                 let len = u32::try_from(len).unwrap_or(u32::MAX);
-                timeout = limit.map(|d| {
-                    Box::new(types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()))
-                });
+                timeout = limit.map(timespec);
+                linked = timeout.is_some();
                 let recv = opcode::Recv::new(types::Fd(fd), buf, len).build();
                 match timeout {
                     Some(_) => recv.flags(squeue::Flags::IO_LINK),
@@ -458,10 +461,14 @@ impl IoEngine for UringEngine {
                 let len = u32::try_from(len).unwrap_or(u32::MAX);
                 opcode::Send::new(types::Fd(fd), buf, len).flags(libc::MSG_NOSIGNAL).build()
             }
+            SocketOp::Sleep { duration } => {
+                let limit = timeout.insert(timespec(duration));
+                opcode::Timeout::new(&**limit as *const types::Timespec).build()
+            }
         }
         .user_data(SOCKET_BIT | tag);
         let mut entries = vec![entry];
-        if let Some(timespec) = &timeout {
+        if let (true, Some(timespec)) = (linked, &timeout) {
             let limit = opcode::LinkTimeout::new(&**timespec as *const types::Timespec)
                 .build()
                 .user_data(LINK_TIMEOUT_USER_DATA);
