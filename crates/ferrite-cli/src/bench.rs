@@ -128,8 +128,63 @@ pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliE
     Ok(Outcome::Done)
 }
 
+/// `ferrite bench compare serve`: the rate sweep of `ferrite serve` and memcached with
+/// extstore (`compare_serve.rs`), from the compare options: `--records` keys, `--cache-mib`
+/// of memory, `--seconds` per rate, `--distribution`, `--db`.
+fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    use ferrite_bench::workloads::compare_serve;
+    use ferrite_bench::workloads::serve::{memcached_installed, ServeConfig, ServeStore};
+    use ferrite_bench::workloads::ycsb::Distribution;
+    let b = &args.base;
+    let base = ServeConfig {
+        dir: b.dir.clone(),
+        keys: b.records,
+        memory_mib: b.cache_mib.max(16),
+        seconds: b.seconds,
+        seed: b.seed,
+        zipfian: matches!(b.distribution, Distribution::Zipfian),
+        ..ServeConfig::new(ServeStore::Ferrite)
+    };
+    let mut stores = vec![ServeStore::Ferrite];
+    if memcached_installed() {
+        stores.push(ServeStore::Memcached);
+    } else {
+        eprintln!("bench compare serve: memcached is not installed: Ferrite alone");
+    }
+    let names: Vec<&str> = stores.iter().map(|s| s.name()).collect();
+    eprintln!(
+        "bench compare serve: {} at offered rates {:?} ops/s ({} keys of {} B, {} MiB of \
+         memory, {} per rate), results in {}",
+        names.join(", "),
+        compare_serve::RATES,
+        thousands(base.keys),
+        base.value_size,
+        base.memory_mib,
+        duration(base.seconds),
+        args.out.display()
+    );
+    let output = compare_serve::run(&base, &stores, &compare_serve::RATES, &args.out, &mut |l| {
+        eprintln!("{l}")
+    })?;
+    let table = std::fs::read_to_string(&output.markdown).unwrap_or_default();
+    write!(out, "{table}")?;
+    writeln!(out, "tables: {}", output.markdown.display())?;
+    writeln!(out, "runs: {}", output.json.display())?;
+    for chart in &output.charts {
+        writeln!(out, "chart: {}", chart.display())?;
+    }
+    let failed = output.stores.iter().filter(|(_, _, f)| f.is_some()).count();
+    let runs: usize = output.stores.iter().map(|(_, r, _)| r.len()).sum();
+    writeln!(out, "result suite=serve stores={} runs={runs} failed={failed}", names.join(","))?;
+    out.flush()?;
+    Ok(if failed == 0 { Outcome::Done } else { Outcome::Faults })
+}
+
 /// `ferrite bench compare SUITE`: every step of the suite on every store, then the tables.
 pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    if args.suite == "serve" {
+        return compare_serve(args, out);
+    }
     let steps = compare::suite(&args.suite).expect("suite checked by the parser");
     // The directory, and the JSON lines the runs append to as they end.
     std::fs::create_dir_all(&args.out).map_err(|e| BenchError::Io {

@@ -1343,7 +1343,7 @@ EXAMPLES
 /// `ferrite bench compare SUITE`.
 #[derive(Debug, Args)]
 pub struct CompareCmd {
-    /// quick, ycsb, lookup-sweep, ycsb-sweep, sync or all
+    /// quick, ycsb, lookup-sweep, ycsb-sweep, sync, all or serve
     #[arg(value_name = "SUITE", value_parser = value::suite)]
     suite: String,
     /// The stores to run (default: every store built in)
@@ -1381,6 +1381,12 @@ SUITES
     ycsb-sweep     ycsb-a and ycsb-c with 2, 16, 64, 256 peer threads and Ferrite at 1x64, 2x64
     sync           fill --sync with 1, 8 and 64 committers on every store
     all            all of the above but sync, YCSB also uniform, and fill-seq
+    serve          ferrite serve against memcached with extstore (when installed), each
+                   loaded once with --records items of 1 KiB in --cache-mib of memory,
+                   then 90:10 GET:SET open loop at 2.5k, 5k, 10k, 20k, 40k and 80k ops/s
+                   for --seconds each (--distribution, --db and --out apply; --stores and
+                   --rounds do not): serve.md with the highest rate each served with a
+                   p99 of at most 1 ms, serve.jsonl, serve-p99.svg and serve-ops.svg
 
     The other options are those of the workloads (ferrite bench ycsb-a --help) and apply
     to every run; each store's data set is loaded once and kept for the suite's runs.

@@ -1128,6 +1128,54 @@ fn bench_output_paths_are_checked_before_the_run() {
     }
 }
 
+/// `bench compare serve` sweeps the offered rates on `ferrite serve` (and memcached when
+/// installed), each store loaded once: a table row per rate, the bound line per store, the
+/// JSON lines and two charts, and its result line.
+#[test]
+fn bench_compare_serve_sweeps_the_rates() {
+    let tmp = TempDir::new("compare-serve");
+    let db = tmp.db();
+    let out_dir = tmp.0.join("results");
+    let out_dir = out_dir.to_str().unwrap();
+    let args = [
+        "bench",
+        "compare",
+        "serve",
+        "--db",
+        &db,
+        "--out",
+        out_dir,
+        "--records",
+        "2000",
+        "--cache-mib",
+        "16",
+        "--seconds",
+        "0.3",
+    ];
+    let out = ok(&args);
+    let stores = if ferrite_bench_memcached() { "ferrite,memcached" } else { "ferrite" };
+    let runs = 6 * stores.split(',').count();
+    let last = out.lines().last().unwrap_or("");
+    assert_eq!(last, format!("result suite=serve stores={stores} runs={runs} failed=0"), "{out}");
+    for rate in ["2500", "5000", "10000", "20000", "40000", "80000"] {
+        assert!(out.contains(&format!("| {rate} |")), "{out}");
+    }
+    assert!(out.contains("- ferrite: highest offered rate with p99 ≤ 1000 µs"), "{out}");
+    let md = Path::new(out_dir).join("serve.md");
+    assert!(out.starts_with(&fs::read_to_string(&md).unwrap()), "the tables first: {out}");
+    let jsonl = fs::read_to_string(Path::new(out_dir).join("serve.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), runs);
+    for chart in ["serve-p99.svg", "serve-ops.svg"] {
+        assert!(fs::read_to_string(Path::new(out_dir).join(chart)).unwrap().starts_with("<svg"));
+    }
+    assert!(!Path::new(&db).join("bench-serve-ferrite").exists(), "the data is removed");
+}
+
+/// Whether `memcached` runs here (as `bench serve` finds it).
+fn ferrite_bench_memcached() -> bool {
+    std::process::Command::new("memcached").arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
 /// `bench fill --keep` keeps the fill's directory (DIR-fill), as `bench lookup --keep` keeps
 /// its own: a Ferrite data directory that `ferrite check` passes, holding the keys the fill
 /// inserted. The next fill empties it first and, without --keep, removes it.

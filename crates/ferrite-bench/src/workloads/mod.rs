@@ -5,6 +5,7 @@
 //! fio-like I/O into large objects on Ferrite, files, RocksDB and SQLite (`objects`).
 
 pub mod compare;
+pub mod compare_serve;
 pub mod datadir;
 pub mod fill;
 pub mod io;

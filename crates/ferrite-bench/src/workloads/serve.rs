@@ -578,7 +578,20 @@ pub fn durability_name(durability: ferrite::Durability) -> &'static str {
 
 /// Runs `bench serve` as `config` says.
 pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, BenchError> {
+    let mut reports = run_rates(config, &[config.rate], show_progress, &mut |_| {})?;
+    Ok(reports.pop().expect("one report per rate"))
+}
+
+/// [`run`] at each of `rates` in turn (`None`: closed loop) on one store, loaded once: a
+/// report per rate, each also handed to `done` as it finishes.
+pub fn run_rates(
+    config: &ServeConfig,
+    rates: &[Option<f64>],
+    show_progress: bool,
+    done: &mut dyn FnMut(&ServeReport),
+) -> Result<Vec<ServeReport>, BenchError> {
     config.validate()?;
+    assert!(!rates.is_empty(), "at least one rate");
     let _ = show_progress;
     if config.server.is_none() {
         crate::workloads::run::remove_bench_dir(&config.dir)?;
@@ -618,16 +631,37 @@ pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, Ben
         if config.store == ServeStore::Memcached {
             evict_from_page_cache(&config.dir);
         }
-        let (counts, seconds, cpu) = measure(addr, config)?;
-        Ok::<_, BenchError>((load_seconds, counts, seconds, cpu))
+        let mut reports = Vec::new();
+        for &rate in rates {
+            let config = ServeConfig { rate, ..config.clone() };
+            let (counts, seconds, cpu) = measure(addr, &config)?;
+            let report =
+                report_of(&config, &description, &capped, load_seconds, counts, seconds, cpu)?;
+            done(&report);
+            reports.push(report);
+        }
+        Ok::<_, BenchError>(reports)
     })();
     let stopped = target.stop();
     drop(cap);
-    let (load_seconds, counts, seconds, cpu) = outcome?;
+    let reports = outcome?;
     stopped?;
     if config.server.is_none() {
         crate::workloads::run::remove_bench_dir(&config.dir)?;
     }
+    Ok(reports)
+}
+
+/// The report of one measured part, its JSON line appended where `config.json` says.
+fn report_of(
+    config: &ServeConfig,
+    description: &str,
+    capped: &str,
+    load_seconds: f64,
+    counts: Vec<Counts>,
+    seconds: f64,
+    cpu: CpuTime,
+) -> Result<ServeReport, BenchError> {
     let mut latency_ns = new_histogram();
     let (mut gets, mut hits, mut sets, mut set_errors) = (0, 0, 0, 0);
     for c in counts {
@@ -639,7 +673,7 @@ pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, Ben
     }
     let report = ServeReport {
         config: config.clone(),
-        store_description: description,
+        store_description: description.to_owned(),
         ops: gets + sets,
         gets,
         hits,
@@ -649,7 +683,7 @@ pub fn run(config: &ServeConfig, show_progress: bool) -> Result<ServeReport, Ben
         load_seconds,
         latency_ns,
         cpu,
-        capped,
+        capped: capped.to_owned(),
     };
     if let Some(path) = &config.json {
         let json = serde_json::json!({
