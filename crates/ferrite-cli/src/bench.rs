@@ -145,17 +145,17 @@ fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, Cli
         zipfian: matches!(b.distribution, Distribution::Zipfian),
         ..ServeConfig::new(ServeStore::Ferrite)
     };
-    let mut stores = vec![ServeStore::Ferrite];
-    if memcached_installed() {
-        stores.push(ServeStore::Memcached);
-    } else {
+    let mut stores = compare_serve::Contender::all();
+    if !memcached_installed() {
+        stores.retain(|c| c.store != ServeStore::Memcached);
         eprintln!("bench compare serve: memcached is not installed: Ferrite alone");
     }
-    let names: Vec<&str> = stores.iter().map(|s| s.name()).collect();
+    let labels: Vec<String> = stores.iter().map(|c| c.label()).collect();
+    let names: Vec<&str> = stores.iter().map(|c| c.store.name()).collect();
     eprintln!(
         "bench compare serve: {} at offered rates {:?} ops/s ({} keys of {} B, {} MiB of \
          memory, {} per rate), results in {}",
-        names.join(", "),
+        labels.join(", "),
         compare_serve::RATES,
         thousands(base.keys),
         base.value_size,

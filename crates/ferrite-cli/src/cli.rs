@@ -1381,8 +1381,9 @@ SUITES
     ycsb-sweep     ycsb-a and ycsb-c with 2, 16, 64, 256 peer threads and Ferrite at 1x64, 2x64
     sync           fill --sync with 1, 8 and 64 committers on every store
     all            all of the above but sync, YCSB also uniform, and fill-seq
-    serve          ferrite serve against memcached with extstore (when installed), each
-                   loaded once with --records items of 1 KiB in --cache-mib of memory,
+    serve          ferrite serve (durability sync, then none) against memcached with
+                   extstore (when installed), each loaded once with --records items of
+                   1 KiB in --cache-mib of memory,
                    then 90:10 GET:SET open loop at 2.5k, 5k, 10k, 20k, 40k and 80k ops/s
                    for --seconds each (--distribution, --db and --out apply; --stores and
                    --rounds do not): serve.md with the highest rate each served with a

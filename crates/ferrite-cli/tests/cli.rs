@@ -1153,14 +1153,17 @@ fn bench_compare_serve_sweeps_the_rates() {
         "0.3",
     ];
     let out = ok(&args);
-    let stores = if ferrite_bench_memcached() { "ferrite,memcached" } else { "ferrite" };
+    let stores =
+        if ferrite_bench_memcached() { "ferrite,ferrite,memcached" } else { "ferrite,ferrite" };
     let runs = 6 * stores.split(',').count();
     let last = out.lines().last().unwrap_or("");
     assert_eq!(last, format!("result suite=serve stores={stores} runs={runs} failed=0"), "{out}");
     for rate in ["2500", "5000", "10000", "20000", "40000", "80000"] {
         assert!(out.contains(&format!("| {rate} |")), "{out}");
     }
-    assert!(out.contains("- ferrite: highest offered rate with p99 ≤ 1000 µs"), "{out}");
+    for label in ["ferrite (sync)", "ferrite (none)"] {
+        assert!(out.contains(&format!("- {label}: highest offered rate with p99 ≤ 1000 µs")));
+    }
     let md = Path::new(out_dir).join("serve.md");
     assert!(out.starts_with(&fs::read_to_string(&md).unwrap()), "the tables first: {out}");
     let jsonl = fs::read_to_string(Path::new(out_dir).join("serve.jsonl")).unwrap();

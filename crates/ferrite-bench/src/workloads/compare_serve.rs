@@ -18,14 +18,44 @@ pub const RATES: [f64; 6] = [2_500.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_
 /// The p99 a rate must keep to count as served, microseconds.
 pub const P99_BOUND_US: f64 = 1_000.0;
 
+/// One store of the sweep, with Ferrite's durability (memcached has none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contender {
+    pub store: ServeStore,
+    pub durability: ferrite::Durability,
+}
+
+impl Contender {
+    /// The sweep's usual three: Ferrite durable (every SET synced before its reply), Ferrite
+    /// with durability none (as memcached: a crash may lose the last SETs), memcached.
+    pub fn all() -> Vec<Contender> {
+        let ferrite = |durability| Contender { store: ServeStore::Ferrite, durability };
+        vec![
+            ferrite(ferrite::Durability::Sync),
+            ferrite(ferrite::Durability::None),
+            Contender { store: ServeStore::Memcached, durability: ferrite::Durability::None },
+        ]
+    }
+
+    /// `ferrite (sync)`, `ferrite (none)`, `memcached`.
+    pub fn label(&self) -> String {
+        match self.store {
+            ServeStore::Ferrite => {
+                format!("ferrite ({})", serve::durability_name(self.durability))
+            }
+            ServeStore::Memcached => "memcached".to_owned(),
+        }
+    }
+}
+
 /// What the sweep produced.
 #[derive(Debug)]
 pub struct ServeCompareOutput {
     pub markdown: PathBuf,
     pub json: PathBuf,
     pub charts: Vec<PathBuf>,
-    /// Per store: its reports, one per rate (empty when the store failed), and its failure.
-    pub stores: Vec<(ServeStore, Vec<ServeReport>, Option<String>)>,
+    /// Per contender: its reports, one per rate (empty when it failed), and its failure.
+    pub stores: Vec<(Contender, Vec<ServeReport>, Option<String>)>,
 }
 
 /// The highest of `reports`' offered rates whose p99 was at most `P99_BOUND_US`, with every
@@ -46,7 +76,7 @@ pub fn highest_within_bound(reports: &[ServeReport]) -> Option<f64> {
 /// `out`; `say` gets a line per finished run.
 pub fn run(
     base: &ServeConfig,
-    stores: &[ServeStore],
+    stores: &[Contender],
     rates: &[f64],
     out: &Path,
     say: &mut dyn FnMut(&str),
@@ -56,10 +86,11 @@ pub fn run(
     let json = out.join("serve.jsonl");
     let rates: Vec<Option<f64>> = rates.iter().map(|&r| Some(r)).collect();
     let mut results = Vec::new();
-    for &store in stores {
+    for contender in stores {
         let config = ServeConfig {
-            store,
-            dir: base.dir.join(format!("bench-serve-{}", store.name())),
+            store: contender.store,
+            durability: contender.durability,
+            dir: base.dir.join(format!("bench-serve-{}", contender.store.name())),
             json: Some(json.clone()),
             ..base.clone()
         };
@@ -67,10 +98,10 @@ pub fn run(
             say(&report.result_line().to_string());
         });
         match outcome {
-            Ok(reports) => results.push((store, reports, None)),
+            Ok(reports) => results.push((contender.clone(), reports, None)),
             Err(e) => {
-                say(&format!("{}: {e}", store.name()));
-                results.push((store, Vec::new(), Some(e.to_string())));
+                say(&format!("{}: {e}", contender.label()));
+                results.push((contender.clone(), Vec::new(), Some(e.to_string())));
             }
         }
     }
@@ -92,7 +123,7 @@ fn p99_us(report: &ServeReport) -> f64 {
 fn tables(
     base: &ServeConfig,
     rates: &[Option<f64>],
-    results: &[(ServeStore, Vec<ServeReport>, Option<String>)],
+    results: &[(Contender, Vec<ServeReport>, Option<String>)],
 ) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# bench compare serve\n");
@@ -101,7 +132,9 @@ fn tables(
         md,
         "{} keys of {} B, {} MiB of memory, {} GET:SET, {} keys, {} connections, open loop \
          (Poisson arrivals, latency from the intended send), {} s per rate; each store loaded \
-         once, then every rate in turn.\n",
+         once, then every rate in turn. Ferrite with durability sync replies to a SET once it \
+         is durable; with none, and memcached, a crash may lose the last SETs (memcached \
+         loses every item on a restart).\n",
         base.keys,
         base.value_size,
         base.memory_mib,
@@ -113,7 +146,7 @@ fn tables(
     let mut header = String::from("| offered ops/s |");
     let mut rule = String::from("|---:|");
     for (store, _, _) in results {
-        let name = store.name();
+        let name = store.label();
         let _ = write!(header, " {name} ops/s | {name} p50 µs | {name} p99 µs | {name} hits |");
         rule.push_str("---:|---:|---:|---:|");
     }
@@ -140,33 +173,43 @@ fn tables(
     }
     md.push('\n');
     let mut best = Vec::new();
-    for (store, reports, failure) in results {
+    for (contender, reports, failure) in results {
         if let Some(failure) = failure {
-            let _ = writeln!(md, "- {}: failed: {failure}", store.name());
+            let _ = writeln!(md, "- {}: failed: {failure}", contender.label());
             continue;
         }
         let highest = highest_within_bound(reports);
         let _ = writeln!(
             md,
             "- {}: highest offered rate with p99 ≤ {P99_BOUND_US:.0} µs: {}",
-            store.name(),
+            contender.label(),
             highest.map_or("none of the sweep".into(), |r| format!("{r:.0} ops/s"))
         );
-        best.push((*store, highest));
+        best.push((contender, highest));
     }
-    if let [(ServeStore::Ferrite, Some(f)), (ServeStore::Memcached, Some(m))] = best[..] {
-        let _ = writeln!(md, "- ferrite / memcached at that bound: {:.2}x", f / m);
+    let memcached = best.iter().find(|(c, _)| c.store == ServeStore::Memcached);
+    if let Some((_, Some(m))) = memcached {
+        for (contender, highest) in &best {
+            if let (ServeStore::Ferrite, Some(f)) = (contender.store, highest) {
+                let _ = writeln!(
+                    md,
+                    "- {} / memcached at that bound: {:.2}x",
+                    contender.label(),
+                    f / m
+                );
+            }
+        }
     }
     md
 }
 
 fn charts_of(
     rates: &[Option<f64>],
-    results: &[(ServeStore, Vec<ServeReport>, Option<String>)],
+    results: &[(Contender, Vec<ServeReport>, Option<String>)],
 ) -> Vec<(&'static str, BarChart)> {
     let groups: Vec<String> =
         rates.iter().map(|r| r.map_or("closed".into(), |r| format!("{r:.0}/s"))).collect();
-    let series: Vec<String> = results.iter().map(|(s, _, _)| s.name().to_owned()).collect();
+    let series: Vec<String> = results.iter().map(|(c, _, _)| c.label()).collect();
     let values = |f: &dyn Fn(&ServeReport) -> f64| -> Vec<Vec<Option<f64>>> {
         (0..rates.len())
             .map(|i| results.iter().map(|(_, reports, _)| reports.get(i).map(f)).collect())
@@ -217,7 +260,7 @@ mod tests {
         };
         let out = tmp.path().join("out");
         let mut lines = Vec::new();
-        let output = run(&base, &[ServeStore::Ferrite], &[500.0, 1000.0], &out, &mut |l| {
+        let output = run(&base, &Contender::all()[1..2], &[500.0, 1000.0], &out, &mut |l| {
             lines.push(l.to_owned())
         })
         .unwrap();
@@ -225,7 +268,8 @@ mod tests {
         assert!(lines.iter().all(|l| l.starts_with("result store=ferrite workload=serve")));
         let md = std::fs::read_to_string(&output.markdown).unwrap();
         assert!(md.contains("| 500 |") && md.contains("| 1000 |"), "{md}");
-        assert!(md.contains("ferrite: highest offered rate with p99"), "{md}");
+        assert!(md.contains("ferrite (none): highest offered rate with p99"), "{md}");
+        assert!(md.contains("| ferrite (none) ops/s |"), "{md}");
         assert_eq!(std::fs::read_to_string(&output.json).unwrap().lines().count(), 2);
         assert_eq!(output.charts.len(), 2);
         for chart in &output.charts {
