@@ -128,6 +128,23 @@ pub fn workload(config: &RunConfig, out: &mut dyn Write) -> Result<Outcome, CliE
     Ok(Outcome::Done)
 }
 
+/// A comparison's tables on `out`, then where its files are.
+fn write_outputs(
+    out: &mut dyn Write,
+    markdown: &Path,
+    json: &Path,
+    charts: &[std::path::PathBuf],
+) -> std::io::Result<()> {
+    let table = std::fs::read_to_string(markdown).unwrap_or_default();
+    write!(out, "{table}")?;
+    writeln!(out, "tables: {}", markdown.display())?;
+    writeln!(out, "runs: {}", json.display())?;
+    for chart in charts {
+        writeln!(out, "chart: {}", chart.display())?;
+    }
+    Ok(())
+}
+
 /// `ferrite bench compare serve`: the rate sweep of `ferrite serve` and memcached with
 /// extstore (`compare_serve.rs`), from the compare options: `--records` keys, `--cache-mib`
 /// of memory, `--seconds` per rate, `--distribution`, `--db`.
@@ -166,13 +183,7 @@ fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, Cli
     let output = compare_serve::run(&base, &stores, &compare_serve::RATES, &args.out, &mut |l| {
         eprintln!("{l}")
     })?;
-    let table = std::fs::read_to_string(&output.markdown).unwrap_or_default();
-    write!(out, "{table}")?;
-    writeln!(out, "tables: {}", output.markdown.display())?;
-    writeln!(out, "runs: {}", output.json.display())?;
-    for chart in &output.charts {
-        writeln!(out, "chart: {}", chart.display())?;
-    }
+    write_outputs(out, &output.markdown, &output.json, &output.charts)?;
     let failed = output.stores.iter().filter(|(_, _, f)| f.is_some()).count();
     let runs: usize = output.stores.iter().map(|(_, r, _)| r.len()).sum();
     writeln!(out, "result suite=serve stores={} runs={runs} failed={failed}", names.join(","))?;
@@ -213,13 +224,7 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
         &args.out,
         &mut |line| eprintln!("{line}"),
     )?;
-    let table = std::fs::read_to_string(&output.markdown).unwrap_or_default();
-    write!(out, "{table}")?;
-    writeln!(out, "tables: {}", output.markdown.display())?;
-    writeln!(out, "runs: {}", output.json.display())?;
-    for chart in &output.charts {
-        writeln!(out, "chart: {}", chart.display())?;
-    }
+    write_outputs(out, &output.markdown, &output.json, &output.charts)?;
     writeln!(
         out,
         "result suite={} stores={} runs={} failed={}",
