@@ -36,6 +36,20 @@ impl KeyLocks {
         LockFuture { locks: self, stripe: stripe_of(key), ticket: None }
     }
 
+    /// Takes the stripes of all of `keys` (each once, in ascending order: two tasks that
+    /// take several never wait for each other in a cycle, and one that takes a single
+    /// stripe waits for nothing else).
+    pub async fn lock_all<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Vec<KeyGuard<'_>> {
+        let mut stripes: Vec<usize> = keys.map(stripe_of).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut guards = Vec::with_capacity(stripes.len());
+        for stripe in stripes {
+            guards.push(LockFuture { locks: self, stripe, ticket: None }.await);
+        }
+        guards
+    }
+
     /// Takes the stripe of `key` if it is free and nobody waits for it; `None` otherwise.
     /// (The sweeper's way: it never waits for a client's write, which may be waiting for
     /// it to make room.)
@@ -183,6 +197,17 @@ mod tests {
             thread.join().unwrap();
         }
         assert_ne!(stripe_of(b"a"), stripe_of(b"b"), "keys spread over stripes");
+    }
+
+    #[test]
+    fn lock_all_takes_each_stripe_once() {
+        let locks = KeyLocks::default();
+        let keys: [&[u8]; 4] = [b"a", b"b", b"a", b"c"];
+        let guards = ferrite::sched::block_on(locks.lock_all(keys.into_iter()));
+        assert_eq!(guards.len(), 3, "a key twice is one stripe, taken once");
+        assert!(locks.try_lock(b"b").is_none());
+        drop(guards);
+        assert!(locks.try_lock(b"a").is_some() && locks.try_lock(b"c").is_some());
     }
 
     #[test]

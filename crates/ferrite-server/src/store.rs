@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use ferrite::Tree;
+use ferrite::{Db, Tree, WriteBatch};
 
 use crate::item::{self, Header};
 use crate::locks::KeyLocks;
@@ -443,6 +443,91 @@ impl Store {
             (StoreCommand::Set, _) => unreachable!("set took the path above"),
         };
         Ok(status)
+    }
+
+    /// Whether `request` may join a group of sets committed together ([`Store::set_many`]):
+    /// a plain `set` of an item that fits in a leaf (a larger one is an object, written by
+    /// its own call).
+    pub fn groups(request: &Request<'_>) -> bool {
+        matches!(request, Request::Store { command: StoreCommand::Set, data, .. }
+            if item::HEADER_BYTES + data.len() <= ferrite::MAX_VALUE_LEN)
+    }
+
+    /// Runs pipelined `set`s (each [`Store::groups`]) as one commit: their keys' locks taken
+    /// together, one write batch, one wait for the log; the replies as each would have
+    /// given. A full database sends them one by one instead (each then makes room as
+    /// `put` does). (A batch reads each leaf it changes first: a put alone may leave its
+    /// change in the change buffer instead, so a single set is run alone.)
+    pub async fn set_many(&self, db: &Db, sets: &[Request<'_>], out: &mut Vec<u8>) {
+        if let [one] = sets {
+            // One alone goes the usual way: a put may wait in the change buffer for its leaf,
+            // where a batch reads the leaf first.
+            let _ = self.execute(one, out).await;
+            return;
+        }
+        let now = item::now();
+        if let Err(e) = self.flush_if_due(now).await {
+            for _ in sets {
+                server_error(out, &e);
+            }
+            return;
+        }
+        fn fields<'r>(request: &Request<'r>) -> (&'r [u8], u32, i32, &'r [u8], bool) {
+            match *request {
+                Request::Store {
+                    command: StoreCommand::Set,
+                    key,
+                    flags,
+                    exptime,
+                    data,
+                    noreply,
+                    ..
+                } => (key, flags, exptime, data, noreply),
+                _ => unreachable!("only sets are grouped"),
+            }
+        }
+        let outcome = {
+            let _guards = self.locks.lock_all(sets.iter().map(|r| fields(r).0)).await;
+            let mut batch = WriteBatch::new();
+            let mut expiring = Vec::with_capacity(sets.len());
+            for request in sets {
+                let (key, flags, exptime, data, _) = fields(request);
+                increment(&self.counters.cmd_set);
+                let header = Header {
+                    flags,
+                    expires: item::expiry(i64::from(exptime), now),
+                    cas: self.new_cas(),
+                };
+                batch.put(&self.tree, key, &item::encode(&header, data));
+                expiring.push(header.expires != 0);
+            }
+            db.write_async(&batch).await.map(|()| expiring)
+        };
+        match outcome {
+            Ok(expiring) => {
+                for (request, expires) in sets.iter().zip(expiring) {
+                    let (key, _, _, _, noreply) = fields(request);
+                    self.sweeper.wrote(key, expires);
+                    if !noreply {
+                        write_status(out, Status::Stored);
+                    }
+                }
+            }
+            Err(ferrite::Error::DatabaseFull { .. }) => {
+                // (The counts were taken: each `store` below counts its set again.)
+                self.counters.cmd_set.fetch_sub(sets.len() as u64, Ordering::Relaxed);
+                for request in sets {
+                    let _ = self.execute(request, out).await;
+                }
+            }
+            Err(e) => {
+                for request in sets {
+                    if !fields(request).4 {
+                        server_error(out, &e);
+                    }
+                }
+            }
+        }
     }
 
     /// incr/decr: `Ok(Some(new value))`, `Ok(None)` for a miss, or the error to reply.

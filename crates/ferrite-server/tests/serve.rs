@@ -405,3 +405,47 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
     drop(herd);
     stop(db, server);
 }
+
+/// Pipelined small `set`s are committed in groups (in a pool of 32 MiB or more): every one
+/// is answered in order, and stored, beside sets of large items and other commands.
+#[test]
+fn pipelined_sets_are_grouped_and_each_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options { pool_bytes: 64 << 20, ..options() };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let config =
+        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServerConfig::default() };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    let mut c = Client::connect(&server);
+    let big = "B".repeat(6000);
+    let mut request = Vec::new();
+    let mut reply = Vec::new();
+    for i in 0..300 {
+        let value = if i % 97 == 5 { big.clone() } else { format!("value-{i}") };
+        let noreply = if i % 10 == 3 { " noreply" } else { "" };
+        request.extend_from_slice(
+            format!("set k{i} {i} 0 {}{noreply}\r\n{value}\r\n", value.len()).as_bytes(),
+        );
+        if noreply.is_empty() {
+            reply.extend_from_slice(b"STORED\r\n");
+        }
+        if i % 50 == 49 {
+            request.extend_from_slice(format!("get k{}\r\n", i - 1).as_bytes());
+            let v = format!("value-{}", i - 1);
+            reply.extend_from_slice(
+                format!("VALUE k{} {} {}\r\n{v}\r\nEND\r\n", i - 1, i - 1, v.len()).as_bytes(),
+            );
+        }
+    }
+    c.expect(&request, &reply);
+    for i in [0usize, 5, 102, 199, 299] {
+        let value = if i % 97 == 5 { big.clone() } else { format!("value-{i}") };
+        c.expect(
+            format!("get k{i}\r\n").as_bytes(),
+            format!("VALUE k{i} {i} {}\r\n{value}\r\nEND\r\n", value.len()).as_bytes(),
+        );
+    }
+    assert_eq!(server.counters().cmd_set.load(std::sync::atomic::Ordering::Relaxed), 300);
+    drop(c);
+    stop(db, server);
+}
