@@ -320,37 +320,47 @@ pub(crate) fn data_block(after: &[u8], value_len: usize) -> Option<Result<&[u8],
 /// `incr|decr <key> <delta> [noreply]`.
 fn decode_arithmetic(line: Line<'_>, incr: bool) -> Decoded<'_> {
     let skip = line.all.len();
-    let tokens = Tokens::split(line.content, usize::MAX).expect("no flags to check");
-    if tokens.count < 3 {
-        return refuse(ProtocolError::BadCommandLineFormat, false, skip);
+    match key_and_number(line, token_u64, ProtocolError::InvalidDeltaArgument) {
+        Ok((key, delta, noreply)) => Decoded::Request {
+            request: Request::Arithmetic { incr, key, delta, noreply },
+            consumed: skip,
+        },
+        Err((error, noreply)) => refuse(error, noreply, skip),
     }
-    let noreply = tokens.noreply();
-    let key = tokens.get(1).expect("three tokens");
-    if !key_ok(key) {
-        return refuse(ProtocolError::BadCommandLineFormat, noreply, skip);
-    }
-    let Some(delta) = tokens.get(2).and_then(token_u64) else {
-        return refuse(ProtocolError::InvalidDeltaArgument, noreply, skip);
-    };
-    Decoded::Request { request: Request::Arithmetic { incr, key, delta, noreply }, consumed: skip }
 }
 
 /// `touch <key> <exptime> [noreply]`.
 fn decode_touch(line: Line<'_>) -> Decoded<'_> {
     let skip = line.all.len();
+    match key_and_number(line, token_i32, ProtocolError::InvalidExptime) {
+        Ok((key, exptime, noreply)) => {
+            Decoded::Request { request: Request::Touch { key, exptime, noreply }, consumed: skip }
+        }
+        Err((error, noreply)) => refuse(error, noreply, skip),
+    }
+}
+
+/// The fields of `<command> <key> <number> [noreply]`: the key, the number read by
+/// `number` (refused with `bad_number`) and `noreply`; or the error memcached answers, and
+/// whether `noreply` hides it.
+fn key_and_number<'a, T>(
+    line: Line<'a>,
+    number: impl Fn(&[u8]) -> Option<T>,
+    bad_number: ProtocolError,
+) -> Result<(&'a [u8], T, bool), (ProtocolError, bool)> {
     let tokens = Tokens::split(line.content, usize::MAX).expect("no flags to check");
     if tokens.count < 3 {
-        return refuse(ProtocolError::BadCommandLineFormat, false, skip);
+        return Err((ProtocolError::BadCommandLineFormat, false));
     }
     let noreply = tokens.noreply();
     let key = tokens.get(1).expect("three tokens");
     if !key_ok(key) {
-        return refuse(ProtocolError::BadCommandLineFormat, noreply, skip);
+        return Err((ProtocolError::BadCommandLineFormat, noreply));
     }
-    let Some(exptime) = tokens.get(2).and_then(token_i32) else {
-        return refuse(ProtocolError::InvalidExptime, noreply, skip);
-    };
-    Decoded::Request { request: Request::Touch { key, exptime, noreply }, consumed: skip }
+    match tokens.get(2).and_then(number) {
+        Some(value) => Ok((key, value, noreply)),
+        None => Err((bad_number, noreply)),
+    }
 }
 
 /// `delete <key> [0] [noreply]`: the `0` is the old delay argument, still accepted; any

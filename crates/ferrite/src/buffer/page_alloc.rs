@@ -101,6 +101,12 @@ impl BufferPool {
         self.table.max_pages().saturating_sub(self.page_ids.count()) + free_listed as u64
     }
 
+    /// Whether the ids never handed out alone leave more than the reserve: the common case,
+    /// answered without the free list's lock.
+    fn roomy(&self) -> bool {
+        self.table.max_pages().saturating_sub(self.page_ids.count()) > self.reserve_pages()
+    }
+
     /// Whether the running commit may dig into the reserve: it changed pages already (or
     /// none is running).
     fn may_use_reserve(&self) -> bool {
@@ -119,9 +125,11 @@ impl BufferPool {
 
     /// A new page, zero-filled unless it is a reused one, latched exclusively and dirty.
     pub fn allocate(&self) -> Result<ExclusiveGuard<'_>> {
-        let listed = self.page_ids.free_count();
         // (Racy against other allocations: the reserve is a margin, not an exact count.)
-        if self.room(listed) <= self.reserve_pages() && !self.may_use_reserve() {
+        if !self.roomy()
+            && self.room(self.page_ids.free_count()) <= self.reserve_pages()
+            && !self.may_use_reserve()
+        {
             return Err(Error::DatabaseFull { max_pages: self.table.max_pages() });
         }
         let reused = self.page_ids.free.lock().unwrap().pop();
