@@ -160,8 +160,11 @@ fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, Cli
         seconds: b.seconds,
         seed: b.seed,
         zipfian: matches!(b.distribution, Distribution::Zipfian),
+        value_size: args.serve.value_size,
+        get_percent: args.serve.get_percent,
         ..ServeConfig::new(ServeStore::Ferrite)
     };
+    let rates = args.serve.rates.clone().unwrap_or_else(|| compare_serve::RATES.to_vec());
     let mut stores = compare_serve::Contender::all();
     if !memcached_installed() {
         stores.retain(|c| c.store != ServeStore::Memcached);
@@ -170,19 +173,18 @@ fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, Cli
     let labels: Vec<String> = stores.iter().map(|c| c.label()).collect();
     let names: Vec<&str> = stores.iter().map(|c| c.store.name()).collect();
     eprintln!(
-        "bench compare serve: {} at offered rates {:?} ops/s ({} keys of {} B, {} MiB of \
-         memory, {} per rate), results in {}",
+        "bench compare serve: {} at offered rates {:?} ops/s ({} keys of {} B, {} GET:SET, {} \
+         MiB of memory, {} per rate), results in {}",
         labels.join(", "),
-        compare_serve::RATES,
+        rates,
         thousands(base.keys),
         base.value_size,
+        base.mix(),
         base.memory_mib,
         duration(base.seconds),
         args.out.display()
     );
-    let output = compare_serve::run(&base, &stores, &compare_serve::RATES, &args.out, &mut |l| {
-        eprintln!("{l}")
-    })?;
+    let output = compare_serve::run(&base, &stores, &rates, &args.out, &mut |l| eprintln!("{l}"))?;
     write_outputs(out, &output.markdown, &output.json, &output.charts)?;
     let failed = output.stores.iter().filter(|(_, _, f)| f.is_some()).count();
     let runs: usize = output.stores.iter().map(|(_, r, _)| r.len()).sum();

@@ -742,8 +742,24 @@ OUTPUT
     result store=S workload=serve mix=G:S ops_per_s=N p50_us=L p99_us=L hit_ratio=X
            p999_us=L max_us=L keys=N value_size=B distribution=D connections=C
            memory_mib=M durability=D rate=OPS|closed ops=N gets=N sets=N set_errors=N seconds=S
-           load_s=S client_cpu_us_per_op=X disk_budget_mib=N|default
+           load_s=S client_cpu_us_per_op=X disk_budget_mib=N|default settle_s=S
+           [server_cpu_us_per_op=X ops_per_server_core_s=N]
+           [device_reads_per_get=X device_kib_per_read=X] [load_evictions=N] [items_after_load=N] [flash_items=N] [flash_hits=N]
+           [load_rate=OPS]
 
+    The bracketed fields are the server's own `stats`, where it keeps them: items it evicted
+    while loading, items it held after (curr_items), items with their value on flash
+    (memcached's extstore_objects_used), measured GET hits read from flash (get_extstore).
+    load_rate: memcached is loaded paced (the mean rate is given): its extstore keeps each
+    flushed item's header in RAM, in a slab class that grows only as fast as memcached's page
+    mover, so a load at full speed evicts most items. The load runs with `slabs automove 2`
+    and slows down whenever memcached evicts.
+    client_cpu_us_per_op: CPU of the load generator's connection threads. server_cpu_*: of
+    the server (memcached's process; Ferrite's, in this process, less the connection
+    threads), not known for --server.
+    settle_s: seconds waited after the load, before measuring, for the disk under --db to
+    write less than 4 MiB in a second (60 at most). device_*: that disk's reads while
+    measuring, per GET, and their mean size.
     set_errors: SETs refused with SERVER_ERROR out of memory (memcached's extstore refuses
     so while its flash writes lag; the load retries them, the measured part counts them).
     hit_ratio: GETs that found their key over all GETs. Latencies (HdrHistogram) time each
@@ -1369,6 +1385,16 @@ pub struct CompareCmd {
         long, value_name = "N", default_value_t = 1,
           value_parser = |s: &str| value::whole_usize(s, 1, MAX_ROUNDS as usize))]
     rounds: usize,
+    /// serve only: bytes per value (default 1024)
+    #[arg(long, value_name = "B", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
+    value_size: Option<u64>,
+    /// serve only: GET:SET percentages (default 90:10)
+    #[arg(long, value_name = "GET:SET", value_parser = serve_bench::parse_mix)]
+    mix: Option<u32>,
+    /// serve only: the offered rates, operations/s (default 2500,5000,10000,20000,40000,80000)
+    #[arg(long, value_name = "OPS[,OPS...]", value_delimiter = ',',
+          value_parser = |s: &str| value::whole(s, 1, 100_000_000))]
+    rates: Option<Vec<u64>>,
     #[command(flatten)]
     run: RunOpts,
 }
@@ -1383,8 +1409,8 @@ SUITES
     all            all of the above but sync, YCSB also uniform, and fill-seq
     serve          ferrite serve (durability sync, then none) against memcached with
                    extstore (when installed), each loaded once with --records items of
-                   1 KiB in --cache-mib of memory,
-                   then 90:10 GET:SET open loop at 2.5k, 5k, 10k, 20k, 40k and 80k ops/s
+                   1 KiB (--value-size) in --cache-mib of memory, then 90:10 GET:SET
+                   (--mix) open loop at 2.5k, 5k, 10k, 20k, 40k and 80k ops/s (--rates)
                    for --seconds each (--distribution, --db and --out apply; --stores and
                    --rounds do not): serve.md with the highest rate each served with a
                    p99 of at most 1 ms, serve.jsonl, serve-p99.svg and serve-ops.svg
@@ -1885,6 +1911,17 @@ pub struct CompareArgs {
     pub stores: Vec<StoreKind>,
     /// Times the whole suite runs (every step on every store per round).
     pub rounds: usize,
+    /// The serve suite's own options.
+    pub serve: ServeSweep,
+}
+
+/// What `bench compare serve` takes beyond the common options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeSweep {
+    pub value_size: usize,
+    pub get_percent: u32,
+    /// `None`: the suite's usual rates.
+    pub rates: Option<Vec<f64>>,
 }
 
 /// A command line that does not parse: the message, and the usage of the command it was
@@ -2364,7 +2401,19 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
     let base = run_config("bench compare", &cmd.run, base)?;
     let stores =
         cmd.stores.unwrap_or_else(|| StoreKind::ALL.into_iter().filter(|s| s.built_in()).collect());
-    Ok(CompareArgs { suite: cmd.suite, out: cmd.out, base, stores, rounds: cmd.rounds })
+    let serve = ServeSweep {
+        value_size: cmd.value_size.map_or(1024, |b| b as usize),
+        get_percent: cmd.mix.unwrap_or(90),
+        rates: cmd.rates.map(|r| r.into_iter().map(|ops| ops as f64).collect()),
+    };
+    let serve_only = cmd.value_size.is_some() || cmd.mix.is_some() || serve.rates.is_some();
+    if serve_only && cmd.suite != "serve" {
+        return Err(refuse(
+            "bench compare",
+            "--value-size, --mix and --rates apply to the serve suite only",
+        ));
+    }
+    Ok(CompareArgs { suite: cmd.suite, out: cmd.out, base, stores, rounds: cmd.rounds, serve })
 }
 
 /// `bench io`: its [`IoBenchConfig`].

@@ -178,6 +178,17 @@ fn tables(
             let _ = writeln!(md, "- {}: failed: {failure}", contender.label());
             continue;
         }
+        if let Some(first) = reports.first() {
+            let facts = first.server_facts();
+            if !facts.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "- {}, by its own stats: {} (at the first rate)",
+                    contender.label(),
+                    facts.join(", ")
+                );
+            }
+        }
         let highest = highest_within_bound(reports);
         let _ = writeln!(
             md,

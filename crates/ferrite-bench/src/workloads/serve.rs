@@ -23,7 +23,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -33,6 +33,7 @@ use crate::error::BenchError;
 use crate::gen::rng::{mix64, Rng};
 use crate::gen::zipf::Zipf;
 use crate::measure::cpu::CpuTime;
+use crate::measure::diskstats::{Disk, DiskCounters};
 use crate::measure::memcap::{evict_from_page_cache, MemoryCap};
 use crate::measure::phase::{MEASURE, STOP, WARMUP};
 use crate::report::ResultLine;
@@ -288,6 +289,14 @@ enum Target {
 }
 
 impl Target {
+    /// The server's process id, when it is a child of this one.
+    fn child_pid(&self) -> Option<u32> {
+        match self {
+            Target::Memcached { child } => Some(child.id()),
+            _ => None,
+        }
+    }
+
     fn stop(self) -> Result<(), BenchError> {
         match self {
             Target::Ferrite { db, server } => {
@@ -379,7 +388,11 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
             if unsafe { libc::geteuid() } == 0 {
                 args.extend(["-u".to_owned(), "root".to_owned()]);
             }
-            let description = format!("memcached {}", args.join(" "));
+            let description = format!(
+                "memcached {}; loaded paced by its evictions, with `slabs automove 2` while \
+                 loading",
+                args.join(" ")
+            );
             let child = Command::new("memcached")
                 .args(&args)
                 .stdout(Stdio::null())
@@ -399,12 +412,173 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
     }
 }
 
+/// The server's `stats` (or `stats SUB`): each name with its value.
+fn server_stats(addr: SocketAddr, sub: &str) -> Result<Vec<(String, String)>, BenchError> {
+    let mut conn = Conn::connect(addr)?;
+    let command = if sub.is_empty() { "stats\r\n".to_owned() } else { format!("stats {sub}\r\n") };
+    conn.send(command.as_bytes())?;
+    let mut stats = Vec::new();
+    loop {
+        let line = conn.read_line()?;
+        if line == "END" {
+            return Ok(stats);
+        }
+        let mut words = line.splitn(3, ' ');
+        match (words.next(), words.next(), words.next()) {
+            (Some("STAT"), Some(name), Some(value)) => {
+                stats.push((name.to_owned(), value.to_owned()));
+            }
+            _ => return Err(BenchError::Store(format!("`stats` was answered {line:?}").into())),
+        }
+    }
+}
+
+/// One numeric stat of `stats`, if the server keeps it.
+fn stat(stats: &[(String, String)], name: &str) -> Option<u64> {
+    stats.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.parse().ok())
+}
+
+/// A request whose answer must be `OK` (memcached's `slabs automove N`).
+fn command_ok(addr: SocketAddr, command: &str) -> Result<(), BenchError> {
+    let mut conn = Conn::connect(addr)?;
+    conn.send(format!("{command}\r\n").as_bytes())?;
+    match conn.read_line()? {
+        "OK" => Ok(()),
+        other => Err(BenchError::Store(format!("`{command}` was answered {other:?}").into())),
+    }
+}
+
+/// What the load did, and what the server held after it.
+#[derive(Debug, Clone, Default)]
+pub struct LoadFacts {
+    pub seconds: f64,
+    /// Items the server evicted while loading (its `evictions`), if it counts them.
+    pub evictions: Option<u64>,
+    /// Items the server held once loaded (`curr_items`), if it counts them.
+    pub items: Option<u64>,
+    /// memcached: items whose values were on flash once loaded (`extstore_objects_used`).
+    pub flash_items: Option<u64>,
+    /// memcached: the mean rate the paced load ran at, SETs/s.
+    pub paced_rate: Option<f64>,
+    /// Seconds waited after the load for the disk to go quiet (`settle`).
+    pub settle_seconds: f64,
+}
+
+/// The disk is quiet when it writes less than this in a second.
+const QUIET_BYTES_PER_S: u64 = 4 << 20;
+
+/// Waits until the disk under `dir` writes less than `QUIET_BYTES_PER_S` in a second (60 s at
+/// most), so that what a load left behind (write-back, checkpoints, extstore's flushes) is
+/// not measured as if the measured requests caused it. Its seconds.
+fn settle(dir: &Path) -> f64 {
+    let start = Instant::now();
+    let Some(disk) = Disk::of(dir) else { return 0.0 };
+    let mut before = disk.counters();
+    while start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = disk.counters();
+        match (now, before) {
+            (Some(now_c), Some(before_c))
+                if now_c.since(before_c).written_bytes >= QUIET_BYTES_PER_S => {}
+            _ => break,
+        }
+        before = now;
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// The paced load's rates, SETs/s: where it starts, its floor and its ceiling.
+const PACE_START: f64 = 50_000.0;
+const PACE_FLOOR: f64 = 10_000.0;
+const PACE_CEILING: f64 = 1_000_000.0;
+
+/// Spaces the load's batches at a rate the watcher changes.
+struct Pacer {
+    /// When the next batch may go, ns from `start`.
+    next_ns: std::sync::Mutex<u64>,
+    start: Instant,
+    rate_bits: std::sync::atomic::AtomicU64,
+}
+
+impl Pacer {
+    fn new(rate: f64) -> Pacer {
+        Pacer {
+            next_ns: std::sync::Mutex::new(0),
+            start: Instant::now(),
+            rate_bits: std::sync::atomic::AtomicU64::new(rate.to_bits()),
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
+    }
+
+    fn set_rate(&self, rate: f64) {
+        self.rate_bits.store(rate.clamp(PACE_FLOOR, PACE_CEILING).to_bits(), Ordering::Relaxed);
+    }
+
+    /// Waits for the turn of a batch of `items` SETs.
+    fn wait(&self, items: u64) {
+        let gap_ns = (items as f64 * 1e9 / self.rate()) as u64;
+        let due = {
+            let now = self.start.elapsed().as_nanos() as u64;
+            let mut next = self.next_ns.lock().expect("no pacer holder panics");
+            // (A load that fell behind does not burst to catch up.)
+            let due = (*next).max(now);
+            *next = due + gap_ns;
+            due
+        };
+        let now = self.start.elapsed().as_nanos() as u64;
+        if due > now {
+            std::thread::sleep(Duration::from_nanos(due - now));
+        }
+    }
+}
+
 /// Sets every key once, from `connections` connections, 64 pipelined per round trip.
-fn load(addr: SocketAddr, config: &ServeConfig) -> Result<(), BenchError> {
+///
+/// memcached is loaded paced. Its extstore flushes values to the file in the background, and
+/// an item flushed keeps a header in RAM, in a smaller slab class than the value's. That
+/// class grows only as fast as memcached's page mover moves pages to it, so a load at full
+/// speed (240 k SETs/s here) evicts about nine items in ten. The load therefore runs with
+/// `slabs automove 2` (the mover's aggressive mode, which memcached's protocol notes advise
+/// only for access patterns well understood, as a bulk load is) and `slabs automove 1`
+/// again after; and a watcher reads `evictions` five times a second, cutting the rate by a
+/// third while memcached evicts and raising it by a tenth while it does not.
+fn load(addr: SocketAddr, config: &ServeConfig) -> Result<LoadFacts, BenchError> {
+    let paced = config.store == ServeStore::Memcached;
+    let evicted_before = stat(&server_stats(addr, "")?, "evictions");
+    if paced {
+        command_ok(addr, "slabs automove 2")?;
+    }
+    let pacer = Pacer::new(PACE_START);
+    let loaded = std::sync::atomic::AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let start = Instant::now();
     let per = config.keys.div_ceil(config.connections as u64);
-    std::thread::scope(|scope| {
+    let outcome = std::thread::scope(|scope| {
+        let watcher = paced.then(|| {
+            let (pacer, loaded, done) = (&pacer, &loaded, &done);
+            scope.spawn(move || -> Result<(), BenchError> {
+                let (mut evicted, mut sent) = (evicted_before.unwrap_or(0), 0);
+                while !done.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    let now = stat(&server_stats(addr, "")?, "evictions").unwrap_or(0);
+                    let now_sent = loaded.load(Ordering::Relaxed);
+                    let (new_evicted, new_sent) = (now - evicted, now_sent - sent);
+                    (evicted, sent) = (now, now_sent);
+                    if new_evicted * 100 > new_sent {
+                        pacer.set_rate(pacer.rate() / 1.5);
+                    } else if new_evicted == 0 {
+                        pacer.set_rate(pacer.rate() * 1.1);
+                    }
+                }
+                Ok(())
+            })
+        });
         let handles: Vec<_> = (0..config.connections as u64)
             .map(|c| {
+                let (pacer, loaded) = (&pacer, &loaded);
                 scope.spawn(move || -> Result<(), BenchError> {
                     let mut conn = Conn::connect(addr)?;
                     let (first, end) = (c * per, ((c + 1) * per).min(config.keys));
@@ -428,6 +602,9 @@ fn load(addr: SocketAddr, config: &ServeConfig) -> Result<(), BenchError> {
                         }
                         let batch = (end - key).min(64);
                         let keys: Vec<u64> = retry.into_iter().chain(key..key + batch).collect();
+                        if paced {
+                            pacer.wait(keys.len() as u64);
+                        }
                         for &k in &keys {
                             conn.queue_set(&mut out, k, &value_of(k, 0, config.value_size));
                         }
@@ -437,14 +614,51 @@ fn load(addr: SocketAddr, config: &ServeConfig) -> Result<(), BenchError> {
                                 refused.push(k);
                             }
                         }
+                        loaded.fetch_add(keys.len() as u64, Ordering::Relaxed);
                         key += batch;
                     }
                     Ok(())
                 })
             })
             .collect();
-        handles.into_iter().try_for_each(|h| h.join().expect("a load thread panicked"))
+        let loaders =
+            handles.into_iter().try_for_each(|h| h.join().expect("a load thread panicked"));
+        done.store(true, Ordering::Release);
+        let watched = watcher.map_or(Ok(()), |w| w.join().expect("the load watcher panicked"));
+        loaders.and(watched)
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    if paced {
+        command_ok(addr, "slabs automove 1")?;
+    }
+    outcome?;
+    let after = if paced { settled_stats(addr)? } else { server_stats(addr, "")? };
+    let evictions = stat(&after, "evictions")
+        .map(|after_n| after_n.saturating_sub(evicted_before.unwrap_or(0)));
+    Ok(LoadFacts {
+        seconds,
+        evictions,
+        items: stat(&after, "curr_items"),
+        flash_items: stat(&after, "extstore_objects_used"),
+        paced_rate: paced.then(|| config.keys as f64 / seconds),
+        settle_seconds: 0.0,
     })
+}
+
+/// memcached's `stats` once its extstore flusher has settled: no new object written to the
+/// file in half a second (30 s at most).
+fn settled_stats(addr: SocketAddr) -> Result<Vec<(String, String)>, BenchError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut stats = server_stats(addr, "")?;
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = server_stats(addr, "")?;
+        let written = |s: &[(String, String)]| stat(s, "extstore_objects_written");
+        if written(&now) == written(&stats) || Instant::now() > deadline {
+            return Ok(now);
+        }
+        stats = now;
+    }
 }
 
 /// What one connection counted while measuring.
@@ -455,6 +669,8 @@ struct Counts {
     /// SETs the server refused for lack of memory.
     set_errors: u64,
     latency_ns: Hdr,
+    /// This thread's CPU while measuring.
+    cpu: CpuTime,
 }
 
 /// The report of a run.
@@ -469,9 +685,17 @@ pub struct ServeReport {
     /// Measured SETs refused for lack of memory (counted in `sets` and `ops` too).
     pub set_errors: u64,
     pub seconds: f64,
-    pub load_seconds: f64,
+    pub load: LoadFacts,
+    /// memcached: GET hits read from its extstore file while measuring (`get_extstore`).
+    pub flash_hits: Option<u64>,
+    /// What the disk under `--db` did while measuring, if `/proc/diskstats` lists it.
+    pub disk_io: Option<DiskCounters>,
     pub latency_ns: Hdr,
+    /// CPU of the load generator's connection threads while measuring.
     pub cpu: CpuTime,
+    /// CPU of the server while measuring: memcached's process, or this process less the
+    /// connection threads when Ferrite runs in it; `None` for a server started elsewhere.
+    pub server_cpu: Option<CpuTime>,
     pub capped: String,
 }
 
@@ -521,17 +745,68 @@ impl ServeReport {
             Some(rate) => line.real("rate", rate, 0),
             None => line.word("rate", "closed"),
         };
-        line.int("ops", self.ops)
+        line = line
+            .int("ops", self.ops)
             .int("gets", self.gets)
             .int("sets", self.sets)
             .int("set_errors", self.set_errors)
             .real("seconds", self.seconds, 2)
-            .real("load_s", self.load_seconds, 2)
+            .real("load_s", self.load.seconds, 2)
             .real("client_cpu_us_per_op", self.cpu.total_s() * 1e6 / self.ops.max(1) as f64, 2)
             .word(
                 "disk_budget_mib",
                 &c.disk_budget_mib.map_or_else(|| "default".to_owned(), |mib| mib.to_string()),
-            )
+            );
+        // What the server says of itself, where it keeps the count.
+        for (name, value) in [
+            ("load_evictions", self.load.evictions),
+            ("items_after_load", self.load.items),
+            ("flash_items", self.load.flash_items),
+            ("flash_hits", self.flash_hits),
+        ] {
+            if let Some(value) = value {
+                line = line.int(name, value);
+            }
+        }
+        if let Some(rate) = self.load.paced_rate {
+            line = line.real("load_rate", rate, 0);
+        }
+        line = line.real("settle_s", self.load.settle_seconds, 1);
+        if let Some(server) = &self.server_cpu {
+            let ops = self.ops.max(1) as f64;
+            line = line.real("server_cpu_us_per_op", server.total_s() * 1e6 / ops, 2).real(
+                "ops_per_server_core_s",
+                ops / server.total_s().max(1e-9),
+                0,
+            );
+        }
+        if let Some(io) = &self.disk_io {
+            line = line
+                .real("device_reads_per_get", io.reads as f64 / self.gets.max(1) as f64, 3)
+                .real("device_kib_per_read", io.read_kib_per_read(), 1);
+        }
+        line
+    }
+
+    /// The server's own account of the load and of flash, in words (none if it keeps none).
+    pub fn server_facts(&self) -> Vec<String> {
+        let mut facts = Vec::new();
+        if let Some(items) = self.load.items {
+            facts.push(format!("held {items} items after the load"));
+        }
+        if let Some(evictions) = self.load.evictions {
+            facts.push(format!("evicted {evictions} while loading"));
+        }
+        if let Some(flash) = self.load.flash_items {
+            facts.push(format!("had {flash} items on flash"));
+        }
+        if let Some(rate) = self.load.paced_rate {
+            facts.push(format!("was loaded paced, at {rate:.0} SETs/s on average"));
+        }
+        if let Some(flash_hits) = self.flash_hits {
+            facts.push(format!("read {flash_hits} of the measured hits from flash"));
+        }
+        facts
     }
 
     pub fn summary(&self) -> String {
@@ -540,7 +815,7 @@ impl ServeReport {
             "  bench serve   {} GET:SET on {}, {} keys of {} B ({:.1} MiB of values), {} \
              connections, {}, {}\n  store         {}{}\n  throughput    {:.0} ops/s over \
              {:.2} s ({} GETs, {} hits: hit ratio {:.4}; {} SETs, {} refused)\n  latency       p50 {:.1} \
-             µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}\n",
+             µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs{}{}{}{}\n",
             c.mix(),
             c.store.name(),
             c.keys,
@@ -563,6 +838,33 @@ impl ServeReport {
             self.us(0.999),
             self.latency_ns.max() as f64 / 1000.0,
             if c.rate.is_some() { " (from each request's intended send time)" } else { "" },
+            {
+                let ops = self.ops.max(1) as f64;
+                let client = self.cpu.total_s() * 1e6 / ops;
+                match &self.server_cpu {
+                    Some(server) => format!(
+                        "\n  cpu           client {client:.1} µs per op; server {:.1} µs per op, \
+                         {:.0} ops per server core-second",
+                        server.total_s() * 1e6 / ops,
+                        ops / server.total_s().max(1e-9)
+                    ),
+                    None => format!("\n  cpu           client {client:.1} µs per op"),
+                }
+            },
+            match &self.disk_io {
+                Some(io) => format!(
+                    "\n  device        {:.3} reads per GET, {:.1} KiB per read; measured after \
+                     {:.1} s for the disk to go quiet after the load",
+                    io.reads as f64 / self.gets.max(1) as f64,
+                    io.read_kib_per_read(),
+                    self.load.settle_seconds
+                ),
+                None => String::new(),
+            },
+            match self.server_facts() {
+                facts if facts.is_empty() => String::new(),
+                facts => format!("\n  server        {}", facts.join(", ")),
+            },
         )
     }
 }
@@ -625,18 +927,38 @@ pub fn run_rates(
         None => start(config)?,
     };
     let outcome = (|| {
-        let load_start = Instant::now();
-        load(addr, config)?;
-        let load_seconds = load_start.elapsed().as_secs_f64();
+        let mut load = load(addr, config)?;
+        load.settle_seconds = settle(&config.dir);
+        let disk = Disk::of(&config.dir);
         if config.store == ServeStore::Memcached {
             evict_from_page_cache(&config.dir);
         }
         let mut reports = Vec::new();
         for &rate in rates {
             let config = ServeConfig { rate, ..config.clone() };
-            let (counts, seconds, cpu) = measure(addr, &config)?;
-            let report =
-                report_of(&config, &description, &capped, load_seconds, counts, seconds, cpu)?;
+            let flash_read = |stats: &[(String, String)]| stat(stats, "get_extstore");
+            let flash_before = flash_read(&server_stats(addr, "")?);
+            let disk_before = disk.as_ref().and_then(Disk::counters);
+            let child_before = target.child_pid().and_then(CpuTime::of_process);
+            let (counts, seconds, process_cpu) = measure(addr, &config)?;
+            let cpu = counts.iter().fold(CpuTime::default(), |sum, c| sum.plus(c.cpu));
+            let server_cpu = match &target {
+                Target::Ferrite { .. } => Some(process_cpu.since(cpu)),
+                Target::Memcached { child } => CpuTime::of_process(child.id())
+                    .zip(child_before)
+                    .map(|(after, before)| after.since(before)),
+                Target::External => None,
+            };
+            let disk_io = disk
+                .as_ref()
+                .and_then(Disk::counters)
+                .zip(disk_before)
+                .map(|(after, before)| after.since(before));
+            let flash_hits = flash_read(&server_stats(addr, "")?)
+                .zip(flash_before)
+                .map(|(after, before)| after.saturating_sub(before));
+            let measured = Measured { counts, seconds, cpu, server_cpu, flash_hits, disk_io };
+            let report = report_of(&config, &description, &capped, &load, measured)?;
             done(&report);
             reports.push(report);
         }
@@ -652,16 +974,25 @@ pub fn run_rates(
     Ok(reports)
 }
 
+/// What one measured part counted.
+struct Measured {
+    counts: Vec<Counts>,
+    seconds: f64,
+    cpu: CpuTime,
+    server_cpu: Option<CpuTime>,
+    flash_hits: Option<u64>,
+    disk_io: Option<DiskCounters>,
+}
+
 /// The report of one measured part, its JSON line appended where `config.json` says.
 fn report_of(
     config: &ServeConfig,
     description: &str,
     capped: &str,
-    load_seconds: f64,
-    counts: Vec<Counts>,
-    seconds: f64,
-    cpu: CpuTime,
+    load: &LoadFacts,
+    measured: Measured,
 ) -> Result<ServeReport, BenchError> {
+    let Measured { counts, seconds, cpu, server_cpu, flash_hits, disk_io } = measured;
     let mut latency_ns = new_histogram();
     let (mut gets, mut hits, mut sets, mut set_errors) = (0, 0, 0, 0);
     for c in counts {
@@ -680,9 +1011,12 @@ fn report_of(
         sets,
         set_errors,
         seconds,
-        load_seconds,
+        load: load.clone(),
+        flash_hits,
+        disk_io,
         latency_ns,
         cpu,
+        server_cpu,
         capped: capped.to_owned(),
     };
     if let Some(path) = &config.json {
@@ -749,8 +1083,15 @@ fn connection(
 ) -> Result<Counts, BenchError> {
     let mut conn = Conn::connect(addr)?;
     let mut rng = Rng::stream(config.seed, index);
-    let mut counts =
-        Counts { gets: 0, hits: 0, sets: 0, set_errors: 0, latency_ns: new_histogram() };
+    let mut counts = Counts {
+        gets: 0,
+        hits: 0,
+        sets: 0,
+        set_errors: 0,
+        latency_ns: new_histogram(),
+        cpu: CpuTime::default(),
+    };
+    let mut cpu_from: Option<CpuTime> = None;
     let per_connection = config.rate.map(|rate| rate / config.connections as f64);
     let mut next_send = Instant::now();
     let mut version = (index as u32) << 20;
@@ -758,7 +1099,13 @@ fn connection(
     loop {
         let now_phase = phase.load(Ordering::Acquire);
         if now_phase == STOP {
+            if let Some(from) = cpu_from {
+                counts.cpu = CpuTime::this_thread().since(from);
+            }
             return Ok(counts);
+        }
+        if now_phase == MEASURE && cpu_from.is_none() {
+            cpu_from = Some(CpuTime::this_thread());
         }
         let intended = match per_connection {
             Some(rate) => {
@@ -812,7 +1159,6 @@ pub fn memcached_installed() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn values_check_themselves_and_mixes_parse() {
@@ -853,6 +1199,9 @@ mod tests {
             assert_eq!(line.get("store"), Some("ferrite"));
             assert_eq!(line.get("mix"), Some("90:10"));
             assert!(!config.dir.exists(), "removed after the run");
+            // (Ferrite counts its evictions, and keeps no item count or flash tier.)
+            assert_eq!(report.load.evictions, Some(0), "{}", report.summary());
+            assert_eq!((report.load.items, report.flash_hits), (None, None));
         }
     }
 
@@ -886,5 +1235,12 @@ mod tests {
         let report = run(&tiny(ServeStore::Memcached, tmp.path()), false).unwrap();
         assert!(report.gets > 0, "{}", report.summary());
         assert!(report.store_description.contains("ext_path="), "{}", report.store_description);
+        // The paced load kept every item (1.2 MB in 16 MiB), and memcached says so.
+        assert_eq!(report.load.items, Some(2000), "{}", report.summary());
+        assert_eq!(report.load.evictions, Some(0), "{}", report.summary());
+        assert!(report.load.flash_items.is_some() && report.flash_hits.is_some());
+        let line = report.result_line();
+        assert_eq!(line.get("items_after_load"), Some("2000"));
+        assert!(line.get("load_rate").is_some(), "{line}");
     }
 }

@@ -665,6 +665,15 @@ fn bench_compare_defaults_and_options() {
     assert_eq!(compare(&["sync", "--rounds", "3"]).rounds, 3);
     let c = compare(&["sync", "--stores", "ferrite,rocksdb", "--out", "o"]);
     assert_eq!((c.suite.as_str(), c.stores.len(), c.out), ("sync", 2, PathBuf::from("o")));
+    // The serve suite's own options: defaults, values, and refused for other suites.
+    let c = compare(&["serve"]);
+    assert_eq!((c.serve.value_size, c.serve.get_percent, c.serve.rates), (1024, 90, None));
+    let c = compare(&["serve", "--value-size", "4096", "--mix", "50:50", "--rates", "1000,8000"]);
+    assert_eq!((c.serve.value_size, c.serve.get_percent), (4096, 50));
+    assert_eq!(c.serve.rates, Some(vec![1000.0, 8000.0]));
+    fails(&["bench", "compare", "quick", "--mix", "50:50"], "apply to the serve suite only");
+    fails(&["bench", "compare", "serve", "--rates", "0"], "--rates");
+    fails(&["bench", "compare", "serve", "--mix", "50:60"], "add to 110");
     fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
     fails(&["bench", "compare"], "<SUITE>");
     fails(&["bench", "compare", "quick", "--stores", "x"], "unknown store \"x\"");
