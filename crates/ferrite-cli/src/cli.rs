@@ -758,7 +758,9 @@ OUTPUT
     the server (memcached's process; Ferrite's, in this process, less the connection
     threads), not known for --server.
     settle_s: seconds waited after the load, before measuring, for the disk under --db to
-    write less than 4 MiB in a second (60 at most). device_*: that disk's reads while
+    write less than 4 MiB in a second and then for a syncfs of it to take less than 20 ms
+    (60 s at most: on a virtual disk the first cache flushes after a large load can stall
+    for tenths of a second). device_*: that disk's reads while
     measuring, per GET, and their mean size.
     set_errors: SETs refused with SERVER_ERROR out of memory (memcached's extstore refuses
     so while its flash writes lag; the load retries them, the measured part counts them).
