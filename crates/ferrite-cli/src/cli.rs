@@ -733,6 +733,10 @@ pub struct ServeBenchCmd {
     /// Ferrite's durability: sync (default), periodic or none (memcached has none)
     #[arg(long, value_name = "MODE", value_parser = ["sync", "periodic", "none"])]
     durability: Option<String>,
+    /// The measured part's client: threads (default: one blocking thread per connection) or
+    /// ring (one thread, one io_uring for all: less CPU, but one thread's delays delay them all)
+    #[arg(long, value_name = "CLIENT", value_parser = serve_bench::Client::parse)]
+    client: Option<serve_bench::Client>,
 }
 
 const SERVE_BENCH_AFTER: &str = "\
@@ -743,6 +747,7 @@ OUTPUT
            p999_us=L max_us=L keys=N value_size=B distribution=D connections=C
            memory_mib=M durability=D rate=OPS|closed ops=N gets=N sets=N set_errors=N seconds=S
            load_s=S client_cpu_us_per_op=X disk_budget_mib=N|default settle_s=S
+           client=threads|ring
            [server_cpu_us_per_op=X ops_per_server_core_s=N]
            [device_reads_per_get=X device_kib_per_read=X] [load_evictions=N] [items_after_load=N] [flash_items=N] [flash_hits=N]
            [load_rate=OPS]
@@ -2458,6 +2463,7 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         seed: cmd.seed.unwrap_or(defaults.seed),
         json: cmd.json,
         durability: durability_of(cmd.durability.as_deref()),
+        client: cmd.client.unwrap_or(defaults.client),
     };
     if cmd.durability.is_some() && (store != ServeStore::Ferrite || cmd.server.is_some()) {
         return Err(refuse(

@@ -922,4 +922,7 @@ fn bench_serve_defaults_and_options() {
     );
     fails(&["bench", "serve", "--mix", "90:20"], "add to 110");
     fails(&["bench", "serve", "--store", "redis"], "unknown store \"redis\"");
+    assert_eq!(of(&[]).client, serve_bench::Client::Threads);
+    assert_eq!(of(&["--client", "ring"]).client, serve_bench::Client::Ring);
+    fails(&["bench", "serve", "--client", "epoll"], "unknown client \"epoll\"");
 }

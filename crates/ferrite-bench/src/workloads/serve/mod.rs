@@ -39,6 +39,8 @@ use crate::measure::phase::{MEASURE, STOP, WARMUP};
 use crate::report::ResultLine;
 use crate::runner::{new_histogram, record, Hdr};
 
+mod ring;
+
 /// The stores `bench serve` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServeStore {
@@ -88,6 +90,34 @@ pub struct ServeConfig {
     pub json: Option<PathBuf>,
     /// Ferrite's durability (memcached has none: a restart loses everything).
     pub durability: ferrite::Durability,
+    /// How the measured part's connections are driven.
+    pub client: Client,
+}
+
+/// The load generator's client for the measured part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    /// A thread per connection, blocking sends and receives (the default).
+    Threads,
+    /// One thread and one io_uring for every connection (`ring.rs`).
+    Ring,
+}
+
+impl Client {
+    pub fn parse(text: &str) -> Result<Client, String> {
+        match text {
+            "threads" => Ok(Client::Threads),
+            "ring" => Ok(Client::Ring),
+            _ => Err(format!("unknown client {text:?} (threads, ring)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Client::Threads => "threads",
+            Client::Ring => "ring",
+        }
+    }
 }
 
 impl ServeConfig {
@@ -108,6 +138,7 @@ impl ServeConfig {
             seed: 1,
             json: None,
             durability: ferrite::Durability::Sync,
+            client: Client::Threads,
         }
     }
 
@@ -211,12 +242,6 @@ struct Conn {
     line: String,
 }
 
-/// What a GET found.
-enum Got {
-    Hit(Vec<u8>),
-    Miss,
-}
-
 impl Conn {
     fn connect(addr: SocketAddr) -> Result<Conn, BenchError> {
         let stream = TcpStream::connect(addr).map_err(io_error(format!("connecting to {addr}")))?;
@@ -259,7 +284,15 @@ impl Conn {
             other => Err(BenchError::Store(format!("a SET was answered {other:?}").into())),
         }
     }
+}
 
+/// What a GET found.
+enum Got {
+    Hit(Vec<u8>),
+    Miss,
+}
+
+impl Conn {
     fn get(&mut self, key: u64) -> Result<Got, BenchError> {
         self.send(format!("get {}\r\n", key_name(key)).as_bytes())?;
         let line = self.read_line()?.to_owned();
@@ -794,7 +827,7 @@ impl ServeReport {
         if let Some(rate) = self.load.paced_rate {
             line = line.real("load_rate", rate, 0);
         }
-        line = line.real("settle_s", self.load.settle_seconds, 1);
+        line = line.real("settle_s", self.load.settle_seconds, 1).word("client", c.client.name());
         if let Some(server) = &self.server_cpu {
             let ops = self.ops.max(1) as f64;
             line = line.real("server_cpu_us_per_op", server.total_s() * 1e6 / ops, 2).real(
@@ -1052,9 +1085,50 @@ fn report_of(
     Ok(report)
 }
 
+/// The measured part: warm-up, then `config.seconds`; the connections' counts, the seconds
+/// measured, and this process's CPU over them. With `Client::Ring`, one driver thread
+/// (`ring.rs`) runs every connection.
+fn measure(
+    addr: SocketAddr,
+    config: &ServeConfig,
+) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
+    if config.client == Client::Threads {
+        return measure_threads(addr, config);
+    }
+    let phase = AtomicU8::new(WARMUP);
+    let failed = AtomicBool::new(false);
+    let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, 0.99));
+    std::thread::scope(|scope| {
+        let (phase_ref, failed_ref, zipf) = (&phase, &failed, zipf.as_ref());
+        let driver = scope.spawn(move || {
+            let outcome = ring::drive(addr, config, phase_ref, zipf);
+            if outcome.is_err() {
+                failed_ref.store(true, Ordering::Release);
+            }
+            outcome
+        });
+        let warmup_end = Instant::now() + config.warmup();
+        while Instant::now() < warmup_end && !failed.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let cpu_before = CpuTime::now();
+        let start = Instant::now();
+        phase.store(MEASURE, Ordering::Release);
+        let end = start + Duration::from_secs_f64(config.seconds);
+        while Instant::now() < end && !failed.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        phase.store(STOP, Ordering::Release);
+        let seconds = start.elapsed().as_secs_f64();
+        let cpu = CpuTime::now().since(cpu_before);
+        let counts = driver.join().expect("the client's driver panicked")?;
+        Ok((vec![counts], seconds, cpu))
+    })
+}
+
 /// The measured part: warm-up, then `config.seconds`; each connection's counts, the seconds
 /// measured, and this process's CPU over them.
-fn measure(
+fn measure_threads(
     addr: SocketAddr,
     config: &ServeConfig,
 ) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
@@ -1213,14 +1287,21 @@ mod tests {
     #[test]
     fn ferrite_serves_a_short_run_every_value_checked() {
         let tmp = tempfile::tempdir().unwrap();
-        for (zipfian, rate) in [(false, None), (true, Some(4000.0))] {
-            let config = ServeConfig { zipfian, rate, ..tiny(ServeStore::Ferrite, tmp.path()) };
+        for (zipfian, rate, client) in [
+            (false, None, Client::Threads),
+            (true, Some(4000.0), Client::Threads),
+            (false, None, Client::Ring),
+            (true, Some(4000.0), Client::Ring),
+        ] {
+            let config =
+                ServeConfig { zipfian, rate, client, ..tiny(ServeStore::Ferrite, tmp.path()) };
             let report = run(&config, false).unwrap();
             assert!(report.gets > 0 && report.sets > 0, "{}", report.summary());
             assert_eq!(report.hit_ratio(), 1.0, "every key was loaded: {}", report.summary());
             let line = report.result_line();
             assert_eq!(line.get("store"), Some("ferrite"));
             assert_eq!(line.get("mix"), Some("90:10"));
+            assert_eq!(line.get("client"), Some(client.name()));
             assert!(!config.dir.exists(), "removed after the run");
             // (Ferrite counts its evictions, and keeps no item count or flash tier.)
             assert_eq!(report.load.evictions, Some(0), "{}", report.summary());
