@@ -131,17 +131,21 @@ impl Tree {
     /// it missed a page or restarted. Building and polling the future for every lookup cost
     /// 6 % more instructions per in-memory lookup (callgrind).
     pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
-        let mut stub = None;
-        let found = self.get_raw_with(key, |value| match is_stub(value) {
-            true => {
-                stub = Some(value.to_vec());
-                None
+        loop {
+            let mut stub = None;
+            let found = self.get_raw_with(key, |value| match is_stub(value) {
+                true => {
+                    stub = Some(value.to_vec());
+                    None
+                }
+                false => Some(read(value)),
+            })?;
+            let Some(stub) = stub else { return Ok(found.flatten()) };
+            let value = self.follow_stub(stub.clone());
+            if self.get_raw_with(key, |now| now == &stub[..])? == Some(true) {
+                return value.map(|v| Some(read(&v)));
             }
-            false => Some(read(value)),
-        })?;
-        match (found, stub) {
-            (Some(None), Some(stub)) => self.follow_stub(stub).map(|v| Some(read(&v))),
-            (found, _) => Ok(found.flatten()),
+            // Replaced while its data was read: read the key again (`still_holds`).
         }
     }
 
@@ -173,31 +177,39 @@ impl Tree {
     }
 
     /// [`Tree::get_with`] as a future. (An object's data is read with blocking reads.)
+    ///
+    /// `still_holds`: a reader that followed a stub reads the key again once it has the
+    /// object's data, and keeps the data only if the key still holds that stub (an object
+    /// id is never reused). A put that replaced the object meanwhile deleted its extents,
+    /// and the reader may have found none (a sparse object: zeros) or read pages freed and
+    /// reused since; it starts over. A failed read of the data counts only if the key still
+    /// holds the stub: otherwise it too may come from the replacement.
     pub async fn get_with_async<R>(
         &self,
         key: &[u8],
         mut read: impl FnMut(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        let mut stub = None;
-        let found = self
-            .read(false, key, |value| match is_stub(value) {
-                true => {
-                    stub = Some(value.to_vec());
-                    None
-                }
-                false => Some(read(value)),
-            })
-            .await?;
-        match (found, stub) {
-            (Some(None), Some(stub)) => match self.classify(stub)? {
-                // (On a worker, the object's data is read through its ring.)
-                super::object::Stored::Object { id, len } => {
-                    let value = self.read_whole_object_async(id, len).await?;
-                    Ok(Some(read(&value)))
-                }
-                _ => unreachable!("a stub"),
-            },
-            (found, _) => Ok(found.flatten()),
+        loop {
+            let mut stub = None;
+            let found = self
+                .read(false, key, |value| match is_stub(value) {
+                    true => {
+                        stub = Some(value.to_vec());
+                        None
+                    }
+                    false => Some(read(value)),
+                })
+                .await?;
+            let Some(stub) = stub else { return Ok(found.flatten()) };
+            let super::object::Stored::Object { id, len } = self.classify(stub.clone())? else {
+                unreachable!("a stub")
+            };
+            // (On a worker, the object's data is read through its ring.)
+            let value = self.read_whole_object_async(id, len).await;
+            if self.read(false, key, |now| now == &stub[..]).await? == Some(true) {
+                return value.map(|v| Some(read(&v)));
+            }
+            // Replaced while its data was read: read the key again (`still_holds`).
         }
     }
 
@@ -398,8 +410,9 @@ impl Tree {
     /// The put itself, inside a commit (the key leaves the change buffer, if there; an
     /// object it held is freed).
     pub(super) async fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.free_replaced(key).await?;
-        self.apply_put_raw(key, value).await
+        let replaced = self.replaced_object(key).await?;
+        self.apply_put_raw(key, value).await?;
+        self.free_replaced(replaced).await
     }
 
     /// [`Tree::apply_put`] of a value that replaces no object (the caller knows).
@@ -409,22 +422,34 @@ impl Tree {
         self.run(true, |pool, scratch| btree.put(pool, key, value, scratch)).await
     }
 
-    /// Inside a commit that replaces or deletes `key`: frees the object it holds, if any.
-    async fn free_replaced(&self, key: &[u8]) -> Result<()> {
+    /// Inside a commit that replaces or deletes `key`: the object it holds, if any.
+    async fn replaced_object(&self, key: &[u8]) -> Result<Option<u64>> {
         if !self.shared.objects_in_use.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(None);
         }
-        if let super::object::Stored::Object { id, .. } = self.stored_in_commit(key).await? {
-            self.shared.free_object(id).await?;
+        match self.stored_in_commit(key).await? {
+            super::object::Stored::Object { id, .. } => Ok(Some(id)),
+            _ => Ok(None),
         }
-        Ok(())
+    }
+
+    /// Frees the object a put or delete replaced, once the key no longer holds it: a reader
+    /// that still has its stub and finds its extents gone then finds the key changed too
+    /// (`still_holds`, in `get_with_async`), and reads again.
+    async fn free_replaced(&self, replaced: Option<u64>) -> Result<()> {
+        match replaced {
+            Some(id) => self.shared.free_object(id).await,
+            None => Ok(()),
+        }
     }
 
     /// The delete itself, inside a commit. A key in the change buffer leaves it (and was
     /// present); an object it held is freed.
     pub(super) async fn apply_delete(&self, key: &[u8]) -> Result<bool> {
-        self.free_replaced(key).await?;
-        self.apply_delete_raw(key).await
+        let replaced = self.replaced_object(key).await?;
+        let removed = self.apply_delete_raw(key).await?;
+        self.free_replaced(replaced).await?;
+        Ok(removed)
     }
 
     /// [`Tree::apply_delete`] of a key that holds no object (the caller knows).

@@ -729,6 +729,19 @@ struct Counts {
     cpu: CpuTime,
 }
 
+impl Counts {
+    fn new() -> Counts {
+        Counts {
+            gets: 0,
+            hits: 0,
+            sets: 0,
+            set_errors: 0,
+            latency_ns: new_histogram(),
+            cpu: CpuTime::default(),
+        }
+    }
+}
+
 /// The report of a run.
 #[derive(Debug)]
 pub struct ServeReport {
@@ -1085,69 +1098,33 @@ fn report_of(
     Ok(report)
 }
 
-/// The measured part: warm-up, then `config.seconds`; the connections' counts, the seconds
-/// measured, and this process's CPU over them. With `Client::Ring`, one driver thread
-/// (`ring.rs`) runs every connection.
+/// The measured part: warm-up, then `config.seconds`; the counts of each thread of the
+/// client (a thread per connection, or with `Client::Ring` one driver thread for all,
+/// `ring.rs`), the seconds measured, and this process's CPU over them.
 fn measure(
     addr: SocketAddr,
     config: &ServeConfig,
 ) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
-    if config.client == Client::Threads {
-        return measure_threads(addr, config);
-    }
     let phase = AtomicU8::new(WARMUP);
     let failed = AtomicBool::new(false);
     let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, 0.99));
     std::thread::scope(|scope| {
         let (phase_ref, failed_ref, zipf) = (&phase, &failed, zipf.as_ref());
-        let driver = scope.spawn(move || {
-            let outcome = ring::drive(addr, config, phase_ref, zipf);
+        // A client thread's outcome, a failure also told to the timeline below.
+        let noted = move |outcome: Result<Counts, BenchError>| {
             if outcome.is_err() {
                 failed_ref.store(true, Ordering::Release);
             }
             outcome
-        });
-        let warmup_end = Instant::now() + config.warmup();
-        while Instant::now() < warmup_end && !failed.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let cpu_before = CpuTime::now();
-        let start = Instant::now();
-        phase.store(MEASURE, Ordering::Release);
-        let end = start + Duration::from_secs_f64(config.seconds);
-        while Instant::now() < end && !failed.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        phase.store(STOP, Ordering::Release);
-        let seconds = start.elapsed().as_secs_f64();
-        let cpu = CpuTime::now().since(cpu_before);
-        let counts = driver.join().expect("the client's driver panicked")?;
-        Ok((vec![counts], seconds, cpu))
-    })
-}
-
-/// The measured part: warm-up, then `config.seconds`; each connection's counts, the seconds
-/// measured, and this process's CPU over them.
-fn measure_threads(
-    addr: SocketAddr,
-    config: &ServeConfig,
-) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
-    let phase = AtomicU8::new(WARMUP);
-    let failed = AtomicBool::new(false);
-    let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, 0.99));
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..config.connections as u64)
-            .map(|c| {
-                let (phase, failed, zipf) = (&phase, &failed, zipf.as_ref());
-                scope.spawn(move || {
-                    let outcome = connection(addr, config, c, phase, zipf);
-                    if outcome.is_err() {
-                        failed.store(true, Ordering::Release);
-                    }
-                    outcome
-                })
-            })
-            .collect();
+        };
+        let handles: Vec<_> = match config.client {
+            Client::Ring => {
+                vec![scope.spawn(move || noted(ring::drive(addr, config, phase_ref, zipf)))]
+            }
+            Client::Threads => (0..config.connections as u64)
+                .map(|c| scope.spawn(move || noted(connection(addr, config, c, phase_ref, zipf))))
+                .collect(),
+        };
         let warmup_end = Instant::now() + config.warmup();
         while Instant::now() < warmup_end && !failed.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(10));
@@ -1164,7 +1141,7 @@ fn measure_threads(
         let cpu = CpuTime::now().since(cpu_before);
         let counts = handles
             .into_iter()
-            .map(|h| h.join().expect("a connection thread panicked"))
+            .map(|h| h.join().expect("a client thread panicked"))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((counts, seconds, cpu))
     })
@@ -1180,14 +1157,7 @@ fn connection(
 ) -> Result<Counts, BenchError> {
     let mut conn = Conn::connect(addr)?;
     let mut rng = Rng::stream(config.seed, index);
-    let mut counts = Counts {
-        gets: 0,
-        hits: 0,
-        sets: 0,
-        set_errors: 0,
-        latency_ns: new_histogram(),
-        cpu: CpuTime::default(),
-    };
+    let mut counts = Counts::new();
     let mut cpu_from: Option<CpuTime> = None;
     let per_connection = config.rate.map(|rate| rate / config.connections as f64);
     let mut next_send = Instant::now();

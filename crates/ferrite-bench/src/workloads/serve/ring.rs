@@ -35,7 +35,7 @@ use crate::gen::rng::Rng;
 use crate::gen::zipf::Zipf;
 use crate::measure::cpu::CpuTime;
 use crate::measure::phase::{MEASURE, STOP};
-use crate::runner::{new_histogram, record};
+use crate::runner::record;
 
 /// How long the driver sleeps at most between looks at the phase.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
@@ -163,14 +163,7 @@ pub(super) fn drive(
     let clock = Instant::now();
     let now_ns = || clock.elapsed().as_nanos() as u64;
     let per_connection = config.rate.map(|rate| rate / config.connections as f64);
-    let mut counts = Counts {
-        gets: 0,
-        hits: 0,
-        sets: 0,
-        set_errors: 0,
-        latency_ns: new_histogram(),
-        cpu: CpuTime::default(),
-    };
+    let mut counts = Counts::new();
     let mut cpu_from: Option<CpuTime> = None;
     let mut idle: BinaryHeap<Reverse<(u64, usize)>> =
         (0..links.len()).map(|i| Reverse((0, i))).collect();

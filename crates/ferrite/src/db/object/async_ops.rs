@@ -253,18 +253,26 @@ impl Tree {
         buf: &mut [u8],
     ) -> Result<Option<usize>> {
         crate::db::check_key(key)?;
-        match self.stored_async(key).await? {
-            Stored::Absent => Ok(None),
-            Stored::Plain(value) => {
-                let from = (offset.min(value.len() as u64)) as usize;
-                let n = buf.len().min(value.len() - from);
-                buf[..n].copy_from_slice(&value[from..from + n]);
-                Ok(Some(n))
-            }
-            Stored::Object { id, len } => {
-                let n = buf.len().min(len.saturating_sub(offset) as usize);
-                self.read_object_async(id, offset, &mut buf[..n]).await?;
-                Ok(Some(n))
+        loop {
+            match self.stored_async(key).await? {
+                Stored::Absent => return Ok(None),
+                Stored::Plain(value) => {
+                    let from = (offset.min(value.len() as u64)) as usize;
+                    let n = buf.len().min(value.len() - from);
+                    buf[..n].copy_from_slice(&value[from..from + n]);
+                    return Ok(Some(n));
+                }
+                Stored::Object { id, len } => {
+                    let n = buf.len().min(len.saturating_sub(offset) as usize);
+                    let read = self.read_object_async(id, offset, &mut buf[..n]).await;
+                    // Kept only if the key still holds this object (see `still_holds` in
+                    // `Tree::get_with_async`): a put may have replaced it meanwhile.
+                    let still = matches!(self.stored_async(key).await?,
+                        Stored::Object { id: now, .. } if now == id);
+                    if still {
+                        return read.map(|()| Some(n));
+                    }
+                }
             }
         }
     }
