@@ -231,9 +231,11 @@ pub(super) fn drive(
                 link.filled = 0;
                 link.pending =
                     Some(Pending { key, get, intended_ns, measured: now_phase == MEASURE });
+                // (Counted as each is queued: the drain at the end waits for exactly those.)
                 let queued = push_send(&mut ring, link, index)
-                    .and_then(|()| push_recv(&mut ring, link, index, 0));
-                ops += 2;
+                    .inspect(|()| ops += 1)
+                    .and_then(|()| push_recv(&mut ring, link, index, 0))
+                    .inspect(|()| ops += 1);
                 if let Err(e) = queued {
                     break 'main Err(e);
                 }
@@ -395,8 +397,9 @@ fn complete(
     ops: &mut usize,
 ) -> Result<(), BenchError> {
     if result == -libc::EINTR || result == -libc::EAGAIN {
-        *ops += 1;
-        return if recv { push_recv(ring, link, index, 0) } else { push_send(ring, link, index) };
+        let queued =
+            if recv { push_recv(ring, link, index, 0) } else { push_send(ring, link, index) };
+        return queued.inspect(|()| *ops += 1);
     }
     if result < 0 {
         let source = std::io::Error::from_raw_os_error(-result);
@@ -407,8 +410,7 @@ fn complete(
     if !recv {
         link.sent += n;
         if link.sent < link.out.len() {
-            *ops += 1;
-            return push_send(ring, link, index);
+            return push_send(ring, link, index).inspect(|()| *ops += 1);
         }
         return Ok(());
     }
@@ -418,10 +420,7 @@ fn complete(
     link.filled += n;
     let get = link.pending.expect("a request in flight").get;
     match parse_reply(&link.reply[..link.filled], get) {
-        Ok(Reply::Partial(needed)) => {
-            *ops += 1;
-            push_recv(ring, link, index, needed)
-        }
+        Ok(Reply::Partial(needed)) => push_recv(ring, link, index, needed).inspect(|()| *ops += 1),
         Ok(_) => Ok(()),
         Err(e) => Err(BenchError::Store(e.into())),
     }
