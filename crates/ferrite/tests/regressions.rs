@@ -293,6 +293,27 @@ fn a_reader_never_sees_an_object_replaced_under_it() {
             })
         })
         .collect();
+    // A streaming reader either gets a whole value or is told it was replaced.
+    let streamer = {
+        let (tree, done) = (tree.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let (mut whole, mut replaced) = (0u64, 0u64);
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let mut sink = Vec::new();
+                match tree.get_into(b"obj", &mut sink) {
+                    Ok(Some(len)) => {
+                        assert_eq!(len as usize, sink.len());
+                        let n: u64 = std::str::from_utf8(&sink[..7]).unwrap().parse().unwrap();
+                        assert_eq!(sink, pattern(n), "get_into: not one whole value");
+                        whole += 1;
+                    }
+                    Err(e) if e.to_string().contains("replaced or deleted") => replaced += 1,
+                    other => panic!("get_into: {other:?}"),
+                }
+            }
+            (whole, replaced)
+        })
+    };
     for n in 1..=1500 {
         tree.put(b"obj", &pattern(n)).unwrap();
     }
@@ -300,6 +321,8 @@ fn a_reader_never_sees_an_object_replaced_under_it() {
     for reader in readers {
         assert!(reader.join().expect("a reader failed") >= 100);
     }
+    let (whole, replaced) = streamer.join().expect("the streaming reader failed");
+    assert!(whole + replaced > 0);
     assert_eq!(tree.get(b"obj").unwrap(), Some(pattern(1500)));
     assert_check(&db);
 }

@@ -148,8 +148,9 @@ impl Tree {
     }
 
     /// Writes `key`'s value into `sink`, streamed a MiB at a time; `None` if absent, else
-    /// the length. (Each MiB is read at one moment; a writer changing the object meanwhile
-    /// may show in later MiBs.)
+    /// the length. (Each MiB is read at one moment; a writer changing the object in place
+    /// meanwhile may show in later MiBs. A value replaced or deleted meanwhile ends the
+    /// stream with an error: the bytes already written are of the old value.)
     pub fn get_into(&self, key: &[u8], sink: &mut dyn Write) -> Result<Option<u64>> {
         crate::db::check_key(key)?;
         let sink_error = |e| Error::io("writing the value out", e);
@@ -164,7 +165,20 @@ impl Tree {
                 let mut at = 0;
                 while at < len {
                     let n = ((len - at) as usize).min(buf.len());
-                    self.read_object(id, at, &mut buf[..n])?;
+                    let read = self.read_object(id, at, &mut buf[..n]);
+                    // The bytes are the object's only if the key still holds it (see
+                    // `still_holds` in `Tree::get_with_async`); what went to the sink cannot
+                    // be taken back, so a replaced value ends the stream with an error.
+                    if !matches!(self.stored(key)?, Stored::Object { id: now, .. } if now == id) {
+                        return Err(Error::io(
+                            "streaming a value",
+                            std::io::Error::other(
+                                "the value was replaced or deleted while it was streamed; read \
+                                 it again",
+                            ),
+                        ));
+                    }
+                    read?;
                     sink.write_all(&buf[..n]).map_err(sink_error)?;
                     at += n as u64;
                 }
