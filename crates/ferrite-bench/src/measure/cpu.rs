@@ -12,23 +12,22 @@ pub struct CpuTime {
 impl CpuTime {
     /// The time this process has used so far.
     pub fn now() -> CpuTime {
-        // SAFETY: `rusage` is plain data, zero is a valid value for it, and getrusage only
-        // writes into the struct we pass.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: RUSAGE_SELF with a valid pointer to a rusage struct.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-        assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
-        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        CpuTime { user_s: seconds(usage.ru_utime), system_s: seconds(usage.ru_stime) }
+        CpuTime::used_by(libc::RUSAGE_SELF)
     }
 
     /// The time the calling thread has used so far.
     pub fn this_thread() -> CpuTime {
-        // SAFETY: as in `now`.
+        CpuTime::used_by(libc::RUSAGE_THREAD)
+    }
+
+    /// `getrusage(who)`'s user and system time.
+    fn used_by(who: libc::c_int) -> CpuTime {
+        // SAFETY: `rusage` is plain data, zero is a valid value for it, and getrusage only
+        // writes into the struct we pass.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: RUSAGE_THREAD with a valid pointer to a rusage struct.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-        assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD) failed");
+        // SAFETY: RUSAGE_SELF or RUSAGE_THREAD, with a valid pointer to a rusage struct.
+        let rc = unsafe { libc::getrusage(who, &mut usage) };
+        assert_eq!(rc, 0, "getrusage({who}) failed");
         let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         CpuTime { user_s: seconds(usage.ru_utime), system_s: seconds(usage.ru_stime) }
     }
