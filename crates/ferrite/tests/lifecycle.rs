@@ -402,3 +402,69 @@ fn pages_striped_over_three_devices_and_the_list_is_enforced() {
     );
     assert!(!data.join(PAGE_FILE_NAME).exists(), "no empty database was made beside the stripe");
 }
+
+/// A value a little past what one Value page holds (4,056 bytes) keeps the rest, its tail, in
+/// its leaf: a 4 KiB item with a small header is one page in the pool, not a two-block object.
+/// Every way in and out of that form: put, get, update, scans, overwrites to and from the
+/// other forms, delete, reopen and the checker.
+#[test]
+fn values_just_past_a_page_keep_their_tail_in_the_leaf() {
+    let page_part = ferrite::MAX_VALUE_LEN - 504; // what a Value page holds
+    assert_eq!(page_part, 4056);
+    let lengths = [1500, page_part - 1, page_part, page_part + 1, 4116, MAX_VALUE_LEN];
+    let patterned = |len: usize, salt: u8| -> Vec<u8> {
+        (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt)).collect()
+    };
+    let dir = TempDir::with_prefix("tails").unwrap();
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(dir.path(), tiny(24)).unwrap();
+        let tree = db.tree("t").unwrap();
+        // Many of each, so that leaves split and pages go in and out of a small pool.
+        for i in 0..600u64 {
+            let value = patterned(lengths[i as usize % lengths.len()], i as u8);
+            tree.put(&key(i), &value).unwrap();
+            model.insert(key(i).to_vec(), value);
+        }
+        for (k, v) in &model {
+            assert_eq!(tree.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
+        }
+        // One Value page per value past the leaf's limit (all but the 1,500-byte ones, which
+        // sit in their leaves), and no object.
+        let report = db.check().unwrap();
+        assert_eq!(report.objects.objects, 0);
+        assert_eq!(report.trees.iter().map(|(_, t)| t.value_pages).sum::<u64>(), 500);
+        // An update changes the page's part and the tail together.
+        for i in (0..600u64).step_by(7) {
+            let found = tree.update(&key(i), |v| v.iter_mut().for_each(|b| *b ^= 0x5a)).unwrap();
+            assert!(found);
+            model.get_mut(&key(i)[..]).unwrap().iter_mut().for_each(|b| *b ^= 0x5a);
+        }
+        // Overwrites move values between every form: inline, one page, page and tail, object.
+        for i in (0..600u64).step_by(5) {
+            let len = [10, page_part, page_part + 300, MAX_VALUE_LEN + 1][(i / 5) as usize % 4];
+            let value = patterned(len, 7);
+            tree.put(&key(i), &value).unwrap();
+            model.insert(key(i).to_vec(), value);
+        }
+        for i in (0..600u64).step_by(11) {
+            assert!(tree.delete(&key(i)).unwrap());
+            model.remove(&key(i)[..]);
+        }
+        let scanned: Vec<_> = tree.iter().map(|entry| entry.unwrap()).collect();
+        let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert!(scanned == expected, "a scan differs from the model");
+        let backwards: Vec<_> = tree
+            .range_rev::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Unbounded, Bound::Unbounded))
+            .map(|entry| entry.unwrap())
+            .collect();
+        assert!(backwards.iter().rev().eq(expected.iter()), "a reverse scan differs");
+        assert_check(&db);
+    }
+    let db = Db::open(dir.path(), tiny(24)).unwrap();
+    let tree = db.tree("t").unwrap();
+    for (k, v) in &model {
+        assert_eq!(tree.get(k).unwrap().as_ref(), Some(v), "key {k:?} after reopening");
+    }
+    assert_check(&db);
+}

@@ -896,8 +896,19 @@ fn tasks_put_values_of_any_size() {
             "seed {seed}: a task's first object before ready_objects"
         );
         db.ready_objects().unwrap();
-        let sizes =
-            [0usize, 100, 4056, 4057, 4096, 9000, 3 * BLOCK as usize, 1 << 20, (1 << 20) + 3];
+        let sizes = [
+            0usize,
+            100,
+            4056,
+            4057,
+            4096,
+            4560,
+            4561,
+            9000,
+            3 * BLOCK as usize,
+            1 << 20,
+            (1 << 20) + 3,
+        ];
         let handles: Vec<_> = (0..4u64)
             .map(|task| {
                 let tree = tree.clone();

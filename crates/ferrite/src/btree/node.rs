@@ -24,14 +24,16 @@
 //! | 58     | 2      | reserved, 0                                                              |
 //! | 60     | 64     | hints: 16 × u32, the head of slot `(count * (i + 1)) / 17` for i in 0..16 |
 //! | 124    | 10 × n | slots, sorted by key: head u32, offset u16, suffix length u16, payload  |
-//! |        |        | length u16 (bit 15 set: the leaf's value lives in a Value page)          |
+//! |        |        | length u16 (bit 15 set: the leaf's value begins in a Value page)         |
 //! | ...    |        | free space                                                               |
 //! | heap   |        | fences, then per slot: key suffix bytes followed by payload bytes       |
 //!
 //! A *head* is the first 4 bytes of a key suffix read big-endian, zero-padded when shorter, so
 //! comparing heads as integers orders keys except when the heads are equal (then the full
 //! suffixes are compared). Payloads: in a leaf the value bytes, or (bit 15) the 8-byte id of
-//! the Value page holding it; in an inner node the 8-byte child page id, whose subtree holds
+//! the Value page holding it followed by its *tail*: the bytes past a full Value page, at most
+//! [`MAX_TAIL`] (so a value of up to a page and a few hundred bytes, a 4 KiB item with a small
+//! header say, takes one page and not an object of two blocks); in an inner node the 8-byte child page id, whose subtree holds
 //! the keys `k` with `previous separator < k <= this separator`.
 //!
 //! Decoding never panics, whatever the bytes (a fuzz target checks this): a node read from a
@@ -59,6 +61,9 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// Longest key + value stored inline in a leaf; a longer pair keeps its value in a Value page.
 /// Chosen so that a leaf always holds one entry next to two maximal fences.
 pub const MAX_INLINE_ENTRY: usize = 1536;
+/// Longest tail of an out-of-line value in its leaf (after the Value page's id): the
+/// entry stays within [`MAX_INLINE_ENTRY`] whatever the key's length.
+pub const MAX_TAIL: usize = MAX_INLINE_ENTRY - MAX_KEY_LEN - PAGE_ID_SIZE;
 /// Bytes before the first slot.
 pub const HEADER_SIZE: usize = 124;
 /// Bytes per slot.
@@ -114,8 +119,12 @@ pub(super) const HINT_MIN_COUNT: usize = 2 * HINT_COUNT + 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload<'a> {
     Inline(&'a [u8]),
-    /// The value lives in this Value page.
-    OutOfLine(PageId),
+    /// The value is the one in Value page `page`, followed by `tail` (empty unless that page
+    /// is full).
+    OutOfLine {
+        page: PageId,
+        tail: &'a [u8],
+    },
 }
 
 /// What `Node::check` compares the node against (from the parent, when known).
@@ -220,6 +229,11 @@ pub(super) fn hint_range(head: u32, count: usize, hint: impl Fn(usize) -> u32) -
 }
 
 /// A page id stored as a payload; 0 when the bytes are not 8 long (garbage).
+/// Whether an out-of-line payload of `len` bytes is sound: a page id and a tail.
+fn out_of_line_sized(len: usize) -> bool {
+    (PAGE_ID_SIZE..=PAGE_ID_SIZE + MAX_TAIL).contains(&len)
+}
+
 pub(super) fn decode_page_id(bytes: &[u8]) -> PageId {
     bytes.try_into().map(u64::from_le_bytes).unwrap_or(0)
 }
@@ -322,7 +336,8 @@ impl<'a> Node<'a> {
     pub fn value(&self, slot: usize) -> Payload<'a> {
         let payload = self.payload(slot);
         if self.is_out_of_line(slot) {
-            Payload::OutOfLine(decode_page_id(payload))
+            let (id, tail) = payload.split_at(PAGE_ID_SIZE.min(payload.len()));
+            Payload::OutOfLine { page: decode_page_id(id), tail }
         } else {
             Payload::Inline(payload)
         }
@@ -777,7 +792,7 @@ impl Node<'_> {
                 && if !leaf {
                     !s.out_of_line && id_sized
                 } else if s.out_of_line {
-                    id_sized
+                    out_of_line_sized(s.payload_len)
                 } else {
                     prefix_len + s.entry_len() <= MAX_INLINE_ENTRY
                 };
@@ -852,7 +867,7 @@ impl Node<'_> {
             if !id_sized {
                 return Err(format!("slot {slot}: child payload is {} bytes", s.payload_len));
             }
-        } else if s.out_of_line && !id_sized {
+        } else if s.out_of_line && !out_of_line_sized(s.payload_len) {
             return Err(format!("slot {slot}: out-of-line payload is {} bytes", s.payload_len));
         } else if !s.out_of_line && prefix_len + s.entry_len() > MAX_INLINE_ENTRY {
             return Err(format!("slot {slot}: inline entry exceeds {MAX_INLINE_ENTRY} bytes"));
@@ -1005,7 +1020,7 @@ impl<'a> NodeMut<'a> {
         let node = self.as_node();
         assert!(!key.is_empty() && key.len() <= MAX_KEY_LEN, "key length {}", key.len());
         assert!(key.starts_with(node.prefix()), "key outside the node's prefix");
-        assert!(!out_of_line || (node.is_leaf() && payload.len() == PAGE_ID_SIZE));
+        assert!(!out_of_line || (node.is_leaf() && out_of_line_sized(payload.len())));
         debug_assert!(node.lower_fence().is_empty() || key > node.lower_fence());
         debug_assert!(node.upper_fence().is_empty() || key <= node.upper_fence());
         let needed = node.space_needed(key.len(), payload.len());
@@ -1051,7 +1066,7 @@ impl<'a> NodeMut<'a> {
     pub fn set_payload(&mut self, slot: usize, payload: &[u8], out_of_line: bool) -> bool {
         let old = self.slot(slot);
         let node = self.as_node();
-        assert!(!out_of_line || (node.is_leaf() && payload.len() == PAGE_ID_SIZE));
+        assert!(!out_of_line || (node.is_leaf() && out_of_line_sized(payload.len())));
         let mut new = Slot { payload_len: payload.len(), out_of_line, ..old };
         if payload.len() == old.payload_len {
             self.page[old.payload_range()].copy_from_slice(payload);
@@ -1261,8 +1276,9 @@ fn verify_reads(node: Node<'_>, input: &[u8]) {
         let payload = node.payload(slot);
         let s = node.decode_slot(slot);
         assert_eq!(payload.len(), s.payload_len, "slot {slot}: payload inside the page");
-        if let Payload::OutOfLine(_) = node.value(slot) {
-            assert!(node.is_leaf() && payload.len() == PAGE_ID_SIZE);
+        if let Payload::OutOfLine { tail, .. } = node.value(slot) {
+            assert!(node.is_leaf() && payload.len() == PAGE_ID_SIZE + tail.len());
+            assert!(tail.len() <= MAX_TAIL);
         }
     }
     if !node.is_leaf() {
@@ -1790,7 +1806,7 @@ mod tests {
         assert!(node.insert(b"big", &1234u64.to_le_bytes(), true));
         assert!(node.insert(b"small", b"8 bytes!", false));
         let view = node.as_node();
-        assert_eq!(view.value(0), Payload::OutOfLine(1234));
+        assert_eq!(view.value(0), Payload::OutOfLine { page: 1234, tail: b"" });
         assert_eq!(view.value(1), Payload::Inline(b"8 bytes!"));
         assert_eq!(read_u16(view.page, slot_position(0) + 8), 0x8008);
         check(&page);
@@ -1799,7 +1815,14 @@ mod tests {
         assert!(node.set_payload(1, &77u64.to_le_bytes(), true));
         let view = node.as_node();
         assert_eq!(view.value(0), Payload::Inline(b"inline!!"));
-        assert_eq!(view.value(1), Payload::OutOfLine(77));
+        assert_eq!(view.value(1), Payload::OutOfLine { page: 77, tail: b"" });
+        check(&page);
+        // A tail follows the id, up to `MAX_TAIL` bytes.
+        let mut node = NodeMut::new(&mut page);
+        let with_tail = [&5u64.to_le_bytes()[..], &[7; MAX_TAIL]].concat();
+        assert!(node.set_payload(1, &with_tail, true));
+        let view = node.as_node();
+        assert_eq!(view.value(1), Payload::OutOfLine { page: 5, tail: &[7; MAX_TAIL] });
         check(&page);
         // An out-of-line flag in an inner node, or on a payload that is not 8 bytes, is wrong.
         let mut inner = self::page();
@@ -1814,6 +1837,14 @@ mod tests {
         leaf[slot_position(0) + 9] |= 0x80;
         let err = Node::new(&leaf).check(&expect(PAGE_ID)).unwrap_err();
         assert!(err.contains("slot 0: out-of-line payload is 5 bytes"), "{err}");
+        // ... and so is a tail longer than `MAX_TAIL`.
+        let mut leaf = self::page();
+        init_leaf(&mut leaf, b"", b"");
+        assert!(NodeMut::new(&mut leaf).insert(b"k", &[1; 9 + MAX_TAIL], false));
+        leaf[slot_position(0) + 9] |= 0x80;
+        let err = Node::new(&leaf).check(&expect(PAGE_ID)).unwrap_err();
+        let too_long = format!("slot 0: out-of-line payload is {} bytes", 9 + MAX_TAIL);
+        assert!(err.contains(&too_long), "{err}");
     }
 
     #[test]
@@ -1875,7 +1906,13 @@ mod tests {
         let mut node = NodeMut::new(page);
         let payload = |rng: &mut Rng| -> (Vec<u8>, bool) {
             if rng.index(8) == 0 {
-                (rng.next_u64().to_le_bytes().to_vec(), true)
+                // A Value page's id, with a tail now and then.
+                let mut payload = rng.next_u64().to_le_bytes().to_vec();
+                if rng.index(3) == 0 {
+                    let tail = rng.index(MAX_TAIL + 1);
+                    payload.extend_from_slice(&rng.letters(tail, 26));
+                }
+                (payload, true)
             } else {
                 let len_max = if rng.index(10) == 0 { 600 } else { 40 };
                 let len = rng.index(len_max);

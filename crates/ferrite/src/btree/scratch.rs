@@ -1,4 +1,5 @@
-//! Per-operation scratch memory: page copies for optimistic reads and a key buffer, reused
+//! Per-operation scratch memory: page copies for optimistic reads, a key buffer and a value
+//! buffer (a value cut between its Value page and its leaf is joined there), reused
 //! across operations on a thread so that the hot path allocates nothing.
 
 use std::cell::RefCell;
@@ -12,6 +13,7 @@ pub const SCRATCH_PAGES: usize = 4;
 pub struct Scratch {
     pub pages: [AlignedPage; SCRATCH_PAGES],
     pub key: Vec<u8>,
+    pub value: Vec<u8>,
 }
 
 thread_local! {

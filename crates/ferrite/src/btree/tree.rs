@@ -436,7 +436,8 @@ impl BTree {
         if !out_of_line {
             return Ok(Some(read(&value_buf[..len])));
         }
-        let value_page = node::decode_page_id(&value_buf[..len]);
+        let (id, tail) = value_buf[..len].split_at(8.min(len));
+        let value_page = node::decode_page_id(id);
         let copied = pool.read_copy(value_page, &mut other[0]);
         if !pool.validate(page_id, version) {
             return Err(Interrupt::Restart);
@@ -444,7 +445,14 @@ impl BTree {
         copied?;
         let bytes = value::decode(other[0].bytes(), self.tree_id)
             .map_err(|reason| corrupt(pool, value_page, reason))?;
-        Ok(Some(read(bytes)))
+        if tail.is_empty() {
+            return Ok(Some(read(bytes)));
+        }
+        // A value longer than a page: its tail follows in the leaf.
+        scratch.value.clear();
+        scratch.value.extend_from_slice(bytes);
+        scratch.value.extend_from_slice(tail);
+        Ok(Some(read(&scratch.value)))
     }
 
     /// Inserts `key` or overwrites its value.
@@ -457,7 +465,8 @@ impl BTree {
     ) -> Attempt<()> {
         let (leaf_id, version) = self.locate_leaf(pool, key)?;
         let out_of_line = key.len() + value.len() > MAX_INLINE_ENTRY;
-        let payload_len = if out_of_line { 8 } else { value.len() };
+        let (in_page, tail) = value::split(value);
+        let payload_len = if out_of_line { 8 + tail.len() } else { value.len() };
         let mut guard = pool.lock_exclusive(leaf_id, version)?;
         let (slot, exact, fits, old) = {
             let leaf = Node::new(guard.page());
@@ -476,7 +485,7 @@ impl BTree {
                 exact,
                 fits,
                 old.map(|p| match p {
-                    Payload::OutOfLine(id) => Some(id),
+                    Payload::OutOfLine { page, .. } => Some(page),
                     Payload::Inline(_) => None,
                 }),
             )
@@ -486,13 +495,14 @@ impl BTree {
             self.split(pool, leaf_id, key, scratch)?;
             return Err(Interrupt::Restart);
         }
-        let stored;
+        let mut stored = [0; 8 + node::MAX_TAIL];
         let payload: &[u8] = if out_of_line {
             let mut value_guard = pool.allocate()?;
             let value_page = value_guard.page_id();
-            value::encode(value_guard.page_mut(), value_page, self.tree_id, value);
-            stored = value_page.to_le_bytes();
-            &stored
+            value::encode(value_guard.page_mut(), value_page, self.tree_id, in_page);
+            stored[..8].copy_from_slice(&value_page.to_le_bytes());
+            stored[8..payload_len].copy_from_slice(tail);
+            &stored[..payload_len]
         } else {
             value
         };
@@ -523,7 +533,7 @@ impl BTree {
             return Ok((false, None));
         }
         let mut guard = pool.lock_exclusive(found.page_id, found.version)?;
-        if let Payload::OutOfLine(value_page) = Node::new(guard.page()).value(slot) {
+        if let Payload::OutOfLine { page: value_page, .. } = Node::new(guard.page()).value(slot) {
             pool.free_by_id(value_page)?;
         }
         let mut leaf = NodeMut::new(guard.page_mut());
@@ -553,10 +563,25 @@ impl BTree {
                 let change = change.take().expect("update applied twice");
                 change(NodeMut::new(guard.page_mut()).payload_mut(slot));
             }
-            Payload::OutOfLine(value_page) => {
+            Payload::OutOfLine { page: value_page, tail: [] } => {
                 let mut value_guard = pool.lock_exclusive_any(value_page)?;
                 let change = change.take().expect("update applied twice");
                 change(value::value_mut(value_guard.page_mut()));
+            }
+            Payload::OutOfLine { page: value_page, tail } => {
+                // Cut between the page and the leaf: changed joined, then cut again the same
+                // way (the length does not change).
+                let tail_len = tail.len();
+                let mut value_guard = pool.lock_exclusive_any(value_page)?;
+                let change = change.take().expect("update applied twice");
+                let in_page = value::value_mut(value_guard.page_mut());
+                let mut joined = [&in_page[..], tail].concat();
+                change(&mut joined);
+                in_page.copy_from_slice(&joined[..in_page.len()]);
+                let mut leaf = NodeMut::new(guard.page_mut());
+                let payload = leaf.payload_mut(slot);
+                let at = payload.len() - tail_len;
+                payload[at..].copy_from_slice(&joined[joined.len() - tail_len..]);
             }
         }
         Ok(true)

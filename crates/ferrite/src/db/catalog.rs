@@ -191,7 +191,7 @@ impl Shared {
             }
             if node.is_leaf() {
                 for slot in 0..node.count() {
-                    if let Payload::OutOfLine(value_page) = node.value(slot) {
+                    if let Payload::OutOfLine { page: value_page, .. } = node.value(slot) {
                         pool.free_by_id(value_page)?;
                     }
                 }

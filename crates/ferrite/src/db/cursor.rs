@@ -350,7 +350,7 @@ impl Cursor {
         };
         let value = match node.value(slot) {
             Payload::Inline(bytes) => bytes.to_vec(),
-            Payload::OutOfLine(value_page) => match self.try_read_value(pool, value_page)? {
+            Payload::OutOfLine { page, tail } => match self.try_read_value(pool, page, tail)? {
                 Ok(bytes) => bytes,
                 Err(Some(page)) => return Ok(Step::Page(page)),
                 Err(None) => {
@@ -425,7 +425,7 @@ impl Cursor {
             }
             match node.value(self.pos) {
                 Payload::Inline(bytes) => visit(key, bytes),
-                Payload::OutOfLine(value_page) => match self.try_read_value(pool, value_page)? {
+                Payload::OutOfLine { page, tail } => match self.try_read_value(pool, page, tail)? {
                     Ok(bytes) => visit(key, &bytes),
                     Err(need) => {
                         // The leaf changed under us, or the value is not in memory: resume
@@ -474,13 +474,14 @@ impl Cursor {
         }
     }
 
-    /// One attempt at an out-of-line value, never blocking: the bytes, or `Err(Some(page))`
-    /// when the Value page must be loaded first, or `Err(None)` when the leaf changed
-    /// meanwhile (or the page stayed latched): look again.
+    /// One attempt at an out-of-line value (`tail`: its tail, from the leaf's copy), never
+    /// blocking: the bytes, or `Err(Some(page))` when the Value page must be loaded first, or
+    /// `Err(None)` when the leaf changed meanwhile (or the page stayed latched): look again.
     fn try_read_value(
         &self,
         pool: &BufferPool,
         value_page: PageId,
+        tail: &[u8],
     ) -> Result<std::result::Result<Vec<u8>, Option<PageId>>> {
         let mut copy = AlignedPage::zeroed();
         let copied = pool.read_copy(value_page, &mut copy);
@@ -496,6 +497,6 @@ impl Cursor {
         let bytes = value::decode(copy.bytes(), self.tree.tree_id).map_err(|reason| {
             Error::Corrupt { page: value_page, file: pool.file().path().to_owned(), reason }
         })?;
-        Ok(Ok(bytes.to_vec()))
+        Ok(Ok([bytes, tail].concat()))
     }
 }

@@ -1,4 +1,6 @@
-//! A Value page: one value too large to sit in its leaf next to its key.
+//! A Value page: one value too large to sit in its leaf next to its key. A value longer than
+//! a page holds keeps its first [`PAGE_CAPACITY`] bytes here and the rest, its *tail* (at most
+//! `btree::node::MAX_TAIL` bytes), in its leaf after the page's id.
 //!
 //! | offset | size | meaning                                  |
 //! |--------|------|------------------------------------------|
@@ -15,12 +17,21 @@ use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKi
 pub const VALUE_HEADER_SIZE: usize = 40;
 const OFFSET_TREE_ID: usize = 24;
 const OFFSET_LEN: usize = 32;
-/// Longest value Ferrite stores (one Value page).
-pub const MAX_VALUE_LEN: usize = PAGE_SIZE - VALUE_HEADER_SIZE;
+/// Most value bytes one Value page holds.
+pub const PAGE_CAPACITY: usize = PAGE_SIZE - VALUE_HEADER_SIZE;
+/// Longest value a tree stores itself: a full Value page and the longest tail. A longer one is
+/// stored as an object.
+pub const MAX_VALUE_LEN: usize = PAGE_CAPACITY + crate::btree::node::MAX_TAIL;
+
+/// How a value kept out of its leaf is cut: the Value page's part, and the tail.
+pub fn split(value: &[u8]) -> (&[u8], &[u8]) {
+    assert!(value.len() <= MAX_VALUE_LEN, "a value of {} bytes", value.len());
+    value.split_at(value.len().min(PAGE_CAPACITY))
+}
 
 /// Formats a Value page holding `value`.
 pub fn encode(out: &mut [u8], page_id: PageId, tree_id: u64, value: &[u8]) {
-    assert!(value.len() <= MAX_VALUE_LEN);
+    assert!(value.len() <= PAGE_CAPACITY);
     out.fill(0);
     page::init_header(out, PageKind::Value, page_id);
     write_u64(out, OFFSET_TREE_ID, tree_id);
@@ -38,14 +49,14 @@ pub fn decode(bytes: &[u8], tree_id: u64) -> Result<&[u8], String> {
         return Err(format!("value page of tree {owner}, expected tree {tree_id}"));
     }
     let len = read_u32(bytes, OFFSET_LEN) as usize;
-    if len > MAX_VALUE_LEN {
-        return Err(format!("value length {len} exceeds {MAX_VALUE_LEN}"));
+    if len > PAGE_CAPACITY {
+        return Err(format!("value length {len} exceeds {PAGE_CAPACITY}"));
     }
     Ok(&bytes[VALUE_HEADER_SIZE..VALUE_HEADER_SIZE + len])
 }
 
 /// The value bytes of a latched Value page, to change in place.
 pub fn value_mut(bytes: &mut [u8]) -> &mut [u8] {
-    let len = (read_u32(bytes, OFFSET_LEN) as usize).min(MAX_VALUE_LEN);
+    let len = (read_u32(bytes, OFFSET_LEN) as usize).min(PAGE_CAPACITY);
     &mut bytes[VALUE_HEADER_SIZE..VALUE_HEADER_SIZE + len]
 }
