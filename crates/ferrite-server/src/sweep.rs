@@ -51,6 +51,9 @@ const EVICT_KEYS: usize = 64;
 const EVICT_LOOK_MAX: usize = 1024;
 /// Longest a write waits for a forced round before it answers that the store is full.
 const ROOM_WAIT: Duration = Duration::from_secs(5);
+/// How often a write waiting for a forced round looks at the clock (the round's end wakes it
+/// at once; this only bounds the wait by `ROOM_WAIT`).
+const ROOM_TICK: Duration = Duration::from_millis(50);
 
 /// The reference counts: two bits per slot of a key hash, 32 slots a word.
 #[derive(Debug)]
@@ -180,6 +183,8 @@ pub struct Sweeper {
     forced: AtomicBool,
     /// Forced rounds done (a full write waits for the next one).
     rounds: AtomicU64,
+    /// Writes waiting for the next forced round: woken when it ends, or at `stop`.
+    round_waiters: Mutex<Vec<Waker>>,
     stopping: AtomicBool,
     /// Live items evicted.
     pub evictions: AtomicU64,
@@ -199,6 +204,7 @@ impl Sweeper {
             writes: AtomicU64::new(0),
             forced: AtomicBool::new(false),
             rounds: AtomicU64::new(0),
+            round_waiters: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             evictions: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
@@ -236,9 +242,9 @@ impl Sweeper {
         }
     }
 
-    /// A write found the database full: asks for a forced round and waits (yielding) until
-    /// one is done. Returns whether it is worth writing again (false in store mode, when
-    /// stopping, or after `ROOM_WAIT`).
+    /// A write found the database full: asks for a forced round and waits until one is
+    /// done (woken by its end, not polling). Returns whether it is worth writing again
+    /// (false in store mode, when stopping, or after `ROOM_WAIT`).
     pub async fn make_room(&self) -> bool {
         if !self.evicts() {
             return false;
@@ -247,13 +253,32 @@ impl Sweeper {
         self.forced.store(true, Ordering::Release);
         self.signal.raise();
         let started = Instant::now();
-        while self.rounds.load(Ordering::Acquire) == round {
-            if self.stopping.load(Ordering::Acquire) || started.elapsed() > ROOM_WAIT {
+        loop {
+            let mut done = std::pin::pin!(RoundDone { sweeper: self, round });
+            let mut tick = std::pin::pin!(ferrite::sched::net::sleep(ROOM_TICK));
+            std::future::poll_fn(|cx| {
+                if done.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                tick.as_mut().poll(cx)
+            })
+            .await;
+            if self.stopping.load(Ordering::Acquire) {
                 return false;
             }
-            yield_now().await;
+            if self.rounds.load(Ordering::Acquire) != round {
+                return true;
+            }
+            if started.elapsed() > ROOM_WAIT {
+                return false;
+            }
         }
-        true
+    }
+
+    /// A forced round ended, or the sweeper stops: every write waiting for one goes on.
+    fn wake_round_waiters(&self) {
+        let waiters = std::mem::take(&mut *self.round_waiters.lock().unwrap());
+        waiters.into_iter().for_each(Waker::wake);
     }
 
     /// A `flush_all`: every item is dead, the sweep has a lap to walk.
@@ -266,6 +291,34 @@ impl Sweeper {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         self.signal.raise();
+        self.wake_round_waiters();
+    }
+}
+
+/// Ready once a forced round after `round` ended, or the sweeper stops.
+struct RoundDone<'a> {
+    sweeper: &'a Sweeper,
+    round: u64,
+}
+
+impl Future for RoundDone<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let over = |s: &Sweeper| {
+            s.rounds.load(Ordering::Acquire) != self.round || s.stopping.load(Ordering::Acquire)
+        };
+        if over(self.sweeper) {
+            return Poll::Ready(());
+        }
+        let mut waiters = self.sweeper.round_waiters.lock().unwrap();
+        // Looked at again under the lock: a round that ended before this took the list
+        // (after its count went up) and this sees the count; else it finds this waker.
+        if over(self.sweeper) {
+            return Poll::Ready(());
+        }
+        waiters.push(cx.waker().clone());
+        Poll::Pending
     }
 }
 
@@ -293,6 +346,7 @@ pub async fn run(store: &Store, db: &Db) {
         let _ = round(store, db, &mut hand, forced).await;
         if forced {
             sweeper.rounds.fetch_add(1, Ordering::AcqRel);
+            sweeper.wake_round_waiters();
         }
     }
 }
