@@ -366,7 +366,8 @@ fn an_authfile_guards_every_connection() {
 
 /// A herd of 100 connections GETting one cold key makes one device read per page on the
 /// key's path, not one per connection: a page being read is waited for by the others (the
-/// pool's loading state), so the herd costs what one GET costs.
+/// pool's loading state), so the herd costs what one GET costs. So does a herd on a cold
+/// item of 4 KiB (its value in a Value page, the rest in its leaf).
 #[test]
 fn a_herd_on_one_cold_key_reads_each_page_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -387,6 +388,8 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
         c.expect(&sets, &replies);
     }
     c.expect(b"set item:03000x 0 0 4\r\ncold\r\n", b"STORED\r\n");
+    let big = "b".repeat(4096);
+    c.expect(format!("set item:03000y 0 0 4096\r\n{big}\r\n").as_bytes(), b"STORED\r\n");
     drop(c);
     stop(db, server);
     // Reopened: nothing of the items tree is in memory but what opening the server read.
@@ -402,6 +405,21 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
     let reads = db.stats().unwrap().pool.reads - before;
     // The root may be in memory already (the server read its flush mark at start).
     assert!((1..=3).contains(&reads), "{reads} page reads for a herd of 100 on one key");
+    drop(herd);
+    stop(db, server);
+    // The 4 KiB item: its path and its Value page, each read once.
+    let (db, server) = start(dir.path());
+    let before = db.stats().unwrap().pool.reads;
+    let mut herd: Vec<Client> = (0..100).map(|_| Client::connect(&server)).collect();
+    for client in &mut herd {
+        client.0.write_all(b"get item:03000y\r\n").unwrap();
+    }
+    let reply = format!("VALUE item:03000y 0 4096\r\n{big}\r\nEND\r\n");
+    for client in &mut herd {
+        client.read_exactly(b"get item:03000y", reply.as_bytes());
+    }
+    let reads = db.stats().unwrap().pool.reads - before;
+    assert!((2..=4).contains(&reads), "{reads} page reads for a herd of 100 on a 4 KiB item");
     drop(herd);
     stop(db, server);
 }
