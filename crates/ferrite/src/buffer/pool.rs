@@ -102,6 +102,8 @@ pub struct BufferPool {
     /// The changes of the commit in progress (see `capture.rs`).
     pub(super) capture: CaptureState,
     pub(super) epochs: Epochs,
+    /// Inner nodes the clock chose and spared (`evict.rs`, `INNER_CHANCES`).
+    pub(super) inner_spares: std::sync::atomic::AtomicU32,
 }
 
 impl BufferPool {
@@ -138,6 +140,7 @@ impl BufferPool {
             log: OnceLock::new(),
             capture: CaptureState::default(),
             epochs: Epochs::default(),
+            inner_spares: Default::default(),
         })
     }
 
@@ -281,6 +284,33 @@ mod tests {
         for (n, &id) in ids.iter().enumerate() {
             assert_eq!(read_u64(read(&pool, id).bytes(), 100), n as u64 * 7);
         }
+        pool.check_invariants();
+    }
+
+    /// The clock spares an inner node it chose 31 times in 32: after three times the
+    /// pool's worth of new leaves, inner nodes made before them (and never touched since)
+    /// are still in memory, where the leaves made with them are long gone.
+    #[test]
+    fn inner_nodes_outlive_leaves_as_cold_as_they_are() {
+        let dir = TempDir::with_prefix("pool-inner").unwrap();
+        let pool = pool(&dir, 16);
+        let inner: Vec<PageId> = (0..4)
+            .map(|_| {
+                let mut guard = pool.allocate().unwrap();
+                let id = guard.page_id();
+                init_header(guard.page_mut(), PageKind::Inner, id);
+                id
+            })
+            .collect();
+        let leaves = new_leaves(&pool, 48);
+        let resident =
+            |ids: &[PageId]| ids.iter().filter(|&&id| pool.table.load(id).is_resident()).count();
+        let (kept, old_leaves) = (resident(&inner), resident(&leaves[..16]));
+        assert!(old_leaves <= 4, "{old_leaves} of the 16 oldest leaves kept");
+        assert!(kept >= 3, "{kept} of 4 inner nodes kept");
+        // Not pinned: eviction still takes them in the end.
+        new_leaves(&pool, 400);
+        assert!(resident(&inner) < 4, "inner nodes are never evicted");
         pool.check_invariants();
     }
 
