@@ -78,7 +78,7 @@ impl BufferPool {
             self.resident.sweep(64, |page_id| {
                 let now = self.table.load(page_id);
                 match now.state() {
-                    MARKED if found < batch && !self.spares_inner(page_id, now) => {
+                    MARKED if found < batch && self.latch_victim(page_id, now) => {
                         victims[found] = page_id;
                         found += 1;
                     }
@@ -93,11 +93,8 @@ impl BufferPool {
         let mut latched = Vec::with_capacity(found);
         let mut failure = None;
         for &page_id in &victims[..found] {
+            // Latched by the sweep (`latch_victim`).
             let now = self.table.load(page_id);
-            if now.state() != MARKED || !self.table.cas(page_id, now, now.with_state(LOCKED)) {
-                continue;
-            }
-            fence(Ordering::Release);
             if failure.is_none() {
                 match self.write_back(page_id) {
                     Ok(true) => {
@@ -134,11 +131,7 @@ impl BufferPool {
             }
             let now = self.table.load(page_id);
             match now.state() {
-                MARKED if self.spares_inner(page_id, now) => {}
-                MARKED if self.table.cas(page_id, now, now.with_state(LOCKED)) => {
-                    fence(Ordering::Release);
-                    victims.push(page_id);
-                }
+                MARKED if self.latch_victim(page_id, now) => victims.push(page_id),
                 UNLOCKED => {
                     self.table.cas(page_id, now, now.with_state(MARKED));
                 }
@@ -147,21 +140,26 @@ impl BufferPool {
         });
     }
 
-    /// Whether the clock spares marked page `page_id` (state word `now`) this time: an inner
-    /// node, 31 choices in 32 (`INNER_CHANCES`). A spared page is unmarked (back to
-    /// `UNLOCKED` at the same version: nothing changed), so it gets a full second chance.
-    fn spares_inner(&self, page_id: PageId, now: PageState) -> bool {
-        // Latched for the look at its kind: the frame holds this page until released.
+    /// Latches marked page `page_id` (state word `now`) as a victim; false if it changed
+    /// meanwhile, or if the clock spares it this time: an inner node, 31 choices in 32
+    /// (`INNER_CHANCES`). A spared page is unmarked (back to `UNLOCKED` at the same version:
+    /// nothing changed), so it gets a full second chance. One latch serves both the look at
+    /// the page's kind and the eviction.
+    fn latch_victim(&self, page_id: PageId, now: PageState) -> bool {
         if !self.table.cas(page_id, now, now.with_state(LOCKED)) {
             return false;
         }
+        fence(Ordering::Release);
+        // Latched: the frame holds this page until released.
         let inner = page::kind_of(self.page_mut(page_id)) == Some(PageKind::Inner);
-        let spare = inner
+        if inner
             && self.inner_spares.fetch_add(1, Ordering::Relaxed) % INNER_CHANCES
-                != INNER_CHANCES - 1;
-        let after = if spare { UNLOCKED } else { MARKED };
-        self.table.store(page_id, now.with_state(after));
-        spare
+                != INNER_CHANCES - 1
+        {
+            self.table.store(page_id, now.with_state(UNLOCKED));
+            return false;
+        }
+        true
     }
 
     /// Evicts latched victims whose contents are on disk, putting their frames back on the
