@@ -1,5 +1,5 @@
 #!/bin/bash
-# 2026-11-28, release build of b96c6b9 (engine as ee757a2). The third sweep (unif-4k) was stopped.
+# 2026-11-28, release build of b96c6b9 (engine as ee757a2). This one script made compare-serve-r3/ and compare-serve-uniform/; the third sweep (unif-4k) was stopped.
 cd /work/main
 F=./target/release/ferrite
 for args in "zipf-1k-r3|--records 1300000 --distribution zipfian" "unif-1k|--records 1300000 --distribution uniform" "unif-4k|--records 330000 --value-size 4096 --distribution uniform"; do
