@@ -18,11 +18,13 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use ferrite::sched::{net, TaskHandle};
 use ferrite::Db;
@@ -31,7 +33,7 @@ use crate::auth::{Attempt, Credentials};
 use crate::protocol::{
     decode, write_error, Decoded, Limits, Request, StoreCommand, LINE_MAX_BYTES,
 };
-use crate::store::Store;
+use crate::store::{PendingValue, Store, SLICE_BYTES};
 use crate::sweep::Sweeper;
 
 /// The tree that holds the items.
@@ -266,6 +268,8 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
     // otherwise cost time quadratic in its length).
     let mut no_newline_before: Option<usize> = None;
     let mut authenticated = shared.auth.is_none();
+    // The hits of the request just run that go out in slices (`Store::execute_streaming`).
+    let mut streams: Vec<PendingValue> = Vec::new();
     loop {
         chunk.resize(RECV_BYTES, 0);
         let (back, received) = match shared.idle_timeout {
@@ -328,9 +332,23 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
                         shared.store.set_many(&shared.db, &sets, &mut out).await;
                         sets.clear();
                     }
-                    if !shared.store.execute(&request, &mut out).await {
+                    let store = &shared.store;
+                    if !store.execute_streaming(&request, &mut out, &mut streams).await {
                         open = false;
                         break;
+                    }
+                    if !streams.is_empty() {
+                        // Sent now, before any later request may change what it streams.
+                        let (back, sent) = send_streamed(
+                            shared,
+                            stream,
+                            std::mem::take(&mut out),
+                            std::mem::take(&mut streams),
+                        )
+                        .await;
+                        out = back;
+                        out.clear();
+                        sent?;
                     }
                 }
                 Decoded::Error { reply, skip, close } => {
@@ -374,6 +392,84 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
             return Ok(());
         }
     }
+}
+
+/// Sends `out`, with the rest of each streamed value in `streams` at its place in it: each
+/// value a slice at a time (`SLICE_BYTES`), the next slice read while this one is sent. A
+/// value replaced or deleted while it is streamed, or one whose read fails, cannot be taken
+/// back: the connection is closed (an error), and the client sees a short reply, never
+/// bytes of another value. Gives `out` back for reuse.
+async fn send_streamed(
+    shared: &Shared,
+    socket: &TcpStream,
+    out: Vec<u8>,
+    streams: Vec<PendingValue>,
+) -> (Vec<u8>, io::Result<()>) {
+    let counters = &shared.store.counters;
+    let mut from = 0;
+    let mut buf = Vec::with_capacity(SLICE_BYTES);
+    let mut next = Vec::with_capacity(SLICE_BYTES);
+    for PendingValue { at, mut slices } in streams {
+        buf.clear();
+        buf.extend_from_slice(&out[from..at]);
+        from = at;
+        // What is sent while the first slice is read: the reply up to the value's rest.
+        loop {
+            let left = (slices.len() - slices.position()) as usize;
+            next.clear();
+            next.resize(left.min(SLICE_BYTES), 0);
+            counters.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            let ((back, sent), read) =
+                both(net::send_all(socket, std::mem::take(&mut buf)), slices.read_async(&mut next))
+                    .await;
+            buf = back;
+            if let Err(e) = sent {
+                return (out, Err(e));
+            }
+            match read {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    return (
+                        out,
+                        Err(io::Error::other("the value was replaced while it was streamed")),
+                    )
+                }
+                Err(e) => return (out, Err(io::Error::other(e.to_string()))),
+            }
+            std::mem::swap(&mut buf, &mut next);
+            if buf.is_empty() {
+                break;
+            }
+        }
+    }
+    counters.bytes_written.fetch_add((out.len() - from) as u64, Ordering::Relaxed);
+    let rest = out[from..].to_vec();
+    let (_, sent) = net::send_all(socket, rest).await;
+    (out, sent)
+}
+
+/// Runs two futures at once in one task, until both are done.
+async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut a_done, mut b_done) = (None, None);
+    std::future::poll_fn(|cx| {
+        if a_done.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                a_done = Some(v);
+            }
+        }
+        if b_done.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                b_done = Some(v);
+            }
+        }
+        if a_done.is_some() && b_done.is_some() {
+            Poll::Ready((a_done.take().expect("done"), b_done.take().expect("done")))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// A request on a connection not authenticated yet (`auth.rs`): only a `set` of

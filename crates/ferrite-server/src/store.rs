@@ -13,20 +13,43 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use ferrite::{Db, Tree, WriteBatch};
+use ferrite::{Db, Tree, ValueSlices, WriteBatch};
 
 use crate::item::{self, Header};
 use crate::locks::KeyLocks;
 use crate::protocol::{
     write_end, write_error, write_meta, write_meta_debug, write_meta_noop, write_number,
-    write_stat, write_status, write_value, write_version, GetCommand, Key, MetaCommand, MetaDebug,
-    MetaFlags, MetaItem, MetaReply, MetaStatus, ProtocolError, Request, Status, StoreCommand,
+    write_stat, write_status, write_value, write_value_line, write_version, GetCommand, Key,
+    MetaCommand, MetaDebug, MetaFlags, MetaItem, MetaReply, MetaStatus, ProtocolError, Request,
+    Status, StoreCommand,
 };
 use crate::sweep::Sweeper;
 
 /// The key of the flush mark in the tree (a key no client can send: it holds a control
 /// character, which the decoder refuses in keys).
 const FLUSH_MARK_KEY: &[u8] = b"\x00ferrite:flush";
+
+/// A `get` hit longer than this is sent in slices of this many bytes, each read while the
+/// one before it is sent: a connection never holds more than two of them.
+pub const SLICE_BYTES: usize = 256 << 10;
+
+/// A hit of a `get` whose value goes out in slices (`SLICE_BYTES`): its first slice is in
+/// the reply already, and the rest of it is sent at `at` in the reply's bytes (before the
+/// `\r\n` that ends it), from `slices`, before anything after it runs.
+#[derive(Debug)]
+pub struct PendingValue {
+    /// Where in the reply the rest of the value goes.
+    pub at: usize,
+    /// The value, read up to the rest.
+    pub slices: ValueSlices,
+}
+
+/// What a live item's value is, for a `get`: whole, or its first slice and a reader of
+/// the rest.
+enum Hit {
+    Whole(Vec<u8>),
+    Sliced { first: Vec<u8>, slices: ValueSlices },
+}
 
 /// The version `version` reports: memcached's protocol, Ferrite's build.
 pub const VERSION: &str = concat!("1.6.0-ferrite-", env!("CARGO_PKG_VERSION"));
@@ -234,6 +257,26 @@ impl Store {
     /// Executes `request`, appending its reply to `out`. Returns false when the connection
     /// must close (`quit`).
     pub async fn execute(&self, request: &Request<'_>, out: &mut Vec<u8>) -> bool {
+        self.run(request, out, None).await
+    }
+
+    /// [`Store::execute`], with the hits of a `get` or `gets` longer than `SLICE_BYTES`
+    /// left in `streams` to be sent in slices (see [`PendingValue`]) instead of read whole.
+    pub async fn execute_streaming(
+        &self,
+        request: &Request<'_>,
+        out: &mut Vec<u8>,
+        streams: &mut Vec<PendingValue>,
+    ) -> bool {
+        self.run(request, out, Some(streams)).await
+    }
+
+    async fn run(
+        &self,
+        request: &Request<'_>,
+        out: &mut Vec<u8>,
+        streams: Option<&mut Vec<PendingValue>>,
+    ) -> bool {
         let now = item::now();
         if let Err(e) = self.flush_if_due(now).await {
             server_error(out, &e);
@@ -242,7 +285,7 @@ impl Store {
         let outcome = match request {
             Request::Quit => return false,
             Request::Get { command, exptime, keys } => {
-                self.get(*command, *exptime, *keys, now, out).await
+                self.get(*command, *exptime, *keys, now, out, streams).await
             }
             Request::Store { command, key, flags, exptime, cas, data, noreply } => {
                 let status = self.store(*command, key, *flags, *exptime, *cas, data, now).await;
@@ -353,28 +396,71 @@ impl Store {
         keys: crate::protocol::Keys<'_>,
         now: u32,
         out: &mut Vec<u8>,
+        mut streams: Option<&mut Vec<PendingValue>>,
     ) -> ferrite::Result<()> {
         for key in keys {
             increment(&self.counters.cmd_get);
-            let found = match exptime {
+            let found = match (exptime, streams.is_some()) {
                 // gat/gats: the touch and the read under the key's lock.
-                Some(exptime) => {
+                (Some(exptime), _) => {
                     increment(&self.counters.cmd_touch);
-                    self.touch(key, i64::from(exptime), now).await?
+                    self.touch(key, i64::from(exptime), now).await?.map(|(h, v)| (h, Hit::Whole(v)))
                 }
-                None => self.live(key, now).await?,
+                (None, true) => self.live_sliced(key, now).await?,
+                (None, false) => self.live(key, now).await?.map(|(h, v)| (h, Hit::Whole(v))),
             };
-            match found {
-                Some((header, value)) => {
-                    increment(&self.counters.get_hits);
-                    let cas = command.returns_cas().then_some(header.cas);
-                    write_value(out, key, header.flags, &value[item::HEADER_BYTES..], cas);
+            let Some((header, hit)) = found else {
+                increment(&self.counters.get_misses);
+                continue;
+            };
+            increment(&self.counters.get_hits);
+            let cas = command.returns_cas().then_some(header.cas);
+            match hit {
+                Hit::Whole(value) => {
+                    write_value(out, key, header.flags, &value[item::HEADER_BYTES..], cas)
                 }
-                None => increment(&self.counters.get_misses),
+                Hit::Sliced { first, slices } => {
+                    let len = slices.len() - item::HEADER_BYTES as u64;
+                    write_value_line(out, key, header.flags, len, cas);
+                    out.extend_from_slice(&first[item::HEADER_BYTES..]);
+                    let pending = PendingValue { at: out.len(), slices };
+                    streams.as_mut().expect("sliced only with streams").push(pending);
+                    out.extend_from_slice(b"\r\n");
+                }
             }
         }
         write_end(out);
         Ok(())
+    }
+
+    /// The live item of `key` at `now`, as [`Store::live`], but a value longer than
+    /// `SLICE_BYTES` is read only up to its first slice: the rest is left to a reader.
+    async fn live_sliced(&self, key: &[u8], now: u32) -> ferrite::Result<Option<(Header, Hit)>> {
+        let (first, slices) = loop {
+            let Some(mut slices) = self.tree.value_slices_async(key).await? else {
+                return Ok(None);
+            };
+            let mut first = vec![0u8; slices.len().min(SLICE_BYTES as u64) as usize];
+            // `None`: replaced while it was read; read the new one.
+            if slices.read_async(&mut first).await?.is_some() {
+                break (first, slices);
+            }
+        };
+        let Some((header, _)) = item::decode(&first) else { return Ok(None) };
+        if header.expired(now) {
+            increment(&self.counters.get_expired);
+            return Ok(None);
+        }
+        if self.flushed(header.cas) {
+            return Ok(None);
+        }
+        self.sweeper.referenced(key);
+        let hit = if slices.position() == slices.len() {
+            Hit::Whole(first)
+        } else {
+            Hit::Sliced { first, slices }
+        };
+        Ok(Some((header, hit)))
     }
 
     #[allow(clippy::too_many_arguments)]

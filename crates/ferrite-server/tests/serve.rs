@@ -204,6 +204,48 @@ fn large_items_and_refused_ones() {
     stop(db, server);
 }
 
+/// Items longer than a slice (`SLICE_BYTES`) go out a slice at a time: a multi-get of two of
+/// them around a small one, pipelined with the next requests, answers every byte in order,
+/// and a `gets` of one carries its cas.
+#[test]
+fn large_hits_stream_in_slices_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    let slice = ferrite_server::store::SLICE_BYTES;
+    let items: Vec<(String, Vec<u8>)> = [slice + 1, 3 * slice + 17, 1 << 20]
+        .iter()
+        .enumerate()
+        .map(|(n, &len)| (format!("big{n}"), (0..len).map(|i| (i * 7 + n) as u8).collect()))
+        .collect();
+    for (key, value) in &items {
+        let mut request = format!("set {key} 5 0 {}\r\n", value.len()).into_bytes();
+        request.extend_from_slice(value);
+        request.extend_from_slice(b"\r\n");
+        c.expect(&request, b"STORED\r\n");
+    }
+    c.expect(b"set small 1 0 2\r\nhi\r\n", b"STORED\r\n");
+    let value_reply = |key: &str, value: &[u8]| {
+        let mut reply = format!("VALUE {key} 5 {}\r\n", value.len()).into_bytes();
+        reply.extend_from_slice(value);
+        reply.extend_from_slice(b"\r\n");
+        reply
+    };
+    let mut reply = value_reply(&items[0].0, &items[0].1);
+    reply.extend_from_slice(b"VALUE small 1 2\r\nhi\r\n");
+    reply.extend(value_reply(&items[1].0, &items[1].1));
+    reply.extend_from_slice(b"END\r\n");
+    reply.extend(value_reply(&items[2].0, &items[2].1));
+    reply.extend_from_slice(b"END\r\nVALUE small 1 2\r\nhi\r\nEND\r\n");
+    c.expect(b"get big0 small missing big1\r\nget big2\r\nget small\r\n", &reply);
+    let cas = cas_of(&mut c, "big1");
+    assert!(cas > 0);
+    let stats = c.line(b"stats\r\n");
+    assert!(stats.starts_with("STAT "), "{stats}");
+    drop(c);
+    stop(db, server);
+}
+
 #[test]
 fn meta_commands_answer_as_memcached_does() {
     let dir = tempfile::tempdir().unwrap();

@@ -946,3 +946,68 @@ fn tasks_put_values_of_any_size() {
         db.close().unwrap();
     }
 }
+
+/// `ValueSlices` from a task: a value in its leaf and an object read a slice at a time give
+/// their bytes whole and in order; a value replaced or deleted between two slices ends the
+/// reader with `None`, never bytes of the new value; a reader that began before the change
+/// keeps none of it.
+#[test]
+fn value_slices_read_one_version_or_say_it_changed() {
+    let dir = TempDir::with_prefix("objects-slices").unwrap();
+    let db = Db::open(dir.path(), Options { workers: 1, ..tiny(512) }).unwrap();
+    let tree = db.tree("t").unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    tree.put(b"big", &big).unwrap();
+    tree.put(b"small", b"a small value").unwrap();
+    let reader = tree.clone();
+    let big_copy = big.clone();
+    let outcome = db
+        .spawn(async move {
+            let tree = reader;
+            assert!(tree.value_slices_async(b"absent").await.unwrap().is_none());
+            let mut small = tree.value_slices_async(b"small").await.unwrap().unwrap();
+            assert!(!small.is_object());
+            let mut buf = vec![0u8; 5];
+            let mut got = Vec::new();
+            while let Some(n) = small.read_async(&mut buf).await.unwrap() {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(got, b"a small value");
+            // Whole, in slices of 64 KiB.
+            let mut slices = tree.value_slices_async(b"big").await.unwrap().unwrap();
+            assert!(slices.is_object());
+            assert_eq!(slices.len(), big_copy.len() as u64);
+            let mut buf = vec![0u8; 64 << 10];
+            let mut got = Vec::new();
+            loop {
+                let n = slices.read_async(&mut buf).await.unwrap().expect("unchanged");
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert!(got == big_copy, "read in slices");
+            assert_eq!(slices.position(), slices.len());
+            // Replaced between two slices: the next says so.
+            let mut slices = tree.value_slices_async(b"big").await.unwrap().unwrap();
+            assert_eq!(slices.read_async(&mut buf).await.unwrap(), Some(64 << 10));
+            let other = vec![7u8; 200_000];
+            tree.put_async(b"big", &other).await.unwrap();
+            assert_eq!(slices.read_async(&mut buf).await.unwrap(), None, "replaced");
+            // Deleted between two slices: the same.
+            let mut slices = tree.value_slices_async(b"big").await.unwrap().unwrap();
+            assert_eq!(slices.len(), 200_000);
+            assert_eq!(slices.read_async(&mut buf).await.unwrap(), Some(64 << 10));
+            assert!(buf.iter().all(|&b| b == 7));
+            tree.delete_async(b"big").await.unwrap();
+            assert_eq!(slices.read_async(&mut buf).await.unwrap(), None, "deleted");
+        })
+        .unwrap();
+    outcome.wait();
+    assert_check(&db);
+    drop(tree);
+    db.close().unwrap();
+}

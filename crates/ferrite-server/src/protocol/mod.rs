@@ -53,7 +53,8 @@ pub use fuzz::fuzz_protocol;
 pub use meta::{MetaCommand, MetaStatus};
 pub use reply::{
     write_end, write_error, write_meta, write_meta_debug, write_meta_noop, write_number,
-    write_stat, write_status, write_value, write_version, MetaDebug, MetaItem, MetaReply, Status,
+    write_stat, write_status, write_value, write_value_line, write_version, MetaDebug, MetaItem,
+    MetaReply, Status,
 };
 pub use request::{
     BinaryKey, GetCommand, Key, Keys, MetaFlags, Request, StoreCommand, BINARY_KEY_MAX_BYTES,

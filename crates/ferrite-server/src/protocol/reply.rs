@@ -58,14 +58,20 @@ pub fn write_error(out: &mut Vec<u8>, error: ProtocolError) {
 /// One hit of a retrieval command: `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
 /// Follow the last with [`write_end`].
 pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
+    write_value_line(out, key, flags, data.len() as u64, cas);
+    line(out, data);
+}
+
+/// The line before a value of `len` bytes: `VALUE <key> <flags> <bytes>[ <cas>]\r\n` (the
+/// data and its `\r\n` follow; a streamed value sends them later).
+pub fn write_value_line(out: &mut Vec<u8>, key: &[u8], flags: u32, len: u64, cas: Option<u64>) {
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
-    write!(out, " {flags} {}", data.len()).expect("writing to a Vec");
+    write!(out, " {flags} {len}").expect("writing to a Vec");
     if let Some(cas) = cas {
         write!(out, " {cas}").expect("writing to a Vec");
     }
     out.extend_from_slice(b"\r\n");
-    line(out, data);
 }
 
 /// `END\r\n`, closing every retrieval reply (hits or not).

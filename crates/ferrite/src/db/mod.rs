@@ -53,7 +53,9 @@ pub use iter::Iter;
 pub use lock::LOCK_FILE_NAME;
 #[doc(hidden)]
 pub use object::fuzz_object_entry;
-pub use object::{ObjectReader, ObjectStat, ObjectWriter, ObjectsReport, MAX_OBJECT_LEN};
+pub use object::{
+    ObjectReader, ObjectStat, ObjectWriter, ObjectsReport, ValueSlices, MAX_OBJECT_LEN,
+};
 pub use recovery::RecoveryReport;
 pub use tree::Tree;
 pub use txn::Transaction;

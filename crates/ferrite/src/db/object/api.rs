@@ -283,6 +283,97 @@ impl Seek for ObjectReader {
     }
 }
 
+/// A value read from a task a slice at a time ([`Tree::value_slices_async`]), every slice of
+/// the version the reader began on: a server sends slice `i` while it reads slice `i + 1`,
+/// and never holds the whole of a large value.
+#[derive(Debug)]
+pub struct ValueSlices {
+    tree: Tree,
+    key: Vec<u8>,
+    source: SliceSource,
+    len: u64,
+    pos: u64,
+}
+
+#[derive(Debug)]
+enum SliceSource {
+    /// A value in its leaf (or Value page), read whole when the reader began.
+    Plain(Vec<u8>),
+    /// An object: its id, checked after every slice.
+    Object(u64),
+}
+
+impl Tree {
+    /// A reader of `key`'s value a slice at a time, as it is now; `None` if absent. A value
+    /// in its leaf is read now, whole (at most [`crate::MAX_VALUE_LEN`] bytes); an object's
+    /// data is read by [`ValueSlices::read_async`].
+    pub async fn value_slices_async(&self, key: &[u8]) -> Result<Option<ValueSlices>> {
+        crate::db::check_key(key)?;
+        let (source, len) = match self.stored_async(key).await? {
+            Stored::Absent => return Ok(None),
+            Stored::Plain(value) => {
+                let len = value.len() as u64;
+                (SliceSource::Plain(value), len)
+            }
+            Stored::Object { id, len } => (SliceSource::Object(id), len),
+        };
+        Ok(Some(ValueSlices { tree: self.clone(), key: key.to_vec(), source, len, pos: 0 }))
+    }
+}
+
+impl ValueSlices {
+    /// The value's length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the value is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes read so far.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Whether the value is an object (its slices are read from the disk as they are
+    /// asked for), not a value read whole when the reader began.
+    pub fn is_object(&self) -> bool {
+        matches!(self.source, SliceSource::Object(_))
+    }
+
+    /// Reads the next bytes of the value into `buf` (as many as fit; 0 at the end). `None`
+    /// if the key no longer holds the value the reader began on (replaced or deleted): the
+    /// bytes are not of it, and nothing more can be read. On a worker an object's slice is
+    /// read through the worker's ring while the task yields.
+    pub async fn read_async(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        let n = buf.len().min((self.len - self.pos) as usize);
+        match &self.source {
+            SliceSource::Plain(value) => {
+                let at = self.pos as usize;
+                buf[..n].copy_from_slice(&value[at..at + n]);
+            }
+            &SliceSource::Object(id) => {
+                if n == 0 {
+                    return Ok(Some(0));
+                }
+                let read = self.tree.read_object_async(id, self.pos, &mut buf[..n]).await;
+                // Kept only if the key still holds this object (as `read_at_async` checks):
+                // a put may have replaced it meanwhile, and its pages gone to another value.
+                let still = matches!(self.tree.stored_async(&self.key).await?,
+                    Stored::Object { id: now, .. } if now == id);
+                if !still {
+                    return Ok(None);
+                }
+                read?;
+            }
+        }
+        self.pos += n as u64;
+        Ok(Some(n))
+    }
+}
+
 /// Writes into an object (`Write + Seek`); see [`Tree::object_writer`].
 #[derive(Debug)]
 pub struct ObjectWriter {

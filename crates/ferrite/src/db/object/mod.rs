@@ -11,7 +11,7 @@ mod ops;
 mod space;
 
 pub(crate) use api::check_object_end;
-pub use api::{ObjectReader, ObjectStat, ObjectWriter, MAX_OBJECT_LEN};
+pub use api::{ObjectReader, ObjectStat, ObjectWriter, ValueSlices, MAX_OBJECT_LEN};
 pub use check::ObjectsReport;
 #[doc(hidden)]
 pub use format::fuzz_object_entry;
