@@ -60,6 +60,8 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
             .then(|| std::time::Duration::from_secs(args.idle_timeout_secs)),
         evict: !args.store_mode,
         auth,
+        // Large items' slices read lately: a part of the memory the pool leaves.
+        slice_cache_bytes: (memory / 32) as usize,
     };
     let server = match Server::start(Arc::clone(&db), &config) {
         Ok(server) => server,

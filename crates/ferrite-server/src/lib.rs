@@ -9,6 +9,7 @@ pub mod item;
 mod locks;
 pub mod protocol;
 pub mod server;
+mod slices;
 pub mod store;
 mod sweep;
 

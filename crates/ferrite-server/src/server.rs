@@ -67,6 +67,9 @@ pub struct ServerConfig {
     /// memcached's text-protocol authentication (`auth.rs`): a connection must first `set`
     /// a `user password` of these. `None`: none asked.
     pub auth: Option<Arc<Credentials>>,
+    /// Bytes of large items' slices read lately kept in memory, shared by every connection
+    /// (`slices.rs`; 8 MiB by default).
+    pub slice_cache_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +81,7 @@ impl Default for ServerConfig {
             idle_timeout: None,
             evict: true,
             auth: None,
+            slice_cache_bytes: 8 << 20,
         }
     }
 }
@@ -133,6 +137,7 @@ impl Server {
         ];
         let sweeper = Sweeper::new(config.evict, db.space_usage().max_pages);
         let store = Store::open(tree, sweeper, settings).map_err(fail)?;
+        store.slices.set_budget(config.slice_cache_bytes);
         let listener = Arc::new(TcpListener::bind(config.listen)?);
         let addr = listener.local_addr()?;
         let limits = Limits { item_max_bytes: config.item_max_bytes, ..Limits::default() };
@@ -419,9 +424,9 @@ async fn send_streamed(
             next.clear();
             next.resize(left.min(SLICE_BYTES), 0);
             counters.bytes_written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            let read = shared.store.slices.read(&mut slices, &mut next);
             let ((back, sent), read) =
-                both(net::send_all(socket, std::mem::take(&mut buf)), slices.read_async(&mut next))
-                    .await;
+                both(net::send_all(socket, std::mem::take(&mut buf)), read).await;
             buf = back;
             if let Err(e) = sent {
                 return (out, Err(e));

@@ -23,6 +23,7 @@ use crate::protocol::{
     MetaCommand, MetaDebug, MetaFlags, MetaItem, MetaReply, MetaStatus, ProtocolError, Request,
     Status, StoreCommand,
 };
+use crate::slices::SliceCache;
 use crate::sweep::Sweeper;
 
 /// The key of the flush mark in the tree (a key no client can send: it holds a control
@@ -137,6 +138,8 @@ pub struct Store {
     pub counters: Counters,
     /// Eviction and the expiry sweep (`sweep.rs`).
     pub sweeper: Sweeper,
+    /// Slices of large items shared between GETs (`slices.rs`).
+    pub slices: SliceCache,
     started: u32,
     /// What `stats settings` reports.
     pub settings: Vec<(&'static str, String)>,
@@ -183,6 +186,7 @@ impl Store {
             flush_due: Mutex::new(0),
             counters: Counters::default(),
             sweeper,
+            slices: SliceCache::default(),
             started: item::now(),
             settings,
         })
@@ -442,7 +446,7 @@ impl Store {
             };
             let mut first = vec![0u8; slices.len().min(SLICE_BYTES as u64) as usize];
             // `None`: replaced while it was read; read the new one.
-            if slices.read_async(&mut first).await?.is_some() {
+            if self.slices.read(&mut slices, &mut first).await?.is_some() {
                 break (first, slices);
             }
         };
@@ -767,6 +771,8 @@ impl Store {
                     ("auth_errors", &c.auth_errors),
                     ("bytes_read", &c.bytes_read),
                     ("bytes_written", &c.bytes_written),
+                    ("large_slice_reads", &self.slices.reads),
+                    ("large_slice_shares", &self.slices.shared),
                 ] {
                     write_stat(out, name, get(counter));
                 }

@@ -240,8 +240,16 @@ fn large_hits_stream_in_slices_in_order() {
     c.expect(b"get big0 small missing big1\r\nget big2\r\nget small\r\n", &reply);
     let cas = cas_of(&mut c, "big1");
     assert!(cas > 0);
-    let stats = c.line(b"stats\r\n");
-    assert!(stats.starts_with("STAT "), "{stats}");
+    // Replaced: the slices kept of the old value are never sent for the new one.
+    let new_value: Vec<u8> = (0..items[1].1.len()).map(|i| (i * 13) as u8).collect();
+    let mut request = format!("set big1 5 0 {}\r\n", new_value.len()).into_bytes();
+    request.extend_from_slice(&new_value);
+    request.extend_from_slice(b"\r\n");
+    c.expect(&request, b"STORED\r\n");
+    let mut reply = value_reply("big1", &new_value);
+    reply.extend_from_slice(b"END\r\n");
+    c.expect(b"get big1\r\n", &reply);
+    assert!(stat(&mut c, "large_slice_shares") > 0, "the gets of big1 before it shared slices");
     drop(c);
     stop(db, server);
 }
@@ -464,6 +472,48 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
     assert!((2..=4).contains(&reads), "{reads} page reads for a herd of 100 on a 4 KiB item");
     drop(herd);
     stop(db, server);
+    // An item of 100 KiB is an object, read past the pool: its one slice is read once for
+    // the herd, the others share it (waiting for the read, or from the slices kept).
+    let (db, server) = start(dir.path());
+    let mut c = Client::connect(&server);
+    let large: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+    let mut request = b"set item:03000z 0 0 100000\r\n".to_vec();
+    request.extend_from_slice(&large);
+    request.extend_from_slice(b"\r\n");
+    c.expect(&request, b"STORED\r\n");
+    drop(c);
+    stop(db, server);
+    let (db, server) = start(dir.path());
+    let mut herd: Vec<Client> = (0..100).map(|_| Client::connect(&server)).collect();
+    for client in &mut herd {
+        client.0.write_all(b"get item:03000z\r\n").unwrap();
+    }
+    let mut reply = b"VALUE item:03000z 0 100000\r\n".to_vec();
+    reply.extend_from_slice(&large);
+    reply.extend_from_slice(b"\r\nEND\r\n");
+    for client in &mut herd {
+        client.read_exactly(b"get item:03000z", &reply);
+    }
+    let (reads, shares) =
+        (stat(&mut herd[0], "large_slice_reads"), stat(&mut herd[0], "large_slice_shares"));
+    assert_eq!((reads, shares), (1, 99), "slice reads and shares for a herd of 100");
+    drop(herd);
+    stop(db, server);
+}
+
+/// A counter of `stats`.
+fn stat(client: &mut Client, name: &str) -> u64 {
+    client.0.write_all(b"stats\r\n").unwrap();
+    let mut text = Vec::new();
+    let mut byte = [0u8; 1];
+    while !text.ends_with(b"END\r\n") {
+        client.0.read_exact(&mut byte).unwrap();
+        text.push(byte[0]);
+    }
+    let text = String::from_utf8(text).unwrap();
+    let prefix = format!("STAT {name} ");
+    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name}"));
+    line[prefix.len()..].parse().unwrap()
 }
 
 /// Pipelined small `set`s are committed in groups (in a pool of 32 MiB or more): every one

@@ -382,6 +382,8 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
             let server_config = ferrite_server::ServerConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 0)),
                 item_max_bytes: config.value_size.max(1 << 20),
+                // As `ferrite serve` sets it.
+                slice_cache_bytes: (memory / 32) as usize,
                 ..ferrite_server::ServerConfig::default()
             };
             let server = ferrite_server::Server::start(Arc::clone(&db), &server_config)

@@ -343,6 +343,23 @@ impl ValueSlices {
         matches!(self.source, SliceSource::Object(_))
     }
 
+    /// The object's id, if the value is an object: it names this version of the value (a
+    /// put of the key makes a new object; ids are never reused), so a caller may share the
+    /// slices of one id between readers, as long as nothing writes it in place
+    /// (`write_at`, `truncate`, `append` keep the id).
+    pub fn object_id(&self) -> Option<u64> {
+        match self.source {
+            SliceSource::Object(id) => Some(id),
+            SliceSource::Plain(_) => None,
+        }
+    }
+
+    /// Moves on by `n` bytes without reading them: for a caller that has them from another
+    /// reader of the same object (see [`ValueSlices::object_id`]).
+    pub fn skip(&mut self, n: u64) {
+        self.pos = (self.pos + n).min(self.len);
+    }
+
     /// Reads the next bytes of the value into `buf` (as many as fit; 0 at the end). `None`
     /// if the key no longer holds the value the reader began on (replaced or deleted): the
     /// bytes are not of it, and nothing more can be read. On a worker an object's slice is
