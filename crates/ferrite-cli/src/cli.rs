@@ -737,6 +737,14 @@ pub struct ServeBenchCmd {
     /// ring (one thread, one io_uring for all: less CPU, but one thread's delays delay them all)
     #[arg(long, value_name = "CLIENT", value_parser = serve_bench::Client::parse)]
     client: Option<serve_bench::Client>,
+    /// Keys per GET request (`get k1 k2 …`; default 1); ops then count requests
+    #[arg(long, value_name = "N",
+          value_parser = |s: &str| value::whole_usize(s, 1, serve_bench::MULTIGET_MAX))]
+    multiget: Option<usize>,
+    /// Herds instead of the mix: each round, every connection GETs one key not read before,
+    /// all at once (GETs only; closed rounds, no --rate)
+    #[arg(long)]
+    herd: bool,
 }
 
 const SERVE_BENCH_AFTER: &str = "\
@@ -747,7 +755,7 @@ OUTPUT
            p999_us=L max_us=L keys=N value_size=B distribution=D connections=C
            memory_mib=M durability=D rate=OPS|closed ops=N gets=N sets=N set_errors=N seconds=S
            load_s=S client_cpu_us_per_op=X disk_budget_mib=N|default settle_s=S
-           client=threads|ring
+           client=threads|ring [multiget=N] [herd_rounds=N device_reads_per_herd=X]
            [server_cpu_us_per_op=X ops_per_server_core_s=N]
            [device_reads_per_get=X device_kib_per_read=X] [load_evictions=N] [items_after_load=N] [flash_items=N] [flash_hits=N]
            [load_rate=OPS]
@@ -769,13 +777,19 @@ OUTPUT
     measuring, per GET, and their mean size.
     set_errors: SETs refused with SERVER_ERROR out of memory (memcached's extstore refuses
     so while its flash writes lag; the load retries them, the measured part counts them).
+    multiget: keys per GET request, when more than one (ops and latencies are per request;
+    gets and hit_ratio per key). herd_rounds: with --herd, the rounds run, in each of which
+    every connection GETs the same key, one not read before, at once; device_reads_per_herd:
+    the disk's reads per round (a store that shares one read of a cold item among the herd
+    reads about as many pages as one GET of it needs).
     hit_ratio: GETs that found their key over all GETs. Latencies (HdrHistogram) time each
     request from its intended send time in open loop, from its send in closed loop.
 
 EXAMPLES
     ferrite bench serve --store ferrite --keys 2M --value-size 1024 --memory-mib 200
     ferrite bench serve --store memcached --keys 2M --value-size 1024 --memory-mib 200
-    ferrite bench serve --server 127.0.0.1:11211 --mix 50:50 --rate 50000";
+    ferrite bench serve --server 127.0.0.1:11211 --mix 50:50 --rate 50000
+    ferrite bench serve --store ferrite --keys 100K --value-size 100000 --herd --connections 100";
 
 /// `ferrite serve`.
 #[derive(Debug, Args)]
@@ -2464,6 +2478,13 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         json: cmd.json,
         durability: durability_of(cmd.durability.as_deref()),
         client: cmd.client.unwrap_or(defaults.client),
+        multiget: cmd.multiget.unwrap_or(defaults.multiget),
+        herd: cmd.herd,
+    };
+    // A herd is GETs only: the default mix gives way to it (a mix asked for is refused).
+    let config = match (cmd.herd, cmd.mix) {
+        (true, None) => ServeConfig { get_percent: 100, ..config },
+        _ => config,
     };
     if cmd.durability.is_some() && (store != ServeStore::Ferrite || cmd.server.is_some()) {
         return Err(refuse(

@@ -922,6 +922,11 @@ fn bench_serve_defaults_and_options() {
     );
     fails(&["bench", "serve", "--mix", "90:20"], "add to 110");
     fails(&["bench", "serve", "--store", "redis"], "unknown store \"redis\"");
+    let herd = of(&["--herd", "--connections", "100"]);
+    assert_eq!((herd.herd, herd.get_percent, herd.multiget), (true, 100, 1));
+    assert_eq!(of(&["--multiget", "10"]).multiget, 10);
+    fails(&["bench", "serve", "--herd", "--mix", "90:10"], "--herd runs rounds");
+    fails(&["bench", "serve", "--multiget", "101"], "101");
     assert_eq!(of(&[]).client, serve_bench::Client::Threads);
     assert_eq!(of(&["--client", "ring"]).client, serve_bench::Client::Ring);
     fails(&["bench", "serve", "--client", "epoll"], "unknown client \"epoll\"");

@@ -92,6 +92,11 @@ pub struct ServeConfig {
     pub durability: ferrite::Durability,
     /// How the measured part's connections are driven.
     pub client: Client,
+    /// Keys per GET request (`get k1 k2 …`): 1 is a plain GET.
+    pub multiget: usize,
+    /// The measured part is herds instead of the mix: each round, every connection GETs one
+    /// key, the same for all and not read before in the run, at once (GETs only).
+    pub herd: bool,
 }
 
 /// The load generator's client for the measured part.
@@ -139,6 +144,8 @@ impl ServeConfig {
             json: None,
             durability: ferrite::Durability::Sync,
             client: Client::Threads,
+            multiget: 1,
+            herd: false,
         }
     }
 
@@ -169,6 +176,22 @@ impl ServeConfig {
         if self.memory_mib < 16 {
             return bad(format!("--memory-mib {} is below 16", self.memory_mib));
         }
+        if self.multiget == 0 || self.multiget > MULTIGET_MAX {
+            return bad(format!(
+                "--multiget {} is out of range (1 to {MULTIGET_MAX})",
+                self.multiget
+            ));
+        }
+        if self.client == Client::Ring && (self.multiget > 1 || self.herd) {
+            return bad("--client ring sends single GETs in the mix: drop --multiget and \
+                        --herd, or use --client threads"
+                .into());
+        }
+        if self.herd && (self.rate.is_some() || self.get_percent != 100 || self.multiget > 1) {
+            return bad("--herd runs rounds of single GETs, all connections at once: it takes \
+                        no --rate, no SETs (--mix 100:0) and no --multiget"
+                .into());
+        }
         Ok(())
     }
 
@@ -194,6 +217,9 @@ pub fn parse_mix(text: &str) -> Result<u32, String> {
     }
     Ok(get)
 }
+
+/// Most keys in one GET request.
+pub const MULTIGET_MAX: usize = 100;
 
 /// Bytes of a value's check header: `k` and the key number, `v` and the version, in hex.
 const HEADER_BYTES: usize = 16;
@@ -310,6 +336,40 @@ impl Conn {
         match self.read_line()? {
             "END" => Ok(Got::Hit(value)),
             other => Err(BenchError::Store(format!("a value was followed by {other:?}").into())),
+        }
+    }
+}
+
+impl Conn {
+    /// A GET of every key of `keys` in one request: the hits, each with its key, in the
+    /// order the server sent them (memcached's: the request's, misses left out).
+    fn get_many(&mut self, keys: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, BenchError> {
+        let mut request = String::from("get");
+        for &key in keys {
+            request.push(' ');
+            request.push_str(&key_name(key));
+        }
+        request.push_str("\r\n");
+        self.send(request.as_bytes())?;
+        let mut hits = Vec::new();
+        loop {
+            let line = self.read_line()?.to_owned();
+            if line == "END" {
+                return Ok(hits);
+            }
+            let bad = || BenchError::Store(format!("a multi-get was answered {line:?}").into());
+            let mut fields = line.strip_prefix("VALUE ").ok_or_else(bad)?.split(' ');
+            let key: u64 = fields
+                .next()
+                .and_then(|name| name.strip_prefix("key:"))
+                .and_then(|n| n.parse().ok())
+                .filter(|key| keys.contains(key))
+                .ok_or_else(bad)?;
+            let len: usize = fields.nth(1).and_then(|n| n.parse().ok()).ok_or_else(bad)?;
+            let mut value = vec![0u8; len + 2];
+            self.reader.read_exact(&mut value).map_err(io_error("reading a value"))?;
+            value.truncate(len);
+            hits.push((key, value));
         }
     }
 }
@@ -721,6 +781,9 @@ fn settled_stats(addr: SocketAddr) -> Result<Vec<(String, String)>, BenchError> 
 
 /// What one connection counted while measuring.
 struct Counts {
+    /// Requests answered: GETs (a multi-get is one) and SETs.
+    requests: u64,
+    /// Keys asked for by GETs.
     gets: u64,
     hits: u64,
     sets: u64,
@@ -734,6 +797,7 @@ struct Counts {
 impl Counts {
     fn new() -> Counts {
         Counts {
+            requests: 0,
             gets: 0,
             hits: 0,
             sets: 0,
@@ -773,6 +837,11 @@ pub struct ServeReport {
 impl ServeReport {
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / self.seconds
+    }
+
+    /// Rounds of a herd run: each connection GETs once a round.
+    pub fn herd_rounds(&self) -> u64 {
+        self.gets / self.config.connections.max(1) as u64
     }
 
     pub fn hit_ratio(&self) -> f64 {
@@ -843,6 +912,16 @@ impl ServeReport {
             line = line.real("load_rate", rate, 0);
         }
         line = line.real("settle_s", self.load.settle_seconds, 1).word("client", c.client.name());
+        if c.multiget > 1 {
+            line = line.int("multiget", c.multiget as u64);
+        }
+        if c.herd {
+            line = line.int("herd_rounds", self.herd_rounds());
+            if let Some(io) = &self.disk_io {
+                let per = io.reads as f64 / self.herd_rounds().max(1) as f64;
+                line = line.real("device_reads_per_herd", per, 2);
+            }
+        }
         if let Some(server) = &self.server_cpu {
             let ops = self.ops.max(1) as f64;
             line = line.real("server_cpu_us_per_op", server.total_s() * 1e6 / ops, 2).real(
@@ -882,7 +961,7 @@ impl ServeReport {
 
     pub fn summary(&self) -> String {
         let c = &self.config;
-        format!(
+        let mut text = format!(
             "  bench serve   {} GET:SET on {}, {} keys of {} B ({:.1} MiB of values), {} \
              connections, {}, {}\n  store         {}{}\n  throughput    {:.0} ops/s over \
              {:.2} s ({} GETs, {} hits: hit ratio {:.4}; {} SETs, {} refused)\n  latency       p50 {:.1} \
@@ -936,7 +1015,29 @@ impl ServeReport {
                 facts if facts.is_empty() => String::new(),
                 facts => format!("\n  server        {}", facts.join(", ")),
             },
-        )
+        );
+        if c.multiget > 1 {
+            text.push_str(&format!(
+                "  multi-get     {} keys per GET request (ops count requests, GETs count keys)\n",
+                c.multiget
+            ));
+        }
+        if c.herd {
+            let rounds = self.herd_rounds();
+            text.push_str(&format!(
+                "  herds         {rounds} rounds, each {} connections GETting one key not read \
+                 before, at once{}\n",
+                c.connections,
+                match &self.disk_io {
+                    Some(io) => format!(
+                        ": {:.2} device reads per round",
+                        io.reads as f64 / rounds.max(1) as f64
+                    ),
+                    None => String::new(),
+                }
+            ));
+        }
+        text
     }
 }
 
@@ -1065,8 +1166,9 @@ fn report_of(
 ) -> Result<ServeReport, BenchError> {
     let Measured { counts, seconds, cpu, server_cpu, flash_hits, disk_io } = measured;
     let mut latency_ns = new_histogram();
-    let (mut gets, mut hits, mut sets, mut set_errors) = (0, 0, 0, 0);
+    let (mut requests, mut gets, mut hits, mut sets, mut set_errors) = (0, 0, 0, 0, 0);
     for c in counts {
+        requests += c.requests;
         gets += c.gets;
         hits += c.hits;
         sets += c.sets;
@@ -1076,7 +1178,7 @@ fn report_of(
     let report = ServeReport {
         config: config.clone(),
         store_description: description.to_owned(),
-        ops: gets + sets,
+        ops: requests,
         gets,
         hits,
         sets,
@@ -1107,6 +1209,9 @@ fn measure(
     addr: SocketAddr,
     config: &ServeConfig,
 ) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
+    if config.herd {
+        return herds(addr, config);
+    }
     let phase = AtomicU8::new(WARMUP);
     let failed = AtomicBool::new(false);
     let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, 0.99));
@@ -1144,6 +1249,90 @@ fn measure(
         let counts = handles
             .into_iter()
             .map(|h| h.join().expect("a client thread panicked"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((counts, seconds, cpu))
+    })
+}
+
+/// The measured part as herds: rounds until `config.seconds` are up, in each of which every
+/// connection GETs the same key at once (released together by a barrier), a key not read
+/// before in the run: cold, unless the store keeps what it loaded last. Latency runs from
+/// the round's release to each reply.
+fn herds(
+    addr: SocketAddr,
+    config: &ServeConfig,
+) -> Result<(Vec<Counts>, f64, CpuTime), BenchError> {
+    let mut conns =
+        (0..config.connections).map(|_| Conn::connect(addr)).collect::<Result<Vec<_>, _>>()?;
+    let barrier = std::sync::Barrier::new(config.connections + 1);
+    let key = std::sync::atomic::AtomicU64::new(0);
+    let (stop, failed) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        let (barrier, key, stop, failed) = (&barrier, &key, &stop, &failed);
+        let handles: Vec<_> = conns
+            .iter_mut()
+            .map(|conn| {
+                scope.spawn(move || {
+                    let mut counts = Counts::new();
+                    let mut outcome = Ok(());
+                    let cpu_from = CpuTime::this_thread();
+                    loop {
+                        barrier.wait();
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        // A failed connection still meets every barrier, so no round hangs.
+                        if outcome.is_ok() {
+                            let key = key.load(Ordering::Acquire);
+                            let started = Instant::now();
+                            outcome = conn.get(key).and_then(|got| {
+                                record(&mut counts.latency_ns, started.elapsed().as_nanos() as u64);
+                                counts.requests += 1;
+                                counts.gets += 1;
+                                if let Got::Hit(value) = got {
+                                    counts.hits += 1;
+                                    check_value(key, &value, config.value_size).map_err(|e| {
+                                        BenchError::Content(format!("GET {}: {e}", key_name(key)))
+                                    })?;
+                                }
+                                Ok(())
+                            });
+                            if outcome.is_err() {
+                                failed.store(true, Ordering::Release);
+                            }
+                        }
+                        barrier.wait();
+                    }
+                    counts.cpu = CpuTime::this_thread().since(cpu_from);
+                    outcome.map(|()| counts)
+                })
+            })
+            .collect();
+        let mut rng = Rng::stream(config.seed, u64::MAX);
+        let mut used = std::collections::HashSet::new();
+        let cpu_before = CpuTime::now();
+        let start = Instant::now();
+        let end = start + Duration::from_secs_f64(config.seconds);
+        while Instant::now() < end && !failed.load(Ordering::Acquire) {
+            // A key no round asked for yet (all asked: any).
+            let mut next = rng.below(config.keys);
+            for _ in 0..64 {
+                if used.insert(next) {
+                    break;
+                }
+                next = rng.below(config.keys);
+            }
+            key.store(next, Ordering::Release);
+            barrier.wait(); // go
+            barrier.wait(); // every reply in
+        }
+        stop.store(true, Ordering::Release);
+        barrier.wait();
+        let seconds = start.elapsed().as_secs_f64();
+        let cpu = CpuTime::now().since(cpu_before);
+        let counts = handles
+            .into_iter()
+            .map(|h| h.join().expect("a herd thread panicked"))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((counts, seconds, cpu))
     })
@@ -1195,7 +1384,27 @@ fn connection(
         };
         let is_get = rng.below(100) < u64::from(config.get_percent);
         let measuring = now_phase == MEASURE;
-        if is_get {
+        if is_get && config.multiget > 1 {
+            let mut keys = vec![key];
+            while keys.len() < config.multiget {
+                let more = match zipf {
+                    Some(zipf) => zipf.sample(&mut rng),
+                    None => rng.below(config.keys),
+                };
+                if !keys.contains(&more) {
+                    keys.push(more);
+                }
+            }
+            let hits = conn.get_many(&keys)?;
+            for (key, value) in &hits {
+                check_value(*key, value, config.value_size)
+                    .map_err(|e| BenchError::Content(format!("GET {}: {e}", key_name(*key))))?;
+            }
+            counts.hits += if measuring { hits.len() as u64 } else { 0 };
+            counts.gets += if measuring { keys.len() as u64 } else { 0 };
+            counts.requests += u64::from(measuring);
+        } else if is_get {
+            counts.requests += u64::from(measuring);
             match conn.get(key)? {
                 Got::Hit(value) => {
                     check_value(key, &value, config.value_size)
@@ -1212,6 +1421,7 @@ fn connection(
             conn.send(&out)?;
             let stored = conn.expect_stored()?;
             counts.sets += u64::from(measuring);
+            counts.requests += u64::from(measuring);
             counts.set_errors += u64::from(measuring && !stored);
         }
         if measuring {
@@ -1278,6 +1488,40 @@ mod tests {
             // (Ferrite counts its evictions, and keeps no item count or flash tier.)
             assert_eq!(report.load.evictions, Some(0), "{}", report.summary());
             assert_eq!((report.load.items, report.flash_hits), (None, None));
+        }
+    }
+
+    /// Multi-gets (every value checked, ops counting requests, GETs keys) and herds (every
+    /// connection on one key a round, each round a new key).
+    #[test]
+    fn multigets_and_herds_are_measured() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = ServeConfig { multiget: 8, ..tiny(ServeStore::Ferrite, tmp.path()) };
+        let report = run(&config, false).unwrap();
+        assert_eq!(report.hit_ratio(), 1.0, "{}", report.summary());
+        assert!(report.gets >= 7 * (report.ops - report.sets), "{}", report.summary());
+        assert_eq!(report.result_line().get("multiget"), Some("8"));
+        let config = ServeConfig {
+            herd: true,
+            get_percent: 100,
+            connections: 16,
+            value_size: 20_000,
+            keys: 300,
+            ..tiny(ServeStore::Ferrite, tmp.path())
+        };
+        let report = run(&config, false).unwrap();
+        let rounds = report.herd_rounds();
+        assert!(rounds > 0, "{}", report.summary());
+        assert_eq!(report.gets, rounds * 16, "every connection once a round");
+        assert_eq!(report.hit_ratio(), 1.0, "{}", report.summary());
+        assert_eq!(report.result_line().get("herd_rounds"), Some(rounds.to_string().as_str()));
+        // Refused: a herd with SETs, a rate, or the ring client.
+        for bad in [
+            ServeConfig { get_percent: 90, ..config.clone() },
+            ServeConfig { rate: Some(100.0), ..config.clone() },
+            ServeConfig { client: Client::Ring, ..config.clone() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
         }
     }
 

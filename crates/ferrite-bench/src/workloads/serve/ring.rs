@@ -293,6 +293,7 @@ pub(super) fn drive(
                 let pending = link.pending.take().expect("a request was in flight");
                 if pending.measured {
                     record(&mut counts.latency_ns, now_ns().saturating_sub(pending.intended_ns));
+                    counts.requests += 1;
                     match (pending.get, done) {
                         (true, hit) => {
                             counts.gets += 1;
