@@ -757,7 +757,7 @@ OUTPUT
            load_s=S client_cpu_us_per_op=X disk_budget_mib=N|default settle_s=S
            client=threads|ring [multiget=N] [herd_rounds=N device_reads_per_herd=X]
            [server_cpu_us_per_op=X ops_per_server_core_s=N]
-           [device_reads_per_get=X device_kib_per_read=X] [load_evictions=N] [items_after_load=N] [flash_items=N] [flash_hits=N]
+           [device_reads_per_get=X device_kib_per_read=X device_reads_per_op=X] [load_evictions=N] [items_after_load=N] [flash_items=N] [flash_hits=N]
            [load_rate=OPS]
 
     The bracketed fields are the server's own `stats`, where it keeps them: items it evicted
@@ -774,7 +774,7 @@ OUTPUT
     write less than 4 MiB in a second and then for a syncfs of it to take less than 20 ms
     (60 s at most: on a virtual disk the first cache flushes after a large load can stall
     for tenths of a second). device_*: that disk's reads while
-    measuring, per GET, and their mean size.
+    measuring, per GET (where there were GETs), their mean size, and per operation.
     set_errors: SETs refused with SERVER_ERROR out of memory (memcached's extstore refuses
     so while its flash writes lag; the load retries them, the measured part counts them).
     multiget: keys per GET request, when more than one (ops and latencies are per request;

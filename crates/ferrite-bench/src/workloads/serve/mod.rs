@@ -955,9 +955,15 @@ impl ServeReport {
             );
         }
         if let Some(io) = &self.disk_io {
-            line = line
-                .real("device_reads_per_get", io.reads as f64 / self.gets.max(1) as f64, 3)
-                .real("device_kib_per_read", io.read_kib_per_read(), 1);
+            // (Per GET only where there were GETs: a run of SETs alone has no such figure.)
+            if self.gets > 0 {
+                line = line.real("device_reads_per_get", io.reads as f64 / self.gets as f64, 3);
+            }
+            line = line.real("device_kib_per_read", io.read_kib_per_read(), 1).real(
+                "device_reads_per_op",
+                io.reads as f64 / self.ops.max(1) as f64,
+                3,
+            );
         }
         line
     }
@@ -1027,9 +1033,15 @@ impl ServeReport {
             },
             match &self.disk_io {
                 Some(io) => format!(
-                    "\n  device        {:.3} reads per GET, {:.1} KiB per read; measured after \
-                     {:.1} s for the disk to go quiet after the load",
-                    io.reads as f64 / self.gets.max(1) as f64,
+                    "\n  device        {}, {:.1} KiB per read; measured after {:.1} s for the \
+                     disk to go quiet after the load",
+                    match self.gets {
+                        0 => format!(
+                            "{:.3} reads per operation (no GETs)",
+                            io.reads as f64 / self.ops.max(1) as f64
+                        ),
+                        gets => format!("{:.3} reads per GET", io.reads as f64 / gets as f64),
+                    },
                     io.read_kib_per_read(),
                     self.load.settle_seconds
                 ),
