@@ -182,6 +182,13 @@ impl ServeConfig {
                 self.multiget
             ));
         }
+        if self.multiget as u64 > self.keys {
+            // (A request's keys are distinct: there would be too few to draw.)
+            return bad(format!(
+                "--multiget {} asks for more keys than --keys {}",
+                self.multiget, self.keys
+            ));
+        }
         if self.client == Client::Ring && (self.multiget > 1 || self.herd) {
             return bad("--client ring sends single GETs in the mix: drop --multiget and \
                         --herd, or use --client threads"
@@ -1551,8 +1558,9 @@ mod tests {
         assert_eq!(report.gets, rounds * 16, "every connection once a round");
         assert_eq!(report.hit_ratio(), 1.0, "{}", report.summary());
         assert_eq!(report.result_line().get("herd_rounds"), Some(rounds.to_string().as_str()));
-        // Refused: a herd with SETs, a rate, or the ring client.
+        // Refused: a herd with SETs, a rate, or the ring client; more keys a GET than loaded.
         for bad in [
+            ServeConfig { herd: false, multiget: 8, keys: 7, ..config.clone() },
             ServeConfig { get_percent: 90, ..config.clone() },
             ServeConfig { rate: Some(100.0), ..config.clone() },
             ServeConfig { client: Client::Ring, ..config.clone() },
