@@ -418,7 +418,7 @@ async fn send_streamed(
         buf.clear();
         buf.extend_from_slice(&out[from..at]);
         from = at;
-        // What is sent while the first slice is read: the reply up to the value's rest.
+        // What is sent while the next slice is read: first the reply up to the value's rest.
         loop {
             let left = (slices.len() - slices.position()) as usize;
             next.clear();

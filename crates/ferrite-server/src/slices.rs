@@ -77,7 +77,8 @@ impl SliceCache {
                     Some(Slot::Ready(bytes)) if bytes.len() == buf.len() => {
                         Step::Copy(Arc::clone(bytes))
                     }
-                    // Cut otherwise (cannot happen: every GET cuts a value alike).
+                    // Cut otherwise (a GET of a multi-get past `REPLY_WHOLE_MAX` reads one
+                    // page where another read the value whole): read alone, kept by none.
                     Some(Slot::Ready(_)) => Step::Alone,
                     Some(Slot::Reading(_)) => Step::Wait,
                     None => {

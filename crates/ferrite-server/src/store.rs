@@ -34,7 +34,15 @@ const FLUSH_MARK_KEY: &[u8] = b"\x00ferrite:flush";
 /// one before it is sent: a connection never holds more than two of them.
 pub const SLICE_BYTES: usize = 256 << 10;
 
-/// A hit of a `get` whose value goes out in slices (`SLICE_BYTES`): its first slice is in
+/// Of a hit sent in slices, what is read while the request runs: its header and the start
+/// of its data, one page.
+const HEAD_BYTES: usize = 4096;
+
+/// Past this many bytes of reply, every further hit of a multi-get longer than `HEAD_BYTES`
+/// is sent in slices too: a `get` of a hundred keys holds no hundred values.
+const REPLY_WHOLE_MAX: usize = 1 << 20;
+
+/// A hit of a `get` whose value goes out in slices (`SLICE_BYTES`): its first page is in
 /// the reply already, and the rest of it is sent at `at` in the reply's bytes (before the
 /// `\r\n` that ends it), from `slices`, before anything after it runs.
 #[derive(Debug)]
@@ -45,7 +53,7 @@ pub struct PendingValue {
     pub slices: ValueSlices,
 }
 
-/// What a live item's value is, for a `get`: whole, or its first slice and a reader of
+/// What a live item's value is, for a `get`: whole, or its first page and a reader of
 /// the rest.
 enum Hit {
     Whole(Vec<u8>),
@@ -226,16 +234,22 @@ impl Store {
     /// absent, expired or flushed key).
     async fn live(&self, key: &[u8], now: u32) -> ferrite::Result<Option<(Header, Vec<u8>)>> {
         let Some(value) = self.tree.get_async(key).await? else { return Ok(None) };
-        let Some((header, _)) = item::decode(&value) else { return Ok(None) };
+        Ok(self.live_header(key, &value, now).map(|header| (header, value)))
+    }
+
+    /// The header of `key`'s stored value that begins with `stored`, if the item is live at
+    /// `now` (not expired, not flushed); a live item counts as referenced for the sweeper.
+    fn live_header(&self, key: &[u8], stored: &[u8], now: u32) -> Option<Header> {
+        let (header, _) = item::decode(stored)?;
         if header.expired(now) {
             increment(&self.counters.get_expired);
-            return Ok(None);
+            return None;
         }
         if self.flushed(header.cas) {
-            return Ok(None);
+            return None;
         }
         self.sweeper.referenced(key);
-        Ok(Some((header, value)))
+        Some(header)
     }
 
     /// Stores the item. A database that is full makes a cache-mode server evict (a forced
@@ -410,7 +424,10 @@ impl Store {
                     increment(&self.counters.cmd_touch);
                     self.touch(key, i64::from(exptime), now).await?.map(|(h, v)| (h, Hit::Whole(v)))
                 }
-                (None, true) => self.live_sliced(key, now).await?,
+                (None, true) => {
+                    let whole_up_to = if out.len() < REPLY_WHOLE_MAX { SLICE_BYTES } else { 0 };
+                    self.live_sliced(key, now, whole_up_to).await?
+                }
                 (None, false) => self.live(key, now).await?.map(|(h, v)| (h, Hit::Whole(v))),
             };
             let Some((header, hit)) = found else {
@@ -438,27 +455,26 @@ impl Store {
     }
 
     /// The live item of `key` at `now`, as [`Store::live`], but a value longer than
-    /// `SLICE_BYTES` is read only up to its first slice: the rest is left to a reader.
-    async fn live_sliced(&self, key: &[u8], now: u32) -> ferrite::Result<Option<(Header, Hit)>> {
+    /// `whole_up_to` bytes is read only up to `HEAD_BYTES`: the rest is left to a reader.
+    async fn live_sliced(
+        &self,
+        key: &[u8],
+        now: u32,
+        whole_up_to: usize,
+    ) -> ferrite::Result<Option<(Header, Hit)>> {
         let (first, slices) = loop {
             let Some(mut slices) = self.tree.value_slices_async(key).await? else {
                 return Ok(None);
             };
-            let mut first = vec![0u8; slices.len().min(SLICE_BYTES as u64) as usize];
+            let len = slices.len();
+            let head = if len <= whole_up_to as u64 { len } else { len.min(HEAD_BYTES as u64) };
+            let mut first = vec![0u8; head as usize];
             // `None`: replaced while it was read; read the new one.
             if self.slices.read(&mut slices, &mut first).await?.is_some() {
                 break (first, slices);
             }
         };
-        let Some((header, _)) = item::decode(&first) else { return Ok(None) };
-        if header.expired(now) {
-            increment(&self.counters.get_expired);
-            return Ok(None);
-        }
-        if self.flushed(header.cas) {
-            return Ok(None);
-        }
-        self.sweeper.referenced(key);
+        let Some(header) = self.live_header(key, &first, now) else { return Ok(None) };
         let hit = if slices.position() == slices.len() {
             Hit::Whole(first)
         } else {

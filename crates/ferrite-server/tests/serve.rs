@@ -206,7 +206,7 @@ fn large_items_and_refused_ones() {
 
 /// Items longer than a slice (`SLICE_BYTES`) go out a slice at a time: a multi-get of two of
 /// them around a small one, pipelined with the next requests, answers every byte in order,
-/// and a `gets` of one carries its cas.
+/// and a `gets` of one carries its cas; so do the hits of a multi-get past 1 MiB of reply.
 #[test]
 fn large_hits_stream_in_slices_in_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -240,6 +240,21 @@ fn large_hits_stream_in_slices_in_order() {
     c.expect(b"get big0 small missing big1\r\nget big2\r\nget small\r\n", &reply);
     let cas = cas_of(&mut c, "big1");
     assert!(cas > 0);
+    // A multi-get whose reply passes 1 MiB sends the rest of its hits in slices too.
+    let mut request = b"get".to_vec();
+    let mut reply = Vec::new();
+    for n in 0..8 {
+        let (key, value) = (format!("mid{n}"), vec![b'a' + n as u8; 200_000]);
+        let mut set = format!("set {key} 5 0 {}\r\n", value.len()).into_bytes();
+        set.extend_from_slice(&value);
+        set.extend_from_slice(b"\r\n");
+        c.expect(&set, b"STORED\r\n");
+        request.extend_from_slice(format!(" {key}").as_bytes());
+        reply.extend(value_reply(&key, &value));
+    }
+    request.extend_from_slice(b"\r\n");
+    reply.extend_from_slice(b"END\r\n");
+    c.expect(&request, &reply);
     // Replaced: the slices kept of the old value are never sent for the new one.
     let new_value: Vec<u8> = (0..items[1].1.len()).map(|i| (i * 13) as u8).collect();
     let mut request = format!("set big1 5 0 {}\r\n", new_value.len()).into_bytes();
