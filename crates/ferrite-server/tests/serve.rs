@@ -487,7 +487,7 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
     assert!((2..=4).contains(&reads), "{reads} page reads for a herd of 100 on a 4 KiB item");
     drop(herd);
     stop(db, server);
-    // An item of 100 KiB is an object, read past the pool: its one slice is read once for
+    // An item of 100 KB is an object, read past the pool: its one slice is read once for
     // the herd, the others share it (waiting for the read, or from the slices kept).
     let (db, server) = start(dir.path());
     let mut c = Client::connect(&server);
