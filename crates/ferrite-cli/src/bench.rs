@@ -32,7 +32,8 @@ pub fn lookup(config: &LookupConfig, out: &mut dyn Write) -> Result<Outcome, Cli
             if config.threads == 1 { "" } else { "s" }
         )
     } else {
-        format!("{} workers x {} tasks ({})", config.workers, config.tasks, config.engine.name())
+        let engine = config.engine.map_or("io_uring, or the best the kernel allows", |e| e.name());
+        format!("{} workers x {} tasks ({engine})", config.workers, config.tasks)
     };
     eprintln!(
         "bench lookup: {} keys in {}, pool {} MiB, {who}, {} measured after {} of warm-up",

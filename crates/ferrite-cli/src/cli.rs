@@ -1070,10 +1070,13 @@ pub struct LookupCmd {
     #[arg(long, value_name = "N",
           value_parser = |s: &str| value::whole_usize(s, 0, u32::MAX as usize))]
     tasks: Option<usize>,
-    /// How the workers issue I/O: io_uring, aio, psync or mmap (default io_uring)
+    /// How the workers issue I/O: io_uring, aio, psync or mmap (default: the best allowed)
     #[arg(
-        long_help = "How the workers issue I/O: io_uring, aio, psync or mmap (default \
-            io_uring; see ferrite bench io --help). Ferrite's benchmark only.",
+        long_help = "How the workers issue I/O: io_uring, aio, psync or mmap (see ferrite \
+            bench io --help). Default: io_uring, or where the kernel refuses it (a container's \
+            seccomp profile, say) AIO, else psync, with a warning; the result line's engine= \
+            says which ran. An engine named here is used or the run fails. Ferrite's \
+            benchmark only.",
         long, value_name = "ENGINE", value_parser = value::engine)]
     engine: Option<EngineKind>,
     /// The devices the data is striped over, in order
@@ -2242,7 +2245,7 @@ fn lookup_config(cmd: LookupCmd) -> Result<LookupConfig, UsageError> {
         direct_io: cmd.direct_io,
         workers: cmd.workers.unwrap_or(defaults.workers),
         tasks: cmd.tasks.unwrap_or(defaults.tasks),
-        engine: cmd.engine.unwrap_or(defaults.engine),
+        engine: cmd.engine.or(defaults.engine),
         devices: cmd.devices.unwrap_or(defaults.devices),
         direct_api: cmd.direct_api,
         json: cmd.json,

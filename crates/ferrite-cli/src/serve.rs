@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use ferrite::io::EngineKind;
 use ferrite::{Db, Options};
 use ferrite_server::auth::Credentials;
 use ferrite_server::{Server, ServerConfig};
@@ -49,9 +50,21 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         workers: args.workers.unwrap_or(defaults.workers),
         durability: args.durability,
         max_size_bytes: args.disk_budget_mib.map_or(defaults.max_size_bytes, |mib| mib << 20),
+        // Connections are served on the workers' rings: on the fallback engines a socket
+        // call would block a worker, and with it every other connection on that worker.
+        engine: Some(EngineKind::IoUring),
         ..defaults
     };
-    let db = Arc::new(Db::open(&args.db, options).map_err(CliError::Engine)?);
+    let db = Arc::new(Db::open(&args.db, options).map_err(|e| match e {
+        ferrite::Error::Io { ref context, .. } if context.contains("io_uring") => {
+            CliError::Refused(format!(
+                "serve: the server needs io_uring (its workers serve connections and disk \
+                 reads on their rings), and this kernel refuses it: {e}. In a container, allow \
+                 the io_uring system calls in its seccomp profile."
+            ))
+        }
+        e => CliError::Engine(e),
+    })?);
     let config = ServerConfig {
         listen: args.listen,
         max_connections: args.max_connections,

@@ -1920,3 +1920,46 @@ fn serve_answers_memcached_and_stops_cleanly_on_sigterm() {
     stop(child, stdout);
     assert_eq!(run(&["check", "--db", &db]).status.code(), Some(0), "a clean directory");
 }
+
+/// Runs `ferrite args` from a thread whose seccomp filter refuses `syscalls` with `EPERM`,
+/// as a container runtime's profile refuses io_uring: the process inherits the filter.
+fn run_refusing(syscalls: &'static [libc::c_long], args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    std::thread::spawn(move || {
+        ferrite::testing::refuse_syscalls_on_this_thread(syscalls);
+        Command::new(env!("CARGO_BIN_EXE_ferrite")).args(&args).output().expect("running ferrite")
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn where_io_uring_is_refused_the_benchmark_falls_back_and_serve_says_why_not() {
+    let tmp = TempDir::new("no-io-uring");
+    let bench = tmp.0.join("bench");
+    let bench = bench.to_str().unwrap();
+    let args =
+        ["bench", "lookup", "--db", bench, "--keys", "3000", "--pool-mib", "1", "--seconds", "0.2"];
+    let o = run_refusing(&[libc::SYS_io_uring_setup], &args);
+    let what = describe(&args, &o);
+    assert_eq!(o.status.code(), Some(0), "{what}");
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains("io_uring refused") && stderr.contains("use aio instead"), "{what}");
+    let out = text(&o.stdout);
+    assert_eq!(field(&parse_result(out.lines().last().unwrap_or("")), "engine"), "aio", "{what}");
+
+    // An engine named is used or the run fails, with the kernel's refusal.
+    let named = [&args[..], &["--engine", "io_uring"]].concat();
+    let o = run_refusing(&[libc::SYS_io_uring_setup], &named);
+    let what = describe(&named, &o);
+    assert_eq!(o.status.code(), Some(2), "{what}");
+    assert!(text(&o.stderr).contains("io_uring is disabled here"), "{what}");
+
+    // The server's connections live on the rings: it refuses to start, and says why.
+    let db = tmp.db();
+    let serve = ["serve", "--db", &db, "--listen", "127.0.0.1:0"];
+    let o = run_refusing(&[libc::SYS_io_uring_setup], &serve);
+    let what = describe(&serve, &o);
+    assert_eq!(o.status.code(), Some(2), "{what}");
+    assert!(text(&o.stderr).contains("the server needs io_uring"), "{what}");
+}

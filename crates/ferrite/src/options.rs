@@ -40,10 +40,15 @@ pub struct Options {
     /// 0 starts none: the blocking API works without them, and a short-lived process that
     /// only uses it (a command-line tool) saves their start-up.
     pub workers: usize,
-    /// How the workers issue I/O.
-    pub engine: EngineKind,
-    /// If `engine` cannot be opened (a kernel that refuses io_uring, say), use this one
-    /// instead; `None` (the default) makes that an error: never a silent fallback.
+    /// How the workers issue I/O. `None` (the default) takes the best engine the kernel
+    /// allows: io_uring, else Linux AIO (where io_uring is refused: a kernel without it,
+    /// `kernel.io_uring_disabled`, or a container's seccomp profile, as Docker 25+ and
+    /// containerd 2.0 have by default), else blocking psync; a fallback is logged as a
+    /// warning (through `log`) with what it costs, and [`crate::Db::engine`] says which was
+    /// chosen. `Some(kind)` is that engine or an error saying why the kernel refused it.
+    pub engine: Option<EngineKind>,
+    /// If an explicitly chosen `engine` cannot be opened, use this one instead; `None` (the
+    /// default) makes that an error.
     pub engine_fallback: Option<EngineKind>,
     /// I/O requests each worker keeps in flight at most.
     pub io_depth: usize,
@@ -113,7 +118,7 @@ impl Default for Options {
             read_only: false,
             lock_wait: std::time::Duration::ZERO,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            engine: EngineKind::IoUring,
+            engine: None,
             engine_fallback: None,
             io_depth: 128,
             devices: Vec::new(),

@@ -40,7 +40,7 @@ async fn echo(listener: Arc<TcpListener>) -> std::io::Result<usize> {
 }
 
 fn options(engine: EngineKind) -> Options {
-    Options { workers: 2, engine, ..tiny(256) }
+    Options { workers: 2, engine: Some(engine), ..tiny(256) }
 }
 
 #[test]

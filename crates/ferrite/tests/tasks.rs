@@ -297,7 +297,7 @@ fn tasks_run_over_every_real_engine() {
             }
             db.close().unwrap();
         }
-        let options = Options { workers: 2, engine, io_depth: 16, ..tiny(24) };
+        let options = Options { workers: 2, engine: Some(engine), io_depth: 16, ..tiny(24) };
         let db = Db::open(dir.path(), options).unwrap();
         assert_eq!(db.engine(), Some(engine), "the database says which engine it uses");
         let tree = db.open_tree("t").unwrap();

@@ -548,8 +548,13 @@ pub fn device_read_ceiling(path: &Path, direct: bool, seconds: f64) -> Result<f6
             path.display()
         )));
     }
+    // io_uring, or AIO where it is refused (a container, say): both keep the depth in flight.
+    let kind = [EngineKind::IoUring, EngineKind::Aio]
+        .into_iter()
+        .find(|&kind| ferrite::io::open_engine(kind, &devices, CEILING_DEPTH).is_ok())
+        .unwrap_or(EngineKind::IoUring);
     let plan = Plan {
-        kind: EngineKind::IoUring,
+        kind,
         pattern: Pattern::RandRead,
         bs: CEILING_BS,
         depth: CEILING_DEPTH,

@@ -79,7 +79,8 @@ pub struct LookupConfig {
     /// Lookup tasks in flight per worker.
     pub tasks: usize,
     /// The submission engine the workers issue their I/O with.
-    pub engine: ferrite::io::EngineKind,
+    /// `None`: the best the kernel allows, as `Options::engine` (the run says which).
+    pub engine: Option<ferrite::io::EngineKind>,
     /// The devices the data is striped over; empty means the single page file in `dir`.
     pub devices: Vec<PathBuf>,
     /// Look up through the blocking API from `threads` threads instead of tasks on workers.
@@ -101,7 +102,7 @@ impl Default for LookupConfig {
             direct_io: true,
             workers: thread::available_parallelism().map_or(1, |n| n.get()),
             tasks: 64,
-            engine: ferrite::io::EngineKind::IoUring,
+            engine: None,
             devices: Vec::new(),
             direct_api: false,
             json: None,

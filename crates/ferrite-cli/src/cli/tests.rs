@@ -443,7 +443,7 @@ fn bench_lookup_worker_and_device_options() {
     let c = lookup_of(&[]);
     assert_eq!((c.workers, c.tasks), (LookupConfig::default().workers, 64));
     assert!(c.workers >= 1);
-    assert_eq!((c.engine, c.devices.is_empty(), c.direct_api), (EngineKind::IoUring, true, false));
+    assert_eq!((c.engine, c.devices.is_empty(), c.direct_api), (None, true, false));
     let c = lookup_of(&[
         "--workers",
         "3",
@@ -457,7 +457,7 @@ fn bench_lookup_worker_and_device_options() {
         "--threads",
         "8",
     ]);
-    assert_eq!((c.workers, c.tasks, c.engine, c.threads), (3, 128, EngineKind::Aio, 8));
+    assert_eq!((c.workers, c.tasks, c.engine, c.threads), (3, 128, Some(EngineKind::Aio), 8));
     assert!(c.direct_api);
     let devices: Vec<PathBuf> =
         ["/dev/nvme0n1", "/dev/nvme1n1", "data/file"].iter().map(PathBuf::from).collect();

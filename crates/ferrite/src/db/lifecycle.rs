@@ -52,14 +52,23 @@ impl Db {
     /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
     /// does not exist or is empty.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let (kind, fallback, depth) = (options.engine, options.engine_fallback, options.io_depth);
+        let (fallback, depth) = (options.engine_fallback, options.io_depth);
+        // Without an engine named, the first worker's engine is the best the kernel allows
+        // (its choice logged once); the other workers open the same kind.
+        let kind = std::sync::Mutex::new(options.engine);
         Db::open_with_engines(dir, options, |_, pool| {
             if let Some(engine) = pool.file().own_engine(depth) {
                 // A page file behind `Options::storage`: its device brings its engine.
                 return engine;
             }
             let devices = pool.file().devices().expect("a page file on real devices");
-            match (crate::io::open_engine(kind, devices, depth), fallback) {
+            let mut kind = kind.lock().unwrap();
+            let Some(chosen) = *kind else {
+                let engine = crate::io::open_best_engine(devices, depth)?;
+                *kind = Some(engine.kind());
+                return Ok(engine);
+            };
+            match (crate::io::open_engine(chosen, devices, depth), fallback) {
                 (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
                 (result, _) => result,
             }
@@ -171,7 +180,15 @@ impl Db {
             let engine = match shared.pool.file().own_engine(MERGE_IO_DEPTH) {
                 Some(engine) => engine.ok(),
                 None => shared.pool.file().devices().and_then(|devices| {
-                    crate::io::open_engine(options.engine, devices, MERGE_IO_DEPTH).ok()
+                    // The workers' engine, or the one named, or the best (quietly: without
+                    // it the merge reads one block at a time, which is only slower).
+                    let workers = *shared.engine.lock().unwrap();
+                    match workers.or(options.engine) {
+                        Some(kind) => crate::io::open_engine(kind, devices, MERGE_IO_DEPTH).ok(),
+                        None => crate::io::PREFERRED_ENGINES.iter().find_map(|&kind| {
+                            crate::io::open_engine(kind, devices, MERGE_IO_DEPTH).ok()
+                        }),
+                    }
                 }),
             };
             let handle = std::thread::Builder::new()

@@ -12,11 +12,13 @@ mod attempts;
 #[cfg(test)]
 mod conformance;
 pub mod rng;
+pub mod seccomp;
 pub mod sim;
 
 #[cfg(test)]
 pub(crate) use attempts::{read_page, run, scan};
 pub use rng::Rng;
+pub use seccomp::refuse_syscalls_on_this_thread;
 pub use sim::{SimDisk, SimFaults};
 
 use std::path::Path;

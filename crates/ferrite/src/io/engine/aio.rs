@@ -129,6 +129,7 @@ impl AioEngine {
             let hint = match e.raw_os_error() {
                 Some(libc::EAGAIN) => "more AIO events than fs.aio-max-nr allows system-wide",
                 Some(libc::ENOSYS) => "this kernel has no AIO",
+                Some(libc::EPERM) => "AIO is disabled here (a seccomp filter, say)",
                 _ => "the kernel refused",
             };
             Error::io(format!("setting up an AIO context of {depth} events ({hint})"), e)

@@ -19,7 +19,7 @@ use crate::io::device::Devices;
 /// open for as long as it lives.
 ///
 /// An engine the kernel refuses (io_uring disabled by a sysctl or a seccomp filter, AIO
-/// limits) is an error that says so: there is no silent fallback to another kind.
+/// limits) is an error that says so; [`open_best_engine`] is the one that falls back.
 pub fn open_engine(kind: EngineKind, devices: &Devices, depth: usize) -> Result<Box<dyn IoEngine>> {
     if depth == 0 || depth > MAX_IO_DEPTH {
         return Err(Error::BadOptions {
@@ -34,4 +34,52 @@ pub fn open_engine(kind: EngineKind, devices: &Devices, depth: usize) -> Result<
         EngineKind::Psync => Box::new(PsyncEngine::new(files, direct, depth)),
         EngineKind::Mmap => Box::new(MmapEngine::new(devices.mapping()?, direct, depth)),
     })
+}
+
+/// The engines [`open_best_engine`] tries, best first. mmap is not among them: its reads
+/// block the worker in page faults, and it needs the page cache that direct I/O avoids.
+pub const PREFERRED_ENGINES: [EngineKind; 3] =
+    [EngineKind::IoUring, EngineKind::Aio, EngineKind::Psync];
+
+/// Opens the best engine the kernel allows, in the order of [`PREFERRED_ENGINES`]: io_uring,
+/// else Linux AIO, else psync (which the kernel cannot refuse). Choosing anything but
+/// io_uring is logged as a warning naming why the better engines were refused and what the
+/// chosen one costs, so that a container that blocks io_uring (Docker 25+ and containerd 2.0
+/// by default) runs, slower, and says so.
+pub fn open_best_engine(devices: &Devices, depth: usize) -> Result<Box<dyn IoEngine>> {
+    let mut refusals = Vec::new();
+    for kind in PREFERRED_ENGINES {
+        match open_engine(kind, devices, depth) {
+            Ok(engine) => {
+                if !refusals.is_empty() {
+                    log::warn!(
+                        "{}; the workers use {} instead: {}. Allow io_uring, or choose an \
+                         engine in Options::engine, to silence this.",
+                        refusals.join("; "),
+                        kind.name(),
+                        fallback_cost(kind)
+                    );
+                }
+                return Ok(engine);
+            }
+            Err(e @ Error::BadOptions { .. }) => return Err(e),
+            Err(e) => refusals.push(format!("{} refused ({e})", kind.name())),
+        }
+    }
+    unreachable!("psync opens on any kernel")
+}
+
+/// What a fallback engine costs against io_uring, as measured in docs/benchmarks.md.
+fn fallback_cost(kind: EngineKind) -> &'static str {
+    match kind {
+        EngineKind::IoUring => "nothing",
+        EngineKind::Aio => {
+            "page reads keep about io_uring's rate, but socket calls (a server's) and \
+             writes to files not opened for direct I/O block a worker while they run"
+        }
+        EngineKind::Psync | EngineKind::Mmap => {
+            "each worker performs one request at a time, so random reads from tasks reach \
+             about a fifth of the device's rate, and socket calls block a worker"
+        }
+    }
 }
