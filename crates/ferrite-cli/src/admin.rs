@@ -1,13 +1,16 @@
-//! The commands about a data directory as a whole: `trees`, `stats` and `check`.
+//! The commands about a data directory as a whole: `trees`, `stats` and `check`. `stats` and
+//! `check` gather what they find once, then print it as text or (`--json`) as one JSON
+//! object: the two cannot tell different stories.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ferrite::btree::check::TreeReport;
-use ferrite::{CheckReport, LogReport};
+use ferrite::{CheckReport, DbStats, LogReport};
 use ferrite_bench::report::{bytes, thousands};
+use serde::Serialize;
 
-use crate::cli::{DbArgs, StatsArgs, TreesAction, TreesArgs};
+use crate::cli::{CheckArgs, DbArgs, StatsArgs, TreesAction, TreesArgs};
 use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::field;
 
@@ -51,79 +54,137 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         let report = if args.quick { None } else { Some(db.check()?) };
         Ok(((stats, report), Change::Nothing("stats".into())))
     })?;
-    let pool = &stats.pool;
-    let mut lines = vec![
-        ("directory", args.db.dir.display().to_string()),
-        (
-            "page file",
-            format!(
-                "{} on disk ({} pages of 4 KiB)",
-                bytes(stats.file_bytes),
-                thousands(stats.file_bytes / PAGE_BYTES)
-            ),
-        ),
-        (
-            "pages",
-            format!(
-                "{} allocated ({}, superblocks included), {} of them free",
-                thousands(pool.page_count),
-                bytes(pool.page_count * PAGE_BYTES),
-                thousands(pool.free_pages)
-            ),
-        ),
-        (
-            "pool",
-            format!(
-                "{} ({} pages), {} resident, {}",
-                bytes(pool.pool_pages * PAGE_BYTES),
-                thousands(pool.pool_pages),
-                thousands(pool.resident_pages),
-                if args.db.direct_io { "O_DIRECT" } else { "buffered I/O" }
-            ),
-        ),
-        ("trees", thousands(stats.trees as u64)),
-    ];
-    if report.is_none() {
-        lines.push(("per tree", "skipped (--quick)".to_owned()));
-    }
-    for (label, text) in lines {
-        writeln!(out, "{label:<12}{text}")?;
-    }
-    if let Some(report) = report {
-        writeln!(out, "\nper tree (counted by walking every page of every tree, as check does):")?;
-        write_tree_table(out, &report, false)?;
-        let faults = Faults::split(report.all_faults());
-        if !faults.is_empty() {
-            writeln!(
-                out,
-                "\n{} found while counting: run `ferrite check --db {}`",
-                faults.counted(),
-                args.db.dir.display()
-            )?;
-        }
+    let found = StatsFound {
+        dir: &args.db.dir,
+        direct_io: args.db.direct_io,
+        stats,
+        walked: report.map(|report| (Faults::split(report.all_faults()), report)),
+    };
+    if args.json {
+        write_json(out, &found.json())?;
+    } else {
+        found.write_text(out)?;
     }
     out.flush()?;
     Ok(Outcome::Done)
 }
 
-pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let db = match open(db_args, Access::ReadOnly) {
-        Ok(db) => db,
+/// What `stats` found, printed as text or as JSON.
+#[derive(Debug)]
+struct StatsFound<'a> {
+    dir: &'a Path,
+    direct_io: bool,
+    stats: DbStats,
+    /// The walk of every tree and what it found wrong; `None` with `--quick`.
+    walked: Option<(Faults, CheckReport)>,
+}
+
+impl StatsFound<'_> {
+    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let stats = &self.stats;
+        let pool = &stats.pool;
+        let mut lines = vec![
+            ("directory", self.dir.display().to_string()),
+            (
+                "page file",
+                format!(
+                    "{} on disk ({} pages of 4 KiB)",
+                    bytes(stats.file_bytes),
+                    thousands(stats.file_bytes / PAGE_BYTES)
+                ),
+            ),
+            (
+                "pages",
+                format!(
+                    "{} allocated ({}, superblocks included), {} of them free",
+                    thousands(pool.page_count),
+                    bytes(pool.page_count * PAGE_BYTES),
+                    thousands(pool.free_pages)
+                ),
+            ),
+            (
+                "pool",
+                format!(
+                    "{} ({} pages), {} resident, {}",
+                    bytes(pool.pool_pages * PAGE_BYTES),
+                    thousands(pool.pool_pages),
+                    thousands(pool.resident_pages),
+                    if self.direct_io { "O_DIRECT" } else { "buffered I/O" }
+                ),
+            ),
+            ("trees", thousands(stats.trees as u64)),
+        ];
+        if self.walked.is_none() {
+            lines.push(("per tree", "skipped (--quick)".to_owned()));
+        }
+        for (label, text) in lines {
+            writeln!(out, "{label:<12}{text}")?;
+        }
+        if let Some((faults, report)) = &self.walked {
+            writeln!(
+                out,
+                "\nper tree (counted by walking every page of every tree, as check does):"
+            )?;
+            write_tree_table(out, report, false)?;
+            if !faults.is_empty() {
+                writeln!(
+                    out,
+                    "\n{} found while counting: run `ferrite check --db {}`",
+                    faults.counted(),
+                    self.dir.display()
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> StatsJson<'_> {
+        let stats = &self.stats;
+        let pool = &stats.pool;
+        StatsJson {
+            directory: self.dir.display().to_string(),
+            page_file: PageFileJson {
+                bytes: stats.file_bytes,
+                pages: stats.file_bytes / PAGE_BYTES,
+            },
+            pages: PagesJson::new(pool.page_count, pool.free_pages),
+            pool: PoolJson {
+                bytes: pool.pool_pages * PAGE_BYTES,
+                pages: pool.pool_pages,
+                resident_pages: pool.resident_pages,
+                direct_io: self.direct_io,
+            },
+            tree_count: stats.trees as u64,
+            trees: self.walked.as_ref().map(|(_, report)| TreeJson::every_tree(report)),
+            fault_count: self.walked.as_ref().map(|(faults, _)| faults.causes.len() as u64),
+            lost_page_count: self.walked.as_ref().map(|(faults, _)| faults.lost.len() as u64),
+        }
+    }
+}
+
+pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let db_args = &args.db;
+    let found = match open(db_args, Access::ReadOnly) {
+        Ok(db) => check_open(db, db_args)?,
         Err(e @ ferrite::Error::LogCorrupt { .. }) => {
             // Without its log the pages cannot be known: the damage is the finding.
-            writeln!(out, "checked {}", db_args.dir.display())?;
-            writeln!(out, "pages: not checked (what they hold depends on the damaged log)")?;
-            writeln!(out, "log: DAMAGED (see the fault below)")?;
-            writeln!(out, "fault: {e}")?;
-            writeln!(out, "FAILED: 1 fault found")?;
-            out.flush()?;
-            return Ok(Outcome::Faults);
+            CheckFound::new(&db_args.dir, None, LogVerdict::Damaged(e.to_string()))
         }
         Err(e) => return Err(e.into()),
     };
+    if args.json {
+        write_json(out, &found.json())?;
+    } else {
+        found.write_text(out)?;
+    }
+    out.flush()?;
+    Ok(if found.faults.is_empty() { Outcome::Done } else { Outcome::Faults })
+}
+
+/// `check` of a directory whose log let it open: its pages, then its log.
+fn check_open<'a>(db: ferrite::Db, db_args: &'a DbArgs) -> Result<CheckFound<'a>, CliError> {
     let recovery = db.recovery_report().clone();
-    let unclean = !recovery.closed_cleanly;
-    if unclean {
+    if !recovery.closed_cleanly {
         eprintln!(
             "ferrite: note: {} was not closed cleanly; it is checked as recovered in memory \
              ({} replayed from its log); nothing on disk changed (opening it for writing, as \
@@ -146,46 +207,282 @@ pub fn check(db_args: &DbArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
             return Err(e.into());
         }
     };
-    writeln!(out, "checked {}", db_args.dir.display())?;
-    write_tree_table(out, &report, true)?;
-    writeln!(
-        out,
-        "pages: {} allocated (superblocks included), {} of them free",
-        thousands(report.page_count),
-        thousands(report.free_pages)
-    )?;
-    let objects = &report.objects;
-    if objects.objects > 0 {
-        writeln!(
-            out,
-            "objects: {}, in {} extents of {} pages ({}), {} blocks with fragments",
-            thousands(objects.objects),
-            thousands(objects.extents),
-            thousands(objects.extent_pages),
-            bytes(objects.extent_pages * PAGE_BYTES),
-            thousands(objects.fragments)
-        )?;
+    let pages = CheckedPages { report, closed_cleanly: recovery.closed_cleanly };
+    Ok(CheckFound::new(&db_args.dir, Some(pages), log))
+}
+
+/// What `check` found, printed as text or as JSON.
+#[derive(Debug)]
+struct CheckFound<'a> {
+    dir: &'a Path,
+    /// `None` when the log is damaged: what the pages hold depends on it, so they are not
+    /// checked.
+    pages: Option<CheckedPages>,
+    log: LogVerdict,
+    /// Those of the pages, then the log's damage.
+    faults: Faults,
+}
+
+/// The walk of a directory's pages.
+#[derive(Debug)]
+struct CheckedPages {
+    report: CheckReport,
+    /// Whether the directory had been closed cleanly; if not, the pages are checked as
+    /// recovery leaves them in memory.
+    closed_cleanly: bool,
+}
+
+impl<'a> CheckFound<'a> {
+    fn new(dir: &'a Path, pages: Option<CheckedPages>, log: LogVerdict) -> Self {
+        let mut faults = match &pages {
+            Some(pages) => Faults::split(pages.report.all_faults()),
+            None => Faults::default(),
+        };
+        if let LogVerdict::Damaged(damage) = &log {
+            faults.causes.push(damage.clone());
+        }
+        CheckFound { dir, pages, log, faults }
     }
-    write_log_section(out, &db_args.dir.join(ferrite::LOG_DIR_NAME), &log, unclean)?;
-    let mut faults = Faults::split(report.all_faults());
-    if let LogVerdict::Damaged(damage) = &log {
-        faults.causes.push(damage.clone());
+
+    /// Whether recovery replayed the log into memory for the check.
+    fn unclean(&self) -> bool {
+        self.pages.as_ref().is_some_and(|pages| !pages.closed_cleanly)
     }
-    for fault in &faults.causes {
-        writeln!(out, "fault: {fault}")?;
+
+    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(out, "checked {}", self.dir.display())?;
+        match &self.pages {
+            Some(CheckedPages { report, .. }) => {
+                write_tree_table(out, report, true)?;
+                writeln!(
+                    out,
+                    "pages: {} allocated (superblocks included), {} of them free",
+                    thousands(report.page_count),
+                    thousands(report.free_pages)
+                )?;
+                let objects = &report.objects;
+                if objects.objects > 0 {
+                    writeln!(
+                        out,
+                        "objects: {}, in {} extents of {} pages ({}), {} blocks with fragments",
+                        thousands(objects.objects),
+                        thousands(objects.extents),
+                        thousands(objects.extent_pages),
+                        bytes(objects.extent_pages * PAGE_BYTES),
+                        thousands(objects.fragments)
+                    )?;
+                }
+            }
+            None => {
+                writeln!(out, "pages: not checked (what they hold depends on the damaged log)")?
+            }
+        }
+        write_log_section(out, &self.wal_dir(), &self.log, self.unclean())?;
+        for fault in self.faults.lines() {
+            writeln!(out, "fault: {fault}")?;
+        }
+        if self.faults.is_empty() {
+            writeln!(out, "ok: no faults found")
+        } else {
+            writeln!(out, "FAILED: {} found", self.faults.counted())
+        }
     }
-    if !faults.lost.is_empty() {
-        writeln!(out, "fault: {}", faults.lost_line())?;
+
+    fn wal_dir(&self) -> PathBuf {
+        self.dir.join(ferrite::LOG_DIR_NAME)
     }
-    let outcome = if faults.is_empty() {
-        writeln!(out, "ok: no faults found")?;
-        Outcome::Done
-    } else {
-        writeln!(out, "FAILED: {} found", faults.counted())?;
-        Outcome::Faults
-    };
-    out.flush()?;
-    Ok(outcome)
+
+    fn json(&self) -> CheckJson<'_> {
+        let report = self.pages.as_ref().map(|pages| &pages.report);
+        CheckJson {
+            directory: self.dir.display().to_string(),
+            ok: self.faults.is_empty(),
+            closed_cleanly: self.pages.as_ref().map(|pages| pages.closed_cleanly),
+            catalog: report.map(|report| TreeJson::new(None, &report.catalog)),
+            trees: report.map(TreeJson::every_tree),
+            pages: report.map(|report| PagesJson::new(report.page_count, report.free_pages)),
+            objects: report.map(|report| {
+                let objects = &report.objects;
+                ObjectsJson {
+                    objects: objects.objects,
+                    extents: objects.extents,
+                    extent_pages: objects.extent_pages,
+                    extent_bytes: objects.extent_pages * PAGE_BYTES,
+                    blocks_with_fragments: objects.fragments,
+                }
+            }),
+            log: LogJson::new(&self.log, &self.wal_dir(), self.unclean()),
+            fault_count: self.faults.causes.len() as u64,
+            lost_page_count: self.faults.lost.len() as u64,
+            faults: self.faults.lines(),
+            lost_page_ranges: ranges(&self.faults.lost)
+                .into_iter()
+                .map(|(first, last)| [first, last])
+                .collect(),
+        }
+    }
+}
+
+/// `value` as one JSON document, pretty-printed, ending with a newline.
+fn write_json(out: &mut dyn Write, value: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
+/// `ferrite stats --json`.
+#[derive(Debug, Serialize)]
+struct StatsJson<'a> {
+    directory: String,
+    page_file: PageFileJson,
+    pages: PagesJson,
+    pool: PoolJson,
+    tree_count: u64,
+    /// `None` (null) with `--quick`, as the two counts below.
+    trees: Option<Vec<TreeJson<'a>>>,
+    fault_count: Option<u64>,
+    lost_page_count: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct PageFileJson {
+    bytes: u64,
+    pages: u64,
+}
+
+/// Pages allocated (superblocks included) and free.
+#[derive(Debug, Serialize)]
+struct PagesJson {
+    allocated: u64,
+    allocated_bytes: u64,
+    free: u64,
+}
+
+impl PagesJson {
+    fn new(allocated: u64, free: u64) -> Self {
+        PagesJson { allocated, allocated_bytes: allocated * PAGE_BYTES, free }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct PoolJson {
+    bytes: u64,
+    pages: u64,
+    resident_pages: u64,
+    direct_io: bool,
+}
+
+/// One row of the trees' table (the catalog's has no name).
+#[derive(Debug, Serialize)]
+struct TreeJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    keys: u64,
+    /// Entries waiting in the change buffer, not in `keys` yet (not in the text).
+    buffered: u64,
+    depth: u16,
+    inner_pages: u64,
+    leaf_pages: u64,
+    value_pages: u64,
+    fault_count: u64,
+}
+
+impl<'a> TreeJson<'a> {
+    fn new(name: Option<&'a str>, tree: &TreeReport) -> Self {
+        TreeJson {
+            name,
+            keys: tree.keys,
+            buffered: tree.buffered,
+            depth: tree.depth,
+            inner_pages: tree.inner_pages,
+            leaf_pages: tree.leaf_pages,
+            value_pages: tree.value_pages,
+            fault_count: tree.faults.len() as u64,
+        }
+    }
+
+    /// Every user tree of `report`, in its order (the table's).
+    fn every_tree(report: &'a CheckReport) -> Vec<Self> {
+        report.trees.iter().map(|(name, tree)| TreeJson::new(Some(name), tree)).collect()
+    }
+}
+
+/// `ferrite check --json`.
+#[derive(Debug, Serialize)]
+struct CheckJson<'a> {
+    directory: String,
+    ok: bool,
+    /// `None` (null) when the pages were not checked (a damaged log), as the four below.
+    closed_cleanly: Option<bool>,
+    catalog: Option<TreeJson<'a>>,
+    trees: Option<Vec<TreeJson<'a>>>,
+    pages: Option<PagesJson>,
+    objects: Option<ObjectsJson>,
+    log: LogJson,
+    fault_count: u64,
+    lost_page_count: u64,
+    /// The text's `fault:` lines.
+    faults: Vec<String>,
+    /// Every lost page, as ranges `[first, last]`.
+    lost_page_ranges: Vec<[u64; 2]>,
+}
+
+#[derive(Debug, Serialize)]
+struct ObjectsJson {
+    objects: u64,
+    extents: u64,
+    extent_pages: u64,
+    extent_bytes: u64,
+    blocks_with_fragments: u64,
+}
+
+/// The text's `log:` lines.
+#[derive(Debug, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum LogJson {
+    /// No checkpoint yet, hence no log.
+    None,
+    Intact {
+        directory: String,
+        segments: u64,
+        unused_files: u64,
+        checkpoint_position: u64,
+        replay_position: u64,
+        end_position: u64,
+        records: u64,
+        commits: u64,
+        page_images: u64,
+        checkpoint_buffered_puts: u64,
+        buffered_changes: u64,
+        torn_bytes: u64,
+        replayed_in_memory: bool,
+    },
+    Damaged {
+        fault: String,
+    },
+}
+
+impl LogJson {
+    fn new(log: &LogVerdict, wal_dir: &Path, unclean: bool) -> Self {
+        match log {
+            LogVerdict::Absent => LogJson::None,
+            LogVerdict::Damaged(damage) => LogJson::Damaged { fault: damage.clone() },
+            LogVerdict::Intact(log) => LogJson::Intact {
+                directory: wal_dir.display().to_string(),
+                segments: log.segments as u64,
+                unused_files: unused_log_files(log),
+                checkpoint_position: log.checkpoint_lsn,
+                replay_position: log.redo_lsn,
+                end_position: log.end_lsn,
+                records: log.records,
+                commits: log.commits,
+                page_images: log.images,
+                checkpoint_buffered_puts: log.checkpoint_buffered,
+                buffered_changes: log.buffered_changes,
+                torn_bytes: log.torn_bytes,
+                replayed_in_memory: replayed_in_memory(log, unclean),
+            },
+        }
+    }
 }
 
 /// The faults of a check, for printing. A node that cannot be read hides every page below it
@@ -232,6 +529,15 @@ impl Faults {
         }
     }
 
+    /// The `fault:` lines: every fault but the lost pages, then the lost pages' line.
+    fn lines(&self) -> Vec<String> {
+        let mut lines = self.causes.clone();
+        if !self.lost.is_empty() {
+            lines.push(self.lost_line());
+        }
+        lines
+    }
+
     /// `724 pages neither in use nor free (lost): 3-40, 57, 60-700, …`.
     fn lost_line(&self) -> String {
         let below = if self.causes.is_empty() {
@@ -255,13 +561,7 @@ fn lost_page(fault: &str) -> Option<u64> {
 /// Increasing page ids as ranges (`3-40, 57, 60-700`), at most about `max_chars` of them; the
 /// rest as `… (N more ranges)`.
 fn page_ranges(ids: &[u64], max_chars: usize) -> String {
-    let mut ranges: Vec<(u64, u64)> = Vec::new();
-    for &id in ids {
-        match ranges.last_mut() {
-            Some((_, last)) if *last + 1 == id => *last = id,
-            _ => ranges.push((id, id)),
-        }
-    }
+    let ranges = ranges(ids);
     let mut text = String::new();
     for (shown, &(first, last)) in ranges.iter().enumerate() {
         let range = if first == last { first.to_string() } else { format!("{first}-{last}") };
@@ -276,6 +576,18 @@ fn page_ranges(ids: &[u64], max_chars: usize) -> String {
         text.push_str(&range);
     }
     text
+}
+
+/// Increasing page ids as runs of consecutive ids: `(first, last)`.
+fn ranges(ids: &[u64]) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for &id in ids {
+        match ranges.last_mut() {
+            Some((_, last)) if *last + 1 == id => *last = id,
+            _ => ranges.push((id, id)),
+        }
+    }
+    ranges
 }
 
 /// What verifying the write-ahead log found.
@@ -332,7 +644,7 @@ fn write_log_section(
         LogVerdict::Damaged(_) => return writeln!(out, "log: DAMAGED (see the fault below)"),
         LogVerdict::Intact(log) => log,
     };
-    let unused = u64::from(log.slots).saturating_sub(log.segments as u64);
+    let unused = unused_log_files(log);
     writeln!(
         out,
         "log: {} in {}{}; last checkpoint at position {}, replay from {}",
@@ -371,7 +683,7 @@ fn write_log_section(
             thousands(log.torn_bytes)
         )?;
     }
-    if unclean && log.commits + log.images > 0 {
+    if replayed_in_memory(log, unclean) {
         writeln!(
             out,
             "log: replayed into memory for this check, not on disk: opening the directory for \
@@ -379,6 +691,17 @@ fn write_log_section(
         )?;
     }
     Ok(())
+}
+
+/// Segment files ready for reuse, beyond those holding the log.
+fn unused_log_files(log: &LogReport) -> u64 {
+    u64::from(log.slots).saturating_sub(log.segments as u64)
+}
+
+/// Whether the check replayed what the log holds into memory (the directory was not closed
+/// cleanly and its log has changes after the checkpoint).
+fn replayed_in_memory(log: &LogReport, unclean: bool) -> bool {
+    unclean && log.commits + log.images > 0
 }
 
 fn plural(n: usize) -> &'static str {
@@ -579,5 +902,186 @@ mod tests {
         assert!(lines[1].starts_with("  (catalog)"), "{text}");
         assert!(lines[2].starts_with("  bench\\tx") && lines[2].contains("320,000"), "{text}");
         assert!(lines[2].contains("3,400"), "{text}");
+    }
+
+    /// A report with one tree, a lost page and a fault, over a log with changes to replay.
+    fn found_with_faults(dir: &Path) -> CheckFound<'_> {
+        let tree = TreeReport {
+            inner_pages: 1,
+            leaf_pages: 40,
+            keys: 1_200,
+            buffered: 3,
+            depth: 2,
+            faults: vec!["page 9: checksum mismatch".to_owned()],
+            ..TreeReport::default()
+        };
+        let report = CheckReport {
+            page_count: 50,
+            free_pages: 2,
+            catalog: TreeReport { leaf_pages: 1, keys: 1, depth: 1, ..TreeReport::default() },
+            trees: vec![("t\tx".to_owned(), tree)],
+            faults: vec!["page 44 is neither in use nor free (lost)".to_owned()],
+            objects: Default::default(),
+        };
+        let log = LogReport {
+            segments: 1,
+            slots: 2,
+            checkpoint_lsn: 100,
+            redo_lsn: 80,
+            end_lsn: 900,
+            records: 9,
+            commits: 7,
+            images: 0,
+            checkpoint_buffered: 0,
+            buffered_changes: 3,
+            torn_bytes: 0,
+        };
+        let pages = CheckedPages { report, closed_cleanly: false };
+        CheckFound::new(dir, Some(pages), LogVerdict::Intact(log))
+    }
+
+    /// The JSON of `check`: every field named, numbers as numbers, the tree's name as it is;
+    /// the text of the same findings.
+    #[test]
+    fn check_json_holds_what_the_text_says() {
+        let found = found_with_faults(Path::new("d"));
+        let json = serde_json::to_value(found.json()).unwrap();
+        let expected = serde_json::json!({
+            "directory": "d",
+            "ok": false,
+            "closed_cleanly": false,
+            "catalog": {
+                "keys": 1, "buffered": 0, "depth": 1, "inner_pages": 0, "leaf_pages": 1,
+                "value_pages": 0, "fault_count": 0
+            },
+            "trees": [{
+                "name": "t\tx", "keys": 1200, "buffered": 3, "depth": 2, "inner_pages": 1,
+                "leaf_pages": 40, "value_pages": 0, "fault_count": 1
+            }],
+            "pages": {"allocated": 50, "allocated_bytes": 50 * 4096, "free": 2},
+            "objects": {
+                "objects": 0, "extents": 0, "extent_pages": 0, "extent_bytes": 0,
+                "blocks_with_fragments": 0
+            },
+            "log": {
+                "state": "intact", "directory": "d/wal", "segments": 1, "unused_files": 1,
+                "checkpoint_position": 100, "replay_position": 80, "end_position": 900,
+                "records": 9, "commits": 7, "page_images": 0, "checkpoint_buffered_puts": 0,
+                "buffered_changes": 3, "torn_bytes": 0, "replayed_in_memory": true
+            },
+            "fault_count": 1,
+            "lost_page_count": 1,
+            "faults": [
+                "tree \"t\\tx\": page 9: checksum mismatch",
+                "1 page neither in use nor free (lost) (a node the walk could not read loses \
+                 every page below it): 44"
+            ],
+            "lost_page_ranges": [[44, 44]]
+        });
+        assert_eq!(json, expected, "{json:#}");
+
+        let mut out = Vec::new();
+        found.write_text(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "checked d");
+        assert!(lines[2].starts_with("  (catalog)") && lines[3].starts_with("  t\\tx"), "{text}");
+        assert_eq!(lines[4], "pages: 50 allocated (superblocks included), 2 of them free");
+        let tail = &lines[lines.len() - 3..];
+        assert_eq!(
+            tail,
+            [
+                "fault: tree \"t\\tx\": page 9: checksum mismatch",
+                "fault: 1 page neither in use nor free (lost) (a node the walk could not read \
+                 loses every page below it): 44",
+                "FAILED: 1 fault and 1 lost page found",
+            ],
+            "{text}"
+        );
+        assert!(text.contains("log: replayed into memory for this check"), "{text}");
+    }
+
+    /// A log damaged at open: the pages unchecked (null in JSON), the damage the one fault.
+    #[test]
+    fn a_damaged_log_leaves_the_pages_unchecked() {
+        let damage = "the write-ahead log is damaged: d/wal/000000.log at byte 4608".to_owned();
+        let found = CheckFound::new(Path::new("d"), None, LogVerdict::Damaged(damage.clone()));
+        let mut out = Vec::new();
+        found.write_text(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(
+                "checked d\n\
+                 pages: not checked (what they hold depends on the damaged log)\n\
+                 log: DAMAGED (see the fault below)\n\
+                 fault: {damage}\n\
+                 FAILED: 1 fault found\n"
+            )
+        );
+        let json = serde_json::to_value(found.json()).unwrap();
+        assert_eq!(json["ok"], false);
+        assert_eq!(json["log"], serde_json::json!({"state": "damaged", "fault": damage}));
+        assert_eq!(json["faults"], serde_json::json!([damage]));
+        assert_eq!((&json["fault_count"], &json["lost_page_count"]), (&1.into(), &0.into()));
+        for unchecked in ["closed_cleanly", "catalog", "trees", "pages", "objects"] {
+            assert!(json[unchecked].is_null(), "{unchecked}: {json}");
+        }
+        let none = LogJson::new(&LogVerdict::Absent, Path::new("d/wal"), false);
+        assert_eq!(serde_json::to_value(none).unwrap(), serde_json::json!({"state": "none"}));
+    }
+
+    /// The JSON of `stats`: the numbers behind each text line, `null` for what `--quick`
+    /// skips.
+    #[test]
+    fn stats_json_holds_what_the_text_says() {
+        let stats = DbStats {
+            pool: ferrite::buffer::PoolStats {
+                pool_pages: 256,
+                resident_pages: 9,
+                page_count: 50,
+                free_pages: 2,
+                ..Default::default()
+            },
+            trees: 1,
+            file_bytes: 1 << 20,
+        };
+        let quick = StatsFound { dir: Path::new("d"), direct_io: false, stats, walked: None };
+        let json = serde_json::to_value(quick.json()).unwrap();
+        let expected = serde_json::json!({
+            "directory": "d",
+            "page_file": {"bytes": 1 << 20, "pages": 256},
+            "pages": {"allocated": 50, "allocated_bytes": 50 * 4096, "free": 2},
+            "pool": {"bytes": 1 << 20, "pages": 256, "resident_pages": 9, "direct_io": false},
+            "tree_count": 1,
+            "trees": null,
+            "fault_count": null,
+            "lost_page_count": null
+        });
+        assert_eq!(json, expected, "{json:#}");
+
+        let report = found_with_faults(Path::new("d")).pages.unwrap().report;
+        let walked = StatsFound {
+            walked: Some((Faults::split(report.all_faults()), report)),
+            direct_io: true,
+            ..quick
+        };
+        let json = serde_json::to_value(walked.json()).unwrap();
+        assert_eq!(json["trees"][0]["name"], "t\tx");
+        assert_eq!(json["trees"][0]["keys"], 1200);
+        assert_eq!((&json["fault_count"], &json["lost_page_count"]), (&1.into(), &1.into()));
+        assert_eq!(json["pool"]["direct_io"], true);
+        let mut out = Vec::new();
+        walked.write_text(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("\npool        1.0 MiB (256 pages), 9 resident, O_DIRECT\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "\n1 fault and 1 lost page found while counting: run `ferrite check --db d`\n"
+            ),
+            "{text}"
+        );
     }
 }

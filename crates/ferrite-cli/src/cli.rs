@@ -414,6 +414,24 @@ EXAMPLES
     ferrite trees --db data --drop fruit";
 
 const STATS_AFTER: &str = "\
+JSON
+    With --json, the same numbers as one JSON object, counts and bytes as integers:
+
+    directory        the data directory, as given
+    page_file        {bytes, pages}: the page file on disk, in 4 KiB pages
+    pages            {allocated, allocated_bytes, free}: pages allocated (superblocks
+                     included), and how many of them are free
+    pool             {bytes, pages, resident_pages, direct_io}: the buffer pool
+    tree_count       the trees
+    trees            one object per row of the table, in its order: {name, keys, buffered,
+                     depth, inner_pages, leaf_pages, value_pages, fault_count}; name as it
+                     is (JSON escapes it), Ferrite's own trees in parentheses (`(objects)`);
+                     buffered: entries waiting in the change buffer, not in keys yet
+    fault_count      faults found while counting (run check), lost pages apart
+    lost_page_count  pages neither in use nor free (lost)
+
+    With --quick, trees, fault_count and lost_page_count are null.
+
 NOTES
     The per-tree numbers are counted by walking every page of every tree, as check does,
     so on a large data set they take as long as a check; --quick prints only the numbers
@@ -423,7 +441,8 @@ NOTES
 
 EXAMPLES
     ferrite stats --db data
-    ferrite stats --db data --quick";
+    ferrite stats --db data --quick
+    ferrite stats --db data --json";
 
 const CHECK_AFTER: &str = "\
 OUTPUT
@@ -448,6 +467,33 @@ OUTPUT
     cannot be read hides every page below it from the walk, and its own fault is printed
     before them.
 
+JSON
+    With --json, the same as one JSON object, counts, bytes and positions as integers:
+
+    directory        the data directory, as given
+    ok               true when no fault was found (the exit status is 0)
+    closed_cleanly   false when it was not: it is checked as recovered in memory (NOTES)
+    catalog          the catalog's row of the table: {keys, buffered, depth, inner_pages,
+                     leaf_pages, value_pages, fault_count}
+    trees            the other rows, in order, the same with a name: {name, keys, ...};
+                     name as it is (JSON escapes it), Ferrite's own trees in parentheses
+                     (`(objects)`); buffered: entries waiting in the change buffer, not in
+                     keys yet
+    pages            {allocated, allocated_bytes, free} (superblocks included)
+    objects          {objects, extents, extent_pages, extent_bytes, blocks_with_fragments}
+    log              {state: \"none\"} without a checkpoint; {state: \"damaged\", fault};
+                     or {state: \"intact\", directory, segments, unused_files,
+                     checkpoint_position, replay_position, end_position, records, commits,
+                     page_images, checkpoint_buffered_puts, buffered_changes, torn_bytes,
+                     replayed_in_memory}
+    fault_count      the faults, lost pages apart
+    lost_page_count  the pages neither in use nor free (lost)
+    faults           the `fault:` lines, as strings, without `fault: `
+    lost_page_ranges every lost page, as ranges [first, last]
+
+    When the log is damaged, the pages are not checked: closed_cleanly, catalog, trees,
+    pages and objects are null. Errors are not JSON: they go to stderr, exit status 2.
+
 NOTES
     A directory that was not closed cleanly (a crash, a killed process) is checked as
     recovered: its log is replayed into memory and the pages checked as recovery leaves
@@ -463,7 +509,8 @@ EXIT STATUS
     not one, it says so and exits with status 2.
 
 EXAMPLES
-    ferrite check --db data";
+    ferrite check --db data
+    ferrite check --db data --json";
 
 /// The options every data command takes.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
@@ -672,6 +719,13 @@ pub struct StatsCmd {
     /// Skip the per-tree numbers
     #[arg(long)]
     quick: bool,
+    /// Print one JSON object instead of the text
+    #[arg(
+        long_help = "Print the same numbers as one JSON object (see JSON below) instead of \
+            the text: bytes and counts as plain integers, tree names unescaped.",
+        long
+    )]
+    json: bool,
     #[command(flatten)]
     db: DbArgs,
 }
@@ -679,6 +733,13 @@ pub struct StatsCmd {
 /// `ferrite check`.
 #[derive(Debug, Args)]
 pub struct CheckCmd {
+    /// Print one JSON object instead of the text
+    #[arg(
+        long_help = "Print what was checked and every fault as one JSON object (see JSON \
+            below) instead of the text; the exit status is the same.",
+        long
+    )]
+    json: bool,
     #[command(flatten)]
     db: DbArgs,
 }
@@ -1825,7 +1886,7 @@ pub enum Action {
     Stat(KeyArgs),
     Trees(TreesArgs),
     Stats(StatsArgs),
-    Check(DbArgs),
+    Check(CheckArgs),
     BenchLookup(LookupConfig),
     BenchIo(IoBenchConfig),
     BenchObjects(ObjectsConfig),
@@ -1922,6 +1983,15 @@ pub struct StatsArgs {
     pub db: DbArgs,
     /// Skip the per-tree walk.
     pub quick: bool,
+    /// One JSON object instead of the text.
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckArgs {
+    pub db: DbArgs,
+    /// One JSON object instead of the text.
+    pub json: bool,
 }
 
 /// `ferrite bench compare SUITE`.
@@ -2071,8 +2141,10 @@ impl Command {
             Command::ReadAt(cmd) => read_at_args(cmd).map(Action::ReadAt),
             Command::Stat(cmd) => key_args("stat", cmd).map(Action::Stat),
             Command::Trees(cmd) => Ok(Action::Trees(trees_args(cmd))),
-            Command::Stats(cmd) => Ok(Action::Stats(StatsArgs { db: cmd.db, quick: cmd.quick })),
-            Command::Check(cmd) => Ok(Action::Check(cmd.db)),
+            Command::Stats(cmd) => {
+                Ok(Action::Stats(StatsArgs { db: cmd.db, quick: cmd.quick, json: cmd.json }))
+            }
+            Command::Check(cmd) => Ok(Action::Check(CheckArgs { db: cmd.db, json: cmd.json })),
             Command::Serve(cmd) => Ok(Action::Serve(serve_args(cmd))),
             Command::Bench(cmd) => cmd.workload.into_action(),
             Command::Completions(cmd) => Ok(Action::Completions(match cmd.shell.as_str() {

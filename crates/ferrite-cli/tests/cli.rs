@@ -199,6 +199,9 @@ fn read_only_commands_refuse_a_directory_that_is_not_a_database() {
             vec!["trees", "--db", dir],
             vec!["stats", "--db", dir],
             vec!["check", "--db", dir],
+            // Errors are not JSON: stderr, and nothing on stdout.
+            vec!["stats", "--db", dir, "--json"],
+            vec!["check", "--db", dir, "--json"],
             vec!["del", "--db", dir, "--tree", "t", "k"],
         ] {
             let o = run(&args);
@@ -296,6 +299,160 @@ fn check_passes_after_a_tree_is_dropped() {
     ok(&["trees", "--db", &db, "--drop", "gone"]);
     let out = ok(&["check", "--db", &db]);
     assert!(out.contains("ok: no faults found"), "{out}");
+}
+
+/// Runs `args` (a `--json` command line), expects exit status `status` and nothing on
+/// stderr, and returns stdout parsed: it must be exactly one JSON document.
+#[track_caller]
+fn json(status: i32, args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(status), "{}", describe(args, &o));
+    assert!(o.stderr.is_empty(), "{}", describe(args, &o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}\n{}", describe(args, &o)))
+}
+
+/// The `(name, keys)` of the trees of a `stats --json` or `check --json` object.
+fn tree_keys(object: &serde_json::Value) -> Vec<(String, u64)> {
+    let trees = object["trees"].as_array().unwrap_or_else(|| panic!("no trees: {object}"));
+    trees
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap().to_owned(), t["keys"].as_u64().unwrap()))
+        .collect()
+}
+
+/// `stats --json` and `check --json` print one JSON object holding the text's numbers, as
+/// numbers: every tree with its keys (its name unescaped), the pages, the pool, the log.
+#[test]
+fn stats_and_check_json_carry_the_numbers() {
+    let tmp = TempDir::new("json");
+    let db = tmp.db();
+    for i in 0..30 {
+        put(&db, "numbers", &format!("k{i:03}"), "v");
+    }
+    put(&db, "tab\tname", "x", "y");
+    put(&db, "tab\tname", "z", "y");
+
+    let stats = json(0, &["stats", "--db", &db, "--json"]);
+    assert_eq!(stats["directory"], db.as_str(), "{stats}");
+    assert_eq!(stats["tree_count"], 2, "{stats}");
+    assert_eq!(
+        tree_keys(&stats),
+        [("numbers".to_owned(), 30), ("tab\tname".to_owned(), 2)],
+        "{stats}"
+    );
+    for tree in stats["trees"].as_array().unwrap() {
+        assert_eq!(
+            (&tree["depth"], &tree["leaf_pages"], &tree["fault_count"]),
+            (&1.into(), &1.into(), &0.into()),
+            "{stats}"
+        );
+    }
+    assert_eq!((&stats["fault_count"], &stats["lost_page_count"]), (&0.into(), &0.into()));
+    let file_bytes = fs::metadata(Path::new(&db).join("pages.ferrite")).unwrap().len();
+    assert_eq!(stats["page_file"]["bytes"], file_bytes, "{stats}");
+    assert_eq!(stats["page_file"]["pages"], file_bytes / 4096, "{stats}");
+    let allocated = stats["pages"]["allocated"].as_u64().unwrap();
+    assert!(allocated >= 5, "superblocks, catalog, two leaves: {stats}");
+    assert_eq!(stats["pages"]["allocated_bytes"], allocated * 4096, "{stats}");
+    let pool_pages = stats["pool"]["pages"].as_u64().unwrap();
+    assert!(pool_pages >= 64 << 8, "the default pool, 64 MiB: {stats}");
+    assert_eq!(stats["pool"]["bytes"], pool_pages * 4096, "{stats}");
+    assert_eq!(stats["pool"]["direct_io"], true, "{stats}");
+    // The text says the same.
+    let text = ok(&["stats", "--db", &db]);
+    assert!(text.contains(&format!("pages       {allocated} allocated")), "{text}");
+    let quick = json(0, &["stats", "--db", &db, "--quick", "--json", "--no-direct"]);
+    assert_eq!(quick["tree_count"], 2, "{quick}");
+    assert_eq!(quick["pool"]["direct_io"], false, "{quick}");
+    for skipped in ["trees", "fault_count", "lost_page_count"] {
+        assert!(quick[skipped].is_null(), "{skipped}: {quick}");
+    }
+
+    let check = json(0, &["check", "--db", &db, "--json"]);
+    assert_eq!((&check["ok"], &check["closed_cleanly"]), (&true.into(), &true.into()), "{check}");
+    assert_eq!(check["faults"], serde_json::json!([]), "{check}");
+    assert_eq!((&check["fault_count"], &check["lost_page_count"]), (&0.into(), &0.into()));
+    assert_eq!(check["lost_page_ranges"], serde_json::json!([]), "{check}");
+    assert_eq!(tree_keys(&check), tree_keys(&stats), "{check}");
+    assert!(check["catalog"]["name"].is_null() && check["catalog"]["keys"].as_u64() >= Some(2));
+    assert_eq!(check["pages"]["allocated"], allocated, "{check}");
+    assert_eq!(check["objects"]["objects"], 0, "{check}");
+    let log = &check["log"];
+    assert_eq!(log["state"], "intact", "{check}");
+    let wal = Path::new(&db).join("wal");
+    assert_eq!(log["directory"], wal.to_str().unwrap(), "{check}");
+    // After a clean close: the close's checkpoint, no commit to replay.
+    assert_eq!((&log["segments"], &log["commits"]), (&1.into(), &0.into()), "{check}");
+    assert_eq!(log["replayed_in_memory"], false, "{check}");
+    let (checkpoint, end) = (log["checkpoint_position"].as_u64(), log["end_position"].as_u64());
+    assert!(checkpoint.is_some() && checkpoint <= end, "{check}");
+    let text = ok(&["check", "--db", &db]);
+    let positions = format!("last checkpoint at position {}", checkpoint.unwrap());
+    assert!(text.contains(&positions) && text.ends_with("ok: no faults found\n"), "{text}");
+}
+
+/// `check --json` of a directory with a node the walk cannot read: `ok` is false, the node's
+/// fault and the lost pages' line are in `faults`, the lost pages in ranges, exit status 1.
+#[test]
+fn check_json_lists_the_faults_and_exits_1() {
+    let tmp = TempDir::new("json-faults");
+    let db = tmp.db();
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        ..Default::default()
+    };
+    let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
+    let tree = opened.tree("t").unwrap();
+    for i in 0..3_000 {
+        tree.put(format!("key{i:05}").as_bytes(), &[b'v'; 100]).unwrap();
+    }
+    drop(tree);
+    opened.close().unwrap();
+    let healthy = json(0, &["check", "--db", &db, "--json"]);
+    assert_eq!(tree_keys(&healthy), [("t".to_owned(), 3_000)], "{healthy}");
+    assert_eq!(healthy["trees"][0]["depth"], 2, "{healthy}");
+
+    // The inner node (format/page.rs: kind 3 at byte 4, the page's own id at byte 8).
+    let pages = Path::new(&db).join("pages.ferrite");
+    let mut bytes = fs::read(&pages).unwrap();
+    let inner = (3..bytes.len() / 4096)
+        .find(|&id| {
+            let page = &bytes[id * 4096..(id + 1) * 4096];
+            page[4] == 3 && u64::from_le_bytes(page[8..16].try_into().unwrap()) == id as u64
+        })
+        .expect("an inner node");
+    bytes[inner * 4096 + 2048] ^= 0x5a;
+    fs::write(&pages, &bytes).unwrap();
+
+    let check = json(1, &["check", "--db", &db, "--json"]);
+    assert_eq!(check["ok"], false, "{check}");
+    let faults: Vec<&str> =
+        check["faults"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let fault_count = check["fault_count"].as_u64().unwrap();
+    let lost = check["lost_page_count"].as_u64().unwrap();
+    assert!(fault_count >= 1 && lost > 10, "{check}");
+    assert_eq!(faults.len() as u64, fault_count + 1, "the faults, then the lost pages: {check}");
+    assert!(faults[0].contains(&format!("page {inner}")), "the node's fault first: {check}");
+    assert!(faults.last().unwrap().starts_with(&format!("{lost} pages neither in use nor free")));
+    let ranges = check["lost_page_ranges"].as_array().unwrap();
+    let in_ranges: u64 =
+        ranges.iter().map(|r| r[1].as_u64().unwrap() - r[0].as_u64().unwrap() + 1).sum();
+    assert_eq!(in_ranges, lost, "{check}");
+    assert!(check["trees"][0]["fault_count"].as_u64() >= Some(1), "{check}");
+    // The text reports the same faults, with the same exit status.
+    let text = expect(1, &["check", "--db", &db]);
+    let lines: Vec<String> = faults.iter().map(|f| format!("fault: {f}")).collect();
+    let text_faults: Vec<&str> = text.lines().filter(|l| l.starts_with("fault: ")).collect();
+    assert_eq!(text_faults, lines, "{text}");
+
+    // stats counts the same faults while counting the keys.
+    let stats = json(0, &["stats", "--db", &db, "--json"]);
+    assert_eq!(
+        (&stats["fault_count"], &stats["lost_page_count"]),
+        (&fault_count.into(), &lost.into())
+    );
 }
 
 #[test]
@@ -779,6 +936,17 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
     assert!(out.contains(": 13 commits, "), "{out}");
     assert!(out.contains("log: replayed into memory for this check"), "{out}");
     assert!(out.contains("ok: no faults found"), "{out}");
+    // As JSON: the same, the note about the unclean close still on stderr.
+    let json_args = ["check", "--db", db, "--json"];
+    let o = run(&json_args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&json_args, &o));
+    assert!(text(&o.stderr).contains("was not closed cleanly"), "{}", describe(&json_args, &o));
+    let check: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((&check["ok"], &check["closed_cleanly"]), (&true.into(), &false.into()));
+    assert_eq!(tree_keys(&check), [("t".to_owned(), 12)], "{check}");
+    let log = &check["log"];
+    assert_eq!((&log["state"], &log["commits"]), (&"intact".into(), &13.into()), "{check}");
+    assert_eq!(log["replayed_in_memory"], true, "{check}");
     let checkpoint: u64 = out
         .split("last checkpoint at position ")
         .nth(1)
@@ -821,6 +989,17 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
     );
     assert!(out.contains(&fault), "{fault}\n{}", describe(&args, &o));
     assert!(out.contains("log: DAMAGED") && out.contains("FAILED: 1 fault found"), "{out}");
+    // The same as JSON: the pages not checked (null), the log's damage the one fault.
+    let check = json(1, &["check", "--db", damaged_db, "--json"]);
+    assert_eq!(check["ok"], false, "{check}");
+    let line = out.lines().find(|l| l.starts_with(&fault)).unwrap();
+    let fault = &line["fault: ".len()..];
+    assert_eq!(check["faults"], serde_json::json!([fault]), "{check}");
+    assert_eq!(check["log"], serde_json::json!({"state": "damaged", "fault": fault}), "{check}");
+    assert_eq!((&check["fault_count"], &check["lost_page_count"]), (&1.into(), &0.into()));
+    for unchecked in ["closed_cleanly", "catalog", "trees", "pages", "objects"] {
+        assert!(check[unchecked].is_null(), "{unchecked}: {check}");
+    }
 
     match ferrite::Db::open(&damaged, ferrite::Options { workers: 0, ..Default::default() }) {
         Err(ferrite::Error::LogCorrupt { lsn: at, offset, path, .. }) => {
@@ -1002,13 +1181,15 @@ fn a_command_whose_output_cannot_be_written_fails() {
     put(&db, "t", "k", "v");
     let bench_dir = tmp.0.join("bench");
     let bench_dir = bench_dir.to_str().unwrap();
-    let printing: [Vec<&str>; 8] = [
+    let printing: [Vec<&str>; 10] = [
         vec!["get", "--db", &db, "--tree", "t", "k"],
         vec!["get", "--db", &db, "--tree", "t", "absent"],
         vec!["scan", "--db", &db, "--tree", "t"],
         vec!["trees", "--db", &db],
         vec!["stats", "--db", &db],
         vec!["check", "--db", &db],
+        vec!["stats", "--db", &db, "--json"],
+        vec!["check", "--db", &db, "--json"],
         vec!["--help"],
         vec!["bench", "lookup", "--db", bench_dir, "--keys", "100", "--seconds", "0.1"],
     ];

@@ -325,17 +325,34 @@ fn trees_actions() {
 fn stats_and_check() {
     assert_eq!(
         parse_strs(&["stats", "--db", "d"]).unwrap(),
-        Action::Stats(StatsArgs { db: db("d"), quick: false })
+        Action::Stats(StatsArgs { db: db("d"), quick: false, json: false })
     );
     assert_eq!(
         parse_strs(&["stats", "--db", "d", "--quick", "--pool-mib", "8"]).unwrap(),
-        Action::Stats(StatsArgs { db: DbArgs { pool_mib: 8, ..db("d") }, quick: true })
+        Action::Stats(StatsArgs {
+            db: DbArgs { pool_mib: 8, ..db("d") },
+            quick: true,
+            json: false
+        })
     );
-    assert_eq!(parse_strs(&["check", "--db", "d"]).unwrap(), Action::Check(db("d")));
+    assert_eq!(
+        parse_strs(&["stats", "--json", "--db", "d", "--quick"]).unwrap(),
+        Action::Stats(StatsArgs { db: db("d"), quick: true, json: true })
+    );
+    assert_eq!(
+        parse_strs(&["check", "--db", "d"]).unwrap(),
+        Action::Check(CheckArgs { db: db("d"), json: false })
+    );
     assert_eq!(
         parse_strs(&["check", "--db", "d", "--no-direct"]).unwrap(),
-        Action::Check(DbArgs { direct_io: false, ..db("d") })
+        Action::Check(CheckArgs { db: DbArgs { direct_io: false, ..db("d") }, json: false })
     );
+    assert_eq!(
+        parse_strs(&["check", "--db", "d", "--json"]).unwrap(),
+        Action::Check(CheckArgs { db: db("d"), json: true })
+    );
+    fails(&["check", "--db", "d", "--json=yes"], "--json");
+    fails(&["trees", "--db", "d", "--json"], "unexpected argument '--json'");
     fails(&["stats"], "--db <DIR>");
     fails(&["check", "--db", "d", "--quick"], "unexpected argument '--quick'");
     fails(&["check", "--db", "d", "now"], "unexpected argument 'now'");
