@@ -121,6 +121,23 @@ pub enum Command {
             in key order, one line per entry: KEY, a tab, VALUE.",
         after_long_help = scan_after())]
     Scan(ScanCmd),
+    /// Print every entry of every tree (or one) as lines of text, for `load`
+    #[command(
+        long_about = "Print every entry of every tree (or of tree TREE) on standard output, \
+            tree after tree in name order and each in key order, in the dump format below: \
+            text a person can read and grep, that `ferrite load` reads back byte for byte. \
+            Streamed: one entry is in memory at a time.",
+        after_long_help = dump_after())]
+    Dump(DumpCmd),
+    /// Load entries from standard input: a dump, or KEY<TAB>VALUE lines
+    #[command(
+        long_about = "Load the entries of standard input into the data directory (created if \
+            missing), in large batches: a dump made by `ferrite dump` (its trees are created \
+            as needed; --tree loads only that one), or plain KEY<TAB>VALUE lines, escaped as \
+            `scan` prints them (or hex with --hex), into the tree --tree names. A key that \
+            exists gets the loaded value. Sorted input loads fastest.",
+        after_long_help = load_after())]
+    Load(LoadCmd),
     /// Write bytes into a value at an offset (creates the key if needed)
     #[command(
         name = "write-at",
@@ -396,6 +413,64 @@ EXAMPLES
     )
 }
 
+fn dump_after() -> String {
+    with_limits(
+        "\
+FORMAT
+    Lines of text, each ending in a newline:
+        # ferrite dump 1 text        the header: format version 1; text or hex fields
+        # tree orders                the entries that follow are tree \"orders\"'s
+        order-0001<TAB>two apples    KEY, a tab, VALUE (in key order within a tree)
+        # tree users
+        \\x23admin<TAB>...             a key starting with # has that byte escaped
+        # end trees=2 entries=2      the last line: a dump cut short lacks it
+    As text, keys and values are escaped as scan prints them: \\\\ for a backslash, \\t,
+    \\n, \\r, \\xNN for other control characters and for bytes that are not UTF-8, and
+    \\u{X} for other control characters beyond ASCII; all other bytes are themselves. With
+    --hex, keys and values are lower-case hexadecimal. Tree names are always escaped text.
+    Values of any size are dumped whole on their line (each in memory while it is
+    written).
+
+NOTES
+    The dump reads the directory as one consistent state: it shares it with other readers,
+    never with a writer. This command never creates a data directory: pointed at a
+    directory that is not one, it says so and exits with status 2.
+
+EXAMPLES
+    ferrite dump --db data > data.dump
+    ferrite dump --db data --tree users --hex | gzip > users.dump.gz
+    ferrite dump --db old | ferrite load --db new",
+    )
+}
+
+fn load_after() -> String {
+    with_limits(
+        "\
+INPUT
+    A dump (see ferrite dump --help): its header names the encoding; its trees are created
+    if they do not exist; with --tree only that tree's entries are loaded. The `# end` line
+    is checked against what was read: a dump cut short or damaged is an error. Or plain
+    lines, KEY<TAB>VALUE each, escaped as scan prints them (hex with --hex), loaded into
+    the tree --tree names: the output of `ferrite scan`, or of another tool.
+
+LOADING
+    Entries are committed in batches of up to 8 MiB (and at most a quarter of the pool's
+    pages of entries: a larger --pool-mib makes larger batches); the last batch is synced,
+    which makes every batch durable. Progress goes to stderr: a bar when standard input
+    is a file, a line a second when it is a pipe; then a summary line.
+
+EXIT STATUS
+    0 once every entry is loaded and durable. 2 on any error: a malformed line (the error
+    names its number), a dump cut short, a full disk. The entries of the batches committed
+    before the error stay loaded and are made durable; the error says how many.
+
+EXAMPLES
+    ferrite load --db data < data.dump
+    ferrite scan --db old --tree t | ferrite load --db new --tree t
+    printf 'k1\\tv1\\nk2\\tv2\\n' | ferrite load --db data --tree t",
+    )
+}
+
 const TREES_AFTER: &str = "\
 NOTES
     Listing never creates a data directory. Names are escaped like scan's text output.
@@ -661,6 +736,32 @@ pub struct ReadAtCmd {
     /// The key (text, or hex with --hex; `--` before one that begins with '-')
     #[arg(value_name = "KEY", value_parser = OsStringValueParser::new())]
     key: OsString,
+}
+
+/// `ferrite dump`.
+#[derive(Debug, Args)]
+pub struct DumpCmd {
+    /// Dump only this tree (default: every tree)
+    #[arg(long, value_name = "TREE")]
+    tree: Option<String>,
+    /// Keys and values in hexadecimal instead of escaped text
+    #[arg(long)]
+    hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// `ferrite load`.
+#[derive(Debug, Args)]
+pub struct LoadCmd {
+    /// Load only this tree of a dump; for plain lines, the tree they go into
+    #[arg(long, value_name = "TREE")]
+    tree: Option<String>,
+    /// Plain lines (no dump header) are in hexadecimal
+    #[arg(long)]
+    hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
 }
 
 /// `ferrite scan`.
@@ -1881,6 +1982,8 @@ pub enum Action {
     Get(GetArgs),
     Del(KeyArgs),
     Scan(ScanArgs),
+    Dump(DumpArgs),
+    Load(LoadArgs),
     WriteAt(WriteAtArgs),
     ReadAt(ReadAtArgs),
     Stat(KeyArgs),
@@ -1950,6 +2053,20 @@ pub struct ReadAtArgs {
     pub length: u64,
     /// `--output PATH` (`-`, like none: standard output).
     pub output: Option<FileArg>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpArgs {
+    pub db: DbArgs,
+    pub tree: Option<String>,
+    pub hex: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadArgs {
+    pub db: DbArgs,
+    pub tree: Option<String>,
+    pub hex: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -2137,6 +2254,12 @@ impl Command {
             Command::Get(cmd) => get_args(cmd).map(Action::Get),
             Command::Del(cmd) => key_args("del", cmd).map(Action::Del),
             Command::Scan(cmd) => scan_args(cmd).map(Action::Scan),
+            Command::Dump(cmd) => {
+                Ok(Action::Dump(DumpArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex }))
+            }
+            Command::Load(cmd) => {
+                Ok(Action::Load(LoadArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex }))
+            }
             Command::WriteAt(cmd) => write_at_args(cmd).map(Action::WriteAt),
             Command::ReadAt(cmd) => read_at_args(cmd).map(Action::ReadAt),
             Command::Stat(cmd) => key_args("stat", cmd).map(Action::Stat),

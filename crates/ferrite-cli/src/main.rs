@@ -13,6 +13,7 @@ mod bench;
 mod cli;
 mod common;
 mod data;
+mod dump;
 mod encoding;
 mod files;
 mod objects;
@@ -83,6 +84,8 @@ fn run(command: Action) -> Result<Outcome, CliError> {
         Action::Get(a) => data::get(&a, out),
         Action::Del(a) => data::del(&a),
         Action::Scan(a) => data::scan(&a, out),
+        Action::Dump(a) => dump::dump(&a, out),
+        Action::Load(a) => load(&a),
         Action::WriteAt(a) => objects::write_at(&a),
         Action::ReadAt(a) => objects::read_at(&a, out),
         Action::Stat(a) => objects::stat(&a, out),
@@ -110,11 +113,24 @@ fn run(command: Action) -> Result<Outcome, CliError> {
 /// those that write into a file: get and read-at with --output PATH).
 fn prints(command: &Action) -> bool {
     match command {
-        Action::Put(_) | Action::WriteAt(_) | Action::Del(_) => false,
+        Action::Put(_) | Action::WriteAt(_) | Action::Del(_) | Action::Load(_) => false,
         Action::Trees(args) => args.action == TreesAction::List,
         Action::Get(GetArgs { output, .. }) | Action::ReadAt(ReadAtArgs { output, .. }) => {
             !matches!(output, Some(FileArg::Path(_)))
         }
         _ => true,
     }
+}
+
+/// `ferrite load` from standard input, buffered; its size is known when it is a file.
+fn load(args: &cli::LoadArgs) -> Result<Outcome, CliError> {
+    use std::os::fd::AsFd;
+    let stdin = io::stdin();
+    let size = std::fs::File::from(stdin.as_fd().try_clone_to_owned()?)
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let mut input = io::BufReader::with_capacity(1 << 20, stdin.lock());
+    dump::load(args, &mut input, size)
 }

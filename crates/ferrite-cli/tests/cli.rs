@@ -2144,3 +2144,197 @@ fn where_io_uring_is_refused_the_benchmark_falls_back_and_serve_says_why_not() {
     assert_eq!(o.status.code(), Some(2), "{what}");
     assert!(text(&o.stderr).contains("the server needs io_uring"), "{what}");
 }
+
+/// A tree's name and its entries.
+type TreeEntries = (String, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// Every entry of every tree of the data directory `dir`, read through the library.
+fn all_entries(dir: &Path) -> Vec<TreeEntries> {
+    let options = ferrite::Options { read_only: true, workers: 0, ..Default::default() };
+    let db = ferrite::Db::open(dir, options).unwrap();
+    let trees = db
+        .tree_names()
+        .unwrap()
+        .into_iter()
+        .map(|name| {
+            let tree = db.open_tree(&name).unwrap();
+            let entries = tree.iter().map(|e| e.unwrap()).collect();
+            (name, entries)
+        })
+        .collect();
+    db.close().unwrap();
+    trees
+}
+
+#[test]
+fn dump_and_load_round_trip_any_bytes_in_text_and_hex() {
+    let tmp = TempDir::new("dump");
+    let source = tmp.0.join("source");
+    let options = ferrite::Options { workers: 0, pool_bytes: 8 << 20, ..Default::default() };
+    let db = ferrite::Db::open(&source, options).unwrap();
+    let bytes = db.tree("bytes").unwrap();
+    // Every one-byte key, and keys that a line format could trip on.
+    for b in 0..=255u8 {
+        bytes.put(&[b], &[b, b'\n', b'\t', b'\\', 0xff]).unwrap();
+    }
+    let awkward: [&[u8]; 8] = [
+        b"#not a directive",
+        b"# tree fake",
+        b"# end trees=0 entries=0",
+        b"tab\tin key",
+        b"\\x41 looks escaped",
+        b"\xff\xfe\xfd",
+        "naïve ☃ \u{85}".as_bytes(),
+        b"trailing cr\r",
+    ];
+    for (i, key) in awkward.iter().enumerate() {
+        let mut key = key.to_vec();
+        key.push(b'!'); // after every one-byte key
+        bytes.put(&key, format!("value {i}\r\n").as_bytes()).unwrap();
+    }
+    bytes.put(b"empty value", b"").unwrap();
+    // Values past a page, and an object.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    bytes.put(b"big", &big[..10_000]).unwrap();
+    bytes.put(b"object", &big).unwrap();
+    db.tree("name\twith tab").unwrap().put(b"k", b"v").unwrap();
+    db.tree("empty").unwrap();
+    drop(bytes);
+    db.close().unwrap();
+    let expected = all_entries(&source);
+    assert_eq!(expected.len(), 3);
+    let source = source.to_str().unwrap();
+
+    for hex in [false, true] {
+        let mut args = vec!["dump", "--db", source];
+        if hex {
+            args.push("--hex");
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+        let dump = o.stdout;
+        let text = String::from_utf8_lossy(&dump);
+        let header = if hex { "# ferrite dump 1 hex\n" } else { "# ferrite dump 1 text\n" };
+        assert!(text.starts_with(header), "{text}");
+        assert!(text.ends_with("# end trees=3 entries=268\n"), "{text}");
+        assert!(
+            text.contains("# tree name\\twith tab\n# tree empty\n")
+                || text.contains("# tree empty\n")
+        );
+        if !hex {
+            assert!(text.contains("\n\\x23not a directive!\tvalue 0\\r\\n\n"), "{text}");
+        }
+        let copy = tmp.0.join(if hex { "copy-hex" } else { "copy-text" });
+        let copy_str = copy.to_str().unwrap();
+        let load = ["load", "--db", copy_str];
+        let o = run_with_stdin(&load, &dump);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&load, &o));
+        assert!(
+            text_of(&o.stderr).contains("loaded 268 entries into 3 trees"),
+            "{}",
+            describe(&load, &o)
+        );
+        assert_eq!(all_entries(&copy), expected, "hex: {hex}");
+        // The copy dumps to the same bytes.
+        let again = run(&[&args[..1], &["--db", copy_str], &args[3..]].concat());
+        assert_eq!(again.stdout, dump);
+    }
+
+    // One tree of a dump, and plain lines (scan's output) into a named tree.
+    let dump = run(&["dump", "--db", source]).stdout;
+    let one = tmp.0.join("one");
+    let one_str = one.to_str().unwrap();
+    let o = run_with_stdin(&["load", "--db", one_str, "--tree", "name\twith tab"], &dump);
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o.stderr));
+    assert_eq!(all_entries(&one), vec![expected[2].clone()]);
+    let scan = run(&["scan", "--db", source, "--tree", "bytes"]).stdout;
+    let o = run_with_stdin(&["load", "--db", one_str, "--tree", "scanned"], &scan);
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o.stderr));
+    let loaded = all_entries(&one);
+    assert_eq!(loaded[1], ("scanned".to_owned(), expected[0].1.clone()));
+}
+
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn load_refuses_what_is_not_a_whole_dump_and_says_how_far_it_got() {
+    let tmp = TempDir::new("load-bad");
+    let db = tmp.db();
+    let cases: [(&[u8], &[&str], &str); 8] = [
+        (b"k\tv\n", &[], "line 1: the input has no `# ferrite dump` header"),
+        (b"# ferrite dump 2 text\n", &[], "line 1: a dump of version \"2\""),
+        (b"# ferrite dump 1 base64\n", &[], "encoding \"base64\", not text or hex"),
+        (b"# ferrite dump 1 text\nk\tv\n", &[], "line 2: an entry before the dump's first"),
+        (
+            b"# ferrite dump 1 text\n# tree t\na\t1\nb\t2\n",
+            &[],
+            "the dump ends after line 4 without its `# end` line: it was cut short; the \
+             input's first 2 entries were loaded and are durable",
+        ),
+        (
+            b"# ferrite dump 1 text\n# tree t\na\t1\n# end trees=1 entries=2\n",
+            &[],
+            "line 4: the dump says it holds `trees=1 entries=2`, but it held `trees=1 entries=1`",
+        ),
+        (
+            b"a\t1\nb 2\n",
+            &["--tree", "t"],
+            "line 2: not KEY<TAB>VALUE: the line has no tab; the input's first entry was loaded",
+        ),
+        (b"a\t1\nb\t\\q\n", &["--tree", "t"], "line 2: the value: \"\\\\q\" is not an escape"),
+    ];
+    for (input, extra, expected) in cases {
+        let args = [&["load", "--db", &db][..], extra].concat();
+        let o = run_with_stdin(&args, input);
+        let what = format!("{:?}\n{}", text_of(input), describe(&args, &o));
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        assert!(text_of(&o.stderr).contains(expected), "{what}");
+    }
+    // What each refused load committed before its error is there (a, b; then a again).
+    let o = run(&["scan", "--db", &db, "--tree", "t"]);
+    assert_eq!(text_of(&o.stdout), "a\t1\nb\t2\n");
+}
+
+/// A load that fills the disk stops with the disk's error, says how many entries it loaded,
+/// and leaves a directory that checks clean and holds exactly those. Root only (a tmpfs).
+#[test]
+fn load_on_a_full_disk_fails_cleanly_and_keeps_what_it_said() {
+    let tmp = TempDir::new("load-full");
+    // Room for the log's first segment and the first 64 MiB of pages, not their growth.
+    let Some(mount) = Tmpfs::mount(&tmp.0.join("mnt"), "150m") else { return };
+    let db = mount.0.join("db");
+    let db_str = db.to_str().unwrap();
+    let mut input = b"# ferrite dump 1 text\n# tree t\n".to_vec();
+    let value = "v".repeat(1000);
+    let entries = 100_000;
+    for i in 0..entries {
+        input.extend_from_slice(format!("key{i:08}\t{value}\n").as_bytes());
+    }
+    input.extend_from_slice(format!("# end trees=1 entries={entries}\n").as_bytes());
+    let args = ["load", "--db", db_str, "--no-direct", "--pool-mib", "16"];
+    let o = run_with_stdin(&args, &input);
+    let what = describe(&args, &o);
+    assert_eq!(o.status.code(), Some(2), "{what}");
+    let stderr = text_of(&o.stderr);
+    assert!(stderr.contains("No space left on device"), "{what}");
+    let error = stderr.lines().find(|l| l.starts_with("ferrite: load: ")).unwrap_or("");
+    let loaded: usize = error
+        .split("; the input's first ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the error says how many entries are durable: {what}"));
+    assert!(loaded > 0 && loaded < entries, "{what}");
+    // Room again: the directory opens, checks clean, and holds exactly those entries.
+    mount.resize("400m");
+    let o = run(&["check", "--db", db_str, "--no-direct"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o.stdout));
+    let o = run(&["scan", "--db", db_str, "--no-direct", "--tree", "t"]);
+    let lines: Vec<&str> = std::str::from_utf8(&o.stdout).unwrap().lines().collect();
+    // At least the entries it called durable (batches committed after the last sync may be
+    // there too), and only ever the input's first ones: batches commit in order.
+    assert!(lines.len() >= loaded && lines.len() < entries, "{loaded}: {}", text_of(&o.stderr));
+    assert!(lines.iter().enumerate().all(|(i, l)| *l == format!("key{i:08}\t{value}")));
+}

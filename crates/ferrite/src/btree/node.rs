@@ -1045,6 +1045,32 @@ impl<'a> NodeMut<'a> {
         self.update_hints();
         true
     }
+    /// Appends `key` after the node's last key, as [`NodeMut::insert`] would place it but
+    /// without searching for its place or updating the hints: for entries copied in key
+    /// order (splits, merges), followed by one `update_hints`. Returns false, leaving the node
+    /// unchanged, when it does not fit.
+    fn push_sorted(&mut self, key: &[u8], payload: &[u8], out_of_line: bool) -> bool {
+        let node = self.as_node();
+        assert!(!key.is_empty() && key.len() <= MAX_KEY_LEN, "key length {}", key.len());
+        debug_assert!(key.starts_with(node.prefix()), "key outside the node's prefix");
+        debug_assert_eq!(node.lower_bound(key), (node.count(), false), "key out of order");
+        let needed = node.space_needed(key.len(), payload.len());
+        if needed > node.free_bytes() {
+            if needed > node.free_bytes_after_compaction() {
+                return false;
+            }
+            self.compact();
+        }
+        let node = self.as_node();
+        let suffix = &key[node.prefix().len()..];
+        let count = node.count();
+        let offset = self.push_heap(suffix, payload);
+        let head = head_of(suffix);
+        let (suffix_len, payload_len) = (suffix.len(), payload.len());
+        self.write_slot(count, Slot { head, offset, suffix_len, payload_len, out_of_line });
+        self.set_field(OFFSET_COUNT, count + 1);
+        true
+    }
     /// Removes slot `slot`; its heap bytes become dead.
     pub fn remove_at(&mut self, slot: usize) {
         let node = self.as_node();
@@ -1169,10 +1195,13 @@ fn copy_entries(
     to: &mut NodeMut<'_>,
     key: &mut Vec<u8>,
 ) -> bool {
-    slots.into_iter().all(|slot| {
+    // In key order, so each entry goes after the last: no search, the hints set once.
+    let fits = slots.into_iter().all(|slot| {
         from.key_into(slot, key);
-        to.insert(key, from.payload(slot), from.is_out_of_line(slot))
-    })
+        to.push_sorted(key, from.payload(slot), from.is_out_of_line(slot))
+    });
+    to.update_hints();
+    fits
 }
 
 /// Splits `node` at `(sep_slot, sep)` from [`Node::split_point`] into two fresh nodes:

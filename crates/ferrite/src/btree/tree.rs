@@ -370,6 +370,27 @@ impl BTree {
         Ok((page_id, version, probe, parent))
     }
 
+    /// The leaf `key` belongs in, its path loaded into the pool: a prefetch before a commit.
+    pub fn leaf_for(&self, pool: &BufferPool, key: &[u8]) -> Attempt<PageId> {
+        let (page_id, version, _, _) = self.probe_leaf(pool, key)?;
+        match pool.validate(page_id, version) {
+            true => Ok(page_id),
+            false => Err(Interrupt::Restart),
+        }
+    }
+
+    /// Whether page `leaf` is in the pool and is this tree's leaf for `key`: then a prefetch
+    /// of `key` has nothing to load. One node probed, not a descent (sorted batches meet the
+    /// same leaf again and again). A page that moved on is simply not the leaf.
+    pub fn resident_leaf_holds(&self, pool: &BufferPool, leaf: PageId, key: &[u8]) -> bool {
+        let Ok((version, view)) = pool.read_begin(leaf) else {
+            return false;
+        };
+        let probe = Probe::new(view);
+        let holds = probe.is_leaf() && probe.tree_id() == self.tree_id && probe.holds(key);
+        holds && pool.validate(leaf, version)
+    }
+
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
     /// rather than copying them: this is the point-lookup path.
     pub fn get<R>(

@@ -255,8 +255,12 @@ impl Db {
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
         let objects = shared.prepare_objects(&batch.ops)?;
+        // The leaves the batch changes, loaded before the commit lock: a sorted batch
+        // descends once per leaf, not once per key.
+        let mut last = None;
         for (tree, op) in &batch.ops {
-            tree.prefetch(op.key()).await;
+            let leaf = last.filter(|&(id, _)| id == tree.btree.tree_id).map(|(_, leaf)| leaf);
+            last = tree.prefetch_leaf(op.key(), leaf).await.map(|leaf| (tree.btree.tree_id, leaf));
         }
         let outcome =
             shared.commit(durability, async || apply_ops(&batch.ops, &objects).await).await;

@@ -407,6 +407,19 @@ impl Tree {
             .await;
     }
 
+    /// Loads the leaf `key` belongs in, before a commit that changes it, unless page `last`
+    /// (the leaf the previous key of a batch went to) is that leaf and in memory. Returns the
+    /// leaf, for the next key; `None` if the descent failed (the commit then meets the error).
+    pub(super) async fn prefetch_leaf(&self, key: &[u8], last: Option<PageId>) -> Option<PageId> {
+        let btree = self.btree;
+        if let Some(leaf) = last {
+            if btree.resident_leaf_holds(&self.shared.pool, leaf, key) {
+                return Some(leaf);
+            }
+        }
+        self.run(false, |pool, _| btree.leaf_for(pool, key)).await.ok()
+    }
+
     /// The put itself, inside a commit (the key leaves the change buffer, if there; an
     /// object it held is freed).
     pub(super) async fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -1,0 +1,484 @@
+//! `ferrite dump` and `ferrite load`: the entries of a data directory as lines of text, and
+//! back, streamed both ways.
+//!
+//! The format (version 1), one line each, `\n`-terminated:
+//!
+//! ```text
+//! # ferrite dump 1 text          the header: version 1; `text` or `hex` for every field
+//! # tree orders                  the entries below belong to tree "orders" (name escaped)
+//! order-0001<TAB>two apples      KEY, a tab, VALUE: in key order within a tree
+//! # tree users
+//! \x23admin<TAB>{"role": 1}      a key starting with `#` has that byte escaped
+//! # end trees=2 entries=2        the last line: what the dump holds, to tell a whole dump
+//!                                from one cut short
+//! ```
+//!
+//! In `text`, keys and values are escaped as `scan` prints them (`encoding::field`: `\\`,
+//! `\t`, `\n`, `\r`, `\xNN`, `\u{X}`), so any bytes round-trip; in `hex` they are lower-case
+//! hexadecimal. Tree names are always escaped text. `load` also takes headerless input, every
+//! line an entry (`scan`'s output, another tool's), into the tree `--tree` names.
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+use ferrite::{Db, Durability, WriteBatch};
+use ferrite_bench::Progress;
+
+use crate::cli::{DumpArgs, LoadArgs};
+use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
+use crate::encoding::{decode_hex, encode_hex, field, unescape_field};
+
+/// The header's first words; the version and the encoding follow.
+const HEADER: &str = "# ferrite dump ";
+const VERSION: &str = "1";
+const TREE: &str = "# tree ";
+const END: &str = "# end ";
+
+/// A load commits a batch once it holds this many bytes of keys and values (or as many
+/// entries as the pool allows one commit: a quarter of its pages).
+const BATCH_BYTES: usize = 8 << 20;
+/// A load syncs its log once per this many bytes of entries (and at its end): a failure part
+/// way keeps all but the last few MiB, at a few syncs per GiB.
+const SYNC_BYTES: usize = 32 << 20;
+/// Inputs of this many bytes or more show a progress bar.
+const BAR_BYTES: u64 = 64 << 20;
+
+pub fn dump(args: &DumpArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let db = open(&args.db, Access::ReadOnly)?;
+    operate_then_close(db, &args.db.dir, |db| {
+        let names = match &args.tree {
+            Some(name) => vec![name.clone()],
+            None => db.tree_names()?,
+        };
+        writeln!(out, "{HEADER}{VERSION} {}", if args.hex { "hex" } else { "text" })?;
+        let mut counter = Counter::new("dumping");
+        for name in &names {
+            // Opened before its line is written: a tree that does not exist fails the dump.
+            let tree = db.open_tree(name)?;
+            writeln!(out, "{TREE}{}", field(name.as_bytes(), false))?;
+            for entry in tree.iter() {
+                let (key, value) = entry?;
+                write_entry(out, &key, &value, args.hex)?;
+                counter.add(1);
+            }
+        }
+        writeln!(out, "{END}trees={} entries={}", names.len(), counter.done)?;
+        out.flush()?;
+        counter.finish();
+        Ok((Outcome::Done, Change::Nothing("the dump".into())))
+    })
+}
+
+/// One entry's line.
+fn write_entry(out: &mut dyn Write, key: &[u8], value: &[u8], hex: bool) -> std::io::Result<()> {
+    if hex {
+        return writeln!(out, "{}\t{}", encode_hex(key), encode_hex(value));
+    }
+    // A line starting with `#` is a directive: such a key has its `#` escaped.
+    let (escape, key) = match key.split_first() {
+        Some((b'#', rest)) => ("\\x23", rest),
+        _ => ("", key),
+    };
+    writeln!(out, "{escape}{}\t{}", field(key, false), field(value, false))
+}
+
+/// How the input's fields are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Encoding {
+    Text,
+    Hex,
+}
+
+/// What a load did, for its summary and for the error that stops it part way.
+#[derive(Debug, Default)]
+struct Loaded {
+    entries: u64,
+    trees: Vec<String>,
+}
+
+pub fn load(
+    args: &LoadArgs,
+    input: &mut dyn BufRead,
+    input_bytes: Option<u64>,
+) -> Result<Outcome, CliError> {
+    let db = open(&args.db, Access::Create)?;
+    let mut loaded = Loaded::default();
+    let result = operate_then_close(db, &args.db.dir, |db| {
+        let outcome = load_lines(db, args, input, input_bytes, &mut loaded);
+        let change = match loaded.entries {
+            0 => Change::Nothing("the load".into()),
+            n => Change::Durable(format!("the load (its first {n} entries)")),
+        };
+        Ok((outcome, change))
+    });
+    match result? {
+        Ok(()) if loaded.entries == 0 => {
+            eprintln!("ferrite: the input holds no entries: nothing was loaded");
+            Ok(Outcome::Done)
+        }
+        Ok(()) => {
+            eprintln!(
+                "ferrite: loaded {} entr{} into {} tree{} ({})",
+                loaded.entries,
+                if loaded.entries == 1 { "y" } else { "ies" },
+                loaded.trees.len(),
+                if loaded.trees.len() == 1 { "" } else { "s" },
+                loaded.trees.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", ")
+            );
+            Ok(Outcome::Done)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads every line of `input` and commits its entries in batches, syncing one batch in
+/// every [`SYNC_BYTES`] and the last, which makes every earlier one durable. On an error the
+/// batches before it stay loaded and a last sync is tried: the error says how many entries
+/// are durable (`loaded.entries`: the input's first ones, as batches commit in order).
+fn load_lines(
+    db: &Db,
+    args: &LoadArgs,
+    input: &mut dyn BufRead,
+    input_bytes: Option<u64>,
+    loaded: &mut Loaded,
+) -> Result<(), CliError> {
+    let mut loader = Loader::new(db, args, input_bytes);
+    let outcome = loader.run(input);
+    // A failed commit leaves the database refusing writes: this sync then fails too, and
+    // only the batches synced before count.
+    let synced = loader.commit(Durability::Sync);
+    *loaded = Loaded { entries: loader.durable, trees: loader.trees_loaded };
+    let unsynced = loader.committed - loader.durable;
+    let stopped = |e: CliError| {
+        let mut kept = match loaded.entries {
+            0 => "nothing was loaded".to_owned(),
+            1 => "the input's first entry was loaded and is durable".to_owned(),
+            n => format!("the input's first {n} entries were loaded and are durable"),
+        };
+        if unsynced > 0 {
+            kept += &format!(
+                " (the {unsynced} after them were committed but could not be synced: a crash \
+                 may keep or lose them)"
+            );
+        }
+        CliError::Refused(format!("load: {e}; {kept}"))
+    };
+    outcome.map_err(stopped)?;
+    synced.map_err(CliError::Engine)?;
+    loader.counter.finish();
+    Ok(())
+}
+
+struct Loader<'a> {
+    db: &'a Db,
+    args: &'a LoadArgs,
+    /// Set by the header (a dump), else by `--hex`.
+    encoding: Encoding,
+    /// Whether the input is a dump (a header came first): `#` lines are directives then.
+    dump: bool,
+    /// The tree the next entries go into; `None` in a dump's tree that `--tree` skips.
+    tree: Option<ferrite::Tree>,
+    batch: WriteBatch,
+    batch_entries: usize,
+    batch_bytes: usize,
+    max_batch_entries: usize,
+    committed: u64,
+    /// Entries of the batches up to the last one synced.
+    durable: u64,
+    bytes_since_sync: usize,
+    trees_loaded: Vec<String>,
+    /// Entries and trees the input held (skipped ones too), checked against `# end`.
+    seen_entries: u64,
+    seen_trees: u64,
+    ended: bool,
+    line: u64,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    counter: Counter,
+}
+
+impl<'a> Loader<'a> {
+    fn new(db: &'a Db, args: &'a LoadArgs, input_bytes: Option<u64>) -> Self {
+        let pool_pages = (args.db.pool_mib << 20) / 4096;
+        Loader {
+            db,
+            args,
+            encoding: if args.hex { Encoding::Hex } else { Encoding::Text },
+            dump: false,
+            tree: None,
+            batch: WriteBatch::new(),
+            batch_entries: 0,
+            batch_bytes: 0,
+            max_batch_entries: (pool_pages / 4).max(1) as usize,
+            committed: 0,
+            durable: 0,
+            bytes_since_sync: 0,
+            trees_loaded: Vec::new(),
+            seen_entries: 0,
+            seen_trees: 0,
+            ended: false,
+            line: 0,
+            key: Vec::new(),
+            value: Vec::new(),
+            counter: Counter::with_total("loading", input_bytes),
+        }
+    }
+
+    fn run(&mut self, input: &mut dyn BufRead) -> Result<(), CliError> {
+        let mut line = Vec::with_capacity(64 << 10);
+        let mut read = 0u64;
+        loop {
+            line.clear();
+            let n = input
+                .read_until(b'\n', &mut line)
+                .map_err(|source| CliError::Input { from: "standard input".into(), source })?;
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+            self.line += 1;
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            self.take(&line).map_err(|e| match e {
+                LineError::Format(what) => CliError::Refused(format!("line {}: {what}", self.line)),
+                LineError::Engine(e) => CliError::Engine(e),
+            })?;
+            self.counter.set(read, self.committed + self.batch_entries as u64);
+        }
+        if self.line == 0 {
+            return Ok(());
+        }
+        if self.dump && !self.ended {
+            return Err(CliError::Refused(format!(
+                "the dump ends after line {} without its `{}` line: it was cut short",
+                self.line,
+                END.trim_end()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Takes one line (without its newline).
+    fn take(&mut self, line: &[u8]) -> Result<(), LineError> {
+        if self.ended {
+            return Err(LineError::Format("a line after the dump's `# end` line".into()));
+        }
+        if self.line == 1 {
+            if let Some(header) = line.strip_prefix(HEADER.as_bytes()) {
+                return self.header(header);
+            }
+            // Plain lines: every one an entry of the tree --tree names.
+            let Some(name) = &self.args.tree else {
+                return Err(LineError::Format(
+                    "the input has no `# ferrite dump` header, so it names no tree: give the \
+                     tree its entries go into with --tree"
+                        .into(),
+                ));
+            };
+            self.start_tree(name.clone())?;
+        }
+        if self.dump && line.first() == Some(&b'#') {
+            return self.directive(line);
+        }
+        self.entry(line)
+    }
+
+    fn header(&mut self, header: &[u8]) -> Result<(), LineError> {
+        let header = String::from_utf8_lossy(header);
+        let (version, encoding) = header.split_once(' ').unwrap_or((&header, ""));
+        if version != VERSION {
+            return Err(LineError::Format(format!(
+                "a dump of version {version:?}: this ferrite reads version {VERSION}"
+            )));
+        }
+        self.encoding = match encoding {
+            "text" => Encoding::Text,
+            "hex" => Encoding::Hex,
+            other => {
+                return Err(LineError::Format(format!(
+                    "the header names encoding {other:?}, not text or hex"
+                )))
+            }
+        };
+        self.dump = true;
+        Ok(())
+    }
+
+    fn directive(&mut self, line: &[u8]) -> Result<(), LineError> {
+        if let Some(name) = line.strip_prefix(TREE.as_bytes()) {
+            let mut bytes = Vec::new();
+            unescape_field(name, &mut bytes).map_err(LineError::Format)?;
+            let name = String::from_utf8(bytes)
+                .map_err(|_| LineError::Format("a tree name that is not UTF-8".into()))?;
+            self.seen_trees += 1;
+            if self.args.tree.as_ref().is_some_and(|only| *only != name) {
+                self.tree = None;
+                return Ok(());
+            }
+            return self.start_tree(name);
+        }
+        if let Some(end) = line.strip_prefix(END.as_bytes()) {
+            let end = String::from_utf8_lossy(end);
+            let expected = format!("trees={} entries={}", self.seen_trees, self.seen_entries);
+            if end != expected {
+                return Err(LineError::Format(format!(
+                    "the dump says it holds `{end}`, but it held `{expected}`: it is damaged"
+                )));
+            }
+            self.ended = true;
+            return Ok(());
+        }
+        Err(LineError::Format(format!(
+            "`{}` is not a line of a dump (`# tree NAME`, `# end …`, or an entry)",
+            String::from_utf8_lossy(line).chars().take(40).collect::<String>()
+        )))
+    }
+
+    fn start_tree(&mut self, name: String) -> Result<(), LineError> {
+        // The open tree's handle stays valid in the pending batch.
+        self.tree = Some(self.db.tree(&name).map_err(LineError::Engine)?);
+        if !self.trees_loaded.contains(&name) {
+            self.trees_loaded.push(name);
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, line: &[u8]) -> Result<(), LineError> {
+        if self.dump && self.seen_trees == 0 {
+            return Err(LineError::Format("an entry before the dump's first `# tree` line".into()));
+        }
+        self.seen_entries += 1;
+        if self.tree.is_none() {
+            return Ok(()); // a tree --tree does not ask for
+        }
+        let Some(tab) = line.iter().position(|&b| b == b'\t') else {
+            return Err(LineError::Format("not KEY<TAB>VALUE: the line has no tab".into()));
+        };
+        let (key, value) = (&line[..tab], &line[tab + 1..]);
+        match self.encoding {
+            Encoding::Text => {
+                unescape_field(key, &mut self.key).map_err(|e| format_error("the key", e))?;
+                unescape_field(value, &mut self.value).map_err(|e| format_error("the value", e))?;
+            }
+            Encoding::Hex => {
+                self.key = decode_hex(key).map_err(|e| format_error("the key", e))?;
+                self.value = decode_hex(value).map_err(|e| format_error("the value", e))?;
+            }
+        }
+        if self.key.is_empty() {
+            return Err(LineError::Format("an empty key (keys are 1 byte or more)".into()));
+        }
+        let bytes = self.key.len() + self.value.len();
+        if self.batch_entries >= self.max_batch_entries || self.batch_bytes + bytes > BATCH_BYTES {
+            let durability = match self.bytes_since_sync + self.batch_bytes >= SYNC_BYTES {
+                true => Durability::Sync,
+                false => Durability::None,
+            };
+            self.commit(durability).map_err(LineError::Engine)?;
+        }
+        let tree = self.tree.as_ref().expect("checked above");
+        self.batch.put(tree, &self.key, &self.value);
+        self.batch_entries += 1;
+        self.batch_bytes += bytes;
+        Ok(())
+    }
+
+    /// Commits the pending entries (if any) with `durability`.
+    fn commit(&mut self, durability: Durability) -> ferrite::Result<()> {
+        if self.batch_entries == 0 {
+            return Ok(());
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.durability(durability);
+        if let Err(e) = self.db.write(&batch) {
+            // Not committed: these entries are not loaded.
+            self.batch_entries = 0;
+            self.batch_bytes = 0;
+            return Err(e);
+        }
+        self.committed += self.batch_entries as u64;
+        self.bytes_since_sync += self.batch_bytes;
+        if durability == Durability::Sync {
+            self.durable = self.committed;
+            self.bytes_since_sync = 0;
+        }
+        self.batch_entries = 0;
+        self.batch_bytes = 0;
+        Ok(())
+    }
+}
+
+enum LineError {
+    Format(String),
+    Engine(ferrite::Error),
+}
+
+fn format_error(what: &str, e: String) -> LineError {
+    LineError::Format(format!("{what}: {e}"))
+}
+
+/// Progress of a dump or a load on stderr: a bar over the input's bytes where their number
+/// is known (a load from a file), else a line a second with the entries so far.
+struct Counter {
+    label: &'static str,
+    bar: Option<Progress>,
+    done: u64,
+    start: Instant,
+    next_line: Duration,
+}
+
+impl Counter {
+    fn new(label: &'static str) -> Self {
+        Counter {
+            label,
+            bar: None,
+            done: 0,
+            start: Instant::now(),
+            next_line: Duration::from_secs(1),
+        }
+    }
+
+    fn with_total(label: &'static str, bytes: Option<u64>) -> Self {
+        // Small inputs load in well under a second: no bar.
+        let bar = bytes.filter(|&b| b >= BAR_BYTES).map(|b| Progress::stderr(label, "bytes", b));
+        Counter { bar, ..Counter::new(label) }
+    }
+
+    /// `n` more entries done.
+    fn add(&mut self, n: u64) {
+        self.done += n;
+        if self.done % 4096 == 0 {
+            self.tick();
+        }
+    }
+
+    /// `bytes` of the input read, `entries` done.
+    fn set(&mut self, bytes: u64, entries: u64) {
+        self.done = entries;
+        match &mut self.bar {
+            Some(bar) => bar.set(bytes),
+            None if entries % 4096 == 0 => self.tick(),
+            None => {}
+        }
+    }
+
+    fn tick(&mut self) {
+        let elapsed = self.start.elapsed();
+        if elapsed >= self.next_line {
+            eprintln!(
+                "{}: {} entries, {:.0} entries/s",
+                self.label,
+                self.done,
+                self.done as f64 / elapsed.as_secs_f64()
+            );
+            self.next_line = elapsed + Duration::from_secs(1);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = &mut self.bar {
+            bar.finish();
+        }
+    }
+}
