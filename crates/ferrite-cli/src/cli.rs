@@ -138,6 +138,23 @@ pub enum Command {
             exists gets the loaded value. Sorted input loads fastest.",
         after_long_help = load_after())]
     Load(LoadCmd),
+    /// Copy a data directory to a new one, consistent and checked
+    #[command(
+        long_about = "Copy the data directory DIR into the new directory TARGET (--to): its \
+            page file and the log after its last checkpoint, as one consistent state, synced, \
+            then checked as `ferrite check` does. Readers may use DIR meanwhile; a writer \
+            cannot open it until the copy is done (nor can this command start while a writer \
+            holds it: it waits 5 s, then names the holder).",
+        after_long_help = BACKUP_AFTER)]
+    Backup(BackupCmd),
+    /// Rewrite a data directory into full pages and give the rest back to the file system
+    #[command(
+        long_about = "Rewrite every entry of DIR, in key order, into a fresh directory beside \
+            it (full leaves, no free pages), check it, and swap it in with one atomic rename: \
+            the space that deletes and half-full pages held goes back to the file system. \
+            Needs room for the compacted copy while it runs.",
+        after_long_help = COMPACT_AFTER)]
+    Compact(CompactCmd),
     /// Write bytes into a value at an offset (creates the key if needed)
     #[command(
         name = "write-at",
@@ -442,6 +459,37 @@ EXAMPLES
     ferrite dump --db old | ferrite load --db new",
     )
 }
+
+const BACKUP_AFTER: &str = "\
+NOTES
+    The copy holds what DIR held when the command opened it, changes made by no one
+    meanwhile: DIR is held read-only throughout, so no writer (ferrite put, ferrite serve,
+    a program on the library) can open it until the copy is checked. A program that has
+    DIR open for writing makes this command wait 5 s, then fail naming its pid: stop it,
+    or back up from it through the library. A directory whose pages live on other devices
+    (Options::devices) is refused. On any error (a full disk, say) TARGET is removed; DIR
+    is never changed.
+
+EXIT STATUS
+    0 once the copy is synced and checks clean; 2 on any error.
+
+EXAMPLES
+    ferrite backup --db data --to /backups/data-2026-11-28";
+
+const COMPACT_AFTER: &str = "\
+NOTES
+    The compacted copy is built in .NAME.compacting-PID beside DIR, on the same file
+    system, and swapped with DIR by renameat2(RENAME_EXCHANGE): a crash leaves DIR whole,
+    old or new, and perhaps that directory beside it (the other one), to delete. DIR is
+    held read-only meanwhile: readers may use it, writers wait. On any error (a full disk,
+    say) the copy is removed and DIR is unchanged. Values are copied whole (each in memory
+    while it is written).
+
+EXIT STATUS
+    0 once the compacted directory is in place; 2 on any error.
+
+EXAMPLES
+    ferrite compact --db data";
 
 fn load_after() -> String {
     with_limits(
@@ -760,6 +808,27 @@ pub struct LoadCmd {
     /// Plain lines (no dump header) are in hexadecimal
     #[arg(long)]
     hex: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// `ferrite backup`.
+#[derive(Debug, Args)]
+pub struct BackupCmd {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The new directory to copy into (must not exist, or be empty)
+    #[arg(long = "to", value_name = "TARGET",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    to: PathBuf,
+}
+
+/// `ferrite compact`.
+#[derive(Debug, Args)]
+pub struct CompactCmd {
+    /// A tree that must exist (every tree is rewritten: they share the page file)
+    #[arg(long, value_name = "TREE")]
+    tree: Option<String>,
     #[command(flatten)]
     db: DbArgs,
 }
@@ -1984,6 +2053,8 @@ pub enum Action {
     Scan(ScanArgs),
     Dump(DumpArgs),
     Load(LoadArgs),
+    Backup(BackupArgs),
+    Compact(CompactArgs),
     WriteAt(WriteAtArgs),
     ReadAt(ReadAtArgs),
     Stat(KeyArgs),
@@ -2060,6 +2131,18 @@ pub struct DumpArgs {
     pub db: DbArgs,
     pub tree: Option<String>,
     pub hex: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupArgs {
+    pub db: DbArgs,
+    pub to: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactArgs {
+    pub db: DbArgs,
+    pub tree: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -2256,6 +2339,10 @@ impl Command {
             Command::Scan(cmd) => scan_args(cmd).map(Action::Scan),
             Command::Dump(cmd) => {
                 Ok(Action::Dump(DumpArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex }))
+            }
+            Command::Backup(cmd) => Ok(Action::Backup(BackupArgs { db: cmd.db, to: cmd.to })),
+            Command::Compact(cmd) => {
+                Ok(Action::Compact(CompactArgs { db: cmd.db, tree: cmd.tree }))
             }
             Command::Load(cmd) => {
                 Ok(Action::Load(LoadArgs { db: cmd.db, tree: cmd.tree, hex: cmd.hex }))

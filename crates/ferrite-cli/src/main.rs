@@ -16,6 +16,7 @@ mod data;
 mod dump;
 mod encoding;
 mod files;
+mod maintain;
 mod objects;
 mod output;
 mod serve;
@@ -86,6 +87,8 @@ fn run(command: Action) -> Result<Outcome, CliError> {
         Action::Scan(a) => data::scan(&a, out),
         Action::Dump(a) => dump::dump(&a, out),
         Action::Load(a) => load(&a),
+        Action::Backup(a) => maintain::backup(&a, out),
+        Action::Compact(a) => maintain::compact(&a, out),
         Action::WriteAt(a) => objects::write_at(&a),
         Action::ReadAt(a) => objects::read_at(&a, out),
         Action::Stat(a) => objects::stat(&a, out),

@@ -2338,3 +2338,161 @@ fn load_on_a_full_disk_fails_cleanly_and_keeps_what_it_said() {
     assert!(lines.len() >= loaded && lines.len() < entries, "{loaded}: {}", text_of(&o.stderr));
     assert!(lines.iter().enumerate().all(|(i, l)| *l == format!("key{i:08}\t{value}")));
 }
+
+/// Bytes the file system holds for the files under `dir`.
+fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                allocated_bytes(&e.path())
+            } else {
+                meta.blocks() * 512
+            }
+        })
+        .sum()
+}
+
+/// A database of `keys` entries of 200 bytes in tree "t" (and an object in tree "o"), of
+/// which every key not divisible by `keep_every` is deleted again.
+fn thinned_db(dir: &Path, keys: u32, keep_every: u32) {
+    let options = ferrite::Options { workers: 0, pool_bytes: 8 << 20, ..Default::default() };
+    let db = ferrite::Db::open(dir, options).unwrap();
+    let tree = db.tree("t").unwrap();
+    let value = [b'v'; 200];
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(500) {
+        let mut batch = ferrite::WriteBatch::new();
+        for i in chunk {
+            batch.put(&tree, format!("key{i:08}").as_bytes(), &value);
+        }
+        db.write(&batch).unwrap();
+    }
+    for chunk in (0..keys).filter(|i| i % keep_every != 0).collect::<Vec<_>>().chunks(500) {
+        let mut batch = ferrite::WriteBatch::new();
+        for i in chunk {
+            batch.delete(&tree, format!("key{i:08}").as_bytes());
+        }
+        db.write(&batch).unwrap();
+    }
+    let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    db.tree("o").unwrap().put(b"object", &big).unwrap();
+    drop(tree);
+    db.close().unwrap();
+}
+
+#[test]
+fn compact_rewrites_into_fewer_pages_and_keeps_every_entry() {
+    let tmp = TempDir::new("compact");
+    let dir = tmp.0.join("db");
+    thinned_db(&dir, 40_000, 10);
+    let before = all_entries(&dir);
+    let (stats_before, bytes_before) = (stats_json(&dir), allocated_bytes(&dir));
+    let dir_str = dir.to_str().unwrap();
+    let args = ["compact", "--db", dir_str, "--tree", "t"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert!(
+        text(&o.stdout).contains("4001 entries rewritten in key order"),
+        "{}",
+        describe(&args, &o)
+    );
+    assert_eq!(all_entries(&dir), before, "every entry, byte for byte");
+    let (stats_after, bytes_after) = (stats_json(&dir), allocated_bytes(&dir));
+    let leaves = |stats: &serde_json::Value| {
+        stats["trees"].as_array().unwrap().iter().find(|t| t["name"] == "t").unwrap()["leaf_pages"]
+            .as_u64()
+            .unwrap()
+    };
+    // 4,000 entries of ~215 bytes: about 18 a leaf when full, so about 220 leaves.
+    assert!(leaves(&stats_before) > 2 * leaves(&stats_after), "{stats_before}\n{stats_after}");
+    assert!(leaves(&stats_after) < 260, "{stats_after}");
+    assert!(bytes_after * 2 < bytes_before, "{bytes_before} -> {bytes_after} bytes");
+    assert_eq!(stats_after["pages"]["free"], 0, "{stats_after}");
+    let o = run(&["check", "--db", dir_str]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    // Nothing left beside it; a tree that is not there is refused before any work.
+    let leftovers: Vec<_> = fs::read_dir(&tmp.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers, vec![std::ffi::OsString::from("db")]);
+    let o = run(&["compact", "--db", dir_str, "--tree", "absent"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+fn stats_json(dir: &Path) -> serde_json::Value {
+    let o = run(&["stats", "--db", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn backup_copies_a_consistent_checked_state_even_of_a_crashed_directory() {
+    let tmp = TempDir::new("backup");
+    let dir = tmp.0.join("db");
+    thinned_db(&dir, 3000, 3);
+    let expected = all_entries(&dir);
+    let target = tmp.0.join("copy");
+    let (dir_str, target_str) = (dir.to_str().unwrap(), target.to_str().unwrap());
+    let args = ["backup", "--db", dir_str, "--to", target_str];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    assert!(
+        text(&o.stdout).contains("1001 entries, checked: no faults"),
+        "{}",
+        describe(&args, &o)
+    );
+    assert_eq!(all_entries(&target), expected);
+    // Not over a directory that holds something.
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("exists and is not empty"), "{}", text(&o.stderr));
+    // A directory that was not closed cleanly: the copy holds its log, and recovers it.
+    let image = crash_image(&tmp, 40);
+    let crashed = tmp.0.join("crashed-copy");
+    let args = ["backup", "--db", image.to_str().unwrap(), "--to", crashed.to_str().unwrap()];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let entries = all_entries(&crashed);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].1.len(), 40, "every committed put of the crashed directory");
+}
+
+/// Backup and compaction on a full file system fail cleanly: the source unchanged, the
+/// partial target removed. Root only (a tmpfs).
+#[test]
+fn backup_and_compact_on_a_full_disk_leave_the_source_and_remove_the_copy() {
+    let tmp = TempDir::new("maint-full");
+    let source = tmp.0.join("source");
+    thinned_db(&source, 20_000, 1);
+    let expected = all_entries(&source);
+    // The backup's target on a file system too small for the copy.
+    let Some(small) = Tmpfs::mount(&tmp.0.join("small"), "2m") else { return };
+    let target = small.0.join("copy");
+    let args = ["backup", "--db", source.to_str().unwrap(), "--to", target.to_str().unwrap()];
+    let o = run(&args);
+    let what = describe(&args, &o);
+    assert_eq!(o.status.code(), Some(2), "{what}");
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains("No space left on device"), "{what}");
+    assert!(stderr.contains("the source is unchanged, and the partial"), "{what}");
+    assert!(!target.exists(), "{what}");
+    assert_eq!(all_entries(&source), expected);
+
+    // A compaction on a file system with room for the source but not for its copy.
+    let Some(fs_) = Tmpfs::mount(&tmp.0.join("fs"), "200m") else { return };
+    let dir = fs_.0.join("db");
+    copy_dir(&source, &dir);
+    let used = allocated_bytes(&fs_.0);
+    fs_.resize(&format!("{}k", used / 1024 + 512));
+    let args = ["compact", "--db", dir.to_str().unwrap(), "--no-direct"];
+    let o = run(&args);
+    let what = describe(&args, &o);
+    assert_eq!(o.status.code(), Some(2), "{what}");
+    assert!(text(&o.stderr).contains("No space left on device"), "{what}");
+    let left: Vec<_> = fs::read_dir(&fs_.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("db")], "{what}");
+    fs_.resize("400m");
+    let o = run(&["check", "--db", dir.to_str().unwrap(), "--no-direct"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+}

@@ -88,6 +88,7 @@ fn runnable(line: &str, tmp: &Path) -> Vec<String> {
                 "VALUE" => "v".to_owned(),
                 "N" => "10".to_owned(),
                 "PATH" => path(PATH_FILE),
+                "TARGET" => path("backup"),
                 _ => w.to_owned(),
             }
         })
