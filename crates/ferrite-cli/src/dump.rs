@@ -1,38 +1,19 @@
 //! `ferrite dump` and `ferrite load`: the entries of a data directory as lines of text, and
 //! back, streamed both ways.
 //!
-//! The format (version 1), one line each, `\n`-terminated:
-//!
-//! ```text
-//! # ferrite dump 1 text          the header: version 1; `text` or `hex` for every field
-//! # tree orders                  the entries below belong to tree "orders" (name escaped)
-//! order-0001<TAB>two apples      KEY, a tab, VALUE: in key order within a tree
-//! # tree users
-//! \x23admin<TAB>{"role": 1}      a key starting with `#` has that byte escaped
-//! # end trees=2 entries=2        the last line: what the dump holds, to tell a whole dump
-//!                                from one cut short
-//! ```
-//!
-//! In `text`, keys and values are escaped as `scan` prints them (`encoding::field`: `\\`,
-//! `\t`, `\n`, `\r`, `\xNN`, `\u{X}`), so any bytes round-trip; in `hex` they are lower-case
-//! hexadecimal. Tree names are always escaped text. `load` also takes headerless input, every
-//! line an entry (`scan`'s output, another tool's), into the tree `--tree` names.
+//! The format and its codec are the engine's (`ferrite::dump`, where a table describes it):
+//! this file streams a database through it, and loads batches of entries back, with
+//! progress, syncs and errors that say how far a load got.
 
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
+use ferrite::dump::{self, Encoding, Line};
 use ferrite::{Db, Durability, WriteBatch};
 use ferrite_bench::Progress;
 
 use crate::cli::{DumpArgs, LoadArgs};
 use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
-use crate::encoding::{decode_hex, encode_hex, field, unescape_field};
-
-/// The header's first words; the version and the encoding follow.
-const HEADER: &str = "# ferrite dump ";
-const VERSION: &str = "1";
-const TREE: &str = "# tree ";
-const END: &str = "# end ";
 
 /// A load commits a batch once it holds this many bytes of keys and values (or as many
 /// entries as the pool allows one commit: a quarter of its pages).
@@ -50,43 +31,27 @@ pub fn dump(args: &DumpArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
             Some(name) => vec![name.clone()],
             None => db.tree_names()?,
         };
-        writeln!(out, "{HEADER}{VERSION} {}", if args.hex { "hex" } else { "text" })?;
+        let encoding = if args.hex { Encoding::Hex } else { Encoding::Text };
+        writeln!(out, "{}", dump::header_line(encoding))?;
         let mut counter = Counter::new("dumping");
+        let mut line = String::new();
         for name in &names {
             // Opened before its line is written: a tree that does not exist fails the dump.
             let tree = db.open_tree(name)?;
-            writeln!(out, "{TREE}{}", field(name.as_bytes(), false))?;
+            writeln!(out, "{}", dump::tree_line(name))?;
             for entry in tree.iter() {
                 let (key, value) = entry?;
-                write_entry(out, &key, &value, args.hex)?;
+                line.clear();
+                dump::push_entry(&mut line, &key, &value, encoding);
+                out.write_all(line.as_bytes())?;
                 counter.add(1);
             }
         }
-        writeln!(out, "{END}trees={} entries={}", names.len(), counter.done)?;
+        writeln!(out, "{}", dump::end_line(names.len() as u64, counter.done))?;
         out.flush()?;
         counter.finish();
         Ok((Outcome::Done, Change::Nothing("the dump".into())))
     })
-}
-
-/// One entry's line.
-fn write_entry(out: &mut dyn Write, key: &[u8], value: &[u8], hex: bool) -> std::io::Result<()> {
-    if hex {
-        return writeln!(out, "{}\t{}", encode_hex(key), encode_hex(value));
-    }
-    // A line starting with `#` is a directive: such a key has its `#` escaped.
-    let (escape, key) = match key.split_first() {
-        Some((b'#', rest)) => ("\\x23", rest),
-        _ => ("", key),
-    };
-    writeln!(out, "{escape}{}\t{}", field(key, false), field(value, false))
-}
-
-/// How the input's fields are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Encoding {
-    Text,
-    Hex,
 }
 
 /// What a load did, for its summary and for the error that stops it part way.
@@ -251,9 +216,8 @@ impl<'a> Loader<'a> {
         }
         if self.dump && !self.ended {
             return Err(CliError::Refused(format!(
-                "the dump ends after line {} without its `{}` line: it was cut short",
-                self.line,
-                END.trim_end()
+                "the dump ends after line {} without its `# end` line: it was cut short",
+                self.line
             )));
         }
         Ok(())
@@ -264,75 +228,48 @@ impl<'a> Loader<'a> {
         if self.ended {
             return Err(LineError::Format("a line after the dump's `# end` line".into()));
         }
-        if self.line == 1 {
-            if let Some(header) = line.strip_prefix(HEADER.as_bytes()) {
-                return self.header(header);
+        let first = self.line == 1;
+        let parsed =
+            dump::parse_line(line, first, self.dump, self.encoding, &mut self.key, &mut self.value);
+        match parsed.map_err(LineError::Format)? {
+            Line::Header(encoding) => {
+                (self.encoding, self.dump) = (encoding, true);
+                Ok(())
             }
-            // Plain lines: every one an entry of the tree --tree names.
-            let Some(name) = &self.args.tree else {
-                return Err(LineError::Format(
-                    "the input has no `# ferrite dump` header, so it names no tree: give the \
-                     tree its entries go into with --tree"
-                        .into(),
-                ));
-            };
-            self.start_tree(name.clone())?;
-        }
-        if self.dump && line.first() == Some(&b'#') {
-            return self.directive(line);
-        }
-        self.entry(line)
-    }
-
-    fn header(&mut self, header: &[u8]) -> Result<(), LineError> {
-        let header = String::from_utf8_lossy(header);
-        let (version, encoding) = header.split_once(' ').unwrap_or((&header, ""));
-        if version != VERSION {
-            return Err(LineError::Format(format!(
-                "a dump of version {version:?}: this ferrite reads version {VERSION}"
-            )));
-        }
-        self.encoding = match encoding {
-            "text" => Encoding::Text,
-            "hex" => Encoding::Hex,
-            other => {
-                return Err(LineError::Format(format!(
-                    "the header names encoding {other:?}, not text or hex"
-                )))
+            Line::Tree(name) => {
+                self.seen_trees += 1;
+                if self.args.tree.as_ref().is_some_and(|only| *only != name) {
+                    self.tree = None;
+                    return Ok(());
+                }
+                self.start_tree(name)
             }
-        };
-        self.dump = true;
-        Ok(())
-    }
-
-    fn directive(&mut self, line: &[u8]) -> Result<(), LineError> {
-        if let Some(name) = line.strip_prefix(TREE.as_bytes()) {
-            let mut bytes = Vec::new();
-            unescape_field(name, &mut bytes).map_err(LineError::Format)?;
-            let name = String::from_utf8(bytes)
-                .map_err(|_| LineError::Format("a tree name that is not UTF-8".into()))?;
-            self.seen_trees += 1;
-            if self.args.tree.as_ref().is_some_and(|only| *only != name) {
-                self.tree = None;
-                return Ok(());
+            Line::End { trees, entries } => {
+                if (trees, entries) != (self.seen_trees, self.seen_entries) {
+                    return Err(LineError::Format(format!(
+                        "the dump says it holds `trees={trees} entries={entries}`, but it held \
+                         `trees={} entries={}`: it is damaged",
+                        self.seen_trees, self.seen_entries
+                    )));
+                }
+                self.ended = true;
+                Ok(())
             }
-            return self.start_tree(name);
-        }
-        if let Some(end) = line.strip_prefix(END.as_bytes()) {
-            let end = String::from_utf8_lossy(end);
-            let expected = format!("trees={} entries={}", self.seen_trees, self.seen_entries);
-            if end != expected {
-                return Err(LineError::Format(format!(
-                    "the dump says it holds `{end}`, but it held `{expected}`: it is damaged"
-                )));
+            Line::Entry => {
+                if first {
+                    // Plain lines: every one an entry of the tree --tree names.
+                    let Some(name) = &self.args.tree else {
+                        return Err(LineError::Format(
+                            "the input has no `# ferrite dump` header, so it names no tree: \
+                             give the tree its entries go into with --tree"
+                                .into(),
+                        ));
+                    };
+                    self.start_tree(name.clone())?;
+                }
+                self.entry()
             }
-            self.ended = true;
-            return Ok(());
         }
-        Err(LineError::Format(format!(
-            "`{}` is not a line of a dump (`# tree NAME`, `# end …`, or an entry)",
-            String::from_utf8_lossy(line).chars().take(40).collect::<String>()
-        )))
     }
 
     fn start_tree(&mut self, name: String) -> Result<(), LineError> {
@@ -344,30 +281,14 @@ impl<'a> Loader<'a> {
         Ok(())
     }
 
-    fn entry(&mut self, line: &[u8]) -> Result<(), LineError> {
+    /// Adds the entry just decoded into `key` and `value`.
+    fn entry(&mut self) -> Result<(), LineError> {
         if self.dump && self.seen_trees == 0 {
             return Err(LineError::Format("an entry before the dump's first `# tree` line".into()));
         }
         self.seen_entries += 1;
         if self.tree.is_none() {
             return Ok(()); // a tree --tree does not ask for
-        }
-        let Some(tab) = line.iter().position(|&b| b == b'\t') else {
-            return Err(LineError::Format("not KEY<TAB>VALUE: the line has no tab".into()));
-        };
-        let (key, value) = (&line[..tab], &line[tab + 1..]);
-        match self.encoding {
-            Encoding::Text => {
-                unescape_field(key, &mut self.key).map_err(|e| format_error("the key", e))?;
-                unescape_field(value, &mut self.value).map_err(|e| format_error("the value", e))?;
-            }
-            Encoding::Hex => {
-                self.key = decode_hex(key).map_err(|e| format_error("the key", e))?;
-                self.value = decode_hex(value).map_err(|e| format_error("the value", e))?;
-            }
-        }
-        if self.key.is_empty() {
-            return Err(LineError::Format("an empty key (keys are 1 byte or more)".into()));
         }
         let bytes = self.key.len() + self.value.len();
         if self.batch_entries >= self.max_batch_entries || self.batch_bytes + bytes > BATCH_BYTES {
@@ -412,10 +333,6 @@ impl<'a> Loader<'a> {
 enum LineError {
     Format(String),
     Engine(ferrite::Error),
-}
-
-fn format_error(what: &str, e: String) -> LineError {
-    LineError::Format(format!("{what}: {e}"))
 }
 
 /// Progress of a dump or a load on stderr: a bar over the input's bytes where their number

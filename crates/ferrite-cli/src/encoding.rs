@@ -59,79 +59,10 @@ pub fn field(bytes: &[u8], hex: bool) -> String {
     if hex {
         return encode_hex(bytes);
     }
+    // The same escapes as the dump format's text fields, so `scan` output loads back.
     let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '\t' => out.push_str("\\t"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                c if c.is_ascii_control() => {
-                    let _ = write!(out, "\\x{:02x}", c as u32);
-                }
-                c if c.is_control() => {
-                    let _ = write!(out, "\\u{{{:x}}}", c as u32);
-                }
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
+    ferrite::dump::escape(bytes, &mut out);
     out
-}
-
-/// The bytes of a text field as [`field`] prints it (its inverse; `ferrite load`): `\\`,
-/// `\t`, `\n`, `\r`, `\xNN` and `\u{X…}` stand for what they escape, every other byte for
-/// itself. `out` is cleared first.
-pub fn unescape_field(text: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-    out.clear();
-    let mut rest = text;
-    while let Some(at) = rest.iter().position(|&b| b == b'\\') {
-        out.extend_from_slice(&rest[..at]);
-        let escape = &rest[at..];
-        let bad = || {
-            let shown: String = String::from_utf8_lossy(escape).chars().take(12).collect();
-            format!("{shown:?} is not an escape (\\\\, \\t, \\n, \\r, \\xNN or \\u{{X}})")
-        };
-        let used = match escape.get(1) {
-            Some(b'\\') => {
-                out.push(b'\\');
-                2
-            }
-            Some(b't') => {
-                out.push(b'\t');
-                2
-            }
-            Some(b'n') => {
-                out.push(b'\n');
-                2
-            }
-            Some(b'r') => {
-                out.push(b'\r');
-                2
-            }
-            Some(b'x') => {
-                let digits = escape.get(2..4).and_then(|d| std::str::from_utf8(d).ok());
-                let byte = digits.and_then(|d| u8::from_str_radix(d, 16).ok());
-                out.push(byte.filter(|_| !digits.unwrap_or("").starts_with('+')).ok_or_else(bad)?);
-                4
-            }
-            Some(b'u') if escape.get(2) == Some(&b'{') => {
-                let close = escape.iter().position(|&b| b == b'}').ok_or_else(bad)?;
-                let digits = std::str::from_utf8(&escape[3..close]).map_err(|_| bad())?;
-                let c = u32::from_str_radix(digits, 16).ok().and_then(char::from_u32);
-                out.extend_from_slice(c.ok_or_else(bad)?.encode_utf8(&mut [0; 4]).as_bytes());
-                close + 1
-            }
-            _ => return Err(bad()),
-        };
-        rest = &escape[used..];
-    }
-    out.extend_from_slice(rest);
-    Ok(())
 }
 
 /// A value printed on its own (`get`): its bytes when UTF-8 (`None` is returned then, so the
@@ -191,44 +122,6 @@ mod tests {
         assert_eq!(field("\u{85}".as_bytes(), false), "\\u{85}");
         assert_eq!(field(b"\x01\xff", true), "01ff");
         assert_eq!(field(b"", false), "");
-    }
-
-    #[test]
-    fn fields_unescape_to_their_bytes() {
-        let mut out = Vec::new();
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        for len in 0..200 {
-            // Every byte value, UTF-8 text and broken sequences alike.
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    rng as u8
-                })
-                .collect();
-            unescape_field(field(&bytes, false).as_bytes(), &mut out).unwrap();
-            assert_eq!(out, bytes);
-        }
-        let text = "naïve \u{85} ☃\t\\x";
-        unescape_field(field(text.as_bytes(), false).as_bytes(), &mut out).unwrap();
-        assert_eq!(out, text.as_bytes());
-        unescape_field(b"\\x41\\u{2603}", &mut out).unwrap();
-        assert_eq!(out, "A☃".as_bytes());
-        for bad in [
-            &b"a\\"[..],
-            b"\\q",
-            b"\\x4",
-            b"\\x0x",
-            b"\\x+1",
-            b"\\xzz",
-            b"\\u{110000}",
-            b"\\u{41",
-            b"\\u41",
-        ] {
-            let e = unescape_field(bad, &mut out).unwrap_err();
-            assert!(e.contains("is not an escape"), "{e}");
-        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod btree;
 pub mod buffer;
 pub mod change_buffer;
 mod db;
+pub mod dump;
 pub mod error;
 pub mod format;
 mod id_hash;
