@@ -87,6 +87,15 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            CliError::Engine(e @ ferrite::Error::Locked { by, .. }) if by.contains(" serve") => {
+                // Another process cannot read beside a writer (pages are written in place,
+                // and the log's segments are reused): the server is the way in.
+                write!(
+                    f,
+                    "{e}. It is a running `ferrite serve`: read and write through it \
+                     (memcached's protocol), or stop it (SIGTERM) and run this again"
+                )
+            }
             CliError::Engine(e) => write!(f, "{e}"),
             CliError::Bench(e) => write!(f, "bench: {e}"),
             CliError::Output(e) => write!(f, "writing the output failed: {e}"),

@@ -1957,6 +1957,17 @@ fn serve_out_of_descriptors_pauses_its_accepts() {
     stdout.read_line(&mut line).unwrap();
     let addr: std::net::SocketAddr =
         line.trim().strip_prefix("listening on ").expect(&line).parse().unwrap();
+    // Another process cannot open the directory beside the server (after its 5 s wait): it
+    // is told which process holds it, and to go through the server.
+    let get = ["get", "--db", &db, "--tree", "t", "k"];
+    let o = run(&get);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&get, &o));
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains(&format!("in use by process {} (writing: ", child.id())), "{stderr}");
+    assert!(
+        stderr.contains("It is a running `ferrite serve`: read and write through it"),
+        "{stderr}"
+    );
     // More connections than descriptors: the rest wait in the listen backlog.
     let mut held: Vec<_> = (0..100).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
     let cpu_ticks = || {

@@ -371,6 +371,9 @@ fn readers_share_a_directory_and_a_writer_waits_for_them() {
     let err = Db::open(&dir, options()).unwrap_err();
     let Error::Locked { by, .. } = &err else { panic!("{err}") };
     assert!(by.contains(&std::process::id().to_string()), "{err}");
+    // And what that process runs: this test binary.
+    let exe = std::env::args().next().unwrap();
+    assert!(by.contains(&format!("(reading: {exe}")), "{err}");
     let waiting = {
         let dir = dir.clone();
         std::thread::spawn(move || {

@@ -78,12 +78,33 @@ fn holders(file: &File) -> String {
     let name = |pids: &[u32], how: &str| {
         let listed: Vec<String> = pids.iter().map(u32::to_string).collect();
         let noun = if pids.len() == 1 { "process" } else { "processes" };
-        format!("{noun} {} ({how})", listed.join(", "))
+        // What the first holder runs, so the user knows which program to ask or stop.
+        match pids.first().and_then(|&pid| command_line(pid)) {
+            Some(command) => format!("{noun} {} ({how}: {command})", listed.join(", ")),
+            None => format!("{noun} {} ({how})", listed.join(", ")),
+        }
     };
     match (writers.is_empty(), readers.is_empty()) {
         (false, _) => name(&writers, "writing"),
         (true, false) => name(&readers, "reading"),
         (true, true) => "another holder".into(),
+    }
+}
+
+/// Process `pid`'s command line (its arguments joined by spaces, at most 120 characters),
+/// if it can be read.
+fn command_line(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let line = args.join(" ");
+    match line.chars().count() {
+        0 => None,
+        n if n > 120 => Some(line.chars().take(119).collect::<String>() + "…"),
+        _ => Some(line),
     }
 }
 
