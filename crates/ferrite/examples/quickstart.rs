@@ -2,7 +2,7 @@
 //! batch and a transaction, run a lookup as a task, write part of an object, close.
 //!
 //! ```sh
-//! cargo run --example quickstart -p ferrite -- /tmp/quickstart-data
+//! cargo run --example quickstart -p ferrite-kv -- /tmp/quickstart-data
 //! ```
 //!
 //! The tests run it too (`tests/quickstart.rs`), so what README shows keeps working.

@@ -647,7 +647,7 @@ fn run_round(
     let round_started = Instant::now();
     let plan = Plan::new(seed, round);
     let replay = format!(
-        "replay: {SEED_VAR}={seed} {ROUND_VAR}={round} cargo test -p ferrite --test powercut \
+        "replay: {SEED_VAR}={seed} {ROUND_VAR}={round} cargo test -p ferrite-kv --test powercut \
          -- --nocapture"
     );
     let context = format!("powercut: seed {seed} round {round} ({plan:?}; {replay})");

@@ -1003,7 +1003,7 @@ mod tests {
     /// page, on the nodes of trees shaped like `ferrite bench lookup`'s: 8-byte big-endian
     /// keys with 120-byte values, loaded in key order (full leaves, the benchmark's data) and
     /// in random order. Prints the numbers; asserts nothing about time. Run with
-    /// `cargo test --release -p ferrite --lib validation_cost -- --ignored --nocapture`.
+    /// `cargo test --release -p ferrite-kv --lib validation_cost -- --ignored --nocapture`.
     #[test]
     #[ignore = "a measurement, run by hand in release"]
     fn validation_cost() {
