@@ -30,12 +30,16 @@
 use std::sync::atomic::{fence, Ordering};
 
 use super::state::{PageState, EVICTED, LOCKED, MARKED, UNLOCKED};
+use super::write_back::WriteCheck;
 use super::BufferPool;
 use crate::error::{Error, PageId, Result};
 use crate::format::page::{self, PageKind};
+use crate::worker_context;
 
 /// Most victims chosen per eviction round.
 const EVICT_BATCH: usize = 64;
+/// Pages an eviction round writes in one run at most (victims and their dirty neighbours).
+const MAX_RUN: usize = 32;
 
 /// Victims per eviction round for a pool of `pool_pages`: up to 64, but a small fraction of
 /// the pool, so that a round never throws out pages that were just read for a waiting user.
@@ -127,30 +131,117 @@ impl BufferPool {
             });
             swept += 64;
         }
-        let mut latched = Vec::with_capacity(found);
-        let mut failure = None;
-        for &page_id in &victims[..found] {
-            // Latched by the sweep (`latch_victim`).
+        // Latched by the sweep (`latch_victim`); given back unchanged if not evicted.
+        let unlatch = |page_id: PageId| {
             let now = self.table.load(page_id);
-            if failure.is_none() {
-                match self.write_back(page_id) {
-                    Ok(true) => {
-                        latched.push(page_id);
-                        continue;
-                    }
-                    Ok(false) => {}
-                    Err(e) => failure = Some(e),
-                }
-            }
-            // After a failed write, the rest of the batch stays in memory.
             self.table.store(page_id, now.bumped(UNLOCKED));
-        }
+        };
+        let (written, failure) = self.write_victims(&mut victims[..found], &unlatch);
         // `finish_evict_many` counts the evictions.
-        self.finish_evict_many(&latched);
+        self.finish_evict_many(&written);
         if let Some(e) = failure {
             return Err(e);
         }
-        Ok(latched.len())
+        Ok(written.len())
+    }
+
+    /// Writes the dirty ones of the latched `victims` back, as eviction one by one
+    /// would one by one, but with one wait for the log for all of them and one write per run
+    /// of consecutive pages (a bulk load evicts its leaves in the order it filled them:
+    /// dozens of writes become one). Returns the victims that may be evicted (clean, or
+    /// written) and the first error; every other victim is given to `unlatch`.
+    fn write_victims(
+        &self,
+        victims: &mut [PageId],
+        unlatch: &dyn Fn(PageId),
+    ) -> (Vec<PageId>, Option<Error>) {
+        let mut done = Vec::with_capacity(victims.len());
+        let mut to_write = Vec::with_capacity(victims.len());
+        let mut log_first = 0;
+        let mut failure = None;
+        for &page_id in victims.iter() {
+            match self.write_check(page_id) {
+                Ok(WriteCheck::Clean) => done.push(page_id),
+                Ok(WriteCheck::Ready) => to_write.push(page_id),
+                // A worker whose own ring carries the log's flush cannot wait for it here.
+                Ok(WriteCheck::LogFirst(_)) if worker_context::log_flush_in_flight() => {
+                    unlatch(page_id)
+                }
+                Ok(WriteCheck::LogFirst(lsn)) => {
+                    log_first = log_first.max(lsn);
+                    to_write.push(page_id);
+                }
+                Ok(WriteCheck::Pinned) => unlatch(page_id),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    unlatch(page_id);
+                }
+            }
+        }
+        if failure.is_none() && log_first > 0 {
+            if let Err(e) = self.attached_log().flush(log_first) {
+                failure = Some(e);
+            }
+        }
+        if failure.is_some() {
+            // After a failure the batch stays in memory.
+            to_write.iter().for_each(|&page_id| unlatch(page_id));
+            return (done, failure);
+        }
+        to_write.sort_unstable();
+        let mut rest = &to_write[..];
+        let mut run = Vec::with_capacity(MAX_RUN);
+        while let Some(&first) = rest.first() {
+            let victims = 1 + rest.windows(2).take_while(|w| w[1] == w[0] + 1).count();
+            let (pages, later) = rest.split_at(victims.min(MAX_RUN));
+            rest = later;
+            if failure.is_some() {
+                pages.iter().for_each(|&page_id| unlatch(page_id));
+                continue;
+            }
+            // Dirty pages right after the run go out with it and stay in memory, clean.
+            run.clear();
+            run.extend_from_slice(pages);
+            let neighbours = self.latch_dirty_neighbours(&mut run, rest.first().copied());
+            match self.write_run(first, &run) {
+                Ok(()) => done.extend_from_slice(pages),
+                Err(e) => {
+                    pages.iter().for_each(|&page_id| unlatch(page_id));
+                    failure = Some(e);
+                }
+            }
+            drop(neighbours);
+        }
+        (done, failure)
+    }
+
+    /// Extends `run` (consecutive latched pages) with the pages after it that are in memory,
+    /// free to latch at once, dirty and ready to write (`WriteCheck::Ready`), up to
+    /// [`MAX_RUN`] pages and not into `stop` (the next victim). Returns their latches. Pages
+    /// written in order with their neighbours make one write where a bulk load's leaves would
+    /// each be evicted, later, with a write of their own.
+    fn latch_dirty_neighbours(
+        &self,
+        run: &mut Vec<PageId>,
+        stop: Option<PageId>,
+    ) -> Vec<super::ExclusiveGuard<'_>> {
+        let mut guards = Vec::new();
+        while run.len() < MAX_RUN {
+            let next = run.last().expect("a run holds its victims") + 1;
+            if Some(next) == stop || next >= self.page_count() {
+                break;
+            }
+            let Ok(guard) = self.lock_exclusive_any(next) else { break };
+            let memory = self.page_mut(next);
+            let dirty = memory[page::OFFSET_FLAGS] & page::FLAG_DIRTY != 0;
+            // `write_check` only for a dirty page: on a clean one it could append an image.
+            if !dirty || !matches!(self.write_check(next), Ok(WriteCheck::Ready)) {
+                break;
+            }
+            run.push(next);
+            guards.push(guard);
+        }
+        guards
     }
 
     /// Slots in the resident set, for callers that keep their own clock hand.

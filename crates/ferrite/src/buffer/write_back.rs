@@ -1,6 +1,6 @@
-//! Write-back: dirty pages written to the page file, by eviction one victim at a time
-//! (`write_back`, or the workers' `write_back_start`) and by checkpoints in batches
-//! (`flush_all`). Every write first passes `write_check`, which applies the write-ahead rule
+//! Write-back: dirty pages written to the page file, by eviction (a blocking thread's round
+//! of victims, runs of consecutive pages in one write: `write_run`; or the workers'
+//! `write_back_start`, one victim each) and by checkpoints in batches (`flush_all`). Every write first passes `write_check`, which applies the write-ahead rule
 //! of the attached log (`write_ahead.rs`): a logged page waits for the log to be durable past
 //! its last change and, once per checkpoint epoch, past a full image of it appended here; a
 //! page a commit in progress changed (`PINNED`) or a checkpoint is writing (`WRITING`) waits.
@@ -16,9 +16,8 @@ use super::page_table::{set_epoch, EPOCH_MASK, PINNED, WRITING};
 use super::write_ahead::WriteAhead;
 use super::BufferPool;
 use crate::error::{PageId, Result};
-use crate::format::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND};
-use crate::io::AlignedPage;
-use crate::worker_context;
+use crate::format::page::{self, PageKind, FLAG_DIRTY, OFFSET_FLAGS, OFFSET_KIND, PAGE_SIZE};
+use crate::io::AlignedBlock;
 
 /// Threads writing pages back in `flush_all` (checkpoints): writes in flight at once.
 const FLUSH_THREADS: usize = 8;
@@ -36,6 +35,13 @@ impl Default for Epochs {
     fn default() -> Self {
         Epochs { started: AtomicU32::new(1), completed: AtomicU32::new(1) }
     }
+}
+
+/// What `copy_for_write` did with a page.
+enum Copied {
+    Clean,
+    Pinned,
+    Copied,
 }
 
 /// What `write_back_start` decided for a victim.
@@ -68,31 +74,41 @@ impl BufferPool {
         assert!(self.log.set(log).is_ok(), "a log is attached already");
     }
 
-    fn attached_log(&self) -> &dyn WriteAhead {
+    pub(super) fn attached_log(&self) -> &dyn WriteAhead {
         &**self.log.get().expect("a log")
     }
 
-    /// Writes a latched page if it is dirty, forcing the log first (blocking); returns
-    /// false if the page must stay (a commit in progress changed it). On failure the page
-    /// stays dirty.
-    pub(super) fn write_back(&self, page_id: PageId) -> Result<bool> {
-        match self.write_check(page_id)? {
-            WriteCheck::Clean => return Ok(true),
-            WriteCheck::Pinned => return Ok(false),
-            // A worker whose own ring carries the log's flush cannot wait for it here.
-            WriteCheck::LogFirst(_) if worker_context::log_flush_in_flight() => return Ok(false),
-            WriteCheck::LogFirst(lsn) => self.attached_log().flush(lsn)?,
-            WriteCheck::Ready => {}
+    /// Writes the latched, checked pages `pages` (consecutive ids from `first`, each `Ready`
+    /// by [`BufferPool::write_check`] and past the log's wait) with one write: sealed, copied
+    /// into one aligned buffer. On failure every page stays dirty and the pool notes it.
+    pub(super) fn write_run(&self, first: PageId, pages: &[PageId]) -> Result<()> {
+        if let [page_id] = pages {
+            // One page: written from its frame, as `write_back` does.
+            let memory = self.page_mut(*page_id);
+            page::seal(memory);
+            if let Err(e) = self.file.write_page(*page_id, memory) {
+                memory[OFFSET_FLAGS] |= FLAG_DIRTY;
+                self.note_write_failed(e.to_string());
+                return Err(e);
+            }
+            self.counters.writes.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         }
-        let memory = self.page_mut(page_id);
-        page::seal(memory);
-        if let Err(e) = self.file.write_page(page_id, memory) {
-            memory[OFFSET_FLAGS] |= FLAG_DIRTY;
+        let mut run = AlignedBlock::reused(pages.len() * PAGE_SIZE);
+        for (&page_id, out) in pages.iter().zip(run.as_mut_slice().chunks_mut(PAGE_SIZE)) {
+            let memory = self.page_mut(page_id);
+            page::seal(memory);
+            out.copy_from_slice(memory);
+        }
+        if let Err(e) = self.file.write_pages(first, run.as_slice()) {
+            for &page_id in pages {
+                self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
+            }
             self.note_write_failed(e.to_string());
             return Err(e);
         }
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        Ok(true)
+        self.counters.writes.fetch_add(pages.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// For a latched page: what it needs before it may be written. Appends the page's
@@ -156,14 +172,11 @@ impl BufferPool {
                     .map(|chunk| {
                         let pinned = &pinned;
                         scope.spawn(move || -> Result<()> {
-                            let mut copy = AlignedPage::zeroed();
+                            let mut run = AlignedBlock::zeroed(FLUSH_GROUP * PAGE_SIZE);
                             for group in chunk.chunks(FLUSH_GROUP) {
                                 self.log_ahead_of(group)?;
-                                for &page_id in group {
-                                    if !self.write_copy(page_id, &mut copy)? {
-                                        pinned.lock().unwrap().push(page_id);
-                                    }
-                                }
+                                let stuck = self.write_group(group, &mut run)?;
+                                pinned.lock().unwrap().extend(stuck);
                             }
                             Ok(())
                         })
@@ -199,14 +212,43 @@ impl BufferPool {
         Ok(())
     }
 
-    /// `flush_all`'s write of one page: false if a commit in progress has it pinned.
-    fn write_copy(&self, page_id: PageId, copy: &mut AlignedPage) -> Result<bool> {
+    /// `flush_all`'s writes of `group` (ascending page ids): each dirty page is copied
+    /// (sealed) into `run` under its latch and marked `WRITING`, and every run of consecutive
+    /// pages goes out in one write. Returns the pages a commit in progress has pinned.
+    fn write_group(&self, group: &[PageId], run: &mut AlignedBlock) -> Result<Vec<PageId>> {
+        let mut pinned = Vec::new();
+        // The pages copied into `run` and not written yet: consecutive, from `run_pages[0]`.
+        let mut run_pages: Vec<PageId> = Vec::with_capacity(group.len());
+        for &page_id in group {
+            if run_pages.last().is_some_and(|&last| last + 1 != page_id) {
+                self.write_copied(&run_pages, run)?;
+                run_pages.clear();
+            }
+            let slot = run_pages.len() * PAGE_SIZE;
+            let copy = &mut run.as_mut_slice()[slot..slot + PAGE_SIZE];
+            let copied = self.copy_for_write(page_id, copy).inspect_err(|_| {
+                // The pages copied before stay unwritten: dirty again, no longer `WRITING`.
+                self.unmark_copied(&run_pages);
+            })?;
+            match copied {
+                Copied::Clean => {}
+                Copied::Pinned => pinned.push(page_id),
+                Copied::Copied => run_pages.push(page_id),
+            }
+        }
+        self.write_copied(&run_pages, run)?;
+        Ok(pinned)
+    }
+
+    /// Copies page `page_id`, sealed, into `copy` and marks it `WRITING` (until
+    /// `write_copied`), unless it is clean or pinned by a commit in progress.
+    fn copy_for_write(&self, page_id: PageId, copy: &mut [u8]) -> Result<Copied> {
         let mut waited_for_log = false;
         loop {
-            let Some(guard) = self.latch_resident(page_id)? else { return Ok(true) };
+            let Some(guard) = self.latch_resident(page_id)? else { return Ok(Copied::Clean) };
             match self.write_check(page_id)? {
-                WriteCheck::Clean => return Ok(true),
-                WriteCheck::Pinned => return Ok(false),
+                WriteCheck::Clean => return Ok(Copied::Clean),
+                WriteCheck::Pinned => return Ok(Copied::Pinned),
                 WriteCheck::LogFirst(lsn) if !waited_for_log => {
                     // Wait for the log unlatched, then look again; a page changed again
                     // meanwhile is waited for latched the second time (no endless chase).
@@ -220,23 +262,38 @@ impl BufferPool {
             }
             let memory = self.page_mut(page_id);
             page::seal(memory);
-            copy.bytes_mut().copy_from_slice(memory);
-            let log_state = self.table.log_state(page_id);
-            log_state.fetch_or(WRITING, Ordering::AcqRel);
-            drop(guard);
-            let written = self.file.write_page(page_id, copy.bytes());
-            if let Err(e) = written {
-                // The page is dirty again (under its latch), and the database refuses writes.
-                if let Ok(Some(_guard)) = self.latch_resident(page_id) {
-                    self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
-                }
-                log_state.fetch_and(!WRITING, Ordering::AcqRel);
-                self.note_write_failed(e.to_string());
-                return Err(e);
+            copy.copy_from_slice(memory);
+            self.table.log_state(page_id).fetch_or(WRITING, Ordering::AcqRel);
+            return Ok(Copied::Copied);
+        }
+    }
+
+    /// Writes the pages `pages` (consecutive) copied into `run` by `copy_for_write`, in one
+    /// write, and clears their `WRITING` marks. On failure they are dirty again and the pool
+    /// refuses writes.
+    fn write_copied(&self, pages: &[PageId], run: &AlignedBlock) -> Result<()> {
+        let Some(&first) = pages.first() else { return Ok(()) };
+        let written = self.file.write_pages(first, &run.as_slice()[..pages.len() * PAGE_SIZE]);
+        if let Err(e) = written {
+            self.unmark_copied(pages);
+            self.note_write_failed(e.to_string());
+            return Err(e);
+        }
+        for &page_id in pages {
+            self.table.log_state(page_id).fetch_and(!WRITING, Ordering::AcqRel);
+        }
+        self.counters.writes.fetch_add(pages.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Pages `copy_for_write` copied (and sealed: marked clean) that will not be written
+    /// after all: dirty again (under their latches), and no longer `WRITING`.
+    fn unmark_copied(&self, pages: &[PageId]) {
+        for &page_id in pages {
+            if let Ok(Some(_guard)) = self.latch_resident(page_id) {
+                self.page_mut(page_id)[OFFSET_FLAGS] |= FLAG_DIRTY;
             }
-            log_state.fetch_and(!WRITING, Ordering::AcqRel);
-            self.counters.writes.fetch_add(1, Ordering::Relaxed);
-            return Ok(true);
+            self.table.log_state(page_id).fetch_and(!WRITING, Ordering::AcqRel);
         }
     }
 
