@@ -41,7 +41,8 @@ impl Default for Epochs {
 enum Copied {
     Clean,
     Pinned,
-    Copied,
+    /// Copied, sealed, and marked `WRITING`.
+    ToWrite,
 }
 
 /// What `write_back_start` decided for a victim.
@@ -233,7 +234,7 @@ impl BufferPool {
             match copied {
                 Copied::Clean => {}
                 Copied::Pinned => pinned.push(page_id),
-                Copied::Copied => run_pages.push(page_id),
+                Copied::ToWrite => run_pages.push(page_id),
             }
         }
         self.write_copied(&run_pages, run)?;
@@ -264,7 +265,7 @@ impl BufferPool {
             page::seal(memory);
             copy.copy_from_slice(memory);
             self.table.log_state(page_id).fetch_or(WRITING, Ordering::AcqRel);
-            return Ok(Copied::Copied);
+            return Ok(Copied::ToWrite);
         }
     }
 
