@@ -826,19 +826,13 @@ mod tests {
 
     #[test]
     fn log_section_names_the_positions_and_a_torn_tail() {
-        let report = LogReport {
-            segments: 2,
-            slots: 3,
-            checkpoint_lsn: 1_638,
-            redo_lsn: 1_435,
-            end_lsn: 9_000,
-            records: 1_204,
-            commits: 1_000,
-            images: 1,
-            checkpoint_buffered: 1,
-            buffered_changes: 2_500,
-            torn_bytes: 77,
-        };
+        // (The engine's reports are `#[non_exhaustive]`: built from their default.)
+        let mut report = LogReport::default();
+        (report.segments, report.slots) = (2, 3);
+        (report.checkpoint_lsn, report.redo_lsn, report.end_lsn) = (1_638, 1_435, 9_000);
+        (report.records, report.commits, report.images) = (1_204, 1_000, 1);
+        (report.checkpoint_buffered, report.buffered_changes) = (1, 2_500);
+        report.torn_bytes = 77;
         let mut out = Vec::new();
         let wal = Path::new("d/wal");
         write_log_section(&mut out, wal, &LogVerdict::Intact(report), true).unwrap();
@@ -876,23 +870,11 @@ mod tests {
 
     #[test]
     fn tree_table_lists_the_catalog_and_every_tree() {
-        let tree = TreeReport {
-            inner_pages: 12,
-            leaf_pages: 3_400,
-            value_pages: 0,
-            keys: 320_000,
-            buffered: 0,
-            depth: 3,
-            faults: vec![],
-        };
-        let report = CheckReport {
-            page_count: 3_500,
-            free_pages: 10,
-            catalog: TreeReport { leaf_pages: 1, keys: 1, depth: 1, ..TreeReport::default() },
-            trees: vec![("bench\tx".to_owned(), tree)],
-            faults: vec![],
-            objects: Default::default(),
-        };
+        let tree = tree_report(12, 3_400, 320_000, 3);
+        let mut report = CheckReport::default();
+        (report.page_count, report.free_pages) = (3_500, 10);
+        report.catalog = tree_report(0, 1, 1, 1);
+        report.trees = vec![("bench\tx".to_owned(), tree)];
         let mut out = Vec::new();
         write_tree_table(&mut out, &report, true).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -904,38 +886,29 @@ mod tests {
         assert!(lines[2].contains("3,400"), "{text}");
     }
 
+    /// A tree's report of `inner` inner pages, `leaves` leaf pages, `keys` keys and depth
+    /// `depth`, without faults (the engine's reports are `#[non_exhaustive]`: built from
+    /// their default).
+    fn tree_report(inner: u64, leaves: u64, keys: u64, depth: u16) -> TreeReport {
+        let mut tree = TreeReport::default();
+        (tree.inner_pages, tree.leaf_pages, tree.keys, tree.depth) = (inner, leaves, keys, depth);
+        tree
+    }
+
     /// A report with one tree, a lost page and a fault, over a log with changes to replay.
     fn found_with_faults(dir: &Path) -> CheckFound<'_> {
-        let tree = TreeReport {
-            inner_pages: 1,
-            leaf_pages: 40,
-            keys: 1_200,
-            buffered: 3,
-            depth: 2,
-            faults: vec!["page 9: checksum mismatch".to_owned()],
-            ..TreeReport::default()
-        };
-        let report = CheckReport {
-            page_count: 50,
-            free_pages: 2,
-            catalog: TreeReport { leaf_pages: 1, keys: 1, depth: 1, ..TreeReport::default() },
-            trees: vec![("t\tx".to_owned(), tree)],
-            faults: vec!["page 44 is neither in use nor free (lost)".to_owned()],
-            objects: Default::default(),
-        };
-        let log = LogReport {
-            segments: 1,
-            slots: 2,
-            checkpoint_lsn: 100,
-            redo_lsn: 80,
-            end_lsn: 900,
-            records: 9,
-            commits: 7,
-            images: 0,
-            checkpoint_buffered: 0,
-            buffered_changes: 3,
-            torn_bytes: 0,
-        };
+        let mut tree = tree_report(1, 40, 1_200, 2);
+        tree.buffered = 3;
+        tree.faults = vec!["page 9: checksum mismatch".to_owned()];
+        let mut report = CheckReport::default();
+        (report.page_count, report.free_pages) = (50, 2);
+        report.catalog = tree_report(0, 1, 1, 1);
+        report.trees = vec![("t\tx".to_owned(), tree)];
+        report.faults = vec!["page 44 is neither in use nor free (lost)".to_owned()];
+        let mut log = LogReport::default();
+        (log.segments, log.slots) = (1, 2);
+        (log.checkpoint_lsn, log.redo_lsn, log.end_lsn) = (100, 80, 900);
+        (log.records, log.commits, log.buffered_changes) = (9, 7, 3);
         let pages = CheckedPages { report, closed_cleanly: false };
         CheckFound::new(dir, Some(pages), LogVerdict::Intact(log))
     }
@@ -1034,17 +1007,10 @@ mod tests {
     /// skips.
     #[test]
     fn stats_json_holds_what_the_text_says() {
-        let stats = DbStats {
-            pool: ferrite::buffer::PoolStats {
-                pool_pages: 256,
-                resident_pages: 9,
-                page_count: 50,
-                free_pages: 2,
-                ..Default::default()
-            },
-            trees: 1,
-            file_bytes: 1 << 20,
-        };
+        let mut stats = DbStats::default();
+        let pool = &mut stats.pool;
+        (pool.pool_pages, pool.resident_pages, pool.page_count, pool.free_pages) = (256, 9, 50, 2);
+        (stats.trees, stats.file_bytes) = (1, 1 << 20);
         let quick = StatsFound { dir: Path::new("d"), direct_io: false, stats, walked: None };
         let json = serde_json::to_value(quick.json()).unwrap();
         let expected = serde_json::json!({

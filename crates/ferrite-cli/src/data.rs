@@ -126,8 +126,10 @@ fn write_range(db: &ferrite::Db, args: &ScanArgs, out: &mut dyn Write) -> Result
     let upper = args.to.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
     let empty = matches!((&args.from, &args.to), (Some(from), Some(to)) if from >= to);
     if !empty {
-        let entries =
-            if args.reverse { tree.range_rev((lower, upper)) } else { tree.range((lower, upper)) };
+        let entries = match args.reverse {
+            true => tree.range_rev::<&[u8], _>((lower, upper)),
+            false => tree.range::<&[u8], _>((lower, upper)),
+        };
         let limit = usize::try_from(args.limit.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
         for entry in entries.take(limit) {
             let (key, value) = entry?;

@@ -176,14 +176,10 @@ mod tests {
 
     #[test]
     fn stat_prints_a_block_and_a_result_line() {
-        let object = ObjectStat {
-            len: (1 << 20) + 3,
-            inline: false,
-            extents: 1,
-            extent_pages: 256,
-            fragments: 1,
-            fragment_bytes: 3,
-        };
+        // (`ObjectStat` is `#[non_exhaustive]`: built from its default.)
+        let mut object = ObjectStat::default();
+        (object.len, object.extents, object.extent_pages) = ((1 << 20) + 3, 1, 256);
+        (object.fragments, object.fragment_bytes) = (1, 3);
         assert_eq!(
             stat_text("photo", &object),
             "\
@@ -198,7 +194,8 @@ result key=photo size=1048579 inline=false extents=1 extent_pages=256 fragments=
 fragment_bytes=3
 "
         );
-        let small = ObjectStat { len: 5, inline: true, ..ObjectStat::default() };
+        let mut small = ObjectStat::default();
+        (small.len, small.inline) = (5, true);
         let text = stat_text("6b", &small);
         assert!(text.contains("\nsize            5 bytes\n"), "{text}");
         assert!(text.contains("\nstored          inline"), "{text}");

@@ -406,7 +406,7 @@ fn check_json_lists_the_faults_and_exits_1() {
     let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
     let tree = opened.tree("t").unwrap();
     for i in 0..3_000 {
-        tree.put(format!("key{i:05}").as_bytes(), &[b'v'; 100]).unwrap();
+        tree.put(format!("key{i:05}").as_bytes(), [b'v'; 100]).unwrap();
     }
     drop(tree);
     opened.close().unwrap();
@@ -1424,7 +1424,7 @@ fn check_names_the_corrupt_node_first_and_summarises_the_lost_pages() {
     let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
     let tree = opened.tree("t").unwrap();
     for i in 0..20_000 {
-        tree.put(format!("key{i:06}").as_bytes(), &[b'v'; 100]).unwrap();
+        tree.put(format!("key{i:06}").as_bytes(), [b'v'; 100]).unwrap();
     }
     drop(tree);
     opened.close().unwrap();
@@ -2186,7 +2186,7 @@ fn dump_and_load_round_trip_any_bytes_in_text_and_hex() {
     let bytes = db.tree("bytes").unwrap();
     // Every one-byte key, and keys that a line format could trip on.
     for b in 0..=255u8 {
-        bytes.put(&[b], &[b, b'\n', b'\t', b'\\', 0xff]).unwrap();
+        bytes.put([b], [b, b'\n', b'\t', b'\\', 0xff]).unwrap();
     }
     let awkward: [&[u8]; 8] = [
         b"#not a directive",

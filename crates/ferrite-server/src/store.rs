@@ -604,7 +604,7 @@ impl Store {
                     expires: item::expiry(i64::from(exptime), now),
                     cas: self.new_cas(),
                 };
-                batch.put(&self.tree, key, &item::encode(&header, data));
+                batch.put(&self.tree, key, item::encode(&header, data));
                 expiring.push(header.expires != 0);
             }
             db.write_async(&batch).await.map(|()| expiring)

@@ -523,11 +523,11 @@ mod tests {
 
     #[test]
     fn marks_leave_room_on_budgets_large_and_small() {
-        let usage = |max_pages| SpaceUsage {
-            max_pages,
-            handed_out: 0,
-            free_tree_pages: 0,
-            free_object_pages: 0,
+        // (`SpaceUsage` is `#[non_exhaustive]`: built from its default.)
+        let usage = |max_pages| {
+            let mut usage = SpaceUsage::default();
+            usage.max_pages = max_pages;
+            usage
         };
         assert_eq!(high_mark(&usage(100_000)), 95_000);
         assert_eq!(low_mark(&usage(100_000)), 90_000);

@@ -10,36 +10,92 @@ use std::path::PathBuf;
 /// A page number: the page's byte offset in the page file divided by the page size.
 pub type PageId = u64;
 
-/// Everything that can go wrong in a call into Ferrite.
+/// Everything that can go wrong in a call into Ferrite. New kinds of error may come in
+/// later versions (it is `#[non_exhaustive]`): a `match` over it ends with a `_` arm.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// An I/O system call failed; `context` says what Ferrite was doing.
-    Io { context: String, source: io::Error },
+    Io {
+        /// What Ferrite was doing, as the words after "while" in the message ("reading
+        /// page 7 of pages.ferrite").
+        context: String,
+        /// The system's error.
+        source: io::Error,
+    },
     /// A page's checksum, identity or structure is wrong: the data is not trusted.
-    Corrupt { page: PageId, file: PathBuf, reason: String },
+    Corrupt {
+        /// The page (0 when the damage is not in one page, as in an object's extent map).
+        page: PageId,
+        /// The file, or the data directory, the page belongs to.
+        file: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The directory is not a Ferrite data directory (no or unreadable superblock).
-    NotADatabase { path: PathBuf, reason: String },
+    NotADatabase {
+        /// The directory.
+        path: PathBuf,
+        /// Why it is not one.
+        reason: String,
+    },
     /// Another `Db` (in this or another process) has the directory open in a way this open
     /// cannot share (a writer needs it to itself; readers share it): `by` names the holders.
-    Locked { path: PathBuf, by: String },
-    /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
-    KeyTooLarge { len: usize, max: usize },
+    Locked {
+        /// The directory.
+        path: PathBuf,
+        /// The holders, from the system's lock table (process ids, writers and readers).
+        by: String,
+    },
+    /// A key is longer than [`crate::MAX_KEY_LEN`].
+    KeyTooLarge {
+        /// The key's length in bytes.
+        len: usize,
+        /// The longest key, in bytes.
+        max: usize,
+    },
     /// Keys must hold at least one byte.
     KeyEmpty,
-    /// A value is longer than [`crate::MAX_VALUE_LEN`].
-    ValueTooLarge { len: usize, max: usize },
+    /// A value is longer than the largest object ([`crate::MAX_OBJECT_LEN`]).
+    ValueTooLarge {
+        /// The value's length in bytes (`usize::MAX` for a write, truncation or read that
+        /// would end past the largest object, or past what memory can hold).
+        len: usize,
+        /// The longest value, in bytes.
+        max: usize,
+    },
     /// No tree of that name exists (or it was dropped while a handle was in use).
-    TreeNotFound { name: String },
+    TreeNotFound {
+        /// The tree's name.
+        name: String,
+    },
     /// A tree of that name exists already.
-    TreeExists { name: String },
+    TreeExists {
+        /// The tree's name.
+        name: String,
+    },
     /// A tree name is empty or longer than [`crate::MAX_TREE_NAME_LEN`].
-    BadTreeName { name: String, reason: &'static str },
+    BadTreeName {
+        /// The name refused.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The page file reached `Options::max_size_bytes`.
-    DatabaseFull { max_pages: u64 },
+    DatabaseFull {
+        /// The pages `Options::max_size_bytes` allows.
+        max_pages: u64,
+    },
     /// Every frame of the pool is latched: the pool is too small for this many threads.
-    PoolExhausted { pool_pages: u64 },
-    /// An option is out of its range.
-    BadOptions { reason: String },
+    PoolExhausted {
+        /// The pool's size in pages.
+        pool_pages: u64,
+    },
+    /// An option is out of its range, or a call was given a handle of another database.
+    BadOptions {
+        /// Which option, and its range.
+        reason: String,
+    },
     /// The database was closed; this handle is no longer usable.
     Closed,
     /// The database was opened with `Options::read_only`.
@@ -50,18 +106,45 @@ pub enum Error {
     /// that only this worker's own loop can finish.
     BlockingWriteInTask,
     /// A batch changes more than the pool can hold pinned while it commits.
-    BatchTooLarge { ops: usize, max_ops: usize, pool_pages: u64 },
+    BatchTooLarge {
+        /// The batch's changes.
+        ops: usize,
+        /// The most changes a batch may have with this pool (a quarter of its pages).
+        max_ops: usize,
+        /// The pool's size in pages.
+        pool_pages: u64,
+    },
     /// A transaction's commit found that a key it read changed since; nothing was written.
-    Conflict { tree: String, key: Vec<u8> },
+    Conflict {
+        /// The tree of the key.
+        tree: String,
+        /// The first key found changed.
+        key: Vec<u8>,
+    },
     /// A write or sync of the log failed: the database refuses writes until reopened.
-    LogFailed { reason: String },
+    LogFailed {
+        /// The first failure, as it was reported.
+        reason: String,
+    },
     /// The log is damaged: bytes that were written whole read back wrong, a segment is missing
     /// or damaged, or the pages prove the log was cut (never a tail torn by a crash, which
     /// recovery cuts). `path` is the file (a segment, or the log directory), `offset` the byte
     /// in it and `lsn` the log position, where known.
-    LogCorrupt { path: PathBuf, offset: Option<u64>, lsn: Option<u64>, reason: String },
+    LogCorrupt {
+        /// The segment file, or the log directory.
+        path: PathBuf,
+        /// The byte in `path`, where known.
+        offset: Option<u64>,
+        /// The log position, where known.
+        lsn: Option<u64>,
+        /// What is wrong.
+        reason: String,
+    },
     /// The call cannot do this (yet): `reason` says what to do instead.
-    NotSupported { reason: String },
+    NotSupported {
+        /// What cannot be done, and what to do instead.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -6,15 +6,19 @@
 //!
 //! let db = Db::open("my-data", Options::default())?;
 //! let orders = db.tree("orders")?;
-//! orders.put(b"order-1", b"two apples")?;
-//! assert_eq!(orders.get(b"order-1")?.as_deref(), Some(&b"two apples"[..]));
-//! for entry in orders.range(&b"order-"[..]..) {
+//! orders.put("order-1", "two apples")?;
+//! assert_eq!(orders.get("order-1")?.as_deref(), Some(&b"two apples"[..]));
+//! for entry in orders.prefix("order-") {
 //!     let (key, value) = entry?;
 //!     println!("{key:?} = {value:?}");
 //! }
 //! db.close()?;
 //! # Ok::<(), ferrite::Error>(())
 //! ```
+
+// Every public item is documented: the engine's layers (`btree`, `buffer`, `wal`, …) too,
+// which are public for the tools, the benchmarks and the fuzzers.
+#![deny(missing_docs)]
 
 pub mod btree;
 pub mod buffer;

@@ -94,6 +94,9 @@ pub struct Options {
 }
 
 /// When a change counts as durable: what a crash may still lose once the call returned.
+/// [`Db::flush`](crate::Db::flush) makes every commit made so far durable whatever its
+/// durability: `None` or `Periodic` commits with a flush where it matters (at the end of a
+/// load, say) make one write and one sync of the log for all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// The log is on disk (written and `fdatasync`ed) before the call returns; commits that
@@ -102,8 +105,8 @@ pub enum Durability {
     /// The call returns at once; the log is written and synced within this interval. A
     /// crash loses at most the changes of the last interval, never half a batch.
     Periodic(std::time::Duration),
-    /// The log is written when its buffer fills, at checkpoints and at close; a crash may
-    /// lose any changes not yet written, never half a batch.
+    /// The log is written when its buffer fills, at checkpoints, at close and by
+    /// `Db::flush`; a crash may lose any changes not yet written, never half a batch.
     None,
 }
 

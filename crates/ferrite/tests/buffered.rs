@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use common::{tiny, Rng, TempDir};
 use ferrite::{Db, Options, WriteBatch};
@@ -25,8 +24,7 @@ fn key(i: u64) -> Vec<u8> {
 fn assert_same(tree: &ferrite::Tree, model: &Model, when: &str) {
     let all: Model = tree.iter().map(|e| e.unwrap()).collect();
     assert!(all == *model, "{when}: a full scan differs ({} against {})", all.len(), model.len());
-    let everything: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Unbounded, Bound::Unbounded);
-    let mut back: Vec<_> = tree.range_rev(everything).map(|e| e.unwrap()).collect();
+    let mut back: Vec<_> = tree.iter_rev().map(|e| e.unwrap()).collect();
     back.reverse();
     let forward: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert!(back == forward, "{when}: a reverse scan differs");
@@ -44,7 +42,7 @@ fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
         // Enough in key order that the leaves outgrow the pool (sequential: no buffering).
         let mut batch = WriteBatch::new();
         for i in (0..4000).step_by(2) {
-            batch.put(&tree, &key(i), &[7; 60]);
+            batch.put(&tree, key(i), [7; 60]);
             model.insert(key(i), vec![7; 60]);
             if batch.len() == 8 {
                 db.write(&batch).unwrap();
@@ -115,7 +113,7 @@ fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
         // A tree dropped with entries in the buffer leaves none behind.
         let doomed = db.tree("doomed").unwrap();
         for i in 0..3000 {
-            doomed.put(&key(i * 7 % 3000), &[1; 80]).unwrap();
+            doomed.put(key(i * 7 % 3000), [1; 80]).unwrap();
         }
         // `check` counts each tree's buffered entries; the log check, the buffered changes.
         let report = db.check().unwrap();
@@ -202,7 +200,7 @@ fn tasks_put_into_the_buffer_and_read_it_back() {
     for i in (0..n).step_by(37) {
         let mut want = vec![i as u8; 100];
         want[0] = want[0].wrapping_add(1);
-        assert_eq!(tree.get(&key(i)).unwrap(), Some(want), "key {i} after its update");
+        assert_eq!(tree.get(key(i)).unwrap(), Some(want), "key {i} after its update");
     }
     db.close().unwrap();
     let db = Db::open(dir.path(), Options { workers: 0, ..options() }).unwrap();
@@ -211,7 +209,7 @@ fn tasks_put_into_the_buffer_and_read_it_back() {
     assert_eq!(reopened.iter().count(), n as usize);
     let mut want = vec![7u8; 100];
     want[0] = 8;
-    assert_eq!(reopened.get(&key(7)).unwrap(), Some(want));
+    assert_eq!(reopened.get(key(7)).unwrap(), Some(want));
 }
 
 /// The budget's default and bounds: a quarter of the pool from 16 MiB up (at most 128 MiB),
@@ -278,7 +276,7 @@ fn checkpoints_taken_while_tasks_buffer_puts_lose_nothing_at_a_crash() {
         // Past the whole pool (168 frames), so that puts find leaves out of memory and the
         // buffer borrows its frames.
         for i in 0..8000 {
-            batch.put(&tree, &key(i), &[b'p'; 100]);
+            batch.put(&tree, key(i), [b'p'; 100]);
             acknowledged.lock().unwrap().insert(key(i), vec![b'p'; 100]);
             if batch.len() == 8 {
                 db.write(&batch).unwrap();

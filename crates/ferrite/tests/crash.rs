@@ -378,7 +378,7 @@ fn a_full_disk_is_reported_and_loses_nothing_acknowledged() {
     loop {
         let key = format!("key-{next:06}").into_bytes();
         next += 1;
-        match tree.put(&key, &[7u8; 900]) {
+        match tree.put(&key, [7u8; 900]) {
             Ok(()) => acknowledged.push(key),
             Err(Error::LogFailed { .. }) => break,
             Err(e) => {
@@ -425,7 +425,7 @@ fn failed_segment_preparations_leave_no_files() {
     let mut acknowledged = Vec::new();
     let error = loop {
         let key = format!("key-{:06}", acknowledged.len()).into_bytes();
-        match tree.put(&key, &[7u8; 900]) {
+        match tree.put(&key, [7u8; 900]) {
             Ok(()) => acknowledged.push(key),
             Err(e) => break e,
         }
@@ -442,7 +442,7 @@ fn failed_segment_preparations_leave_no_files() {
             Ok(db) => {
                 let tree = db.open_tree("a").unwrap();
                 let failed = (0..2_000)
-                    .find_map(|i| tree.put(format!("late-{i}").as_bytes(), &[1u8; 900]).err());
+                    .find_map(|i| tree.put(format!("late-{i}").as_bytes(), [1u8; 900]).err());
                 assert!(failed.is_some(), "the full disk took 2,000 more puts");
                 drop(tree);
                 disk.crash();
@@ -492,7 +492,7 @@ fn log_segments_are_reused_and_the_log_stays_bounded() {
     let mut most_retained = 0;
     for i in 0..6_000u32 {
         let mut batch = WriteBatch::new();
-        batch.put(&tree, &i.to_be_bytes(), &[i as u8; 200]).durability(Durability::None);
+        batch.put(&tree, i.to_be_bytes(), [i as u8; 200]).durability(Durability::None);
         db.write(&batch).unwrap();
         if i % 500 == 499 {
             // The test takes the checkpoints (a checkpoint thread would race the disk's draws).

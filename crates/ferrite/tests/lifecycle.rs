@@ -27,9 +27,9 @@ fn reopen_with_data_fifty_times_the_pool() {
         let a = db.tree("a").unwrap();
         let b = db.tree("b").unwrap();
         for i in 0..n {
-            a.put(&key(i), &value(i)).unwrap();
+            a.put(key(i), value(i)).unwrap();
             if i % 4 == 0 {
-                b.put(&key(i * 7), &value(i)).unwrap();
+                b.put(key(i * 7), value(i)).unwrap();
             }
         }
         let stats = db.stats().unwrap();
@@ -46,7 +46,7 @@ fn reopen_with_data_fifty_times_the_pool() {
     let a = db.open_tree("a").unwrap();
     let b = db.open_tree("b").unwrap();
     for i in 0..n {
-        assert_eq!(a.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+        assert_eq!(a.get(key(i)).unwrap(), Some(value(i)), "key {i}");
     }
     assert_eq!(b.iter().count() as u64, n / 4);
     assert_check(&db);
@@ -60,7 +60,7 @@ fn scans_cross_many_leaves_with_every_bound() {
     let tree = db.tree("s").unwrap();
     let mut model = BTreeMap::new();
     for i in (0..6000u64).map(|i| i * 3) {
-        tree.put(&key(i), &value(i)).unwrap();
+        tree.put(key(i), value(i)).unwrap();
         model.insert(key(i).to_vec(), value(i));
     }
     let points = [0u64, 1, 3, 299, 300, 9000, 17_997, 17_998, 20_000];
@@ -86,9 +86,10 @@ fn scans_cross_many_leaves_with_every_bound() {
             let want: Vec<_> =
                 model.range(range.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
             let slices = (lo.as_ref().map(|k| k.as_slice()), hi.as_ref().map(|k| k.as_slice()));
-            let forward: Vec<_> = tree.range(slices).collect::<Result<_, _>>().unwrap();
+            let forward: Vec<_> = tree.range::<&[u8], _>(slices).collect::<Result<_, _>>().unwrap();
             assert!(forward == want, "forward {lo:?}..{hi:?}");
-            let mut backward: Vec<_> = tree.range_rev(slices).collect::<Result<_, _>>().unwrap();
+            let mut backward: Vec<_> =
+                tree.range_rev::<&[u8], _>(slices).collect::<Result<_, _>>().unwrap();
             backward.reverse();
             assert!(backward == want, "backward {lo:?}..{hi:?}");
         }
@@ -106,24 +107,24 @@ fn trees_are_created_listed_dropped_and_recreated() {
     let orders = db.create_tree("orders").unwrap();
     assert!(matches!(db.create_tree("orders"), Err(Error::TreeExists { .. })));
     for i in 0..5000 {
-        orders.put(&key(i), &value(i)).unwrap();
+        orders.put(key(i), value(i)).unwrap();
     }
     db.tree("users").unwrap().put(b"alice", b"1").unwrap();
     assert_eq!(db.tree_names().unwrap(), ["orders", "users"]);
     let before = db.check().unwrap();
     db.drop_tree("orders").unwrap();
-    assert!(matches!(orders.get(&key(1)), Err(Error::TreeNotFound { name }) if name == "orders"));
+    assert!(matches!(orders.get(key(1)), Err(Error::TreeNotFound { name }) if name == "orders"));
     assert!(matches!(db.open_tree("orders"), Err(Error::TreeNotFound { .. })));
     assert!(matches!(db.drop_tree("orders"), Err(Error::TreeNotFound { .. })));
     let after = db.check().unwrap();
     assert!(after.is_ok(), "{:?}", after.all_faults());
     assert!(after.free_pages > before.free_pages, "dropped pages are free for reuse");
     let again = db.create_tree("orders").unwrap();
-    assert_eq!(again.get(&key(1)).unwrap(), None);
-    again.put(&key(1), b"new").unwrap();
+    assert_eq!(again.get(key(1)).unwrap(), None);
+    again.put(key(1), b"new").unwrap();
     // The freed pages are reused before the file grows.
     for i in 0..5000 {
-        again.put(&key(i), &value(i)).unwrap();
+        again.put(key(i), value(i)).unwrap();
     }
     assert_eq!(db.stats().unwrap().pool.page_count, after.page_count);
     assert_check(&db);
@@ -162,9 +163,9 @@ fn bad_keys_values_and_names_are_refused() {
     let max_key = vec![2u8; MAX_KEY_LEN];
     let max_value = vec![3u8; MAX_VALUE_LEN];
     tree.put(&max_key, &max_value).unwrap();
-    tree.put(&[4u8; 1024], &[5u8; 1024]).unwrap();
+    tree.put([4u8; 1024], [5u8; 1024]).unwrap();
     assert_eq!(tree.get(&max_key).unwrap(), Some(max_value));
-    assert_eq!(tree.get(&[4u8; 1024]).unwrap(), Some(vec![5u8; 1024]));
+    assert_eq!(tree.get([4u8; 1024]).unwrap(), Some(vec![5u8; 1024]));
     assert!(matches!(db.tree(""), Err(Error::BadTreeName { .. })));
     assert!(matches!(db.tree(&"n".repeat(256)), Err(Error::BadTreeName { .. })));
     assert!(matches!(db.open_tree("missing"), Err(Error::TreeNotFound { .. })));
@@ -178,7 +179,7 @@ fn a_corrupt_page_is_an_error_naming_page_and_file() {
         let db = Db::open(dir.path(), tiny(16)).unwrap();
         let tree = db.tree("t").unwrap();
         for i in 0..3000 {
-            tree.put(&key(i), &value(i)).unwrap();
+            tree.put(key(i), value(i)).unwrap();
         }
         db.close().unwrap();
     }
@@ -190,7 +191,7 @@ fn a_corrupt_page_is_an_error_naming_page_and_file() {
     std::fs::write(&file, &bytes).unwrap();
     let db = Db::open(dir.path(), tiny(16)).unwrap();
     let tree = db.open_tree("t").unwrap();
-    let errors: Vec<Error> = (0..3000).filter_map(|i| tree.get(&key(i)).err()).collect();
+    let errors: Vec<Error> = (0..3000).filter_map(|i| tree.get(key(i)).err()).collect();
     assert!(!errors.is_empty(), "reading every key must reach the corrupt page");
     for e in &errors {
         match e {
@@ -304,7 +305,7 @@ fn a_full_database_says_so() {
     let tree = db.tree("t").unwrap();
     let mut result = Ok(());
     for i in 0..100_000u64 {
-        result = tree.put(&key(i), &[0u8; 100]);
+        result = tree.put(key(i), [0u8; 100]);
         if result.is_err() {
             break;
         }
@@ -319,7 +320,7 @@ fn read_only_changes_nothing_on_disk() {
         let db = Db::open(dir.path(), tiny(16)).unwrap();
         let tree = db.tree("t").unwrap();
         for i in 0..2000 {
-            tree.put(&key(i), &value(i)).unwrap();
+            tree.put(key(i), value(i)).unwrap();
         }
         db.close().unwrap();
     }
@@ -328,12 +329,12 @@ fn read_only_changes_nothing_on_disk() {
     let db = Db::open(dir.path(), Options { read_only: true, ..tiny(16) }).unwrap();
     let tree = db.open_tree("t").unwrap();
     for i in (0..2000).step_by(7) {
-        assert_eq!(tree.get(&key(i)).unwrap(), Some(value(i)));
+        assert_eq!(tree.get(key(i)).unwrap(), Some(value(i)));
     }
     assert_eq!(tree.iter().count(), 2000);
     assert!(matches!(tree.put(b"k", b"v"), Err(Error::ReadOnly)));
-    assert!(matches!(tree.delete(&key(1)), Err(Error::ReadOnly)));
-    assert!(matches!(tree.update(&key(1), |_| ()), Err(Error::ReadOnly)));
+    assert!(matches!(tree.delete(key(1)), Err(Error::ReadOnly)));
+    assert!(matches!(tree.update(key(1), |_| ()), Err(Error::ReadOnly)));
     assert!(matches!(db.create_tree("u"), Err(Error::ReadOnly)));
     assert!(matches!(db.drop_tree("t"), Err(Error::ReadOnly)));
     assert_check(&db);
@@ -358,7 +359,7 @@ fn pages_striped_over_three_devices_and_the_list_is_enforced() {
         let db = Db::open(&data, striped(&devices)).unwrap();
         let tree = db.tree("t").unwrap();
         for i in 0..5000 {
-            tree.put(&key(i), &value(i)).unwrap();
+            tree.put(key(i), value(i)).unwrap();
         }
         db.close().unwrap();
     }
@@ -423,7 +424,7 @@ fn values_just_past_a_page_keep_their_tail_in_the_leaf() {
         // Many of each, so that leaves split and pages go in and out of a small pool.
         for i in 0..600u64 {
             let value = patterned(lengths[i as usize % lengths.len()], i as u8);
-            tree.put(&key(i), &value).unwrap();
+            tree.put(key(i), &value).unwrap();
             model.insert(key(i).to_vec(), value);
         }
         for (k, v) in &model {
@@ -436,7 +437,7 @@ fn values_just_past_a_page_keep_their_tail_in_the_leaf() {
         assert_eq!(report.trees.iter().map(|(_, t)| t.value_pages).sum::<u64>(), 500);
         // An update changes the page's part and the tail together.
         for i in (0..600u64).step_by(7) {
-            let found = tree.update(&key(i), |v| v.iter_mut().for_each(|b| *b ^= 0x5a)).unwrap();
+            let found = tree.update(key(i), |v| v.iter_mut().for_each(|b| *b ^= 0x5a)).unwrap();
             assert!(found);
             model.get_mut(&key(i)[..]).unwrap().iter_mut().for_each(|b| *b ^= 0x5a);
         }
@@ -444,20 +445,18 @@ fn values_just_past_a_page_keep_their_tail_in_the_leaf() {
         for i in (0..600u64).step_by(5) {
             let len = [10, page_part, page_part + 300, MAX_VALUE_LEN + 1][(i / 5) as usize % 4];
             let value = patterned(len, 7);
-            tree.put(&key(i), &value).unwrap();
+            tree.put(key(i), &value).unwrap();
             model.insert(key(i).to_vec(), value);
         }
         for i in (0..600u64).step_by(11) {
-            assert!(tree.delete(&key(i)).unwrap());
+            assert!(tree.delete(key(i)).unwrap());
             model.remove(&key(i)[..]);
         }
         let scanned: Vec<_> = tree.iter().map(|entry| entry.unwrap()).collect();
         let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert!(scanned == expected, "a scan differs from the model");
-        let backwards: Vec<_> = tree
-            .range_rev::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Unbounded, Bound::Unbounded))
-            .map(|entry| entry.unwrap())
-            .collect();
+        let backwards: Vec<_> =
+            tree.range_rev::<&[u8], _>(..).map(|entry| entry.unwrap()).collect();
         assert!(backwards.iter().rev().eq(expected.iter()), "a reverse scan differs");
         assert_check(&db);
     }

@@ -44,14 +44,6 @@ fn bound(rng: &mut Rng) -> Bound<Vec<u8>> {
     }
 }
 
-fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 fn valid_range(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a <= b,
@@ -68,7 +60,7 @@ fn check_scan(tree: &Tree, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut Rng, se
         return;
     }
     let reverse = rng.below(2) == 0;
-    let range = (as_slice(&lo), as_slice(&hi));
+    let range = (lo.clone(), hi.clone());
     let got: Vec<_> = if reverse { tree.range_rev(range) } else { tree.range(range) }
         .collect::<Result<_, _>>()
         .unwrap();
@@ -146,7 +138,7 @@ fn deleting_everything_shrinks_the_tree_back() {
     let tree = db.tree("t").unwrap();
     let keys: Vec<Vec<u8>> = (0..20_000u64).map(|i| i.to_be_bytes().to_vec()).collect();
     for key in &keys {
-        tree.put(key, &[7u8; 100]).unwrap();
+        tree.put(key, [7u8; 100]).unwrap();
     }
     let grown = db.check().unwrap().trees[0].1.clone();
     assert!(grown.depth >= 3, "20k entries should need 3 levels, got {}", grown.depth);
@@ -222,7 +214,7 @@ fn concurrent_updates_on_shared_keys_are_atomic() {
         if k % 3 == 0 {
             key.resize(MAX_KEY_LEN, b'x');
         }
-        tree.put(&key, &vec![0u8; if k % 3 == 0 { 600 } else { 8 }]).unwrap();
+        tree.put(&key, vec![0u8; if k % 3 == 0 { 600 } else { 8 }]).unwrap();
     }
     let threads = 4u64;
     let rounds = 2000u64;
@@ -247,9 +239,9 @@ fn concurrent_updates_on_shared_keys_are_atomic() {
                     // Interleave structure changes elsewhere in the tree.
                     let filler = (1_000_000 + rng.below(5000)).to_be_bytes();
                     if rng.below(2) == 0 {
-                        tree.put(&filler, &[1u8; 150]).unwrap();
+                        tree.put(filler, [1u8; 150]).unwrap();
                     } else {
-                        tree.delete(&filler).unwrap();
+                        tree.delete(filler).unwrap();
                     }
                 }
             });
@@ -280,7 +272,7 @@ fn scans_beside_splits_and_merges_never_report_corruption() {
         let key = |i: u64| i.to_be_bytes();
         let stable: Vec<u64> = (0..1000).map(|i| i * 4).collect();
         for &i in &stable {
-            tree.put(&key(i), b"stable").unwrap();
+            tree.put(key(i), b"stable").unwrap();
         }
         let writing = std::sync::atomic::AtomicBool::new(true);
         std::thread::scope(|s| {
@@ -293,9 +285,9 @@ fn scans_beside_splits_and_merges_never_report_corruption() {
                         // fill a leaf: puts split leaves, deletes merge them.
                         let i = rng.below(1000) * 4 + 1 + rng.below(3);
                         if rng.below(2) == 0 {
-                            tree.put(&key(i), &[7u8; 400]).unwrap();
+                            tree.put(key(i), [7u8; 400]).unwrap();
                         } else {
-                            tree.delete(&key(i)).unwrap();
+                            tree.delete(key(i)).unwrap();
                         }
                     }
                     writing.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -306,7 +298,7 @@ fn scans_beside_splits_and_merges_never_report_corruption() {
                 s.spawn(move || {
                     let mut scans = 0;
                     while scans < 3 || writing.load(std::sync::atomic::Ordering::Relaxed) {
-                        let scan = if reverse { tree.range_rev(..) } else { tree.iter() };
+                        let scan = if reverse { tree.iter_rev() } else { tree.iter() };
                         let mut keys: Vec<u64> = scan
                             .map(|entry| u64::from_be_bytes(entry.unwrap().0.try_into().unwrap()))
                             .collect();

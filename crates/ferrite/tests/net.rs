@@ -192,7 +192,7 @@ fn idle_receives_leave_the_disk_its_depth() {
     let db = Db::open(dir.path(), options()).unwrap();
     let tree = db.tree("t").unwrap();
     for i in 0..3000u32 {
-        tree.put(&i.to_be_bytes(), &[7u8; 200]).unwrap();
+        tree.put(i.to_be_bytes(), [7u8; 200]).unwrap();
     }
     drop(tree);
     db.close().unwrap();

@@ -418,7 +418,7 @@ fn dropping_a_tree_beside_its_object_writers_leaks_nothing() {
         let dir = TempDir::with_prefix("objects-drop").unwrap();
         let db = Db::open(dir.path(), options()).unwrap();
         let keep = db.tree("keep").unwrap();
-        keep.write_at(b"k", 0, &[7u8; 5000]).unwrap();
+        keep.write_at(b"k", 0, [7u8; 5000]).unwrap();
         let doomed = db.tree("doomed").unwrap();
         let stop = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -505,7 +505,7 @@ fn large_values_stream_in_and_out_and_free_their_pages() {
     assert_object(&tree, b"written", &want, "writer");
     // A small value whose bytes begin like a stub is an object, and reads back as itself.
     let tricky = [0xFE, 0x4F, 0x42, 0x4A, 0x00, 0x7F, 0x53, 0x01, 9, 9, 9];
-    tree.put(b"tricky", &tricky).unwrap();
+    tree.put(b"tricky", tricky).unwrap();
     assert_eq!(tree.get(b"tricky").unwrap().as_deref(), Some(&tricky[..]));
     assert!(!tree.object_stat(b"tricky").unwrap().unwrap().inline);
     assert_check(&db);
@@ -714,12 +714,12 @@ fn pages_allocated_for_an_object_that_never_committed_are_free_after_a_crash() {
     // A transaction whose big value is written before its commit, which then conflicts.
     let mut txn = db.transaction();
     txn.get(&tree, b"stock").unwrap();
-    txn.put(&tree, b"big", &vec![5u8; 300_000]).unwrap();
+    txn.put(&tree, b"big", vec![5u8; 300_000]).unwrap();
     tree.put(b"stock", b"2").unwrap();
     assert!(matches!(txn.commit(), Err(ferrite::Error::Conflict { .. })));
     // Later commits allocate pages past the object's.
     for i in 0..400u32 {
-        tree.put(format!("key-{i:05}").as_bytes(), &[7u8; 200]).unwrap();
+        tree.put(format!("key-{i:05}").as_bytes(), [7u8; 200]).unwrap();
     }
     drop(tree);
     db.abandon();
@@ -741,7 +741,7 @@ fn concurrent_writers_of_one_object_lose_nothing() {
     let dir = TempDir::with_prefix("objects-concurrent").unwrap();
     let db = Db::open(dir.path(), options()).unwrap();
     let tree = db.tree("t").unwrap();
-    tree.write_at(b"o", 0, &vec![0u8; (THREADS * REGION) as usize]).unwrap();
+    tree.write_at(b"o", 0, vec![0u8; (THREADS * REGION) as usize]).unwrap();
     let models: Vec<Vec<u8>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..THREADS)
             .map(|t| {
@@ -791,14 +791,14 @@ fn writers_racing_to_make_the_first_object_both_succeed() {
                 scope.spawn(move || {
                     start.wait();
                     let key = [b'k', t as u8];
-                    tree.put(&key, &vec![t as u8; 3 * BLOCK as usize]).unwrap_or_else(|e| {
+                    tree.put(key, vec![t as u8; 3 * BLOCK as usize]).unwrap_or_else(|e| {
                         panic!("round {round}, writer {t}: first object write failed: {e}")
                     });
                 });
             }
         });
         for t in 0..THREADS {
-            let value = tree.get(&[b'k', t as u8]).unwrap().expect("written");
+            let value = tree.get([b'k', t as u8]).unwrap().expect("written");
             assert_eq!(value, vec![t as u8; 3 * BLOCK as usize], "round {round}, writer {t}");
         }
         assert_check(&db);

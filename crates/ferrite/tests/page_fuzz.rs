@@ -84,7 +84,7 @@ fn build() -> Fixture {
         for first in (0..KEYS).step_by(500) {
             let mut batch = WriteBatch::new();
             for i in first..(first + 500).min(KEYS) {
-                batch.put(&tree, &key(i), &value(i));
+                batch.put(&tree, key(i), value(i));
             }
             db.write(&batch).unwrap();
         }
@@ -197,7 +197,7 @@ fn read_everything(dir: &Path, model: &Model) -> Reads {
     };
     let gets = model.keys().map(|key| tree.get(key).map_err(shown)).collect();
     let forward = tree.iter().collect::<Result<_, _>>().map_err(shown);
-    let reverse = tree.range_rev(..).collect::<Result<Vec<_>, _>>().map_err(shown);
+    let reverse = tree.iter_rev().collect::<Result<Vec<_>, _>>().map_err(shown);
     let reverse = reverse.map(|mut entries| {
         entries.reverse();
         entries

@@ -47,7 +47,7 @@ fn recovery_with_a_small_pool_replays_every_commit() {
         for first in (0..KEYS).step_by(100) {
             let mut batch = WriteBatch::new();
             for i in first..first + 100 {
-                batch.put(&tree, &key(i), &value(i, pass));
+                batch.put(&tree, key(i), value(i, pass));
             }
             db.write(&batch).unwrap();
         }
@@ -65,7 +65,7 @@ fn recovery_with_a_small_pool_replays_every_commit() {
         let db = Db::open(copy.path(), options).unwrap();
         let tree = db.open_tree("t").unwrap();
         let stale: Vec<u64> =
-            (0..KEYS).filter(|&i| tree.get(&key(i)).unwrap() != Some(value(i, 1))).collect();
+            (0..KEYS).filter(|&i| tree.get(key(i)).unwrap() != Some(value(i, 1))).collect();
         assert!(
             stale.is_empty(),
             "recovered with a pool of {pool_pages} pages, read-ahead {read_ahead} ({:?}): {} of \
@@ -88,10 +88,10 @@ fn a_read_only_open_knows_the_free_pages() {
     let db = Db::open(dir.path(), tiny(64)).unwrap();
     let tree = db.tree("t").unwrap();
     for i in 0..KEYS {
-        tree.put(&key(i), &value(i, 0)).unwrap();
+        tree.put(key(i), value(i, 0)).unwrap();
     }
     for i in 0..KEYS / 2 {
-        tree.delete(&key(i)).unwrap();
+        tree.delete(key(i)).unwrap();
     }
     let free = db.check().unwrap().free_pages;
     assert!(free > 0, "the deletes freed pages");
@@ -149,7 +149,7 @@ fn an_inner_node_with_a_wrong_head_and_a_good_checksum_is_corrupt_not_a_hang() {
         for first in (0..20_000u64).step_by(1000) {
             let mut batch = WriteBatch::new();
             for i in first..first + 1000 {
-                batch.put(&tree, &key(i), &[i as u8; 120]);
+                batch.put(&tree, key(i), [i as u8; 120]);
             }
             db.write(&batch).unwrap();
         }
@@ -175,12 +175,12 @@ fn an_inner_node_with_a_wrong_head_and_a_good_checksum_is_corrupt_not_a_hang() {
     };
     // Blocking: a key that exists (r5's), then both scans, each to its end or first error.
     let t = tree.clone();
-    names_the_page("get", within(limit, "get", move || t.get(&key(112)).err()));
+    names_the_page("get", within(limit, "get", move || t.get(key(112)).err()));
     let t = tree.clone();
     let forward = within(limit, "forward scan", move || t.iter().find_map(Result::err));
     names_the_page("forward scan", forward);
     let t = tree.clone();
-    let reverse = within(limit, "reverse scan", move || t.range_rev(..).find_map(Result::err));
+    let reverse = within(limit, "reverse scan", move || t.iter_rev().find_map(Result::err));
     names_the_page("reverse scan", reverse);
     // Tasks: the same reads through `sched::run_async` and the workers' queued reads.
     let (d, t) = (db.clone(), tree.clone());
@@ -218,7 +218,7 @@ fn a_full_database_refuses_writes_and_stays_writable() {
         next += 40;
         let mut batch = WriteBatch::new();
         for &k in &keys {
-            batch.put(&tree, &key(k), &big(k));
+            batch.put(&tree, key(k), big(k));
         }
         match db.write(&batch) {
             Ok(()) => stored.extend(keys),
@@ -231,19 +231,19 @@ fn a_full_database_refuses_writes_and_stays_writable() {
     // then a put in the room they made.
     let gone = stored.pop().unwrap();
     let mut deletes = WriteBatch::new();
-    deletes.delete(&tree, &key(gone)).delete(&tree, b"never stored");
+    deletes.delete(&tree, key(gone)).delete(&tree, b"never stored");
     db.write(&deletes).unwrap();
     tree.put(b"after", b"the database was full").unwrap();
     for &k in &stored {
-        assert_eq!(tree.get(&key(k)).unwrap(), Some(big(k)), "key {k}");
+        assert_eq!(tree.get(key(k)).unwrap(), Some(big(k)), "key {k}");
     }
     db.close().unwrap();
     let db = Db::open(dir.path(), options).unwrap();
     let tree = db.tree("t").unwrap();
     assert_eq!(tree.get(b"after").unwrap().as_deref(), Some(&b"the database was full"[..]));
-    assert_eq!(tree.get(&key(gone)).unwrap(), None);
+    assert_eq!(tree.get(key(gone)).unwrap(), None);
     for &k in &stored {
-        assert_eq!(tree.get(&key(k)).unwrap(), Some(big(k)), "key {k} after a reopen");
+        assert_eq!(tree.get(key(k)).unwrap(), Some(big(k)), "key {k} after a reopen");
     }
     assert_check(&db);
     db.close().unwrap();
@@ -266,7 +266,7 @@ fn a_reader_never_sees_an_object_replaced_under_it() {
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let tree = db.tree("t").unwrap();
     let pattern = |n: u64| -> Vec<u8> { format!("{n:07} ").repeat(800).into_bytes() };
-    tree.put(b"obj", &pattern(0)).unwrap();
+    tree.put(b"obj", pattern(0)).unwrap();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -315,7 +315,7 @@ fn a_reader_never_sees_an_object_replaced_under_it() {
         })
     };
     for n in 1..=1500 {
-        tree.put(b"obj", &pattern(n)).unwrap();
+        tree.put(b"obj", pattern(n)).unwrap();
     }
     done.store(true, std::sync::atomic::Ordering::Release);
     for reader in readers {

@@ -42,7 +42,7 @@ fn crash_image(tmp: &TempDir, segments: usize) -> (PathBuf, u64) {
     while std::fs::read_dir(live.join("wal")).unwrap().count() < segments + 1 {
         let mut batch = WriteBatch::new();
         for _ in 0..8 {
-            batch.put(&tree, format!("key{keys:05}").as_bytes(), &value(keys));
+            batch.put(&tree, format!("key{keys:05}").as_bytes(), value(keys));
             keys += 1;
         }
         db.write(&batch).unwrap();
@@ -190,7 +190,7 @@ fn r7_a_page_file_of_any_whole_page_length_opens() {
     let db = Db::open(&dir, Options { grow_chunk_bytes: 64 << 10, ..options() }).unwrap();
     let tree = db.tree("t").unwrap();
     for i in 0..2_000u64 {
-        tree.put(&i.to_be_bytes(), &[7u8; 100]).unwrap();
+        tree.put(i.to_be_bytes(), [7u8; 100]).unwrap();
     }
     drop(tree);
     let pages = db.stats().unwrap().pool.page_count;
@@ -200,7 +200,7 @@ fn r7_a_page_file_of_any_whole_page_length_opens() {
     file.set_len(pages * PAGE_SIZE as u64).unwrap();
     drop(file);
     let db = Db::open(&dir, read_only()).unwrap();
-    assert_eq!(db.open_tree("t").unwrap().get(&5u64.to_be_bytes()).unwrap().unwrap(), [7; 100]);
+    assert_eq!(db.open_tree("t").unwrap().get(5u64.to_be_bytes()).unwrap().unwrap(), [7; 100]);
     assert!(db.check().unwrap().is_ok());
     db.close().unwrap();
     // One page short of the count is damage, named as such.

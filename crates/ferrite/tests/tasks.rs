@@ -194,7 +194,7 @@ fn shutdown_with_io_in_flight_loses_nothing() {
     let tree = db.open_tree("t").unwrap();
     for task in 0..500u64 {
         for i in 0..8 {
-            assert_eq!(tree.get(&key(task, i)).unwrap(), Some(vec![task as u8; 200]), "{task}/{i}");
+            assert_eq!(tree.get(key(task, i)).unwrap(), Some(vec![task as u8; 200]), "{task}/{i}");
         }
     }
     assert_check(&db);
@@ -208,7 +208,7 @@ fn an_io_error_fails_its_task_and_the_engine_goes_on() {
         let db = open(&dir, 16, 1, &fail_page);
         let tree = db.tree("t").unwrap();
         for i in 0..3000u64 {
-            tree.put(&i.to_be_bytes(), &[7u8; 100]).unwrap();
+            tree.put(i.to_be_bytes(), [7u8; 100]).unwrap();
         }
         db.close().unwrap();
     }
@@ -293,7 +293,7 @@ fn tasks_run_over_every_real_engine() {
             let db = Db::open(dir.path(), tiny(24)).unwrap();
             let tree = db.tree("t").unwrap();
             for i in 0..4000u64 {
-                tree.put(&i.to_be_bytes(), &i.to_le_bytes().repeat(12)).unwrap();
+                tree.put(i.to_be_bytes(), i.to_le_bytes().repeat(12)).unwrap();
             }
             db.close().unwrap();
         }
@@ -336,7 +336,7 @@ fn scans_as_tasks_match_the_blocking_range_on_a_tiny_pool() {
     let mut rng = Rng::new(0x5CA7);
     for i in 0..3000u64 {
         let len = (rng.below(60) + 1) as usize;
-        tree.put(&(i * 7).to_be_bytes(), &vec![i as u8; len]).unwrap();
+        tree.put((i * 7).to_be_bytes(), vec![i as u8; len]).unwrap();
     }
     let mut handles = Vec::new();
     for task in 0..64u64 {
@@ -378,7 +378,7 @@ fn scans_as_tasks_read_out_of_line_values_without_blocking_their_worker() {
     for i in 0..120u64 {
         // Over 1.5 KiB beside an 8-byte key: the value goes to a Value page.
         let len = 1600 + (i as usize * 37) % 2000;
-        tree.put(&i.to_be_bytes(), &vec![i as u8; len]).unwrap();
+        tree.put(i.to_be_bytes(), vec![i as u8; len]).unwrap();
     }
     let handles: Vec<_> = (0..32u64)
         .map(|task| {
@@ -421,8 +421,8 @@ fn blocking_writes_inside_tasks_are_refused_not_hung() {
                     assert!(matches!(refused, Error::BlockingWriteInTask), "{refused}");
                     for i in 0..50 {
                         tree.put_async(&key(task, i), b"async").await.unwrap();
-                        assert!(tree.get(&key(task, i)).unwrap().is_some());
-                        let refused = tree.put(&key(task, i), b"blocking").unwrap_err();
+                        assert!(tree.get(key(task, i)).unwrap().is_some());
+                        let refused = tree.put(key(task, i), b"blocking").unwrap_err();
                         assert!(matches!(refused, Error::BlockingWriteInTask), "{refused}");
                     }
                 })

@@ -147,14 +147,14 @@ fn transfer(db: &Db, trees: &[Tree], accounts: u64, rng: &mut Rng) -> u64 {
         let (from, to) = (rng.below(accounts), rng.below(accounts));
         let (from_tree, to_tree) = (&trees[(from % 2) as usize], &trees[(to % 2) as usize]);
         let mut txn = db.transaction();
-        let from_balance = balance(txn.get(from_tree, &account(from)).unwrap());
-        let to_balance = balance(txn.get(to_tree, &account(to)).unwrap());
+        let from_balance = balance(txn.get(from_tree, account(from)).unwrap());
+        let to_balance = balance(txn.get(to_tree, account(to)).unwrap());
         let amount = rng.below(from_balance + 1);
         if from == to {
             return conflicts;
         }
-        txn.put(from_tree, &account(from), &(from_balance - amount).to_le_bytes()).unwrap();
-        txn.put(to_tree, &account(to), &(to_balance + amount).to_le_bytes()).unwrap();
+        txn.put(from_tree, account(from), (from_balance - amount).to_le_bytes()).unwrap();
+        txn.put(to_tree, account(to), (to_balance + amount).to_le_bytes()).unwrap();
         match txn.commit() {
             Ok(()) => return conflicts,
             Err(Error::Conflict { .. }) => conflicts += 1,
@@ -167,7 +167,7 @@ fn transfer(db: &Db, trees: &[Tree], accounts: u64, rng: &mut Rng) -> u64 {
 fn audit(db: &Db, trees: &[Tree], accounts: u64) -> Option<u64> {
     let mut txn = db.transaction();
     let total = (0..accounts)
-        .map(|i| balance(txn.get(&trees[(i % 2) as usize], &account(i)).unwrap()))
+        .map(|i| balance(txn.get(&trees[(i % 2) as usize], account(i)).unwrap()))
         .sum();
     match txn.commit() {
         Ok(()) => Some(total),
@@ -185,7 +185,7 @@ fn concurrent_transfers_keep_the_total_and_every_committed_audit_sees_it() {
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let trees = [db.tree("even").unwrap(), db.tree("odd").unwrap()];
     for i in 0..ACCOUNTS {
-        trees[(i % 2) as usize].put(&account(i), &START.to_le_bytes()).unwrap();
+        trees[(i % 2) as usize].put(account(i), START.to_le_bytes()).unwrap();
     }
     let audits = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..4u64)
@@ -221,7 +221,7 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
     let options = Options { workers: 2, durability: Durability::Sync, ..tiny(64) };
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let tree = db.tree("counters").unwrap();
-    tree.put(b"hits", &0u64.to_le_bytes()).unwrap();
+    tree.put(b"hits", 0u64.to_le_bytes()).unwrap();
     const THREADS: u64 = 3;
     const TASKS: u64 = 40;
     const EACH: u64 = 25;
@@ -233,7 +233,7 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
                     loop {
                         let mut txn = db.transaction();
                         let hits = balance(txn.get(&tree, b"hits").unwrap());
-                        txn.put(&tree, b"hits", &(hits + 1).to_le_bytes()).unwrap();
+                        txn.put(&tree, b"hits", (hits + 1).to_le_bytes()).unwrap();
                         match txn.commit() {
                             Ok(()) => break,
                             Err(Error::Conflict { .. }) => continue,
@@ -255,7 +255,7 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
                         let hits = balance(txn.get_async(&tree, b"hits").await.unwrap());
                         // Other tasks of this worker run here and commit the same count.
                         ferrite::sched::yield_now().await;
-                        txn.put(&tree, b"hits", &(hits + 1).to_le_bytes()).unwrap();
+                        txn.put(&tree, b"hits", (hits + 1).to_le_bytes()).unwrap();
                         match txn.commit_async().await {
                             Ok(()) => break,
                             Err(Error::Conflict { .. }) => conflicts += 1,
@@ -294,11 +294,11 @@ fn transfers_survive_crashes_whole_or_not_at_all() {
             let tree = db.tree("accounts").unwrap();
             if cycle == 0 {
                 for i in 0..ACCOUNTS {
-                    tree.put(&account(i), &START.to_le_bytes()).unwrap();
+                    tree.put(account(i), START.to_le_bytes()).unwrap();
                 }
             }
             let found: Vec<u64> =
-                (0..ACCOUNTS).map(|i| balance(tree.get(&account(i)).unwrap())).collect();
+                (0..ACCOUNTS).map(|i| balance(tree.get(account(i)).unwrap())).collect();
             assert!(
                 states.contains(&found),
                 "seed {seed} cycle {cycle}: recovered balances are no committed state"
@@ -311,14 +311,14 @@ fn transfers_survive_crashes_whole_or_not_at_all() {
                 let (from, to) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
                 let mut current = states.last().unwrap().clone();
                 let mut txn = db.transaction();
-                let from_balance = balance(txn.get(&tree, &account(from)).unwrap());
+                let from_balance = balance(txn.get(&tree, account(from)).unwrap());
                 let amount = rng.below(from_balance + 1);
-                let to_balance = balance(txn.get(&tree, &account(to)).unwrap());
+                let to_balance = balance(txn.get(&tree, account(to)).unwrap());
                 if from == to {
                     continue;
                 }
-                txn.put(&tree, &account(from), &(from_balance - amount).to_le_bytes()).unwrap();
-                txn.put(&tree, &account(to), &(to_balance + amount).to_le_bytes()).unwrap();
+                txn.put(&tree, account(from), (from_balance - amount).to_le_bytes()).unwrap();
+                txn.put(&tree, account(to), (to_balance + amount).to_le_bytes()).unwrap();
                 let sync = rng.below(3) == 0;
                 txn.durability(if sync { Durability::Sync } else { Durability::None });
                 txn.commit().unwrap();

@@ -729,6 +729,9 @@ mod tests {
     /// under it, and makes the verdict an error naming it; the others still count.
     #[test]
     fn a_failed_read_back_is_shown_and_fails_the_verdict() {
+        // (`RecoveryReport` is `#[non_exhaustive]`: built from its default.)
+        let mut recovery = RecoveryReport::default();
+        (recovery.end_lsn, recovery.records) = (3 << 20, 1000);
         let good = RecoveryRun {
             index: 0,
             of: 2,
@@ -739,7 +742,7 @@ mod tests {
             log_written_bytes: 3 << 20,
             log_files: 1,
             segments_max: 1,
-            recovery: RecoveryReport { end_lsn: 3 << 20, records: 1000, ..Default::default() },
+            recovery,
             open_s: 0.1,
             check: FillCheck { visited: 1000, matched: 1000, ..FillCheck::default() },
             verify_s: 0.01,

@@ -14,15 +14,20 @@ use crate::io::AlignedPage;
 
 /// What a walk saw.
 #[derive(Debug, Default, Clone)]
+#[non_exhaustive]
 pub struct TreeReport {
+    /// Inner (branch) nodes.
     pub inner_pages: u64,
+    /// Leaves.
     pub leaf_pages: u64,
+    /// Value pages (the overflow of values longer than a leaf holds).
     pub value_pages: u64,
     /// Keys in the leaves.
     pub keys: u64,
     /// Entries of the tree waiting in the change buffer (a new key, or a newer value of a
     /// key in a leaf): not in `keys` until drained into their leaves.
     pub buffered: u64,
+    /// Levels from the root to the leaves (1: the root is a leaf).
     pub depth: u16,
     /// Every fault found, each naming its page.
     pub faults: Vec<String>,
@@ -34,12 +39,15 @@ pub struct PageMap {
     owner: Vec<u8>,
 }
 
-/// What a page is used for, in a [`PageMap`].
+/// What a page is used for, in a [`PageMap`]: nothing found yet.
 pub const UNUSED: u8 = 0;
+/// A page a walk reached (a node, a Value page, an extent's page, a superblock).
 pub const USED: u8 = 1;
+/// A page on a free list.
 pub const FREE: u8 = 2;
 
 impl PageMap {
+    /// A map of `page_count` pages, none reached yet.
     pub fn new(page_count: u64) -> Self {
         PageMap { owner: vec![UNUSED; page_count as usize] }
     }

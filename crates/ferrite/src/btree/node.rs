@@ -118,11 +118,14 @@ pub(super) const HINT_MIN_COUNT: usize = 2 * HINT_COUNT + 1;
 /// A leaf entry's value as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload<'a> {
+    /// The bytes in the node: a leaf's value, or an inner node's child page id.
     Inline(&'a [u8]),
     /// The value is the one in Value page `page`, followed by `tail` (empty unless that page
     /// is full).
     OutOfLine {
+        /// The Value page holding the value's first bytes.
         page: PageId,
+        /// The bytes past a full Value page, kept in the leaf.
         tail: &'a [u8],
     },
 }
@@ -130,8 +133,11 @@ pub enum Payload<'a> {
 /// What `Node::check` compares the node against (from the parent, when known).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Expect<'a> {
+    /// The page the node was read from: its header must name it.
     pub page_id: PageId,
+    /// The tree it belongs to, when known.
     pub tree_id: Option<u64>,
+    /// Its level (one below its parent's), when known.
     pub level: Option<u16>,
     /// The fences the parent implies: (lower, upper), empty = infinite.
     pub fences: Option<(&'a [u8], &'a [u8])>,
@@ -288,12 +294,15 @@ impl<'a> Node<'a> {
         assert_eq!(page.len(), PAGE_SIZE);
         Node { page }
     }
+    /// Whether the node is a leaf (else an inner node).
     pub fn is_leaf(&self) -> bool {
         kind_of(self.page) == Some(PageKind::Leaf)
     }
+    /// 0 for leaves, children's level + 1 for inner nodes.
     pub fn level(&self) -> u16 {
         read_u16(self.page, OFFSET_LEVEL)
     }
+    /// The tree the node belongs to.
     pub fn tree_id(&self) -> u64 {
         read_u64(self.page, OFFSET_TREE_ID)
     }
@@ -305,12 +314,15 @@ impl<'a> Node<'a> {
     pub fn upper_child(&self) -> PageId {
         read_u64(self.page, OFFSET_UPPER_CHILD)
     }
+    /// Every key of the node is greater than this (empty: minus infinity).
     pub fn lower_fence(&self) -> &'a [u8] {
         self.field_bytes(OFFSET_LOWER_OFFSET, OFFSET_LOWER_LEN)
     }
+    /// Every key of the node is at most this (empty: plus infinity).
     pub fn upper_fence(&self) -> &'a [u8] {
         self.field_bytes(OFFSET_UPPER_OFFSET, OFFSET_UPPER_LEN)
     }
+    /// The bytes every key of the node starts with (not stored in its slots).
     pub fn prefix(&self) -> &'a [u8] {
         self.lower_fence().get(..self.field(OFFSET_PREFIX_LEN)).unwrap_or_default()
     }
@@ -980,6 +992,7 @@ impl<'a> NodeMut<'a> {
         assert_eq!(page.len(), PAGE_SIZE);
         NodeMut { page }
     }
+    /// The node as a read-only view.
     pub fn as_node(&self) -> Node<'_> {
         Node { page: self.page }
     }

@@ -42,6 +42,7 @@ struct SlotFields {
 }
 
 impl<'a> Probe<'a> {
+    /// A probe of the node in `view` (its header is copied now).
     pub fn new(view: FrameView<'a>) -> Self {
         Probe { view, header: view.array(0) }
     }
@@ -54,21 +55,27 @@ impl<'a> Probe<'a> {
         u64::from_le_bytes(self.header[offset..offset + 8].try_into().unwrap())
     }
 
+    /// The page's kind, if its kind byte names one.
     pub fn kind(&self) -> Option<PageKind> {
         PageKind::from_u8(self.header[OFFSET_KIND])
     }
+    /// Whether the page is a node (a leaf or an inner node).
     pub fn is_node(&self) -> bool {
         matches!(self.kind(), Some(PageKind::Leaf) | Some(PageKind::Inner))
     }
+    /// Whether the page is a leaf.
     pub fn is_leaf(&self) -> bool {
         self.kind() == Some(PageKind::Leaf)
     }
+    /// As [`Node::tree_id`](super::node::Node::tree_id).
     pub fn tree_id(&self) -> u64 {
         self.u64_field(OFFSET_TREE_ID)
     }
+    /// As [`Node::level`](super::node::Node::level).
     pub fn level(&self) -> u16 {
         self.u16_field(OFFSET_LEVEL) as u16
     }
+    /// As [`Node::count`](super::node::Node::count).
     pub fn count(&self) -> usize {
         self.u16_field(OFFSET_COUNT).min(MAX_SLOTS)
     }

@@ -9,10 +9,14 @@ use crate::io::AlignedPage;
 /// Page copies an operation may hold at once: parent, node, sibling, merge output.
 pub const SCRATCH_PAGES: usize = 4;
 
+/// One thread's scratch memory (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Scratch {
+    /// Page copies (parent, node, sibling, merge output).
     pub pages: [AlignedPage; SCRATCH_PAGES],
+    /// A split's separator, being built.
     pub key: Vec<u8>,
+    /// A value joined from its Value page and its leaf.
     pub value: Vec<u8>,
 }
 

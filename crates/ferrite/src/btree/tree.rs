@@ -63,8 +63,11 @@ impl Seek<'_> {
 /// What a descent found: the node, its version, and which scratch page holds its copy.
 #[derive(Debug, Clone, Copy)]
 pub struct Descent {
+    /// The node's page.
     pub page_id: PageId,
+    /// Its version when copied (the copy is valid while the page still has it).
     pub version: u64,
+    /// The scratch page holding the copy.
     pub copy: usize,
     /// The parent (page, version, child index), and its copy in scratch page `1 - copy`.
     pub parent: Option<(PageId, u64, usize)>,
@@ -80,7 +83,9 @@ pub struct Resume {
 /// One B+tree, known by its root page, which never changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BTree {
+    /// The root page (a full root moves both halves into new pages and keeps its own).
     pub root: PageId,
+    /// The id every node of the tree carries.
     pub tree_id: u64,
 }
 

@@ -149,15 +149,40 @@ impl Capture {
 #[derive(Debug, Clone, Copy)]
 pub enum PageChange<'a> {
     /// Changed: its bytes before the commit's first change, and now.
-    Changed { page_id: PageId, before: &'a [u8], now: &'a [u8] },
+    Changed {
+        /// The page.
+        page_id: PageId,
+        /// Its bytes before the commit changed it.
+        before: &'a [u8],
+        /// Its bytes now.
+        now: &'a [u8],
+    },
     /// Allocated by the commit: its bytes now, logged against a zeroed page.
-    New { page_id: PageId, now: &'a [u8] },
+    New {
+        /// The page.
+        page_id: PageId,
+        /// Its bytes now.
+        now: &'a [u8],
+    },
     /// Freed by the commit.
-    Freed { page_id: PageId },
+    Freed {
+        /// The page.
+        page_id: PageId,
+    },
     /// A run of object data pages the commit allocated (their bytes are not logged).
-    DataNew { first: PageId, pages: u16 },
+    DataNew {
+        /// The run's first page.
+        first: PageId,
+        /// Pages in the run.
+        pages: u16,
+    },
     /// A run of object data pages the commit freed.
-    DataFreed { first: PageId, pages: u16 },
+    DataFreed {
+        /// The run's first page.
+        first: PageId,
+        /// Pages in the run.
+        pages: u16,
+    },
 }
 
 /// The capture as the pool keeps it: the changes, and whether a commit is capturing (read

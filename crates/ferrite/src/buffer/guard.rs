@@ -199,11 +199,13 @@ impl<'a> ExclusiveGuard<'a> {
         self.dirty = dirty;
     }
 
+    /// The latched page's id.
     #[inline(always)]
     pub fn page_id(&self) -> PageId {
         self.page_id
     }
 
+    /// The page, to read.
     #[inline(always)]
     pub fn page(&self) -> &[u8] {
         self.pool.page_mut(self.page_id)
@@ -235,11 +237,13 @@ pub struct SharedGuard<'a> {
 }
 
 impl SharedGuard<'_> {
+    /// The latched page's id.
     #[inline(always)]
     pub fn page_id(&self) -> PageId {
         self.page_id
     }
 
+    /// The page (no writer changes it while the latch is held).
     #[inline(always)]
     pub fn page(&self) -> &[u8] {
         self.pool.page_mut(self.page_id)

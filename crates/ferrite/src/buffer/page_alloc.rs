@@ -73,6 +73,7 @@ impl BufferPool {
         *self.page_ids.free.lock().unwrap() = free;
     }
 
+    /// The free tree pages (a copy of the free list).
     pub fn free_pages(&self) -> Vec<PageId> {
         self.page_ids.free.lock().unwrap().clone()
     }

@@ -62,13 +62,21 @@ pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
 
 /// Counters, for `ferrite stats` and the benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStats {
+    /// Frames in the pool (`Options::pool_bytes` in pages).
     pub pool_pages: u64,
+    /// Frames holding a page now.
     pub resident_pages: u64,
+    /// Page ids handed out so far: the page file's logical size, in pages.
     pub page_count: u64,
+    /// Of those, tree pages free for reuse.
     pub free_pages: u64,
+    /// Pages read from the disk since open.
     pub reads: u64,
+    /// Pages written to the disk since open.
     pub writes: u64,
+    /// Pages evicted from the pool since open.
     pub evictions: u64,
 }
 
@@ -164,10 +172,12 @@ impl BufferPool {
         })
     }
 
+    /// The page file.
     pub fn file(&self) -> &PageFile {
         &self.file
     }
 
+    /// Frames in the pool.
     pub fn pool_pages(&self) -> u64 {
         self.pool_pages
     }
@@ -179,6 +189,7 @@ impl BufferPool {
         self
     }
 
+    /// The pool's counters now.
     pub fn stats(&self) -> PoolStats {
         PoolStats {
             pool_pages: self.pool_pages,

@@ -44,14 +44,17 @@ const VERSION_MASK: u64 = (1 << 56) - 1;
 pub struct PageState(pub u64);
 
 impl PageState {
+    /// The word of `state` and `version` (its low 56 bits).
     #[inline]
     pub fn new(state: u8, version: u64) -> Self {
         PageState(((state as u64) << 56) | (version & VERSION_MASK))
     }
+    /// The latch state (see the table above).
     #[inline]
     pub fn state(self) -> u8 {
         (self.0 >> 56) as u8
     }
+    /// The version.
     #[inline]
     pub fn version(self) -> u64 {
         self.0 & VERSION_MASK
@@ -66,6 +69,7 @@ impl PageState {
     pub fn bumped(self, state: u8) -> Self {
         PageState::new(state, self.version() + 1)
     }
+    /// Whether the page is in memory (or being read into it).
     #[inline]
     pub fn is_resident(self) -> bool {
         self.state() != EVICTED
@@ -75,6 +79,7 @@ impl PageState {
     pub fn readable(self) -> bool {
         matches!(self.state(), UNLOCKED | MARKED) || self.shared()
     }
+    /// Whether shared latches are held.
     #[inline]
     pub fn shared(self) -> bool {
         (SHARED_MIN..=SHARED_MAX).contains(&self.state())

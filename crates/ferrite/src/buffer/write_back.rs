@@ -48,6 +48,7 @@ enum Copied {
 /// What `write_back_start` decided for a victim.
 #[derive(Debug, Clone, Copy)]
 pub enum WriteStart {
+    /// Nothing to write: evict it.
     Clean,
     /// Write these `PAGE_SIZE` bytes, then `finish_evict_many`.
     Write(*const u8),
@@ -61,6 +62,7 @@ pub enum WriteStart {
 pub enum WriteCheck {
     /// Clean or free: nothing to write.
     Clean,
+    /// It may be written now.
     Ready,
     /// The log must be durable up to this LSN first (`WriteAhead::flush`).
     LogFirst(u64),

@@ -108,6 +108,7 @@ impl ChangeBuffer {
         self.bytes.load(Ordering::Acquire)
     }
 
+    /// Whether no entry waits.
     pub fn is_empty(&self) -> bool {
         self.bytes() == 0
     }

@@ -10,6 +10,24 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 
 /// Changes to one or more trees, committed all together or not at all ([`Db::write`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+/// # let db = ferrite::Db::open(dir.path(), options)?;
+/// use ferrite::WriteBatch;
+///
+/// let stock = db.tree("stock")?;
+/// let orders = db.tree("orders")?;
+/// stock.put("apples", 10u32.to_le_bytes())?;
+/// // Sell two apples: the order and the new stock land together, or neither does.
+/// let mut batch = WriteBatch::new();
+/// batch.put(&orders, "order-1", "two apples").put(&stock, "apples", 8u32.to_le_bytes());
+/// db.write(&batch)?;
+/// assert_eq!(stock.get("apples")?, Some(8u32.to_le_bytes().to_vec()));
+/// assert!(orders.get("order-1")?.is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct WriteBatch {
     pub(super) ops: Vec<(Tree, BatchOp)>,
@@ -149,34 +167,48 @@ impl Shared {
 }
 
 impl WriteBatch {
+    /// An empty batch.
     pub fn new() -> WriteBatch {
         WriteBatch::default()
     }
 
     /// Adds: set `key` of `tree` to `value`.
-    pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> &mut Self {
-        self.ops.push((tree.clone(), BatchOp::Put(key.to_vec(), value.to_vec())));
+    pub fn put(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        let op = BatchOp::Put(key.as_ref().to_vec(), value.as_ref().to_vec());
+        self.ops.push((tree.clone(), op));
         self
     }
 
     /// Adds: remove `key` from `tree`.
-    pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> &mut Self {
-        self.ops.push((tree.clone(), BatchOp::Delete(key.to_vec())));
+    pub fn delete(&mut self, tree: &Tree, key: impl AsRef<[u8]>) -> &mut Self {
+        self.ops.push((tree.clone(), BatchOp::Delete(key.as_ref().to_vec())));
         self
     }
 
     /// Adds: write `bytes` at `offset` of `key`'s value in `tree`, as [`Tree::write_at`]
     /// does (whole blocks are written to new pages before the commit, the rest logged with
     /// it; the value becomes an object).
-    pub fn write_at(&mut self, tree: &Tree, key: &[u8], offset: u64, bytes: &[u8]) -> &mut Self {
-        self.ops.push((tree.clone(), BatchOp::WriteAt(key.to_vec(), offset, bytes.to_vec())));
+    pub fn write_at(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        bytes: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        let op = BatchOp::WriteAt(key.as_ref().to_vec(), offset, bytes.as_ref().to_vec());
+        self.ops.push((tree.clone(), op));
         self
     }
 
     /// Adds: set the length of `key`'s value in `tree`, as [`Tree::truncate`] does (nothing
     /// if the key is absent).
-    pub fn truncate(&mut self, tree: &Tree, key: &[u8], len: u64) -> &mut Self {
-        self.ops.push((tree.clone(), BatchOp::Truncate(key.to_vec(), len)));
+    pub fn truncate(&mut self, tree: &Tree, key: impl AsRef<[u8]>, len: u64) -> &mut Self {
+        self.ops.push((tree.clone(), BatchOp::Truncate(key.as_ref().to_vec(), len)));
         self
     }
 
@@ -186,10 +218,12 @@ impl WriteBatch {
         self
     }
 
+    /// How many changes the batch holds.
     pub fn len(&self) -> usize {
         self.ops.len()
     }
 
+    /// Whether the batch holds no change.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

@@ -68,6 +68,18 @@ impl Db {
     }
 
     /// Opens tree `name`, creating it if need be.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let users = db.tree("users")?; // created: there was none
+    /// users.put("ada", "Ada Lovelace")?;
+    /// let same = db.tree("users")?; // opened: another handle to the same tree
+    /// assert_eq!(same.get("ada")?.as_deref(), Some(&b"Ada Lovelace"[..]));
+    /// assert!(db.open_tree("groups").is_err()); // (`open_tree` creates nothing)
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn tree(&self, name: &str) -> Result<Tree> {
         match self.open_tree(name) {
             Err(Error::TreeNotFound { .. }) => match self.create_tree(name) {

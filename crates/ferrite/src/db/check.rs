@@ -10,10 +10,16 @@ use crate::sched::block_on;
 
 /// What [`Db::check`] verified.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct CheckReport {
+    /// Page ids handed out (the page file's logical size, in pages).
     pub page_count: u64,
+    /// Of those, free (tree pages and object data pages).
     pub free_pages: u64,
+    /// The catalog, the tree of trees.
     pub catalog: TreeReport,
+    /// Every tree, by name, in name order (Ferrite's own trees, as its objects tree, named
+    /// in parentheses).
     pub trees: Vec<(String, TreeReport)>,
     /// Objects: stubs, extent maps, fragments, and the pages extents own.
     pub objects: super::object::ObjectsReport,
@@ -33,6 +39,8 @@ impl CheckReport {
         }
         all
     }
+
+    /// Whether the check found no fault anywhere.
     pub fn is_ok(&self) -> bool {
         self.all_faults().is_empty()
     }

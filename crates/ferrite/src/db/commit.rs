@@ -7,13 +7,50 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::Shared;
+use super::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::wal::record::{push_buffered, RecordWriter, KIND_COMMIT};
 
 /// Log bytes buffered before a commit that does not wait for the log writes them anyway.
 const LOG_PENDING_FLUSH_BYTES: u64 = 4 << 20;
+
+impl Db {
+    /// Makes every commit made so far durable, whatever durability it was made with: the
+    /// log is written and synced up to its end, as a [`Durability::Sync`] commit waits for
+    /// it (sharing the write and the sync with commits waiting meanwhile). With
+    /// `Durability::None` or `Periodic` commits, this is the point after which a crash
+    /// loses none of them. Cheap when nothing is pending: no write and no sync then.
+    /// Fails if the database is read-only ([`Error::ReadOnly`]), closed, or its log failed
+    /// ([`Error::LogFailed`]: the commits not yet durable may be lost).
+    ///
+    /// ```
+    /// use ferrite::{Db, Durability, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let options = Options { durability: Durability::None, ..Options::default() };
+    /// # let options = Options { workers: 0, pool_bytes: 16 << 20, ..options };
+    /// let db = Db::open(dir.path(), options)?;
+    /// let events = db.tree("events")?;
+    /// for i in 0..1000u32 {
+    ///     events.put(i.to_be_bytes(), "something happened")?; // returns at once
+    /// }
+    /// db.flush()?; // all 1000 are durable now, after one write and one sync of the log
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        self.shared.blocking_write(self.flush_async())
+    }
+
+    /// [`Db::flush`] as a future (for tasks: waiting for the log yields).
+    pub async fn flush_async(&self) -> Result<()> {
+        let shared = &self.shared;
+        shared.check_writable()?;
+        let log = shared.log()?;
+        log.check()?;
+        shared.wait_durable(log.tail(), Durability::Sync).await
+    }
+}
 
 impl Shared {
     /// Runs the blocking form of a write: refused inside a task (it could wait for a commit

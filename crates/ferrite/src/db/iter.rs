@@ -119,24 +119,108 @@ impl Iterator for Iter {
 }
 
 impl Tree {
-    /// The entries whose keys lie in `range`, in ascending key order.
-    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Iter {
-        self.scan(range, false)
+    /// The entries whose keys lie in `range`, in ascending key order. The bounds are any
+    /// byte strings (`&[u8]`, `Vec<u8>`, `&str`, `String`, …). A range whose key type the
+    /// compiler cannot tell names it: `..`, and ranges of references such as `&vec..` or
+    /// `(Bound<&[u8]>, Bound<&[u8]>)`, as in `tree.range::<&[u8], _>(..)` ([`Tree::iter`]
+    /// and [`Tree::iter_rev`] are every entry).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let words = db.tree("words")?;
+    /// for word in ["apple", "kiwi", "mango", "pear"] {
+    ///     words.put(word, word.len().to_string())?;
+    /// }
+    /// let keys = |iter: ferrite::Iter| -> ferrite::Result<Vec<Vec<u8>>> {
+    ///     iter.map(|entry| entry.map(|(key, _)| key)).collect()
+    /// };
+    /// assert_eq!(keys(words.range("b".."m"))?, [b"kiwi".to_vec()]);
+    /// assert_eq!(keys(words.range("kiwi"..="mango"))?, [b"kiwi".to_vec(), b"mango".to_vec()]);
+    /// assert_eq!(keys(words.range(b"n".to_vec()..))?, [b"pear".to_vec()]);
+    /// assert_eq!(keys(words.range_rev::<&[u8], _>(..))?.len(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn range<K, R>(&self, range: R) -> Iter
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        self.scan(owned_bound(range.start_bound()), owned_bound(range.end_bound()), false)
     }
 
-    /// The entries whose keys lie in `range`, in descending key order.
-    pub fn range_rev<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Iter {
-        self.scan(range, true)
+    /// The entries whose keys lie in `range`, in descending key order (see [`Tree::range`]).
+    pub fn range_rev<K, R>(&self, range: R) -> Iter
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        self.scan(owned_bound(range.start_bound()), owned_bound(range.end_bound()), true)
     }
 
     /// Every entry, in ascending key order.
     pub fn iter(&self) -> Iter {
-        self.scan::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Unbounded, Bound::Unbounded), false)
+        self.scan(Bound::Unbounded, Bound::Unbounded, false)
     }
 
-    fn scan<'k, R: RangeBounds<&'k [u8]>>(&self, range: R, reverse: bool) -> Iter {
-        let lower = to_owned_bound(range.start_bound().cloned());
-        let upper = to_owned_bound(range.end_bound().cloned());
+    /// Every entry, in descending key order.
+    pub fn iter_rev(&self) -> Iter {
+        self.scan(Bound::Unbounded, Bound::Unbounded, true)
+    }
+
+    /// The entries whose keys start with `prefix`, in ascending key order (an empty prefix:
+    /// every entry).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let users = db.tree("users")?;
+    /// users.put("user:1:name", "Ada")?;
+    /// users.put("user:1:mail", "ada@example.org")?;
+    /// users.put("user:2:name", "Grace")?;
+    /// let ada: Vec<_> = users.prefix("user:1:").collect::<ferrite::Result<_>>()?;
+    /// assert_eq!(ada.len(), 2);
+    /// assert_eq!(ada[0], (b"user:1:mail".to_vec(), b"ada@example.org".to_vec()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let (lower, upper) = prefix_bounds(prefix.as_ref());
+        self.scan(lower, upper, false)
+    }
+
+    /// The entries whose keys start with `prefix`, in descending key order.
+    pub fn prefix_rev(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let (lower, upper) = prefix_bounds(prefix.as_ref());
+        self.scan(lower, upper, true)
+    }
+
+    /// The entry with the smallest key, if the tree has any.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let queue = db.tree("queue")?;
+    /// assert_eq!(queue.first()?, None);
+    /// queue.put(7u64.to_be_bytes(), "seven")?;
+    /// queue.put(3u64.to_be_bytes(), "three")?;
+    /// assert_eq!(queue.first()?, Some((3u64.to_be_bytes().to_vec(), b"three".to_vec())));
+    /// assert_eq!(queue.last()?, Some((7u64.to_be_bytes().to_vec(), b"seven".to_vec())));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn first(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the largest key, if the tree has any.
+    pub fn last(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.iter_rev().next().transpose()
+    }
+
+    /// An iterator over the keys between `lower` and `upper`: what every scan above builds.
+    fn scan(&self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Iter {
         Iter {
             shared: Arc::clone(&self.shared),
             name: Arc::clone(&self.name),
@@ -156,12 +240,12 @@ impl Tree {
     /// entry). An object's value is read whole first, with blocking reads.
     pub async fn scan_async(
         &self,
-        start: &[u8],
+        start: impl AsRef<[u8]>,
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
-        self.scan_inner(start, limit, true, |key, value| visit(key, value.unwrap_or_default()))
-            .await
+        let visit = |key: &[u8], value: Option<&[u8]>| visit(key, value.unwrap_or_default());
+        self.scan_inner(start.as_ref(), limit, true, visit).await
     }
 
     /// [`Tree::scan_async`] that does not read values stored as objects (past
@@ -169,11 +253,11 @@ impl Tree {
     /// only leaves (and Value pages). For sweeps over keys that look at small values only.
     pub async fn scan_leaves_async(
         &self,
-        start: &[u8],
+        start: impl AsRef<[u8]>,
         limit: usize,
         visit: impl FnMut(&[u8], Option<&[u8]>),
     ) -> Result<usize> {
-        self.scan_inner(start, limit, false, visit).await
+        self.scan_inner(start.as_ref(), limit, false, visit).await
     }
 
     async fn scan_inner(
@@ -238,10 +322,27 @@ impl Tree {
     }
 }
 
-fn to_owned_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    match bound {
-        Bound::Included(k) => Bound::Included(k.to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
+/// A bound of any key type as owned bytes (the cursor keeps its bounds).
+fn owned_bound<K: AsRef<[u8]> + ?Sized>(bound: Bound<&K>) -> Bound<Vec<u8>> {
+    bound.map(|key| key.as_ref().to_vec())
+}
+
+/// The bounds of the keys that start with `prefix`: from `prefix` itself up to, excluded,
+/// the first key past every key it starts: `prefix` with its last byte that is not 0xff
+/// incremented and the bytes after it dropped. A prefix of 0xff bytes only (or an empty
+/// one) has no key past it: unbounded above.
+fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let lower = match prefix.is_empty() {
+        true => Bound::Unbounded,
+        false => Bound::Included(prefix.to_vec()),
+    };
+    let upper = match prefix.iter().rposition(|&byte| byte != 0xff) {
+        Some(last) => {
+            let mut past = prefix[..=last].to_vec();
+            past[last] += 1;
+            Bound::Excluded(past)
+        }
+        None => Bound::Unbounded,
+    };
+    (lower, upper)
 }

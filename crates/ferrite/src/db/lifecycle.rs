@@ -51,6 +51,22 @@ const NEW_PAGE_FILE_NAME: &str = "pages.ferrite.new";
 impl Db {
     /// Opens the data directory `dir`, creating it (when `options.create_if_missing`) if it
     /// does not exist or is empty.
+    ///
+    /// ```
+    /// use ferrite::{Db, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("my-data");
+    /// let options = Options { pool_bytes: 64 << 20, ..Options::default() };
+    /// # let options = Options { workers: 0, ..options };
+    /// let db = Db::open(&path, options.clone())?;
+    /// db.tree("orders")?.put("order-1", "two apples")?;
+    /// db.close()?; // (dropping the last handle closes too)
+    ///
+    /// let db = Db::open(&path, Options { read_only: true, ..options })?;
+    /// assert_eq!(db.tree_names()?, ["orders"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         let (fallback, depth) = (options.engine_fallback, options.io_depth);
         // Without an engine named, the first worker's engine is the best the kernel allows

@@ -77,6 +77,7 @@ pub struct Db {
 
 /// Objects' fragments, merges and free space in an open database ([`Db::object_space_stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ObjectSpaceStats {
     /// Bytes of fragments not merged yet, in all objects.
     pub fragment_bytes: u64,
@@ -95,7 +96,8 @@ pub struct ObjectSpaceStats {
 /// [`Db::space_usage`] returns. Tree pages and object data have separate free lists while
 /// the database is open (a page freed by one is reused by the same kind; a reopen pools
 /// them), so each kind has its own room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SpaceUsage {
     /// Pages the budget allows.
     pub max_pages: u64,
@@ -124,11 +126,15 @@ impl SpaceUsage {
     }
 }
 
-/// Numbers describing an open database.
-#[derive(Debug, Clone)]
+/// Numbers describing an open database ([`Db::stats`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DbStats {
+    /// The buffer pool's counters.
     pub pool: PoolStats,
+    /// Trees in the catalog.
     pub trees: usize,
+    /// Bytes of the page file (or of its devices) as grown so far.
     pub file_bytes: u64,
 }
 
@@ -220,6 +226,7 @@ impl Db {
         }
     }
 
+    /// The pool's counters, the number of trees and the page file's size.
     pub fn stats(&self) -> Result<DbStats> {
         Ok(DbStats {
             pool: self.shared.pool.stats(),
@@ -272,6 +279,21 @@ impl Db {
     /// Runs `future` as a task on one of the workers (see `Options::workers`); the handle
     /// is a future of its output, or blocks for it with `wait()`. Inside the task, the
     /// `*_async` calls of `Tree` turn misses into queued reads instead of blocking.
+    ///
+    /// ```
+    /// use ferrite::{Db, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options { workers: 1, ..Options::default() })?;
+    /// let orders = db.tree("orders")?;
+    /// orders.put("order-1", "two apples")?;
+    /// let handle = db.spawn(async move {
+    ///     // A page not in memory is a read queued on the worker's ring; the task yields.
+    ///     orders.get_async("order-1").await
+    /// })?;
+    /// assert_eq!(handle.wait()?.as_deref(), Some(&b"two apples"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn spawn<F, T>(&self, future: F) -> Result<TaskHandle<T>>
     where
         F: Future<Output = T> + Send + 'static,

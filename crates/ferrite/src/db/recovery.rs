@@ -26,6 +26,7 @@ use crate::wal::recover::LogScan;
 
 /// What recovery did, for the caller to report.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Log position replay started from (the checkpoint's redo LSN).
     pub redo_lsn: u64,
@@ -44,6 +45,7 @@ pub struct RecoveryReport {
     pub in_memory: bool,
     /// Whether the directory had been closed cleanly (its superblock said so at open).
     pub closed_cleanly: bool,
+    /// How long recovery took, from the first read of the log to the end of the replay.
     pub duration: Duration,
 }
 

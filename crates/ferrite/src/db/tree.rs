@@ -84,6 +84,7 @@ fn leaf_range(
 }
 
 impl Tree {
+    /// The tree's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -115,22 +116,44 @@ impl Tree {
     }
 
     /// The value of `key`, if present.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_with(key, |value| value.to_vec())
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let fruit = db.tree("fruit")?;
+    /// fruit.put("apple", "red")?;
+    /// assert_eq!(fruit.get("apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(fruit.get(b"pear")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_with_bytes(key.as_ref(), |value| value.to_vec())
     }
 
     /// [`Tree::get`] as a future: on a worker, a miss queues a read and yields.
-    pub async fn get_async(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_with_async(key, |value| value.to_vec()).await
+    pub async fn get_async(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_with_bytes_async(key.as_ref(), |value| value.to_vec()).await
     }
 
     /// Calls `read` with the value of `key` (without copying it out), if present.
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        self.get_with_bytes(key.as_ref(), read)
+    }
+
+    /// [`Tree::get_with`] of a borrowed key: the one body every key type shares (each
+    /// public call taking `impl AsRef<[u8]>` is a thin wrapper over such a twin, so that
+    /// the engine is compiled once, not once per key type).
     ///
     /// The lookup's first attempt runs right here: in memory it is the whole lookup, and
-    /// the driver (`block_on` of the rest, as `get_with_async` runs it) comes in only when
-    /// it missed a page or restarted. Building and polling the future for every lookup cost
-    /// 6 % more instructions per in-memory lookup (callgrind).
-    pub fn get_with<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
+    /// the driver (`block_on` of the rest, as `get_with_bytes_async` runs it) comes in only
+    /// when it missed a page or restarted. Building and polling the future for every lookup
+    /// cost 6 % more instructions per in-memory lookup (callgrind).
+    fn get_with_bytes<R>(&self, key: &[u8], mut read: impl FnMut(&[u8]) -> R) -> Result<Option<R>> {
         loop {
             let mut stub = None;
             let found = self.get_raw_with(key, |value| match is_stub(value) {
@@ -176,7 +199,16 @@ impl Tree {
         .map_err(|e| self.error(e))
     }
 
-    /// [`Tree::get_with`] as a future. (An object's data is read with blocking reads.)
+    /// [`Tree::get_with`] as a future.
+    pub async fn get_with_async<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnMut(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        self.get_with_bytes_async(key.as_ref(), read).await
+    }
+
+    /// [`Tree::get_with_async`] of a borrowed key.
     ///
     /// `still_holds`: a reader that followed a stub reads the key again once it has the
     /// object's data, and keeps the data only if the key still holds that stub (an object
@@ -184,7 +216,7 @@ impl Tree {
     /// and the reader may have found none (a sparse object: zeros) or read pages freed and
     /// reused since; it starts over. A failed read of the data counts only if the key still
     /// holds the stub: otherwise it too may come from the replacement.
-    pub async fn get_with_async<R>(
+    async fn get_with_bytes_async<R>(
         &self,
         key: &[u8],
         mut read: impl FnMut(&[u8]) -> R,
@@ -292,8 +324,26 @@ impl Tree {
     }
 
     /// Inserts `key` with `value`, or overwrites its value. A value longer than
-    /// `MAX_VALUE_LEN` becomes an object (see [`Tree::put_from`]).
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    /// `MAX_VALUE_LEN` becomes an object (see [`Tree::put_from`]). Durable when it returns
+    /// as the database's [`Durability`] asks (`Options::durability`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let orders = db.tree("orders")?;
+    /// orders.put(b"order-1", b"two apples")?; // byte strings,
+    /// orders.put("order-2", "a pear")?; // text,
+    /// orders.put(vec![b'o', b'3'], String::from("plums"))?; // owned bytes or text
+    /// assert_eq!(orders.get("order-2")?.as_deref(), Some(&b"a pear"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_bytes(key.as_ref(), value.as_ref())
+    }
+
+    /// [`Tree::put`] of borrowed bytes.
+    fn put_bytes(&self, key: &[u8], value: &[u8]) -> Result<()> {
         if needs_object(value.len() as u64, value) {
             check_value(value)?;
             if crate::sched::on_worker() {
@@ -301,14 +351,19 @@ impl Tree {
             }
             return self.put_stream(key, &mut &value[..]).map(|_| ());
         }
-        self.shared.blocking_write(self.put_async(key, value))
+        self.shared.blocking_write(self.put_bytes_async(key, value))
     }
 
     /// [`Tree::put`] as a future (waiting for the commit lock or the log yields). A value
     /// that must be an object has its data written through the worker's ring before the
     /// commit; a task cannot write a database's first object (`Error::NotSupported`: see
     /// [`Db::ready_objects`](crate::Db::ready_objects)).
-    pub async fn put_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub async fn put_async(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_bytes_async(key.as_ref(), value.as_ref()).await
+    }
+
+    /// [`Tree::put_async`] of borrowed bytes.
+    async fn put_bytes_async(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.shared.check_writable()?;
         check_key(key)?;
         check_value(value)?;
@@ -340,12 +395,17 @@ impl Tree {
     }
 
     /// Removes `key`; returns whether it was present.
-    pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        self.shared.blocking_write(self.delete_async(key))
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.shared.blocking_write(self.delete_bytes_async(key.as_ref()))
     }
 
     /// [`Tree::delete`] as a future.
-    pub async fn delete_async(&self, key: &[u8]) -> Result<bool> {
+    pub async fn delete_async(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.delete_bytes_async(key.as_ref()).await
+    }
+
+    /// [`Tree::delete_async`] of a borrowed key.
+    async fn delete_bytes_async(&self, key: &[u8]) -> Result<bool> {
         self.shared.check_writable()?;
         check_key(key)?;
         self.prefetch(key).await;
@@ -355,12 +415,21 @@ impl Tree {
 
     /// Changes the value of `key` in place, atomically (no reader sees half of the change);
     /// the value keeps its length. Returns whether `key` was present.
-    pub fn update(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
-        self.shared.blocking_write(self.update_async(key, change))
+    pub fn update(&self, key: impl AsRef<[u8]>, change: impl FnOnce(&mut [u8])) -> Result<bool> {
+        self.shared.blocking_write(self.update_bytes_async(key.as_ref(), change))
     }
 
     /// [`Tree::update`] as a future.
-    pub async fn update_async(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
+    pub async fn update_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        change: impl FnOnce(&mut [u8]),
+    ) -> Result<bool> {
+        self.update_bytes_async(key.as_ref(), change).await
+    }
+
+    /// [`Tree::update_async`] of a borrowed key.
+    async fn update_bytes_async(&self, key: &[u8], change: impl FnOnce(&mut [u8])) -> Result<bool> {
         self.shared.check_writable()?;
         check_key(key)?;
         let btree = self.btree;

@@ -93,12 +93,21 @@ impl Transaction {
 
     /// The value of `key` in `tree` as this transaction sees it: its own write if it made
     /// one, else the value it read before, else the tree's (remembered for the commit's check).
-    pub fn get(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        crate::sched::block_on(self.get_async(tree, key))
+    pub fn get(&mut self, tree: &Tree, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        crate::sched::block_on(self.get_bytes_async(tree, key.as_ref()))
     }
 
     /// [`Transaction::get`] as a future (inside a task, a miss yields instead of blocking).
-    pub async fn get_async(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub async fn get_async(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.get_bytes_async(tree, key.as_ref()).await
+    }
+
+    /// [`Transaction::get_async`] of a borrowed key.
+    async fn get_bytes_async(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(seen) = self.seen(tree, key)? {
             return Ok(seen);
         }
@@ -119,7 +128,13 @@ impl Transaction {
     }
 
     /// Sets `key` of `tree` to `value` when the transaction commits.
-    pub fn put(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
+    pub fn put(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         self.check_tree(tree)?;
         check_key(key)?;
         check_value(value)?;
@@ -132,16 +147,23 @@ impl Transaction {
 
     /// Writes `bytes` at `offset` of `key`'s value in `tree` when the transaction commits,
     /// as [`Tree::write_at`] does; its reads of the key see the write.
-    pub fn write_at(&mut self, tree: &Tree, key: &[u8], offset: u64, bytes: &[u8]) -> Result<()> {
+    pub fn write_at(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        bytes: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let bytes = bytes.as_ref();
         super::object::check_object_end(offset, bytes.len() as u64)?;
-        self.edit(tree, key, Edit::WriteAt(offset, bytes.to_vec()))
+        self.edit(tree, key.as_ref(), Edit::WriteAt(offset, bytes.to_vec()))
     }
 
     /// Sets the length of `key`'s value in `tree` when the transaction commits, as
     /// [`Tree::truncate`] does (nothing if the key is absent then).
-    pub fn truncate(&mut self, tree: &Tree, key: &[u8], len: u64) -> Result<()> {
+    pub fn truncate(&mut self, tree: &Tree, key: impl AsRef<[u8]>, len: u64) -> Result<()> {
         super::object::check_object_end(len, 0)?;
-        self.edit(tree, key, Edit::Truncate(len))
+        self.edit(tree, key.as_ref(), Edit::Truncate(len))
     }
 
     fn edit(&mut self, tree: &Tree, key: &[u8], edit: Edit) -> Result<()> {
@@ -160,7 +182,8 @@ impl Transaction {
     }
 
     /// Removes `key` from `tree` when the transaction commits (nothing if it is absent).
-    pub fn delete(&mut self, tree: &Tree, key: &[u8]) -> Result<()> {
+    pub fn delete(&mut self, tree: &Tree, key: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
         self.check_tree(tree)?;
         check_key(key)?;
         self.writes.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), Write::Value(None)));

@@ -21,9 +21,13 @@ pub const PAGE_SIZE: usize = 4096;
 /// Bytes of the common header.
 pub const PAGE_HEADER_SIZE: usize = 16;
 
+/// The CRC-32C (see the table above).
 pub const OFFSET_CHECKSUM: usize = 0;
+/// The page kind.
 pub const OFFSET_KIND: usize = 4;
+/// The in-memory flags.
 pub const OFFSET_FLAGS: usize = 5;
+/// The page's own id.
 pub const OFFSET_PAGE_ID: usize = 8;
 /// Page LSN of logged kinds (`Leaf`, `Inner`, `Value`).
 pub const OFFSET_LSN: usize = 16;
@@ -37,8 +41,11 @@ pub const FLAG_DIRTY: u8 = 1;
 pub enum PageKind {
     /// Never written, or zeroed: not valid on disk.
     Zero = 0,
+    /// A superblock copy (`format::superblock`).
     Superblock = 1,
+    /// A B+tree leaf (`btree::node`).
     Leaf = 2,
+    /// A B+tree inner node (`btree::node`).
     Inner = 3,
     /// Holds one value too large to sit in its leaf.
     Value = 4,
@@ -49,6 +56,7 @@ pub enum PageKind {
 }
 
 impl PageKind {
+    /// The kind a kind byte names, if any.
     pub fn from_u8(byte: u8) -> Option<PageKind> {
         Some(match byte {
             0 => PageKind::Zero,
@@ -63,25 +71,32 @@ impl PageKind {
     }
 }
 
+/// The little-endian `u16` at `offset` of `page` (every on-disk integer is little-endian).
 pub fn read_u16(page: &[u8], offset: usize) -> u16 {
     u16::from_le_bytes(page[offset..offset + 2].try_into().unwrap())
 }
+/// The little-endian `u32` at `offset` of `page`.
 pub fn read_u32(page: &[u8], offset: usize) -> u32 {
     u32::from_le_bytes(page[offset..offset + 4].try_into().unwrap())
 }
+/// The little-endian `u64` at `offset` of `page`.
 pub fn read_u64(page: &[u8], offset: usize) -> u64 {
     u64::from_le_bytes(page[offset..offset + 8].try_into().unwrap())
 }
+/// Writes `value` at `offset` of `page`, little-endian.
 pub fn write_u16(page: &mut [u8], offset: usize, value: u16) {
     page[offset..offset + 2].copy_from_slice(&value.to_le_bytes());
 }
+/// Writes `value` at `offset` of `page`, little-endian.
 pub fn write_u32(page: &mut [u8], offset: usize, value: u32) {
     page[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
 }
+/// Writes `value` at `offset` of `page`, little-endian.
 pub fn write_u64(page: &mut [u8], offset: usize, value: u64) {
     page[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
 }
 
+/// The kind of `page`, if its kind byte names one.
 pub fn kind_of(page: &[u8]) -> Option<PageKind> {
     PageKind::from_u8(page[OFFSET_KIND])
 }
@@ -96,10 +111,12 @@ pub fn lsn_of(page: &[u8]) -> u64 {
     read_u64(page, OFFSET_LSN)
 }
 
+/// Sets the page LSN of a logged page.
 pub fn set_lsn(page: &mut [u8], lsn: u64) {
     write_u64(page, OFFSET_LSN, lsn);
 }
 
+/// The page id `page`'s header names.
 pub fn page_id_of(page: &[u8]) -> PageId {
     read_u64(page, OFFSET_PAGE_ID)
 }

@@ -28,7 +28,9 @@
 use crate::error::PageId;
 use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
+/// The bytes a superblock starts its own part with.
 pub const MAGIC: &[u8; 8] = b"FERRITE\0";
+/// The on-disk format this build reads and writes; any other is refused at open.
 pub const FORMAT_VERSION: u32 = 2;
 /// Page ids of the two superblock copies.
 pub const SUPERBLOCK_PAGES: [PageId; 2] = [0, 1];
@@ -43,12 +45,20 @@ pub const NO_CHECKPOINT: u64 = u64::MAX;
 /// The decoded superblock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
+    /// + 1 on every write: the copy with the higher one is the newer.
     pub sequence: u64,
+    /// Page ids below this are in use or free.
     pub page_count: u64,
+    /// The catalog's root page.
     pub catalog_root: PageId,
+    /// The first page of the free-list chain (0: none).
     pub free_list_head: PageId,
+    /// Free page ids the chain lists.
     pub free_list_len: u64,
+    /// The id the next tree created gets.
     pub next_tree_id: u64,
+    /// Whether the directory was closed cleanly: every page written back, the free list
+    /// exact (false while it is open).
     pub clean: bool,
     /// Where recovery starts: the log position of the last checkpoint record.
     pub checkpoint_lsn: u64,

@@ -14,6 +14,7 @@
 use crate::error::PageId;
 use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKind, PAGE_SIZE};
 
+/// Bytes of a Value page before the value (see the table above).
 pub const VALUE_HEADER_SIZE: usize = 40;
 const OFFSET_TREE_ID: usize = 24;
 const OFFSET_LEN: usize = 32;

@@ -56,10 +56,12 @@ impl AlignedBlock {
         Layout::from_size_align(len.max(IO_ALIGN), IO_ALIGN).expect("buffer size overflows")
     }
 
+    /// Bytes in the buffer.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer holds no byte.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -69,15 +71,18 @@ impl AlignedBlock {
         self.ptr.as_ptr()
     }
 
+    /// The start of the buffer, for a request that writes into it (a read).
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
+    /// The buffer's bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `ptr` points at `len` initialised (zeroed or written) bytes that we own.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The buffer's bytes, to change.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and `&mut self` makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
@@ -150,12 +155,15 @@ const _: () = assert!(std::mem::align_of::<RawPage>() >= IO_ALIGN);
 pub struct AlignedPage(Box<RawPage>);
 
 impl AlignedPage {
+    /// A page of zeros.
     pub fn zeroed() -> Self {
         AlignedPage(Box::new(RawPage([0; PAGE_SIZE])))
     }
+    /// The page's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.0 .0
     }
+    /// The page's bytes, to change.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.0 .0
     }

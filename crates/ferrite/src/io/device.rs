@@ -243,18 +243,22 @@ impl Devices {
         self.files.len()
     }
 
+    /// The devices' paths, in stripe order.
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
     }
 
+    /// Whether they were opened with `O_DIRECT`.
     pub fn is_direct(&self) -> bool {
         self.options.direct
     }
 
+    /// Whether they were opened for writing.
     pub fn is_writable(&self) -> bool {
         self.options.writable
     }
 
+    /// Bytes per stripe chunk.
     pub fn chunk_bytes(&self) -> u64 {
         self.options.chunk_bytes
     }

@@ -161,6 +161,7 @@ impl PageFile {
         Ok(PageFile { backing: Backing::Block(backing), path })
     }
 
+    /// The page file's path (its first device's), to name in errors.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -190,6 +191,7 @@ impl PageFile {
         Some(super::BlockEngine::new(Arc::clone(device), depth).map(|engine| Box::new(engine) as _))
     }
 
+    /// Whether pages are read and written with `O_DIRECT` (never on a [`BlockDevice`]).
     pub fn is_direct(&self) -> bool {
         match &self.backing {
             Backing::Devices(devices) => devices.is_direct(),

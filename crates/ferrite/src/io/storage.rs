@@ -181,6 +181,7 @@ pub struct DirStorage {
 }
 
 impl DirStorage {
+    /// The files of directory `dir`, to read and write.
     pub fn new(dir: &Path) -> DirStorage {
         DirStorage { dir: dir.to_owned(), read_only: false }
     }

@@ -73,6 +73,7 @@ impl Workers {
         Ok(workers)
     }
 
+    /// How many workers there are.
     pub fn count(&self) -> usize {
         self.inboxes.len()
     }

@@ -169,6 +169,7 @@ impl Wake for TaskWaker {
 
 /// Where a worker's time goes, in nanoseconds, for `ferrite bench`.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct WorkerStats {
     /// Polling tasks: tree work, and the queuing of their reads.
     pub task_ns: AtomicU64,
@@ -180,8 +181,11 @@ pub struct WorkerStats {
     pub complete_ns: AtomicU64,
     /// Waiting in the kernel with nothing to run.
     pub idle_ns: AtomicU64,
+    /// Page reads completed on this worker's ring.
     pub reads: AtomicU64,
+    /// Page writes (write-backs) completed on this worker's ring.
     pub writes: AtomicU64,
+    /// Page writes that failed or came back short (the page stays dirty in memory).
     pub write_errors: AtomicU64,
     /// Transfers of tasks' own buffers (an object's data) done through this worker's ring.
     pub transfers: AtomicU64,

@@ -19,6 +19,7 @@ impl Rng {
         Rng { state: seed }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GAMMA);
         let mut z = self.state;
@@ -38,6 +39,7 @@ impl Rng {
         self.below(len as u64) as usize
     }
 
+    /// True or false, evenly.
     pub fn coin(&mut self) -> bool {
         self.next_u64() >> 63 == 1
     }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
+/// The commit lock (see the module documentation).
 #[derive(Debug, Default)]
 pub struct CommitLock {
     locked: Mutex<bool>,

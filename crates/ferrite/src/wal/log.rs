@@ -75,8 +75,6 @@ fn zero_fill(device: &dyn BlockDevice, bytes: u64) -> std::io::Result<()> {
     device.sync()
 }
 
-/// Reads stream bytes `lsn..lsn + buf.len()` from `segments` (contiguous framed segments);
-/// false if they are not all written there.
 /// What runs before a flush writes the log (see `Log::set_before_flush`).
 pub struct BeforeFlush(pub Box<dyn Fn() -> Result<()> + Send + Sync>);
 
@@ -86,6 +84,8 @@ impl std::fmt::Debug for BeforeFlush {
     }
 }
 
+/// Reads stream bytes `lsn..lsn + buf.len()` from `segments` (contiguous framed segments);
+/// false if they are not all written there.
 pub fn read_stream(segments: &[Segment], lsn: u64, buf: &mut [u8]) -> Result<bool> {
     let mut reader = StreamReader::new(segments, lsn);
     match reader.bytes(lsn, buf.len())? {
@@ -133,14 +133,19 @@ pub struct Slots {
 
 /// Counters, for stats and benchmarks.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct LogCounters {
+    /// Records appended since open (commits, page images, checkpoints; not flush ends).
     pub records: AtomicU64,
+    /// Flushes finished since open: each one write (per segment it touches) and one sync.
     pub flushes: AtomicU64,
+    /// Bytes those flushes wrote: the log bytes, each flush's first block again, padding.
     pub bytes_written: AtomicU64,
     /// Time flushes spent between being taken and being finished, in nanoseconds.
     pub flight_ns: AtomicU64,
 }
 
+/// The write-ahead log of one open database (see the module documentation).
 #[derive(Debug)]
 pub struct Log {
     storage: Arc<dyn Storage>,
@@ -164,6 +169,7 @@ pub struct Log {
     /// Workers running tasks right now: a worker leaves a flush to the last of them to
     /// finish its turn, so that one flush takes the commits of all.
     running_workers: std::sync::atomic::AtomicUsize,
+    /// For stats and benchmarks.
     pub counters: LogCounters,
     /// Segment files written full of zeros ahead of use, by a helper thread: syncing log
     /// writes into them does not also allocate blocks (fio here: `fdatasync` after 8 KiB
@@ -352,6 +358,7 @@ impl Log {
         self.state.lock().unwrap().tail
     }
 
+    /// The log position below which every byte is durable.
     pub fn durable(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
     }

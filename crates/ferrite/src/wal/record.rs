@@ -59,17 +59,25 @@ use crate::buffer::PageChange;
 use crate::error::PageId;
 use crate::format::page::{read_u16, read_u32, read_u64, PAGE_SIZE};
 
+/// Bytes of the header every record starts with.
 pub const RECORD_HEADER_SIZE: usize = 20;
 /// Longest record accepted when reading (a checkpoint listing 32 M free pages).
 pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
+/// A commit record's kind byte.
 pub const KIND_COMMIT: u8 = 1;
+/// A checkpoint record's kind byte.
 pub const KIND_CHECKPOINT: u8 = 2;
+/// A page image's kind byte.
 pub const KIND_IMAGE: u8 = 3;
+/// A flush end's kind byte.
 pub const KIND_FLUSH_END: u8 = 4;
 
+/// A page entry of a page changed: its ranges apply to the page as it was.
 pub const OP_CHANGED: u8 = 0;
+/// A page entry of a page allocated: its ranges apply to a zeroed page.
 pub const OP_NEW: u8 = 1;
+/// A page entry of a page freed (no ranges).
 pub const OP_FREED: u8 = 2;
 /// A run of pages allocated for object data (not logged; written before the record).
 pub const OP_DATA_NEW: u8 = 3;
@@ -82,7 +90,9 @@ const SKIPPED: [std::ops::Range<usize>; 3] = [0..4, 5..6, 16..24];
 /// One page's change inside a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageEntry {
+    /// The page (the first of a run, for the data ops).
     pub page_id: PageId,
+    /// What happened to it: one of the `OP_*` codes.
     pub op: u8,
     /// `(offset, bytes)`, ascending, non-overlapping.
     pub ranges: Vec<(u16, Vec<u8>)>,
@@ -117,10 +127,22 @@ impl PageEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BufferedOp {
     /// `key` of tree `tree` has `value`, held in the change buffer (not in its leaf).
-    Put { tree: u64, key: Vec<u8>, value: Vec<u8> },
+    Put {
+        /// The tree's id.
+        tree: u64,
+        /// The key.
+        key: Vec<u8>,
+        /// Its value.
+        value: Vec<u8>,
+    },
     /// `key` of tree `tree` left the change buffer: the same record's page changes wrote its
     /// value into its leaf, or overwrote or deleted it there.
-    Removed { tree: u64, key: Vec<u8> },
+    Removed {
+        /// The tree's id.
+        tree: u64,
+        /// The key.
+        key: Vec<u8>,
+    },
 }
 
 const BUFFERED_PUT: u8 = 0;
@@ -152,22 +174,30 @@ pub fn push_buffered(w: &mut RecordWriter, ops: &[BufferedOp]) {
 /// A decoded record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
+    /// One committed batch: everything it changed.
     Commit {
+        /// The next tree id after the commit.
         next_tree_id: u64,
+        /// Its page changes.
         pages: Vec<PageEntry>,
         /// Its changes to the change buffer, in the order made.
         buffered: Vec<BufferedOp>,
     },
+    /// A checkpoint: where recovery starts.
     Checkpoint(Checkpoint),
     /// A page's bytes, whose content is as of log position `content_lsn`.
     Image {
+        /// The page LSN of the content.
         content_lsn: u64,
+        /// The page's bytes, as an entry with op `OP_NEW`.
         entry: PageEntry,
     },
     /// The end of one log write that began at `start`, when the log was durable below
     /// `synced_below`.
     FlushEnd {
+        /// Where the write began.
         start: u64,
+        /// The durable position when it began.
         synced_below: u64,
     },
 }
@@ -175,10 +205,15 @@ pub enum Record {
 /// What a checkpoint record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
+    /// Where recovery replays from: every change before it is in the pages on disk.
     pub redo_lsn: u64,
+    /// Page ids handed out at the redo LSN.
     pub page_count: u64,
+    /// The next tree id at the redo LSN.
     pub next_tree_id: u64,
+    /// The catalog's root page.
     pub catalog_root: PageId,
+    /// The free pages at the redo LSN (tree pages and object data pages).
     pub free: Vec<PageId>,
     /// The change buffer at the redo LSN, as puts: `(tree, key, value)`.
     pub buffered: Vec<(u64, Vec<u8>, Vec<u8>)>,
@@ -252,10 +287,12 @@ fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Ve
 /// [`RecordWriter::finish`] once the LSN is known.
 #[derive(Debug, Default)]
 pub struct RecordWriter {
+    /// The record so far, header included.
     pub bytes: Vec<u8>,
 }
 
 impl RecordWriter {
+    /// A record of kind `kind` (one of the `KIND_*` codes), with an empty body.
     pub fn new(kind: u8) -> RecordWriter {
         let mut bytes = Vec::with_capacity(256);
         bytes.resize(RECORD_HEADER_SIZE, 0);
@@ -263,15 +300,19 @@ impl RecordWriter {
         RecordWriter { bytes }
     }
 
+    /// Appends a byte.
     pub fn u8(&mut self, v: u8) {
         self.bytes.push(v);
     }
+    /// Appends `v`, little-endian.
     pub fn u16(&mut self, v: u16) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
+    /// Appends `v`, little-endian.
     pub fn u32(&mut self, v: u32) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
+    /// Appends `v`, little-endian.
     pub fn u64(&mut self, v: u64) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
@@ -368,6 +409,7 @@ pub fn encode_image(page_id: PageId, page: &[u8]) -> Vec<u8> {
     w.bytes
 }
 
+/// A checkpoint record, header not completed (see [`RecordWriter::finish`]).
 pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
     let mut w = RecordWriter::new(KIND_CHECKPOINT);
     w.u64(checkpoint.redo_lsn);
@@ -395,7 +437,10 @@ pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Header {
     /// A plausible header of a record of this many bytes (checksum not yet checked).
-    Record { len: usize },
+    Record {
+        /// The record's length, header included.
+        len: usize,
+    },
     /// Not a record written at this position: the end of the log, or damage.
     Invalid,
 }

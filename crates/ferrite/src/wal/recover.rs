@@ -43,7 +43,9 @@ use crate::io::Storage;
 /// What reading the log found, before anything was replayed or changed.
 #[derive(Debug)]
 pub struct LogScan {
+    /// Log position of the checkpoint record the scan began from.
     pub checkpoint_lsn: u64,
+    /// That record.
     pub checkpoint: Checkpoint,
     /// Every record from the redo position to the end, in order.
     pub records: Vec<(u64, Record)>,
@@ -388,22 +390,29 @@ impl LogScan {
 
 /// What [`check_log`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogReport {
-    /// Segment files with a valid header, and one past the highest slot.
+    /// Segment files with a valid header.
     pub segments: usize,
+    /// One past the highest segment slot with a file (files not in use are kept for reuse).
     pub slots: u32,
+    /// Log position of the last checkpoint's record (the superblock names it).
     pub checkpoint_lsn: u64,
+    /// Log position recovery replays from (the checkpoint's redo position).
     pub redo_lsn: u64,
     /// Where the readable log ends.
     pub end_lsn: u64,
-    /// Records from the redo LSN to the end, each checksum-verified, and their kinds.
+    /// Records from the redo LSN to the end, each checksum-verified.
     pub records: u64,
+    /// Of those, commit records.
     pub commits: u64,
+    /// Of those, page images (a page's first write-back after a checkpoint logs it whole).
     pub images: u64,
     /// Entries of the change buffer the checkpoint record lists, and buffered changes
     /// (puts and removals) the commits from the redo LSN on log: what recovery rebuilds the
     /// change buffer from.
     pub checkpoint_buffered: u64,
+    /// See `checkpoint_buffered`.
     pub buffered_changes: u64,
     /// Bytes after the end that a crash left half-written (recovery will cut them).
     pub torn_bytes: u64,

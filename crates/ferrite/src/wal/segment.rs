@@ -50,6 +50,7 @@ use crate::error::{Error, Result};
 use crate::format::page::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
 use crate::io::{AlignedBlock, BlockDevice};
 
+/// The bytes that mark a segment file's header.
 pub const SEGMENT_MAGIC: &[u8; 8] = b"FERRLOG\0";
 /// The framed format.
 pub const SEGMENT_VERSION: u32 = 2;
@@ -69,6 +70,7 @@ pub const SECTOR_HEADER_BYTES: usize = 16;
 pub const SECTOR_PAYLOAD: usize = SECTOR_BYTES - SECTOR_HEADER_BYTES;
 /// Log writes are whole blocks at block offsets (`O_DIRECT`).
 pub const BLOCK_BYTES: usize = crate::io::IO_ALIGN;
+/// Sectors in a block.
 pub const BLOCK_SECTORS: usize = BLOCK_BYTES / SECTOR_BYTES;
 /// Stream bytes a block of sectors holds.
 pub const BLOCK_PAYLOAD: u64 = (BLOCK_SECTORS * SECTOR_PAYLOAD) as u64;
@@ -95,7 +97,9 @@ pub fn slot_of_name(file_name: &str) -> Option<u32> {
 /// A segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The stream position of the segment's first byte.
     pub start: u64,
+    /// Stream bytes the segment holds (a whole number of blocks' payloads).
     pub capacity: u64,
 }
 
@@ -107,7 +111,7 @@ pub enum HeaderRead {
     /// Zeros, or a file too short to hold a header: a file prepared but never used (or
     /// retired by recovery).
     Unused,
-    /// Anything else.
+    /// Anything else: what is wrong.
     Damaged(String),
 }
 
@@ -122,6 +126,7 @@ pub fn file_bytes(capacity: u64) -> u64 {
     SEGMENT_HEADER_BYTES + capacity / SECTOR_PAYLOAD as u64 * SECTOR_BYTES as u64
 }
 
+/// The header block of a segment of `capacity` stream bytes from stream position `start`.
 pub fn encode_segment_header(start: u64, capacity: u64) -> Vec<u8> {
     debug_assert_eq!(capacity % BLOCK_PAYLOAD, 0);
     let mut header = vec![0u8; SEGMENT_HEADER_BYTES as usize];
@@ -172,9 +177,13 @@ pub fn decode_segment_header(bytes: &[u8]) -> HeaderRead {
 /// One segment file.
 #[derive(Debug, Clone)]
 pub struct Segment {
+    /// Its slot: the number in its file name.
     pub slot: u32,
+    /// As its [`SegmentHeader`] says.
     pub start: u64,
+    /// As its [`SegmentHeader`] says.
     pub capacity: u64,
+    /// The file.
     pub device: Arc<dyn BlockDevice>,
     /// A second descriptor of the file, `O_DIRECT | O_DSYNC`, that flushes write through
     /// (opened at the segment's first flush; `None` for simulated disks, buffered logs, and
@@ -183,19 +192,23 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The segment of slot `slot`, with header `header`, in file `device`.
     pub fn new(slot: u32, header: SegmentHeader, device: Arc<dyn BlockDevice>) -> Segment {
         let SegmentHeader { start, capacity } = header;
         Segment { slot, start, capacity, device, writer: None }
     }
 
+    /// The stream position just past the segment.
     pub fn end(&self) -> u64 {
         self.start + self.capacity
     }
 
+    /// Whether stream position `lsn` falls in the segment.
     pub fn holds(&self, lsn: u64) -> bool {
         self.start <= lsn && lsn < self.end()
     }
 
+    /// The file's path.
     pub fn path(&self) -> &Path {
         self.device.path()
     }
@@ -262,6 +275,7 @@ pub enum SectorRead<'a> {
     Written(&'a [u8]),
     /// Never written here (zeros), or a valid sector of another place.
     Unwritten,
+    /// Neither: what is wrong.
     Damaged(String),
 }
 
@@ -299,7 +313,14 @@ pub enum Stop {
     /// The chain of segments ends here.
     ChainEnd,
     /// A damaged sector: file and offset, and what is wrong.
-    Damaged { path: std::path::PathBuf, offset: u64, reason: String },
+    Damaged {
+        /// The segment file.
+        path: std::path::PathBuf,
+        /// The sector's byte offset in it.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Sectors read from a file at a time.
@@ -492,9 +513,11 @@ pub struct Rest {
 /// A written sector found after the end of the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrittenSector {
+    /// The stream position its header names.
     pub lsn: u64,
     /// Index of its segment in the chain.
     pub segment: usize,
+    /// Its byte offset in that segment's file.
     pub offset: u64,
 }
 

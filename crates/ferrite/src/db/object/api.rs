@@ -15,6 +15,7 @@ pub const MAX_OBJECT_LEN: u64 = 1 << 40;
 
 /// What [`Tree::object_stat`] says of a key's value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ObjectStat {
     /// Length in bytes.
     pub len: u64,
@@ -55,32 +56,48 @@ impl Tree {
     /// value becomes an object), growing it if the write ends past its length (a gap reads
     /// as zeros). Whole 4 KiB blocks go copy-on-write into new extents; the rest is logged
     /// as fragments and merged later. One commit, durable as the database's durability asks.
-    pub fn write_at(&self, key: &[u8], offset: u64, bytes: &[u8]) -> Result<()> {
+    pub fn write_at(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        bytes: impl AsRef<[u8]>,
+    ) -> Result<()> {
         refuse_in_task()?;
-        self.write_pieces(key, offset, bytes, false, self.shared.durability).map(|_| ())
+        let durability = self.shared.durability;
+        self.write_pieces(key.as_ref(), offset, bytes.as_ref(), false, durability).map(|_| ())
     }
 
     /// [`Tree::write_at`] with its own durability instead of the database's. (The new data
     /// itself is always on disk before the commit: only the commit's record may wait.)
     pub fn write_at_with(
         &self,
-        key: &[u8],
+        key: impl AsRef<[u8]>,
         offset: u64,
-        bytes: &[u8],
+        bytes: impl AsRef<[u8]>,
         durability: crate::options::Durability,
     ) -> Result<()> {
         refuse_in_task()?;
-        self.write_pieces(key, offset, bytes, false, durability).map(|_| ())
+        self.write_pieces(key.as_ref(), offset, bytes.as_ref(), false, durability).map(|_| ())
     }
 
     /// Reads into `buf` from `offset` of `key`'s value: `None` if absent, else the bytes
     /// read (fewer than `buf.len()` only at the end; 0 at or past it).
-    pub fn read_at(&self, key: &[u8], offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
-        crate::sched::block_on(self.read_at_async(key, offset, buf))
+    pub fn read_at(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
+        crate::sched::block_on(self.read_at_bytes_async(key.as_ref(), offset, buf))
     }
 
     /// Length of `key`'s value, if present.
-    pub fn object_len(&self, key: &[u8]) -> Result<Option<u64>> {
+    pub fn object_len(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        self.object_len_bytes(key.as_ref())
+    }
+
+    /// [`Tree::object_len`] of a borrowed key.
+    fn object_len_bytes(&self, key: &[u8]) -> Result<Option<u64>> {
         crate::db::check_key(key)?;
         Ok(match self.stored(key)? {
             Stored::Absent => None,
@@ -91,19 +108,24 @@ impl Tree {
 
     /// Sets the length of `key`'s value (bytes past the old end read as zeros); returns
     /// whether `key` was present (an absent key is left absent).
-    pub fn truncate(&self, key: &[u8], len: u64) -> Result<bool> {
+    pub fn truncate(&self, key: impl AsRef<[u8]>, len: u64) -> Result<bool> {
         refuse_in_task()?;
-        self.truncate_to(key, len)
+        self.truncate_to(key.as_ref(), len)
     }
 
     /// Appends `bytes` to `key`'s value (created empty if absent); returns the new length.
-    pub fn append(&self, key: &[u8], bytes: &[u8]) -> Result<u64> {
+    pub fn append(&self, key: impl AsRef<[u8]>, bytes: impl AsRef<[u8]>) -> Result<u64> {
         refuse_in_task()?;
-        self.write_pieces(key, 0, bytes, true, self.shared.durability)
+        self.write_pieces(key.as_ref(), 0, bytes.as_ref(), true, self.shared.durability)
     }
 
     /// Size, extents and fragments of `key`'s value, if present.
-    pub fn object_stat(&self, key: &[u8]) -> Result<Option<ObjectStat>> {
+    pub fn object_stat(&self, key: impl AsRef<[u8]>) -> Result<Option<ObjectStat>> {
+        self.object_stat_bytes(key.as_ref())
+    }
+
+    /// [`Tree::object_stat`] of a borrowed key.
+    fn object_stat_bytes(&self, key: &[u8]) -> Result<Option<ObjectStat>> {
         crate::db::check_key(key)?;
         let (id, len) = match self.stored(key)? {
             Stored::Absent => return Ok(None),
@@ -142,16 +164,21 @@ impl Tree {
 
     /// Puts the bytes `source` yields as `key`'s value, streamed (never all in memory), in
     /// one commit: a reader sees the old value or the whole new one. Returns the length.
-    pub fn put_from(&self, key: &[u8], source: &mut dyn Read) -> Result<u64> {
+    pub fn put_from(&self, key: impl AsRef<[u8]>, source: &mut dyn Read) -> Result<u64> {
         refuse_in_task()?;
-        self.put_stream(key, source)
+        self.put_stream(key.as_ref(), source)
     }
 
     /// Writes `key`'s value into `sink`, streamed a MiB at a time; `None` if absent, else
     /// the length. (Each MiB is read at one moment; a writer changing the object in place
     /// meanwhile may show in later MiBs. A value replaced or deleted meanwhile ends the
     /// stream with an error: the bytes already written are of the old value.)
-    pub fn get_into(&self, key: &[u8], sink: &mut dyn Write) -> Result<Option<u64>> {
+    pub fn get_into(&self, key: impl AsRef<[u8]>, sink: &mut dyn Write) -> Result<Option<u64>> {
+        self.get_into_bytes(key.as_ref(), sink)
+    }
+
+    /// [`Tree::get_into`] of a borrowed key.
+    fn get_into_bytes(&self, key: &[u8], sink: &mut dyn Write) -> Result<Option<u64>> {
         crate::db::check_key(key)?;
         let sink_error = |e| Error::io("writing the value out", e);
         match self.stored(key)? {
@@ -188,8 +215,9 @@ impl Tree {
     }
 
     /// A reader of `key`'s value (`Read + Seek`), if present.
-    pub fn object_reader(&self, key: &[u8]) -> Result<Option<ObjectReader>> {
-        Ok(self.object_len(key)?.map(|_| ObjectReader {
+    pub fn object_reader(&self, key: impl AsRef<[u8]>) -> Result<Option<ObjectReader>> {
+        let key = key.as_ref();
+        Ok(self.object_len_bytes(key)?.map(|_| ObjectReader {
             tree: self.clone(),
             key: key.to_vec(),
             pos: 0,
@@ -199,17 +227,19 @@ impl Tree {
     /// A writer into `key`'s object (`Write + Seek`, starting at offset 0, created empty if
     /// absent). Writes are buffered up to 1 MiB and each flush is one `write_at`; dropping
     /// the writer flushes, ignoring errors: call `flush` to see them.
-    pub fn object_writer(&self, key: &[u8]) -> Result<ObjectWriter> {
+    pub fn object_writer(&self, key: impl AsRef<[u8]>) -> Result<ObjectWriter> {
+        let key = key.as_ref();
         crate::db::check_key(key)?;
-        if self.object_len(key)?.is_none() {
-            self.write_at(key, 0, &[])?;
+        if self.object_len_bytes(key)?.is_none() {
+            self.write_at(key, 0, b"")?;
         }
         Ok(ObjectWriter { tree: self.clone(), key: key.to_vec(), pos: 0, buffer: Vec::new() })
     }
 
     /// [`Tree::object_reader`] as a future (read with [`ObjectReader::read_async`]).
-    pub async fn object_reader_async(&self, key: &[u8]) -> Result<Option<ObjectReader>> {
-        Ok(self.object_len_async(key).await?.map(|_| ObjectReader {
+    pub async fn object_reader_async(&self, key: impl AsRef<[u8]>) -> Result<Option<ObjectReader>> {
+        let key = key.as_ref();
+        Ok(self.object_len_bytes_async(key).await?.map(|_| ObjectReader {
             tree: self.clone(),
             key: key.to_vec(),
             pos: 0,
@@ -218,10 +248,11 @@ impl Tree {
 
     /// [`Tree::object_writer`] as a future (for tasks: write with
     /// [`ObjectWriter::write_async`] and finish with [`ObjectWriter::flush_async`]).
-    pub async fn object_writer_async(&self, key: &[u8]) -> Result<ObjectWriter> {
+    pub async fn object_writer_async(&self, key: impl AsRef<[u8]>) -> Result<ObjectWriter> {
+        let key = key.as_ref();
         crate::db::check_key(key)?;
-        if self.object_len_async(key).await?.is_none() {
-            self.write_at_async(key, 0, &[]).await?;
+        if self.object_len_bytes_async(key).await?.is_none() {
+            self.write_at_async(key, 0, b"").await?;
         }
         Ok(ObjectWriter { tree: self.clone(), key: key.to_vec(), pos: 0, buffer: Vec::new() })
     }
@@ -262,7 +293,7 @@ impl ObjectReader {
     /// [`Read::read`] as a future: on a worker, the data is read through its ring while the
     /// task yields.
     pub async fn read_async(&mut self, buf: &mut [u8]) -> Result<usize> {
-        match self.tree.read_at_async(&self.key, self.pos, buf).await? {
+        match self.tree.read_at_bytes_async(&self.key, self.pos, buf).await? {
             Some(n) => {
                 self.pos += n as u64;
                 Ok(n)
@@ -307,7 +338,12 @@ impl Tree {
     /// A reader of `key`'s value a slice at a time, as it is now; `None` if absent. A value
     /// in its leaf is read now, whole (at most [`crate::MAX_VALUE_LEN`] bytes); an object's
     /// data is read by [`ValueSlices::read_async`].
-    pub async fn value_slices_async(&self, key: &[u8]) -> Result<Option<ValueSlices>> {
+    pub async fn value_slices_async(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueSlices>> {
+        self.value_slices_bytes_async(key.as_ref()).await
+    }
+
+    /// [`Tree::value_slices_async`] of a borrowed key.
+    async fn value_slices_bytes_async(&self, key: &[u8]) -> Result<Option<ValueSlices>> {
         crate::db::check_key(key)?;
         let (source, len) = match self.stored_async(key).await? {
             Stored::Absent => return Ok(None),

@@ -248,6 +248,16 @@ impl Tree {
     /// ring while the task yields.
     pub async fn read_at_async(
         &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
+        self.read_at_bytes_async(key.as_ref(), offset, buf).await
+    }
+
+    /// [`Tree::read_at_async`] of a borrowed key.
+    pub(crate) async fn read_at_bytes_async(
+        &self,
         key: &[u8],
         offset: u64,
         buf: &mut [u8],
@@ -278,7 +288,12 @@ impl Tree {
     }
 
     /// [`Tree::object_len`] as a future.
-    pub async fn object_len_async(&self, key: &[u8]) -> Result<Option<u64>> {
+    pub async fn object_len_async(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        self.object_len_bytes_async(key.as_ref()).await
+    }
+
+    /// [`Tree::object_len_async`] of a borrowed key.
+    pub(crate) async fn object_len_bytes_async(&self, key: &[u8]) -> Result<Option<u64>> {
         crate::db::check_key(key)?;
         Ok(match self.stored_async(key).await? {
             Stored::Absent => None,
@@ -291,7 +306,13 @@ impl Tree {
     /// worker's ring, the commit yields on the commit lock and the log. (Each call is its
     /// own commit: the group commit of the blocking writers is theirs.) Off a worker it is
     /// the blocking call.
-    pub async fn write_at_async(&self, key: &[u8], offset: u64, bytes: &[u8]) -> Result<()> {
+    pub async fn write_at_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        bytes: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let (key, bytes) = (key.as_ref(), bytes.as_ref());
         if !on_worker() {
             return self.write_at(key, offset, bytes);
         }
@@ -299,7 +320,12 @@ impl Tree {
     }
 
     /// [`Tree::append`] as a future; see [`Tree::write_at_async`].
-    pub async fn append_async(&self, key: &[u8], bytes: &[u8]) -> Result<u64> {
+    pub async fn append_async(
+        &self,
+        key: impl AsRef<[u8]>,
+        bytes: impl AsRef<[u8]>,
+    ) -> Result<u64> {
+        let (key, bytes) = (key.as_ref(), bytes.as_ref());
         if !on_worker() {
             return self.append(key, bytes);
         }

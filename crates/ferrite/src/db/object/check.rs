@@ -17,11 +17,17 @@ use crate::db::Shared;
 
 /// What the check of objects found.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ObjectsReport {
+    /// Objects (values stored as objects, each named by one stub).
     pub objects: u64,
+    /// Extents (runs of whole pages) of all objects.
     pub extents: u64,
+    /// Pages those extents hold.
     pub extent_pages: u64,
+    /// Entries of the fragment log (small or unaligned writes not merged yet).
     pub fragments: u64,
+    /// Every fault found, each naming its object.
     pub faults: Vec<String>,
 }
 

@@ -83,7 +83,9 @@ fn unmap(base: *mut u8, len: usize) {
 /// Whether a read was served by the mapping or by the system call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadPath {
+    /// Copied from the mapping.
     Mapped,
+    /// Read with `pread` (past the mapping, or while it is being replaced).
     Pread,
 }
 

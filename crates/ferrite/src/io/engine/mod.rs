@@ -23,7 +23,9 @@ use std::io;
 /// Which way a request moves bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoKind {
+    /// From the device into the buffer.
     Read,
+    /// From the buffer to the device.
     Write,
 }
 
@@ -33,10 +35,15 @@ pub enum IoKind {
 /// misaligned requests in `queue` with [`QueueError::Misaligned`].
 #[derive(Debug, Clone, Copy)]
 pub struct IoRequest {
+    /// A read or a write.
     pub kind: IoKind,
+    /// Which device of the engine's list.
     pub device: usize,
+    /// The byte offset in the device.
     pub offset: u64,
+    /// The submitter's memory: valid for `len` bytes until the request completes.
     pub buf: *mut u8,
+    /// Bytes to move.
     pub len: usize,
     /// Returned unchanged with the completion.
     pub tag: u64,
@@ -50,7 +57,9 @@ unsafe impl Send for IoRequest {}
 /// device moves fewer bytes than asked (0 entirely past it); that is not an error.
 #[derive(Debug)]
 pub struct IoCompletion {
+    /// The request's tag.
     pub tag: u64,
+    /// Bytes moved, or the error.
     pub result: io::Result<usize>,
 }
 
@@ -98,6 +107,7 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// Every engine (what `ferrite bench io --engine all` runs, in this order).
     pub const ALL: [EngineKind; 4] =
         [EngineKind::IoUring, EngineKind::Aio, EngineKind::Psync, EngineKind::Mmap];
 
@@ -111,6 +121,7 @@ impl EngineKind {
         }
     }
 
+    /// The engine of that [`name`](EngineKind::name), if any.
     pub fn from_name(name: &str) -> Option<EngineKind> {
         EngineKind::ALL.into_iter().find(|kind| kind.name() == name)
     }
@@ -118,6 +129,7 @@ impl EngineKind {
 
 /// A submission engine: one per worker thread.
 pub trait IoEngine: Send {
+    /// Which engine this is.
     fn kind(&self) -> EngineKind;
 
     /// Most requests in flight (queued, submitted, not yet reaped) at once.
@@ -225,16 +237,38 @@ pub const SOCKET_TAG_LIMIT: u64 = 1 << 56;
 #[derive(Debug, Clone, Copy)]
 pub enum SocketOp {
     /// Accepts a connection on the listening socket `fd` (the new one is close-on-exec).
-    Accept { fd: std::os::fd::RawFd },
+    Accept {
+        /// The listening socket.
+        fd: std::os::fd::RawFd,
+    },
     /// Receives at most `len` bytes into `buf`; with a `timeout`, fails with `ECANCELED`
     /// if nothing arrived within it.
-    Recv { fd: std::os::fd::RawFd, buf: *mut u8, len: usize, timeout: Option<std::time::Duration> },
+    Recv {
+        /// The connected socket.
+        fd: std::os::fd::RawFd,
+        /// The submitter's memory: valid for `len` bytes until the operation completes.
+        buf: *mut u8,
+        /// Most bytes to receive.
+        len: usize,
+        /// How long to wait for bytes, if not for ever.
+        timeout: Option<std::time::Duration>,
+    },
     /// Sends at most `len` bytes from `buf` (`MSG_NOSIGNAL`: a closed peer is an error, not
     /// a signal).
-    Send { fd: std::os::fd::RawFd, buf: *const u8, len: usize },
+    Send {
+        /// The connected socket.
+        fd: std::os::fd::RawFd,
+        /// The submitter's memory: valid for `len` bytes until the operation completes.
+        buf: *const u8,
+        /// Most bytes to send.
+        len: usize,
+    },
     /// A timer: completes after `duration` (with `ETIME`, as io_uring's timeouts do; no
     /// socket, no memory). For tasks that wait for time to pass without blocking a worker.
-    Sleep { duration: std::time::Duration },
+    Sleep {
+        /// How long to wait.
+        duration: std::time::Duration,
+    },
 }
 
 // SAFETY: an operation is plain data; the memory it points at is the submitter's business
