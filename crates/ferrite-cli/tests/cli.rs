@@ -2377,7 +2377,7 @@ fn thinned_db(dir: &Path, keys: u32, keep_every: u32) {
     for chunk in (0..keys).collect::<Vec<_>>().chunks(500) {
         let mut batch = ferrite::WriteBatch::new();
         for i in chunk {
-            batch.put(&tree, format!("key{i:08}").as_bytes(), &value);
+            batch.put(&tree, format!("key{i:08}").as_bytes(), value);
         }
         db.write(&batch).unwrap();
     }
