@@ -337,3 +337,54 @@ fn flush_of_a_read_only_database_is_an_error() {
     assert!(matches!(db.flush(), Err(Error::ReadOnly)));
     assert_eq!(db.tree("t").unwrap().get("k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// Iterators are double-ended: `next` and `next_back` taken in a random order over random
+/// ranges (forward and `range_rev`) give exactly what the model's double-ended range gives,
+/// each entry once, over a tree of many leaves (some keys still in the change buffer, which
+/// the cursors merge in). A back end begun after the front has moved stops where it is.
+#[test]
+fn ranges_are_double_ended_like_the_model() {
+    for seed in seeds(6) {
+        let dir = TempDir::with_prefix("api-double-ended").unwrap();
+        let db = Db::open(dir.path(), Options { change_buffer_bytes: Some(64 << 10), ..quick() })
+            .unwrap();
+        let tree = db.tree("t").unwrap();
+        let mut rng = Rng::new(seed);
+        let mut model = Model::new();
+        for i in 0..3000u64 {
+            let key = format!("k{:05}", rng.below(5000)).into_bytes();
+            let value = vec![b'v'; (i % 300) as usize];
+            tree.put(&key, &value).unwrap();
+            model.insert(key, value);
+        }
+        for round in 0..40 {
+            let a = format!("k{:05}", rng.below(5200)).into_bytes();
+            let b = format!("k{:05}", rng.below(5200)).into_bytes();
+            let (low, high) = if a <= b { (a, b) } else { (b, a) };
+            let reverse = round % 2 == 1;
+            let mut iter = match reverse {
+                false => tree.range(low.clone()..high.clone()),
+                true => tree.range_rev(low.clone()..high.clone()),
+            };
+            let mut expected = model.range(low..high).map(|(k, v)| (k.clone(), v.clone()));
+            loop {
+                let back = rng.below(3) == 0;
+                let got = if back { iter.next_back() } else { iter.next() };
+                // A `range_rev` iterator's front is the model's back, and its back the front.
+                let want = if back == reverse { expected.next() } else { expected.next_back() };
+                let done = want.is_none();
+                assert_eq!(
+                    got.map(Result::unwrap),
+                    want,
+                    "seed {seed}, round {round}, back {back}"
+                );
+                if done {
+                    break;
+                }
+            }
+            assert!(iter.next().is_none() && iter.next_back().is_none(), "ended stays ended");
+        }
+        drop(tree);
+        db.close().unwrap();
+    }
+}

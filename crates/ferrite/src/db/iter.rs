@@ -42,15 +42,26 @@ async fn load(
 }
 
 /// An iterator over a range of one tree (see [`Tree::range`]). Each item is a `Result`:
-/// reading the next leaf can fail like any read.
+/// reading the next leaf can fail like any read. Double-ended: `next_back` walks the same
+/// range from its other end (a second cursor, made at its first call), and the two ends
+/// never hand out the same entry.
 #[derive(Debug)]
 pub struct Iter {
     shared: Arc<Shared>,
     name: Arc<str>,
     dropped: Arc<AtomicBool>,
     cursor: Cursor,
+    /// The cursor of `next_back`, once asked for.
+    back: Option<Cursor>,
+    /// The range and the direction of `next`, to make `back` from.
+    bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    reverse: bool,
+    /// The last keys handed out by `next` and by `next_back`: each end stops at the other's.
+    front_last: Option<Vec<u8>>,
+    back_last: Option<Vec<u8>>,
     btree: crate::btree::BTree,
     root: PageId,
+    /// An error was returned, or the ends met: nothing more.
     failed: bool,
 }
 
@@ -75,9 +86,18 @@ pub(super) fn next_blocking(
 }
 
 impl Iter {
-    fn step(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// The next entry of the front cursor, or (`back`) of the back one, made on first use.
+    fn step(&mut self, back: bool) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let (shared, dropped) = (&self.shared, &self.dropped);
-        next_blocking(&mut self.cursor, &shared.pool, || {
+        let cursor = match back {
+            false => &mut self.cursor,
+            true => self.back.get_or_insert_with(|| {
+                let (lower, upper) = self.bounds.clone();
+                Cursor::new(self.btree, lower, upper, !self.reverse)
+                    .with_change_buffer(Arc::clone(&shared.change_buffer))
+            }),
+        };
+        next_blocking(cursor, &shared.pool, || {
             shared.check_open()?;
             if dropped.load(Ordering::Acquire) {
                 return Err(Error::TreeNotFound { name: String::new() });
@@ -85,17 +105,15 @@ impl Iter {
             Ok(())
         })
     }
-}
 
-impl Iterator for Iter {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The next entry from the front (`back` false) or the back, unless it is one the other
+    /// end handed out already (then the ends have met, and the iterator is done).
+    fn produce(&mut self, back: bool) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.failed {
             return None;
         }
         // An object's stub is followed: its value is read whole (blocking reads).
-        let step = self.step().and_then(|entry| match entry {
+        let step = self.step(back).and_then(|entry| match entry {
             Some((key, value)) if super::object::is_stub(&value) => {
                 let tree = Tree {
                     shared: Arc::clone(&self.shared),
@@ -108,13 +126,57 @@ impl Iterator for Iter {
             other => Ok(other),
         });
         match step {
-            Ok(entry) => entry.map(Ok),
+            Ok(Some((key, value))) => {
+                // The front walks in the direction of `next` (ascending unless `reverse`).
+                let ascending = back == self.reverse;
+                let (mine, theirs) = match back {
+                    false => (&mut self.front_last, &self.back_last),
+                    true => (&mut self.back_last, &self.front_last),
+                };
+                let met = theirs.as_ref().is_some_and(|other| match ascending {
+                    true => key >= *other,
+                    false => key <= *other,
+                });
+                if met {
+                    self.failed = true;
+                    return None;
+                }
+                // Kept for the other end (its buffer reused: no allocation per entry).
+                match mine {
+                    Some(last) => {
+                        last.clear();
+                        last.extend_from_slice(&key);
+                    }
+                    None => *mine = Some(key.clone()),
+                }
+                Some(Ok((key, value)))
+            }
+            Ok(None) => {
+                self.failed = true;
+                None
+            }
             Err(e) => {
                 self.failed = true;
                 let pool = &self.shared.pool;
                 Some(Err(tree_error(e, &self.name, &self.dropped, self.root, pool)))
             }
         }
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.produce(false)
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    /// The entry at the range's other end: the largest key not handed out yet (the smallest
+    /// for a [`Tree::range_rev`] iterator).
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.produce(true)
     }
 }
 
@@ -225,8 +287,13 @@ impl Tree {
             shared: Arc::clone(&self.shared),
             name: Arc::clone(&self.name),
             dropped: Arc::clone(&self.dropped),
-            cursor: Cursor::new(self.btree, lower, upper, reverse)
+            cursor: Cursor::new(self.btree, lower.clone(), upper.clone(), reverse)
                 .with_change_buffer(Arc::clone(&self.shared.change_buffer)),
+            back: None,
+            bounds: (lower, upper),
+            reverse,
+            front_last: None,
+            back_last: None,
             btree: self.btree,
             root: self.btree.root,
             failed: false,
