@@ -397,34 +397,12 @@ fn stats_and_check_json_carry_the_numbers() {
 fn check_json_lists_the_faults_and_exits_1() {
     let tmp = TempDir::new("json-faults");
     let db = tmp.db();
-    let options = ferrite::Options {
-        workers: 0,
-        pool_bytes: 4 << 20,
-        durability: ferrite::Durability::None,
-        ..Default::default()
-    };
-    let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
-    let tree = opened.tree("t").unwrap();
-    for i in 0..3_000 {
-        tree.put(format!("key{i:05}").as_bytes(), [b'v'; 100]).unwrap();
-    }
-    drop(tree);
-    opened.close().unwrap();
+    fill_tree_t(Path::new(&db), 3_000, |i| (format!("key{i:05}"), vec![b'v'; 100]));
     let healthy = json(0, &["check", "--db", &db, "--json"]);
     assert_eq!(tree_keys(&healthy), [("t".to_owned(), 3_000)], "{healthy}");
     assert_eq!(healthy["trees"][0]["depth"], 2, "{healthy}");
 
-    // The inner node (format/page.rs: kind 3 at byte 4, the page's own id at byte 8).
-    let pages = Path::new(&db).join("pages.ferrite");
-    let mut bytes = fs::read(&pages).unwrap();
-    let inner = (3..bytes.len() / 4096)
-        .find(|&id| {
-            let page = &bytes[id * 4096..(id + 1) * 4096];
-            page[4] == 3 && u64::from_le_bytes(page[8..16].try_into().unwrap()) == id as u64
-        })
-        .expect("an inner node");
-    bytes[inner * 4096 + 2048] ^= 0x5a;
-    fs::write(&pages, &bytes).unwrap();
+    let inner = damage_first_inner_node(Path::new(&db));
 
     let check = json(1, &["check", "--db", &db, "--json"]);
     assert_eq!(check["ok"], false, "{check}");
@@ -1227,19 +1205,8 @@ fn scan_into_a_closed_pipe_stops_quietly() {
     let tmp = TempDir::new("pipe");
     let db = tmp.db();
     let source = tmp.0.join("db");
-    let options = ferrite::Options {
-        workers: 0,
-        pool_bytes: 4 << 20,
-        durability: ferrite::Durability::None,
-        ..Default::default()
-    };
-    let opened = ferrite::Db::open(&source, options).unwrap();
-    let tree = opened.tree("t").unwrap();
-    for i in 0..20_000 {
-        tree.put(format!("key{i:06}").as_bytes(), b"a value long enough to fill a pipe").unwrap();
-    }
-    drop(tree);
-    opened.close().unwrap();
+    let value = b"a value long enough to fill a pipe";
+    fill_tree_t(&source, 20_000, |i| (format!("key{i:06}"), value.to_vec()));
     let o = Command::new("bash")
         .arg("-c")
         .arg("set -o pipefail; \"$0\" \"$@\" | head -n 1")
@@ -1415,32 +1382,9 @@ fn bench_fill_keep_keeps_the_fills_directory() {
 fn check_names_the_corrupt_node_first_and_summarises_the_lost_pages() {
     let tmp = TempDir::new("check-lost");
     let db = tmp.db();
-    let options = ferrite::Options {
-        workers: 0,
-        pool_bytes: 4 << 20,
-        durability: ferrite::Durability::None,
-        ..Default::default()
-    };
-    let opened = ferrite::Db::open(Path::new(&db), options).unwrap();
-    let tree = opened.tree("t").unwrap();
-    for i in 0..20_000 {
-        tree.put(format!("key{i:06}").as_bytes(), [b'v'; 100]).unwrap();
-    }
-    drop(tree);
-    opened.close().unwrap();
+    fill_tree_t(Path::new(&db), 20_000, |i| (format!("key{i:06}"), vec![b'v'; 100]));
 
-    // The first inner node in the file (format/page.rs: the kind at byte 4, 3 for inner
-    // nodes; the page's own id at byte 8): flip a byte in its middle.
-    let pages = Path::new(&db).join("pages.ferrite");
-    let mut bytes = fs::read(&pages).unwrap();
-    let inner = (3..bytes.len() / 4096)
-        .find(|&id| {
-            let page = &bytes[id * 4096..(id + 1) * 4096];
-            page[4] == 3 && u64::from_le_bytes(page[8..16].try_into().unwrap()) == id as u64
-        })
-        .expect("an inner node");
-    bytes[inner * 4096 + 2048] ^= 0x5a;
-    fs::write(&pages, &bytes).unwrap();
+    let inner = damage_first_inner_node(Path::new(&db));
 
     let args = ["check", "--db", &db];
     let o = run(&args);
@@ -2506,4 +2450,40 @@ fn backup_and_compact_on_a_full_disk_leave_the_source_and_remove_the_copy() {
     fs_.resize("400m");
     let o = run(&["check", "--db", dir.to_str().unwrap(), "--no-direct"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+}
+
+/// Creates the data directory `dir` with `keys` entries `entry(i)` in tree "t" (the puts not
+/// synced one by one, a 4 MiB pool), and closes it.
+fn fill_tree_t(dir: &Path, keys: u32, entry: impl Fn(u32) -> (String, Vec<u8>)) {
+    let options = ferrite::Options {
+        workers: 0,
+        pool_bytes: 4 << 20,
+        durability: ferrite::Durability::None,
+        ..Default::default()
+    };
+    let opened = ferrite::Db::open(dir, options).unwrap();
+    let tree = opened.tree("t").unwrap();
+    for i in 0..keys {
+        let (key, value) = entry(i);
+        tree.put(key, value).unwrap();
+    }
+    drop(tree);
+    opened.close().unwrap();
+}
+
+/// Flips a byte in the middle of the first inner node of the page file of `dir`
+/// (format/page.rs: the kind at byte 4, 3 for inner nodes; the page's own id at byte 8),
+/// and returns its page id.
+fn damage_first_inner_node(dir: &Path) -> usize {
+    let pages = dir.join("pages.ferrite");
+    let mut bytes = fs::read(&pages).unwrap();
+    let inner = (3..bytes.len() / 4096)
+        .find(|&id| {
+            let page = &bytes[id * 4096..(id + 1) * 4096];
+            page[4] == 3 && u64::from_le_bytes(page[8..16].try_into().unwrap()) == id as u64
+        })
+        .expect("an inner node");
+    bytes[inner * 4096 + 2048] ^= 0x5a;
+    fs::write(&pages, &bytes).unwrap();
+    inner
 }

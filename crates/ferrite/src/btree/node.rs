@@ -1031,11 +1031,39 @@ impl<'a> NodeMut<'a> {
     /// compacting if need be. Returns false, leaving the node unchanged, when it does not fit.
     pub fn insert(&mut self, key: &[u8], payload: &[u8], out_of_line: bool) -> bool {
         let node = self.as_node();
-        assert!(!key.is_empty() && key.len() <= MAX_KEY_LEN, "key length {}", key.len());
         assert!(key.starts_with(node.prefix()), "key outside the node's prefix");
         assert!(!out_of_line || (node.is_leaf() && out_of_line_sized(payload.len())));
         debug_assert!(node.lower_fence().is_empty() || key > node.lower_fence());
         debug_assert!(node.upper_fence().is_empty() || key <= node.upper_fence());
+        if !self.make_room(key, payload) {
+            return false;
+        }
+        let (slot, found) = self.as_node().lower_bound(key);
+        debug_assert!(!found, "key already present");
+        self.put_at(slot, key, payload, out_of_line);
+        self.update_hints();
+        true
+    }
+    /// Appends `key` after the node's last key, as [`NodeMut::insert`] would place it but
+    /// without searching for its place or updating the hints: for entries copied in key
+    /// order (splits, merges), followed by one `update_hints`. Returns false, leaving the node
+    /// unchanged, when it does not fit.
+    fn push_sorted(&mut self, key: &[u8], payload: &[u8], out_of_line: bool) -> bool {
+        debug_assert!(key.starts_with(self.as_node().prefix()), "key outside the prefix");
+        let node = self.as_node();
+        debug_assert_eq!(node.lower_bound(key), (node.count(), false), "key out of order");
+        if !self.make_room(key, payload) {
+            return false;
+        }
+        let count = self.as_node().count();
+        self.put_at(count, key, payload, out_of_line);
+        true
+    }
+    /// Makes room for an entry of `key` and `payload`, compacting if need be; false when it
+    /// cannot fit (the node unchanged).
+    fn make_room(&mut self, key: &[u8], payload: &[u8]) -> bool {
+        assert!(!key.is_empty() && key.len() <= MAX_KEY_LEN, "key length {}", key.len());
+        let node = self.as_node();
         let needed = node.space_needed(key.len(), payload.len());
         if needed > node.free_bytes() {
             if needed > node.free_bytes_after_compaction() {
@@ -1043,9 +1071,12 @@ impl<'a> NodeMut<'a> {
             }
             self.compact();
         }
+        true
+    }
+    /// Puts the entry at slot `slot` (the slots from there move up one), in room made by
+    /// `make_room`; the hints are the caller's.
+    fn put_at(&mut self, slot: usize, key: &[u8], payload: &[u8], out_of_line: bool) {
         let node = self.as_node();
-        let (slot, found) = node.lower_bound(key);
-        debug_assert!(!found, "key already present");
         let suffix = &key[node.prefix().len()..];
         let count = node.count();
         let offset = self.push_heap(suffix, payload);
@@ -1055,34 +1086,6 @@ impl<'a> NodeMut<'a> {
         let (suffix_len, payload_len) = (suffix.len(), payload.len());
         self.write_slot(slot, Slot { head, offset, suffix_len, payload_len, out_of_line });
         self.set_field(OFFSET_COUNT, count + 1);
-        self.update_hints();
-        true
-    }
-    /// Appends `key` after the node's last key, as [`NodeMut::insert`] would place it but
-    /// without searching for its place or updating the hints: for entries copied in key
-    /// order (splits, merges), followed by one `update_hints`. Returns false, leaving the node
-    /// unchanged, when it does not fit.
-    fn push_sorted(&mut self, key: &[u8], payload: &[u8], out_of_line: bool) -> bool {
-        let node = self.as_node();
-        assert!(!key.is_empty() && key.len() <= MAX_KEY_LEN, "key length {}", key.len());
-        debug_assert!(key.starts_with(node.prefix()), "key outside the node's prefix");
-        debug_assert_eq!(node.lower_bound(key), (node.count(), false), "key out of order");
-        let needed = node.space_needed(key.len(), payload.len());
-        if needed > node.free_bytes() {
-            if needed > node.free_bytes_after_compaction() {
-                return false;
-            }
-            self.compact();
-        }
-        let node = self.as_node();
-        let suffix = &key[node.prefix().len()..];
-        let count = node.count();
-        let offset = self.push_heap(suffix, payload);
-        let head = head_of(suffix);
-        let (suffix_len, payload_len) = (suffix.len(), payload.len());
-        self.write_slot(count, Slot { head, offset, suffix_len, payload_len, out_of_line });
-        self.set_field(OFFSET_COUNT, count + 1);
-        true
     }
     /// Removes slot `slot`; its heap bytes become dead.
     pub fn remove_at(&mut self, slot: usize) {
