@@ -150,6 +150,15 @@ pub enum Access {
     ReadOnly,
 }
 
+/// Bytes of keys and values a bulk command (`load`, `compact`) commits in one batch at most.
+pub const BATCH_BYTES: usize = 8 << 20;
+
+/// Entries a bulk command commits in one batch at most: a quarter of the pool's pages, as
+/// the engine allows one commit (every change pins its leaf until logged).
+pub fn max_batch_entries(db: &DbArgs) -> usize {
+    ((db.pool_mib << 20) / 4096 / 4).max(1) as usize
+}
+
 /// The engine options for `db`.
 pub fn options(db: &DbArgs, access: Access) -> Options {
     Options {

@@ -13,11 +13,10 @@ use ferrite::{Db, Durability, WriteBatch};
 use ferrite_bench::Progress;
 
 use crate::cli::{DumpArgs, LoadArgs};
-use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
+use crate::common::{
+    max_batch_entries, open, operate_then_close, Access, Change, CliError, Outcome, BATCH_BYTES,
+};
 
-/// A load commits a batch once it holds this many bytes of keys and values (or as many
-/// entries as the pool allows one commit: a quarter of its pages).
-const BATCH_BYTES: usize = 8 << 20;
 /// A load syncs its log once per this many bytes of entries (and at its end): a failure part
 /// way keeps all but the last few MiB, at a few syncs per GiB.
 const SYNC_BYTES: usize = 32 << 20;
@@ -164,7 +163,6 @@ struct Loader<'a> {
 
 impl<'a> Loader<'a> {
     fn new(db: &'a Db, args: &'a LoadArgs, input_bytes: Option<u64>) -> Self {
-        let pool_pages = (args.db.pool_mib << 20) / 4096;
         Loader {
             db,
             args,
@@ -174,7 +172,7 @@ impl<'a> Loader<'a> {
             batch: WriteBatch::new(),
             batch_entries: 0,
             batch_bytes: 0,
-            max_batch_entries: (pool_pages / 4).max(1) as usize,
+            max_batch_entries: max_batch_entries(&args.db),
             committed: 0,
             durable: 0,
             bytes_since_sync: 0,

@@ -25,13 +25,12 @@ use std::path::{Path, PathBuf};
 
 use ferrite::{Db, Durability, WriteBatch};
 use ferrite_bench::report::bytes;
+use ferrite_bench::workloads::run::bytes_on_disk;
 use ferrite_bench::Progress;
 
 use crate::cli::{BackupArgs, CompactArgs, DbArgs};
-use crate::common::{open, options, Access, CliError, Outcome};
+use crate::common::{max_batch_entries, open, options, Access, CliError, Outcome, BATCH_BYTES};
 
-/// Entries a compaction commits at once, in bytes of keys and values (as `load`).
-const BATCH_BYTES: usize = 8 << 20;
 /// Copies of this many bytes or more show their progress.
 const PROGRESS_BYTES: u64 = 256 << 20;
 
@@ -81,7 +80,7 @@ pub fn compact(args: &CompactArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
     fresh_name.push(format!(".compacting-{}", std::process::id()));
     let fresh = parent.join(fresh_name);
     claim_new_dir(&fresh, "compact")?;
-    let before = dir_bytes(dir, true).map_err(|e| io_error("measuring", dir, e))?;
+    let before = bytes_on_disk(dir);
     let rebuilt = rebuild(&source, &fresh, &args.db).and_then(|entries| {
         verify(&fresh, &args.db)?;
         sync_tree(&fresh)?;
@@ -95,7 +94,7 @@ pub fn compact(args: &CompactArgs, out: &mut dyn Write) -> Result<Outcome, CliEr
         }
     };
     // The swap happens while the source is still held: no writer can open either meanwhile.
-    let after = dir_bytes(&fresh, true).map_err(|e| io_error("measuring", &fresh, e))?;
+    let after = bytes_on_disk(&fresh);
     if let Err(e) = exchange(dir, &fresh) {
         drop(source);
         return Err(remove_partial(&fresh, "compact", e));
@@ -153,7 +152,7 @@ fn claim_new_dir(dir: &Path, command: &str) -> Result<(), CliError> {
 /// Copies the data directory `from` (the page file, the log's segments) into `to`, syncing
 /// every file and directory; returns the bytes copied.
 fn copy_dir_synced(from: &Path, to: &Path) -> Result<u64, CliError> {
-    let total = dir_bytes(from, false).map_err(|e| io_error("measuring", from, e))?;
+    let total = dir_bytes(from).map_err(|e| io_error("measuring", from, e))?;
     let mut progress = match total >= PROGRESS_BYTES {
         true => Progress::stderr("copying", "bytes", total),
         false => Progress::hidden(total),
@@ -186,19 +185,13 @@ fn copy_into(from: &Path, to: &Path, copied: &mut dyn FnMut(u64)) -> Result<(), 
     Ok(())
 }
 
-/// Every file's bytes under `dir`: their lengths, or (`allocated`) what the file system
-/// holds for them (page files are sparse where never written).
-fn dir_bytes(dir: &Path, allocated: bool) -> io::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
+/// The lengths of the files under `dir` (what a copy reads).
+fn dir_bytes(dir: &Path) -> io::Result<u64> {
     let mut total = 0;
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
-        total += match (meta.is_dir(), allocated) {
-            (true, _) => dir_bytes(&entry.path(), allocated)?,
-            (false, true) => meta.blocks() * 512,
-            (false, false) => meta.len(),
-        };
+        total += if meta.is_dir() { dir_bytes(&entry.path())? } else { meta.len() };
     }
     Ok(total)
 }
@@ -232,7 +225,7 @@ fn rebuild(source: &Db, fresh: &Path, db: &DbArgs) -> Result<u64, CliError> {
         ..options(db, Access::Create)
     };
     let target = Db::open(fresh, options)?;
-    let max_entries = ((db.pool_mib << 20) / 4096 / 4).max(1) as usize;
+    let max_entries = max_batch_entries(db);
     let mut copied = 0u64;
     let result = (|| -> Result<(), CliError> {
         for name in &names {
@@ -249,7 +242,9 @@ fn rebuild(source: &Db, fresh: &Path, db: &DbArgs) -> Result<u64, CliError> {
                 batch.put(&to, &key, &value);
                 copied += 1;
             }
-            target.write(&batch)?;
+            if entries > 0 {
+                target.write(&batch)?;
+            }
         }
         Ok(())
     })();

@@ -2294,23 +2294,6 @@ fn load_on_a_full_disk_fails_cleanly_and_keeps_what_it_said() {
     assert!(lines.iter().enumerate().all(|(i, l)| *l == format!("key{i:08}\t{value}")));
 }
 
-/// Bytes the file system holds for the files under `dir`.
-fn allocated_bytes(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let meta = e.metadata().unwrap();
-            if meta.is_dir() {
-                allocated_bytes(&e.path())
-            } else {
-                meta.blocks() * 512
-            }
-        })
-        .sum()
-}
-
 /// A database of `keys` entries of 200 bytes in tree "t" (and an object in tree "o"), of
 /// which every key not divisible by `keep_every` is deleted again.
 fn thinned_db(dir: &Path, keys: u32, keep_every: u32) {
@@ -2344,7 +2327,8 @@ fn compact_rewrites_into_fewer_pages_and_keeps_every_entry() {
     let dir = tmp.0.join("db");
     thinned_db(&dir, 40_000, 10);
     let before = all_entries(&dir);
-    let (stats_before, bytes_before) = (stats_json(&dir), allocated_bytes(&dir));
+    let (stats_before, bytes_before) =
+        (stats_json(&dir), ferrite_bench::workloads::run::bytes_on_disk(&dir));
     let dir_str = dir.to_str().unwrap();
     let args = ["compact", "--db", dir_str, "--tree", "t"];
     let o = run(&args);
@@ -2355,7 +2339,8 @@ fn compact_rewrites_into_fewer_pages_and_keeps_every_entry() {
         describe(&args, &o)
     );
     assert_eq!(all_entries(&dir), before, "every entry, byte for byte");
-    let (stats_after, bytes_after) = (stats_json(&dir), allocated_bytes(&dir));
+    let (stats_after, bytes_after) =
+        (stats_json(&dir), ferrite_bench::workloads::run::bytes_on_disk(&dir));
     let leaves = |stats: &serde_json::Value| {
         stats["trees"].as_array().unwrap().iter().find(|t| t["name"] == "t").unwrap()["leaf_pages"]
             .as_u64()
@@ -2438,7 +2423,7 @@ fn backup_and_compact_on_a_full_disk_leave_the_source_and_remove_the_copy() {
     let Some(fs_) = Tmpfs::mount(&tmp.0.join("fs"), "200m") else { return };
     let dir = fs_.0.join("db");
     copy_dir(&source, &dir);
-    let used = allocated_bytes(&fs_.0);
+    let used = ferrite_bench::workloads::run::bytes_on_disk(&fs_.0);
     fs_.resize(&format!("{}k", used / 1024 + 512));
     let args = ["compact", "--db", dir.to_str().unwrap(), "--no-direct"];
     let o = run(&args);
