@@ -1,6 +1,6 @@
 //! Ferrite in one page: open a data directory, write and read a tree, scan a range and a
-//! prefix, commit a batch and a transaction, run a lookup as a task, write part of an
-//! object, close.
+//! prefix, commit a batch and a transaction, read a snapshot, run a lookup as a task, write
+//! part of an object, close.
 //!
 //! ```sh
 //! cargo run --example quickstart -p ferrite-kv -- /tmp/quickstart-data
@@ -38,6 +38,9 @@ pub fn run(dir: &Path) -> ferrite::Result<()> {
     batch.put(&orders, b"order-0002", b"reserved");
     db.write(&batch)?;
 
+    // A snapshot reads every tree as of one moment, while writers go on.
+    let before = db.snapshot()?;
+
     // A transaction commits only if nothing it read changed meanwhile (serializable).
     loop {
         let mut txn = db.transaction();
@@ -54,6 +57,8 @@ pub fn run(dir: &Path) -> ferrite::Result<()> {
         }
     }
     assert_eq!(stock.get(b"apples")?, Some(vec![2]));
+    assert_eq!(before.get(&stock, b"apples")?, Some(vec![3])); // as it was then
+    drop(before); // the page copies it needed are dropped with it
 
     // Work can run as tasks on Ferrite's own workers, where a miss is a queued read
     // instead of a blocked thread.

@@ -140,6 +140,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A snapshot was ended early: the copies of pages it would read outgrew
+    /// `Options::snapshot_bytes` (the oldest snapshots end first). Take a new one.
+    SnapshotTooOld {
+        /// The commit number the snapshot saw up to.
+        seq: u64,
+        /// `Options::snapshot_bytes`.
+        limit_bytes: u64,
+    },
     /// The call cannot do this (yet): `reason` says what to do instead.
     NotSupported {
         /// What cannot be done, and what to do instead.
@@ -222,6 +230,12 @@ impl fmt::Display for Error {
                  {max_ops}: split it, or raise Options::pool_bytes)"
             ),
             Error::NotSupported { reason } => write!(f, "not supported: {reason}"),
+            Error::SnapshotTooOld { seq, limit_bytes } => write!(
+                f,
+                "snapshot {seq} was ended: the page copies kept for snapshots passed \
+                 Options::snapshot_bytes ({limit_bytes} bytes), and it was the oldest; take a \
+                 new snapshot, end snapshots sooner, or raise the limit"
+            ),
             Error::Conflict { tree, key } => write!(
                 f,
                 "transaction conflict: key \"{}\" of tree {tree:?} changed after the \

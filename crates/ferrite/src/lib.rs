@@ -41,8 +41,9 @@ pub use btree::node::MAX_KEY_LEN;
 pub use db::fuzz_object_entry;
 pub use db::{
     CheckReport, Db, DbStats, Iter, ObjectReader, ObjectSpaceStats, ObjectStat, ObjectWriter,
-    ObjectsReport, RecoveryReport, SpaceUsage, Transaction, Tree, ValueSlices, WriteBatch,
-    DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_OBJECT_LEN, MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
+    ObjectsReport, RecoveryReport, Snapshot, SpaceUsage, Transaction, Tree, ValueSlices,
+    WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_OBJECT_LEN, MAX_TREE_NAME_LEN,
+    PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
 pub use format::value::MAX_VALUE_LEN;

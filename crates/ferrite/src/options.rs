@@ -87,6 +87,12 @@ pub struct Options {
     /// Bytes per second the background merge of fragments may rewrite (0: no background
     /// merge; a block whose fragments outgrow their entry is still merged by its writer).
     pub object_merge_bytes_per_sec: u64,
+    /// Memory for snapshots ([`Db::snapshot`](crate::Db::snapshot)): copies of the pages that
+    /// commits change while a snapshot taken before them may still read them. A commit that
+    /// would keep more ends the oldest snapshots, whose reads then fail with
+    /// [`Error::SnapshotTooOld`](crate::Error::SnapshotTooOld). Nothing is kept while no
+    /// snapshot lives.
+    pub snapshot_bytes: u64,
     /// Where the data directory's files live; `None` (the default) is the real directory.
     /// Tests put a simulated disk here (`ferrite::testing::SimDisk`) to crash, tear and fail writes.
     #[doc(hidden)]
@@ -133,6 +139,7 @@ impl Default for Options {
             recovery_read_ahead_pages: 4096,
             object_fragment_bytes: 64 << 20,
             object_merge_bytes_per_sec: 256 << 20,
+            snapshot_bytes: 64 << 20,
             storage: None,
         }
     }

@@ -14,6 +14,22 @@ thread_local! {
     static ON_WORKER: Cell<bool> = const { Cell::new(false) };
     /// Set while this thread is a worker with a log flush on its ring.
     static LOG_FLUSH_IN_FLIGHT: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread is a worker whose I/O state a blocking call hides.
+    static HIDDEN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling code is a blocking call made inside a task (`sched::block_on` on a
+/// worker): it must not wait for anything only its worker's own loop can finish, such as a
+/// commit of another of the worker's tasks (`BufferPool::committed`).
+#[inline]
+pub fn in_blocking_call_on_worker() -> bool {
+    HIDDEN.with(Cell::get)
+}
+
+/// Sets whether a blocking call hides this worker; returns what it was.
+#[inline]
+pub(crate) fn set_hidden(hidden: bool) -> bool {
+    HIDDEN.with(|cell| cell.replace(hidden))
 }
 
 /// Whether the calling code runs inside a worker task (and not inside a blocking call made

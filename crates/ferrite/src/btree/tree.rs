@@ -143,7 +143,25 @@ impl BTree {
         slot: usize,
         parent: Option<(PageId, u64)>,
     ) -> Attempt<u64> {
-        let version = match pool.read_copy(page_id, &mut scratch.pages[slot]) {
+        self.read_node_at(pool, page_id, scratch, slot, parent, None)
+    }
+
+    /// [`BTree::read_node`] as snapshot `at` sees the page (`BufferPool::read_copy_at`), or
+    /// as it is now (`None`).
+    fn read_node_at(
+        &self,
+        pool: &BufferPool,
+        page_id: PageId,
+        scratch: &mut Scratch,
+        slot: usize,
+        parent: Option<(PageId, u64)>,
+        at: Option<u64>,
+    ) -> Attempt<u64> {
+        let copied = match at {
+            None => pool.read_copy(page_id, &mut scratch.pages[slot]),
+            Some(seq) => pool.read_copy_at(page_id, seq, &mut scratch.pages[slot]),
+        };
+        let version = match copied {
             Ok(version) => version,
             Err(e) => {
                 if let Some((parent_id, parent_version)) = parent {
@@ -180,9 +198,21 @@ impl BTree {
         stop_at: Option<PageId>,
         scratch: &mut Scratch,
     ) -> Attempt<Descent> {
+        self.descend_at(pool, seek, stop_at, scratch, None)
+    }
+
+    /// [`BTree::descend`] through the tree as snapshot `at` sees it (`None`: as it is now).
+    pub fn descend_at(
+        &self,
+        pool: &BufferPool,
+        seek: Seek<'_>,
+        stop_at: Option<PageId>,
+        scratch: &mut Scratch,
+        at: Option<u64>,
+    ) -> Attempt<Descent> {
         let mut copy = 0;
         let mut page_id = self.root;
-        let mut version = self.read_node(pool, page_id, scratch, copy, None)?;
+        let mut version = self.read_node_at(pool, page_id, scratch, copy, None, at)?;
         if !seek.held_by(Node::new(scratch.pages[copy].bytes())) {
             return Err(corrupt(pool, page_id, "the root's fences are not infinite"));
         }
@@ -204,7 +234,7 @@ impl BTree {
             let level = node.level();
             let next = 1 - copy;
             let child_version =
-                self.read_node(pool, child, scratch, next, Some((page_id, version)))?;
+                self.read_node_at(pool, child, scratch, next, Some((page_id, version)), at)?;
             // Both copies are consistent and the parent was validated after the child's:
             // what they disagree on is in the pages.
             let child_node = Node::new(scratch.pages[next].bytes());
@@ -405,12 +435,15 @@ impl BTree {
         scratch: &mut Scratch,
         read: &mut impl FnMut(&[u8]) -> R,
     ) -> Attempt<Option<R>> {
-        self.get_resuming(pool, key, scratch, read, &mut Resume::default())
+        self.get_resuming(pool, key, scratch, read, &mut Resume::default(), false)
     }
 
     /// [`BTree::get`] for a driver that runs the attempts of one lookup with the same
     /// `resume`: when an attempt stops at a page that is not in memory, the next one starts
     /// at that page (if its parent did not change meanwhile) instead of at the root.
+    /// `committed`: a reader's lookup, which waits (restarts) while the commit in progress
+    /// has changed the leaf or Value page (`BufferPool::committed`), so that it never sees
+    /// part of a commit.
     pub fn get_resuming<R>(
         &self,
         pool: &BufferPool,
@@ -418,6 +451,7 @@ impl BTree {
         scratch: &mut Scratch,
         read: &mut impl FnMut(&[u8]) -> R,
         resume: &mut Resume,
+        committed: bool,
     ) -> Attempt<Option<R>> {
         let mut page_id = self.root;
         let resumed = resume.at.take().and_then(|(child, parent)| {
@@ -446,11 +480,13 @@ impl BTree {
         }
         let (slot, exact) = probe.lower_bound(key);
         if !exact {
-            return if pool.validate(page_id, version) {
-                Ok(None)
-            } else {
-                Err(Interrupt::Restart)
-            };
+            if !pool.validate(page_id, version) {
+                return Err(Interrupt::Restart);
+            }
+            if committed {
+                pool.committed(page_id)?;
+            }
+            return Ok(None);
         }
         let (value_buf, other) = scratch.pages.split_at_mut(1);
         let value_buf: &mut [u8; PAGE_SIZE] =
@@ -458,6 +494,9 @@ impl BTree {
         let (len, out_of_line) = probe.payload_into(slot, &mut *value_buf);
         if !pool.validate(page_id, version) {
             return Err(Interrupt::Restart);
+        }
+        if committed {
+            pool.committed(page_id)?;
         }
         if !out_of_line {
             return Ok(Some(read(&value_buf[..len])));
@@ -469,12 +508,56 @@ impl BTree {
             return Err(Interrupt::Restart);
         }
         copied?;
+        if committed {
+            pool.committed(value_page)?;
+        }
         let bytes = value::decode(other[0].bytes(), self.tree_id)
             .map_err(|reason| corrupt(pool, value_page, reason))?;
         if tail.is_empty() {
             return Ok(Some(read(bytes)));
         }
         // A value longer than a page: its tail follows in the leaf.
+        scratch.value.clear();
+        scratch.value.extend_from_slice(bytes);
+        scratch.value.extend_from_slice(tail);
+        Ok(Some(read(&scratch.value)))
+    }
+
+    /// Calls `read` with the value of `key` as snapshot `seq` sees the tree, if present
+    /// there. Every node is copied (`BufferPool::read_copy_at`): an old version of a page is
+    /// a copy already.
+    pub fn get_at<R>(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        seq: u64,
+        scratch: &mut Scratch,
+        read: &mut impl FnMut(&[u8]) -> R,
+    ) -> Attempt<Option<R>> {
+        let found = self.descend_at(pool, Seek::Key(key), None, scratch, Some(seq))?;
+        let (leaf, rest) = scratch.pages.split_at_mut(found.copy.max(1));
+        let (leaf, other) = match found.copy {
+            0 => (&leaf[0], &mut rest[0]),
+            _ => (&rest[0], &mut leaf[0]),
+        };
+        let node = Node::new(leaf.bytes());
+        let (slot, exact) = node.lower_bound(key);
+        if !exact {
+            return Ok(None);
+        }
+        let (value_page, tail) = match node.value(slot) {
+            node::Payload::Inline(bytes) => return Ok(Some(read(bytes))),
+            node::Payload::OutOfLine { page, tail } => (page, tail),
+        };
+        pool.read_copy_at(value_page, seq, other)?;
+        if !pool.validate(found.page_id, found.version) {
+            return Err(Interrupt::Restart);
+        }
+        let bytes = value::decode(other.bytes(), self.tree_id)
+            .map_err(|reason| corrupt(pool, value_page, reason))?;
+        if tail.is_empty() {
+            return Ok(Some(read(bytes)));
+        }
         scratch.value.clear();
         scratch.value.extend_from_slice(bytes);
         scratch.value.extend_from_slice(tail);

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::page_table::{set_epoch, PINNED};
-use super::{BufferPool, Interrupt};
+use super::{Attempt, BufferPool, Interrupt};
 use crate::error::PageId;
 use crate::format::page;
 
@@ -191,10 +191,78 @@ pub enum PageChange<'a> {
 pub(super) struct CaptureState {
     changes: Mutex<Capture>,
     capturing: AtomicBool,
+    /// A commit failed after changing pages: they stay pinned for good (`abandon_capture`).
+    abandoned: AtomicBool,
+}
+
+thread_local! {
+    /// Whether this thread is running the commit in progress (a poll of its body,
+    /// [`in_commit`]): its reads see its own changes.
+    static IN_COMMIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+thread_local! {
+    /// Whether this thread's reads may see the commit in progress (`read_uncommitted`).
+    static UNCOMMITTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Lets this thread's reads see pages the commit in progress changed (`true`) instead of
+/// waiting for them, or not; returns the earlier setting. For readers that hold a lock a
+/// commit may wait for (an object's map lock), whose lock keeps what they read whole.
+pub fn read_uncommitted(on: bool) -> bool {
+    UNCOMMITTED.replace(on)
+}
+
+/// Runs `body`, a commit's body, with every poll of it marked as the commit's own (so its
+/// reads see the pages it changed, which other readers wait for: [`BufferPool::committed`]).
+/// Marked per poll, not per thread: a task that yields lets other tasks of its worker run
+/// as plain readers.
+pub async fn in_commit<T>(body: impl std::future::Future<Output = T>) -> T {
+    let mut body = std::pin::pin!(body);
+    std::future::poll_fn(|cx| {
+        let was = IN_COMMIT.replace(true);
+        let polled = body.as_mut().poll(cx);
+        IN_COMMIT.set(was);
+        polled
+    })
+    .await
 }
 
 /// A commit's changes, as the pool gathers them and the log gets them.
 impl BufferPool {
+    /// Whether page `page_id`, just read (its version validated), holds only committed
+    /// changes: `Restart` while a commit in progress has changed it (pinned), so that no reader
+    /// sees part of a commit (a batch or transaction is visible whole or not at all; the
+    /// commit unpins its pages once its record is appended). The commit's own reads pass;
+    /// after a commit that failed half-way (the log is failed), its pages fail every read.
+    #[inline(always)]
+    pub fn committed(&self, page_id: PageId) -> Attempt<()> {
+        if self.table.log_state(page_id).load(Ordering::Acquire) & PINNED == 0 {
+            return Ok(());
+        }
+        self.pinned_read(page_id)
+    }
+
+    #[cold]
+    fn pinned_read(&self, page_id: PageId) -> Attempt<()> {
+        // (A blocking read inside a task may be waiting for a commit of its own worker's,
+        // which only that worker's loop can finish: it reads the page as it is.)
+        if IN_COMMIT.get()
+            || UNCOMMITTED.get()
+            || crate::worker_context::in_blocking_call_on_worker()
+        {
+            return Ok(());
+        }
+        if self.capture.abandoned.load(Ordering::Acquire) {
+            return Err(Interrupt::Error(crate::error::Error::LogFailed {
+                reason: format!(
+                    "page {page_id} holds changes of a commit that failed half-way; reopen the database"
+                ),
+            }));
+        }
+        Err(Interrupt::Restart)
+    }
+
     /// Whether a commit's changes are being captured.
     #[inline(always)]
     pub(super) fn capturing(&self) -> bool {
@@ -215,6 +283,7 @@ impl BufferPool {
     pub(super) fn note_change(&self, page_id: PageId) {
         let memory = self.page_mut(page_id);
         if self.capture.changes.lock().unwrap().note_change(page_id, memory) {
+            self.keep_image(page_id, memory);
             self.table.log_state(page_id).fetch_or(PINNED, Ordering::AcqRel);
         }
     }
@@ -288,6 +357,9 @@ impl BufferPool {
         let mut capture = self.capture.changes.lock().unwrap();
         let changed = !capture.is_empty();
         capture.clear();
+        if changed {
+            self.capture.abandoned.store(true, Ordering::Release);
+        }
         changed
     }
 }

@@ -74,7 +74,8 @@ impl BufferPool {
         // (the seqlock reader's fence; free on x86).
         fence(Ordering::Acquire);
         let now = self.table.load_relaxed(page_id);
-        now.version() == version && now.readable()
+        // (A snapshot's copy of an old version never changes: `versions.rs`.)
+        now.version() == version && now.readable() || version == super::IMAGE_VERSION
     }
 
     /// Latches page `page_id` exclusively if it is still at `version` (an upgrade from an

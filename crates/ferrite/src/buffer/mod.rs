@@ -16,17 +16,19 @@ mod pool;
 mod recovery;
 mod resident;
 mod state;
+mod versions;
 mod vmem;
 mod write_ahead;
 mod write_back;
 
-pub use capture::PageChange;
+pub use capture::{in_commit, read_uncommitted, PageChange};
 pub use evict::evict_batch_size;
 pub use frames::FrameView;
 pub use guard::{ExclusiveGuard, SharedGuard};
 pub use load::LoadStart;
 pub use pool::{BufferPool, PageValidator, PoolStats};
 pub use state::PageState;
+pub use versions::{SnapshotState, IMAGE_VERSION};
 pub use write_ahead::WriteAhead;
 pub use write_back::{WriteCheck, WriteStart};
 

@@ -262,6 +262,13 @@ impl BufferPool {
         loop {
             let now = self.table.load(page_id);
             if now.state() == EVICTED {
+                if self.versions.imaging() && self.capturing() {
+                    // A snapshot may still read it: keep its bytes, from the file (freed,
+                    // it is never written again).
+                    let mut before = crate::io::AlignedPage::zeroed();
+                    self.file.read_page(page_id, before.bytes_mut())?;
+                    self.keep_image(page_id, before.bytes());
+                }
                 if self.table.cas(page_id, now, now.bumped(EVICTED)) {
                     self.note_freed(page_id);
                     self.page_ids.push_free(page_id);

@@ -9,7 +9,7 @@
 //! | `state`      | 8    | page-state word: latch state and version (`state.rs`)          |
 //! | `frame`      | 4    | the frame the page occupies (meaningful while it is resident)  |
 //! | `log_state`  | 4    | bits 0..30: checkpoint epoch of its last logged image;         |
-//! |              |      | bit 30 `WRITING`, bit 31 `PINNED` (below)                       |
+//! |              |      | bit 29 `VERSIONED`, bit 30 `WRITING`, bit 31 `PINNED` (below)   |
 //!
 //! Every function here is on the path of every page access: all are `#[inline(always)]`
 //! (they are a few instructions each, and inline into the B+tree's attempts).
@@ -27,8 +27,10 @@ pub(super) const PINNED: u32 = 1 << 31;
 /// `Slot::log_state` bit: a copy of the page is being written by a checkpoint, without the
 /// page's latch; until it is on disk, the page is not evicted nor written again.
 pub(super) const WRITING: u32 = 1 << 30;
+/// `Slot::log_state` bit: the page has old versions kept for snapshots (`versions.rs`).
+pub(super) const VERSIONED: u32 = 1 << 29;
 /// `Slot::log_state` bits of the epoch.
-pub(super) const EPOCH_MASK: u32 = WRITING - 1;
+pub(super) const EPOCH_MASK: u32 = VERSIONED - 1;
 
 /// One entry of the translation table: the page-state word and, while the page is in
 /// memory, its frame. Both in one cache line, so a hit costs one miss at most.
@@ -36,12 +38,13 @@ pub(super) const EPOCH_MASK: u32 = WRITING - 1;
 pub(super) struct Slot {
     state: AtomicU64,
     frame: AtomicU32,
-    /// Bits 0..30 (`EPOCH_MASK`): the checkpoint epoch in which the log last got a full
+    /// Bits 0..29 (`EPOCH_MASK`): the checkpoint epoch in which the log last got a full
     /// image of the page (0: never since open); a logged page is written back only if it
     /// has one from an epoch not older than the last completed checkpoint, so that a torn
     /// write can be repaired. Bit 31 (`PINNED`): a commit in progress changed the page; it is not
     /// written until the commit's record is logged (its bytes, LSN field included, may be
-    /// anything meanwhile). Bit 30 (`WRITING`): a checkpoint is writing a copy of it.
+    /// anything meanwhile). Bit 30 (`WRITING`): a checkpoint is writing a copy of it. Bit 29
+    /// (`VERSIONED`): old versions of it are kept for snapshots (`versions.rs`).
     log_state: AtomicU32,
 }
 

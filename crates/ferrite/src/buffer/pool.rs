@@ -16,6 +16,7 @@
 //! | `write_back.rs` | dirty pages written (one victim, or in batches for checkpoints)    |
 //! | `write_ahead.rs`| the log's rule write-back follows, as a trait the log implements   |
 //! | `capture.rs`    | a commit's page changes, for its log record                        |
+//! | `versions.rs`   | pages' old versions, kept for snapshots                            |
 //! | `recovery.rs`   | reads for the log's replay                                         |
 //! | `vmem.rs`       | the anonymous mappings under the table and the frames              |
 //!
@@ -48,6 +49,7 @@ use super::page_alloc::PageIds;
 use super::page_table::PageTable;
 use super::resident::ResidentSet;
 use super::state::{MARKED, UNLOCKED};
+use super::versions::{Versions, DEFAULT_SNAPSHOT_BYTES};
 use super::write_ahead::WriteAhead;
 use super::write_back::Epochs;
 use crate::error::{Error, PageId, Result};
@@ -109,6 +111,8 @@ pub struct BufferPool {
     pub(super) log: OnceLock<Arc<dyn WriteAhead>>,
     /// The changes of the commit in progress (see `capture.rs`).
     pub(super) capture: CaptureState,
+    /// Old versions of pages, for snapshots (see `versions.rs`).
+    pub(super) versions: Versions,
     pub(super) epochs: Epochs,
     /// The clock's choices, for its bias by page kind (`evict.rs`).
     pub(super) clock_spares: ClockSpares,
@@ -167,6 +171,7 @@ impl BufferPool {
             load_waiters: LoadWaiters::default(),
             log: OnceLock::new(),
             capture: CaptureState::default(),
+            versions: Versions::new(DEFAULT_SNAPSHOT_BYTES),
             epochs: Epochs::default(),
             clock_spares: Default::default(),
         })

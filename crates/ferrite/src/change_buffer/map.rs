@@ -48,6 +48,9 @@ pub fn entry_cost(key: &[u8], value: &[u8]) -> u64 {
     key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD
 }
 
+/// `(N, what the buffer held for a key before commit N)`.
+type OldEntry = (u64, Option<Vec<u8>>);
+
 #[derive(Debug, Default)]
 struct Inner {
     map: BTreeMap<(u64, Vec<u8>), Vec<u8>>,
@@ -58,6 +61,17 @@ struct Inner {
     staged: Vec<BufferedOp>,
     /// Where the drains' sweep is: the next victim is the first entry after it.
     sweep: Option<(u64, Vec<u8>)>,
+    /// For snapshots (`buffer/versions.rs`): each key's entries before the commits that
+    /// changed it, oldest first: `(N, what the buffer held for it before commit N)`. Kept
+    /// as the pool keeps page images, only where a live snapshot reads them.
+    undo: BTreeMap<(u64, Vec<u8>), Vec<OldEntry>>,
+}
+
+/// Whether an old entry taken at commit `n`, after one taken at `prev`, serves one of the
+/// live snapshots `live` (ascending commit numbers): one that is `>= prev` and `< n`.
+fn serves(live: &[u64], prev: u64, n: u64) -> bool {
+    let at = live.partition_point(|&s| s < prev);
+    live.get(at).is_some_and(|&s| s < n)
 }
 
 /// See the module documentation.
@@ -70,6 +84,8 @@ pub struct ChangeBuffer {
     /// every direct change of a key (`stage_remove`), so that with nothing held or staged
     /// neither takes the lock.
     staged_any: AtomicBool,
+    /// Whether old entries are kept for snapshots (`Inner::undo`).
+    undo_any: AtomicBool,
     /// Drains done (`Db`'s sweep) and the entries they moved into leaves, since open.
     drains: AtomicU64,
     drained: AtomicU64,
@@ -85,6 +101,7 @@ impl ChangeBuffer {
             budget,
             bytes: AtomicU64::new(0),
             staged_any: AtomicBool::new(false),
+            undo_any: AtomicBool::new(false),
             drains: AtomicU64::new(0),
             drained: AtomicU64::new(0),
             lent: AtomicBool::new(false),
@@ -244,12 +261,32 @@ impl ChangeBuffer {
         std::mem::take(&mut self.inner.lock().unwrap().staged)
     }
 
-    /// Applies logged changes, in order.
-    pub fn apply(&self, ops: &[BufferedOp]) {
+    /// Applies logged changes, in order. `versioning`: the commit's number and the commit
+    /// numbers of the live snapshots, when one lives: what the changes replace is kept for
+    /// the snapshots that read it.
+    pub fn apply(&self, ops: &[BufferedOp], versioning: Option<(u64, Vec<u64>)>) {
         if ops.is_empty() {
             return;
         }
         let mut inner = self.inner.lock().unwrap();
+        if let Some((n, live)) = versioning {
+            for op in ops {
+                let (BufferedOp::Put { tree, key, .. } | BufferedOp::Removed { tree, key }) = op;
+                let id = (*tree, key.clone());
+                let old = inner.map.get(&id).cloned();
+                let kept = inner.undo.entry(id).or_default();
+                let prev = match kept.last() {
+                    Some(&(last, _)) if last == n => continue,
+                    Some(&(last, _)) => last,
+                    None => 0,
+                };
+                if serves(&live, prev, n) {
+                    kept.push((n, old));
+                }
+            }
+            inner.undo.retain(|_, kept| !kept.is_empty());
+            self.undo_any.store(!inner.undo.is_empty(), Ordering::Release);
+        }
         let mut bytes = self.bytes.load(Ordering::Acquire);
         for op in ops {
             match op {
@@ -268,6 +305,86 @@ impl ChangeBuffer {
             }
         }
         self.bytes.store(bytes, Ordering::Release);
+    }
+
+    /// The value of `key` in tree `tree` as snapshot `seq` saw it here, if held then.
+    pub fn get_at(&self, tree: u64, key: &[u8], seq: u64) -> Option<Vec<u8>> {
+        if !self.undo_any.load(Ordering::Acquire) {
+            return self.get(tree, key);
+        }
+        let inner = self.inner.lock().unwrap();
+        let id = (tree, key.to_vec());
+        match inner.undo.get(&id).and_then(|kept| kept.iter().find(|(n, _)| *n > seq)) {
+            Some((_, old)) => old.clone(),
+            None => inner.map.get(&id).cloned(),
+        }
+    }
+
+    /// [`ChangeBuffer::range`] as snapshot `seq` saw it.
+    pub fn range_at(
+        &self,
+        tree: u64,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        seq: u64,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if !self.undo_any.load(Ordering::Acquire) {
+            return self.range(tree, low, high);
+        }
+        let inside = |key: &[u8]| {
+            let above = match low {
+                Bound::Included(l) => key >= l,
+                Bound::Excluded(l) => key > l,
+                Bound::Unbounded => true,
+            };
+            let below = match high {
+                Bound::Included(h) => key <= h,
+                Bound::Excluded(h) => key < h,
+                Bound::Unbounded => true,
+            };
+            above && below
+        };
+        // Under one lock, so that the entries and the old ones are of the same moment.
+        let inner = self.inner.lock().unwrap();
+        let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = inner
+            .map
+            .range((tree, Vec::new())..)
+            .take_while(|((t, _), _)| *t == tree)
+            .filter(|((_, k), _)| inside(k))
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect();
+        let olds = inner.undo.range((tree, Vec::new())..).take_while(|((t, _), _)| *t == tree);
+        for ((_, key), kept) in olds.filter(|((_, k), _)| inside(k)) {
+            match kept.iter().find(|(n, _)| *n > seq) {
+                Some((_, Some(old))) => {
+                    entries.insert(key.clone(), old.clone());
+                }
+                Some((_, None)) => {
+                    entries.remove(key);
+                }
+                None => {}
+            }
+        }
+        entries.into_iter().collect()
+    }
+
+    /// Drops the old entries no live snapshot reads (`live`: their commit numbers,
+    /// ascending).
+    pub fn collect_old(&self, live: &[u64]) {
+        if !self.undo_any.load(Ordering::Acquire) {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap();
+        inner.undo.retain(|_, kept| {
+            let mut prev = 0;
+            kept.retain(|&(n, _)| {
+                let keep = serves(live, prev, n);
+                prev = n;
+                keep
+            });
+            !kept.is_empty()
+        });
+        self.undo_any.store(!inner.undo.is_empty(), Ordering::Release);
     }
 
     /// Starts from what recovery found (`trees` names every tree id that has entries).
@@ -350,7 +467,7 @@ mod tests {
             buffer.stage_put(tree(t), k.as_bytes(), b"v");
         }
         let ops = buffer.take_staged();
-        buffer.apply(&ops);
+        buffer.apply(&ops, None);
         let victim = |upper: Option<Option<&str>>| {
             let upper = upper.map(|u| u.map(|u| u.as_bytes().to_vec()));
             let (btree, key) = buffer.next_victim(|_, _| upper).unwrap();
@@ -363,7 +480,7 @@ mod tests {
         // The tree's last leaf: the sweep goes past every key of the tree (2, "z" too)...
         buffer.stage_put(tree(3), b"q", b"v");
         let ops = buffer.take_staged();
-        buffer.apply(&ops);
+        buffer.apply(&ops, None);
         assert_eq!(victim(Some(None)), (2, "a".into()));
         assert_eq!(victim(Some(None)), (3, "q".into()));
         // ... and after the last entry, starts over.
@@ -372,7 +489,8 @@ mod tests {
         assert_eq!(victim(Some(Some("0"))), (1, "b".into()));
         assert_eq!(victim(None), (1, "c".into()));
         // Entries of a tree it was not told of (damage) are passed over, not stopped at.
-        buffer.apply(&[BufferedOp::Put { tree: 0, key: b"x".to_vec(), value: b"v".to_vec() }]);
+        buffer
+            .apply(&[BufferedOp::Put { tree: 0, key: b"x".to_vec(), value: b"v".to_vec() }], None);
         assert_eq!(victim(None), (1, "m".into()));
         assert_eq!(victim(Some(None)), (2, "a".into()));
         assert_eq!(victim(Some(None)), (3, "q".into()));
@@ -391,7 +509,7 @@ mod tests {
             buffer.stage_put(tree(*t), k, &k[1..]);
         }
         let ops = buffer.take_staged();
-        buffer.apply(&ops);
+        buffer.apply(&ops, None);
         let mut want: Vec<_> = keys.iter().map(|(t, k)| (*t, k.clone(), k[1..].to_vec())).collect();
         want.sort();
         want.dedup();
@@ -406,7 +524,7 @@ mod tests {
         b.stage_put(tree(1), b"k", b"v1");
         assert_eq!(b.get(1, b"k"), None, "staged is not yet held");
         let ops = b.take_staged();
-        b.apply(&ops);
+        b.apply(&ops, None);
         assert_eq!(b.get(1, b"k"), Some(b"v1".to_vec()));
         assert_eq!(b.bytes(), entry_cost(b"k", b"v1"));
         // An overwrite, then a removal in one commit: the removal sees the staged value.
@@ -416,7 +534,7 @@ mod tests {
         assert_eq!(b.stage_remove(1, b"other"), None);
         let ops = b.take_staged();
         assert_eq!(ops.len(), 2);
-        b.apply(&ops);
+        b.apply(&ops, None);
         assert!(b.is_empty());
         assert_eq!(b.len(), 0);
         assert_eq!(b.get(1, b"k"), None);
@@ -428,7 +546,7 @@ mod tests {
         for (t, k) in [(1, "a"), (1, "c"), (2, ""), (2, "b"), (2, "d"), (3, "a")] {
             b.stage_put(tree(t), k.as_bytes(), b"v");
         }
-        b.apply(&b.take_staged());
+        b.apply(&b.take_staged(), None);
         let keys = |low, high| -> Vec<Vec<u8>> {
             b.range(2, low, high).into_iter().map(|(k, _)| k).collect()
         };
@@ -441,5 +559,42 @@ mod tests {
         assert_eq!(b.snapshot().len(), 6);
         assert_eq!(b.first(2).len(), 2);
         assert_eq!(b.bytes(), b.snapshot().iter().map(|(_, k, v)| entry_cost(k, v)).sum::<u64>());
+    }
+
+    #[test]
+    fn snapshots_see_the_entries_of_their_moment() {
+        let put =
+            |k: &[u8], v: &[u8]| BufferedOp::Put { tree: 1, key: k.to_vec(), value: v.to_vec() };
+        let removed = |k: &[u8]| BufferedOp::Removed { tree: 1, key: k.to_vec() };
+        let b = ChangeBuffer::new(1 << 20);
+        b.apply(&[put(b"a", b"1"), put(b"b", b"1")], None); // commit 1
+                                                            // Snapshots at 1 and 3 live from here on.
+        b.apply(&[put(b"a", b"2"), removed(b"b"), put(b"c", b"2")], Some((2, vec![1, 3])));
+        b.apply(&[put(b"a", b"3")], Some((3, vec![1, 3])));
+        b.apply(&[put(b"a", b"4"), put(b"a", b"4b"), removed(b"c")], Some((4, vec![1, 3])));
+        let get = |k: &[u8], seq| b.get_at(1, k, seq);
+        assert_eq!(
+            (get(b"a", 1), get(b"b", 1), get(b"c", 1)),
+            (Some(b"1".to_vec()), Some(b"1".to_vec()), None)
+        );
+        assert_eq!(
+            (get(b"a", 3), get(b"b", 3), get(b"c", 3)),
+            (Some(b"3".to_vec()), None, Some(b"2".to_vec()))
+        );
+        assert_eq!((get(b"a", 4), get(b"c", 4)), (Some(b"4b".to_vec()), None));
+        let all = |seq| b.range_at(1, Bound::Unbounded, Bound::Unbounded, seq);
+        assert_eq!(all(1), [(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"1".to_vec())]);
+        assert_eq!(all(3), [(b"a".to_vec(), b"3".to_vec()), (b"c".to_vec(), b"2".to_vec())]);
+        let from_b = b.range_at(1, Bound::Included(&b"b"[..]), Bound::Unbounded, 1);
+        assert_eq!(from_b, [(b"b".to_vec(), b"1".to_vec())]);
+        // Commit 3's old entry of "a" served no snapshot (none was taken between 2 and 3).
+        assert_eq!(b.inner.lock().unwrap().undo[&(1, b"a".to_vec())].len(), 2);
+        // The snapshot at 1 ends: only what 3 reads stays.
+        b.collect_old(&[3]);
+        assert_eq!(get(b"a", 3), Some(b"3".to_vec()));
+        assert_eq!(b.inner.lock().unwrap().undo.len(), 2, "a and c, for snapshot 3");
+        b.collect_old(&[]);
+        assert!(b.inner.lock().unwrap().undo.is_empty());
+        assert_eq!(get(b"a", 1), Some(b"4b".to_vec()), "no snapshot: the entries now");
     }
 }

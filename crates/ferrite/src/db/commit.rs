@@ -93,7 +93,7 @@ impl Shared {
         body: impl AsyncFnOnce() -> Result<T>,
     ) -> Result<(T, u64)> {
         self.pool.begin_capture();
-        let outcome = body().await;
+        let outcome = crate::buffer::in_commit(body()).await;
         // Object data the commit freed waits until its record is durable (`object/space.rs`).
         let freed = match self.objects_in_use.load(Ordering::Acquire) {
             true => self.object_space.take_staged(),
@@ -145,8 +145,14 @@ impl Shared {
         let mut w = RecordWriter { bytes: record };
         push_buffered(&mut w, &buffered);
         let (lsn, end) = log.append(&mut w.bytes)?;
+        // The change buffer first: readers wait for the pages until they are stamped, so
+        // none finds a key gone from the buffer and the leaf's change still hidden.
+        self.change_buffer.apply(
+            &buffered,
+            self.pool.commit_versioning().map(|n| (n, self.pool.snapshot_seqs())),
+        );
         self.pool.stamp(&pages, lsn);
-        self.change_buffer.apply(&buffered);
+        self.pool.publish_commit();
         Ok((value, end))
     }
 

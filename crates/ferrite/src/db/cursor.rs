@@ -19,6 +19,7 @@
 //! the leaf copy but validated against it, a key is never missed between the two.
 
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::btree::node::{Node, Payload};
@@ -68,6 +69,12 @@ pub struct Cursor {
     /// The leaf the scan just left by its fence, and its version: while it is unchanged, the
     /// next leaf must start exactly where it ended (`check_follows`).
     left_behind: Option<(PageId, u64)>,
+    /// A Value page could not be read (latched, or changed by the commit in progress): the
+    /// next leaf load restarts once first, so that the driver backs off (or lets the
+    /// worker's other tasks run) before the scan looks again.
+    back_off: std::sync::atomic::AtomicBool,
+    /// The snapshot the scan reads the tree as (`None`: as it is now).
+    at: Option<u64>,
 }
 
 /// A bound over owned keys as one over borrowed ones.
@@ -141,7 +148,15 @@ impl Cursor {
             extra: Vec::new(),
             extra_used: 0,
             left_behind: None,
+            back_off: std::sync::atomic::AtomicBool::new(false),
+            at: None,
         }
+    }
+
+    /// Reads the tree as snapshot `seq` sees it (`buffer/versions.rs`).
+    pub fn at(mut self, seq: u64) -> Self {
+        self.at = Some(seq);
+        self
     }
 
     /// Merges the entries `change_buffer` holds for this tree into the scan.
@@ -163,14 +178,22 @@ impl Cursor {
     /// change buffer's entries of its part of the range): run it to its end with the
     /// scheduler's driver whenever [`Cursor::needs_leaf`].
     pub fn load_attempt(&mut self, pool: &BufferPool, scratch: &mut Scratch) -> Attempt<()> {
+        if self.back_off.swap(false, Ordering::Relaxed) {
+            return Err(Interrupt::Restart);
+        }
         let (last, key) = self.seek();
-        let (leaf_id, version) = if last {
-            let found = self.tree.descend(pool, Seek::Last, None, scratch)?;
+        let (leaf_id, version) = if last || self.at.is_some() {
+            let seek = if last { Seek::Last } else { Seek::Key(&key) };
+            let found = self.tree.descend_at(pool, seek, None, scratch, self.at)?;
             self.leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());
             (found.page_id, found.version)
         } else {
             self.tree.leaf_copy(pool, &key, &mut self.leaf)?
         };
+        if self.at.is_none() {
+            // Not a leaf the commit in progress changed (it is shown whole, once logged).
+            pool.committed(leaf_id)?;
+        }
         match self.after_load(pool, leaf_id, version) {
             Ok(true) => Ok(()),
             // The leaf changed while the buffered entries were taken: copy it again.
@@ -198,14 +221,20 @@ impl Cursor {
         let node = Node::new(self.leaf.bytes());
         self.extra.clear();
         self.extra_used = 0;
-        if let Some(changes) = self.change_buffer.as_ref().filter(|b| !b.is_empty()) {
+        let at = self.at;
+        if let Some(changes) = self.change_buffer.as_ref().filter(|b| !b.is_empty() || at.is_some())
+        {
             let (leaf_low, leaf_high) = key_range(node);
             let (low, high) = if self.reverse {
                 (max_lower(leaf_low, self.end.clone()), min_upper(leaf_high, self.resume.clone()))
             } else {
                 (max_lower(leaf_low, self.resume.clone()), min_upper(leaf_high, self.end.clone()))
             };
-            self.extra = changes.range(self.tree.tree_id, as_slice(&low), as_slice(&high));
+            let (tree, low, high) = (self.tree.tree_id, as_slice(&low), as_slice(&high));
+            self.extra = match at {
+                None => changes.range(tree, low, high),
+                Some(seq) => changes.range_at(tree, low, high, seq),
+            };
             if !pool.validate(leaf_id, version) {
                 return Ok(false);
             }
@@ -484,14 +513,23 @@ impl Cursor {
         tail: &[u8],
     ) -> Result<std::result::Result<Vec<u8>, Option<PageId>>> {
         let mut copy = AlignedPage::zeroed();
-        let copied = pool.read_copy(value_page, &mut copy);
+        let copied = match self.at {
+            None => pool.read_copy(value_page, &mut copy),
+            Some(seq) => pool.read_copy_at(value_page, seq, &mut copy),
+        };
         if !pool.validate(self.leaf_id, self.leaf_version) {
             return Ok(Err(None));
         }
-        match copied {
-            Ok(_) => {}
+        match copied.and_then(|_| match self.at {
+            None => pool.committed(value_page),
+            Some(_) => Ok(()),
+        }) {
+            Ok(()) => {}
             Err(Interrupt::Miss(page)) => return Ok(Err(Some(page))),
-            Err(Interrupt::Restart) => return Ok(Err(None)),
+            Err(Interrupt::Restart) => {
+                self.back_off.store(true, Ordering::Relaxed);
+                return Ok(Err(None));
+            }
             Err(Interrupt::Error(e)) => return Err(e),
         }
         let bytes = value::decode(copy.bytes(), self.tree.tree_id).map_err(|reason| {

@@ -50,7 +50,7 @@ pub struct Iter {
     shared: Arc<Shared>,
     name: Arc<str>,
     dropped: Arc<AtomicBool>,
-    cursor: Cursor,
+    pub(super) cursor: Cursor,
     /// The cursor of `next_back`, once asked for.
     back: Option<Cursor>,
     /// The range and the direction of `next`, to make `back` from.
@@ -63,6 +63,10 @@ pub struct Iter {
     root: PageId,
     /// An error was returned, or the ends met: nothing more.
     failed: bool,
+    /// An error to return first (a snapshot's scan of a tree it cannot read).
+    pending: Option<Error>,
+    /// The snapshot the scan reads, held while it runs (`None`: the tree as it is).
+    pub(super) snapshot: Option<Arc<super::snapshot::Held>>,
 }
 
 /// The cursor's next entry, on the calling thread: through a loaded leaf without the driver
@@ -93,17 +97,30 @@ impl Iter {
             false => &mut self.cursor,
             true => self.back.get_or_insert_with(|| {
                 let (lower, upper) = self.bounds.clone();
-                Cursor::new(self.btree, lower, upper, !self.reverse)
-                    .with_change_buffer(Arc::clone(&shared.change_buffer))
+                let cursor = Cursor::new(self.btree, lower, upper, !self.reverse)
+                    .with_change_buffer(Arc::clone(&shared.change_buffer));
+                match &self.snapshot {
+                    Some(held) => cursor.at(held.seq()),
+                    None => cursor,
+                }
             }),
         };
-        next_blocking(cursor, &shared.pool, || {
+        let entry = next_blocking(cursor, &shared.pool, || {
             shared.check_open()?;
             if dropped.load(Ordering::Acquire) {
                 return Err(Error::TreeNotFound { name: String::new() });
             }
             Ok(())
-        })
+        })?;
+        if let Some(held) = &self.snapshot {
+            held.check()?;
+        }
+        Ok(entry)
+    }
+
+    /// Makes the iterator return `e` first, then nothing.
+    pub(super) fn fail_with(&mut self, e: Error) {
+        self.pending = Some(e);
     }
 
     /// The next entry from the front (`back` false) or the back, unless it is one the other
@@ -112,8 +129,15 @@ impl Iter {
         if self.failed {
             return None;
         }
+        if let Some(e) = self.pending.take() {
+            self.failed = true;
+            return Some(Err(e));
+        }
         // An object's stub is followed: its value is read whole (blocking reads).
         let step = self.step(back).and_then(|entry| match entry {
+            Some((_, value)) if super::object::is_stub(&value) && self.snapshot.is_some() => {
+                Err(self.snapshot.as_ref().unwrap().object_met())
+            }
             Some((key, value)) if super::object::is_stub(&value) => {
                 let tree = Tree {
                     shared: Arc::clone(&self.shared),
@@ -282,7 +306,7 @@ impl Tree {
     }
 
     /// An iterator over the keys between `lower` and `upper`: what every scan above builds.
-    fn scan(&self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Iter {
+    pub(super) fn scan(&self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Iter {
         Iter {
             shared: Arc::clone(&self.shared),
             name: Arc::clone(&self.name),
@@ -297,6 +321,8 @@ impl Tree {
             btree: self.btree,
             root: self.btree.root,
             failed: false,
+            pending: None,
+            snapshot: None,
         }
     }
 
@@ -390,7 +416,7 @@ impl Tree {
 }
 
 /// A bound of any key type as owned bytes (the cursor keeps its bounds).
-fn owned_bound<K: AsRef<[u8]> + ?Sized>(bound: Bound<&K>) -> Bound<Vec<u8>> {
+pub(super) fn owned_bound<K: AsRef<[u8]> + ?Sized>(bound: Bound<&K>) -> Bound<Vec<u8>> {
     bound.map(|key| key.as_ref().to_vec())
 }
 
@@ -398,7 +424,7 @@ fn owned_bound<K: AsRef<[u8]> + ?Sized>(bound: Bound<&K>) -> Bound<Vec<u8>> {
 /// the first key past every key it starts: `prefix` with its last byte that is not 0xff
 /// incremented and the bytes after it dropped. A prefix of 0xff bytes only (or an empty
 /// one) has no key past it: unbounded above.
-fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+pub(super) fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let lower = match prefix.is_empty() {
         true => Bound::Unbounded,
         false => Bound::Included(prefix.to_vec()),

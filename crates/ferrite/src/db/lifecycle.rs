@@ -264,6 +264,7 @@ impl Found {
             self.sb.page_count,
             self.chained_free.clone(),
         )?;
+        pool.set_snapshot_limit(options.snapshot_bytes);
         Ok(Arc::new(
             pool.with_flex_frames(options.flex_pages())
                 .with_page_validator(crate::btree::node::validate_page),

@@ -43,6 +43,7 @@ mod lifecycle;
 mod lock;
 mod object;
 mod recovery;
+mod snapshot;
 mod tree;
 mod txn;
 
@@ -57,6 +58,7 @@ pub use object::{
     ObjectReader, ObjectStat, ObjectWriter, ObjectsReport, ValueSlices, MAX_OBJECT_LEN,
 };
 pub use recovery::RecoveryReport;
+pub use snapshot::Snapshot;
 pub use tree::Tree;
 pub use txn::Transaction;
 
@@ -136,6 +138,12 @@ pub struct DbStats {
     pub trees: usize,
     /// Bytes of the page file (or of its devices) as grown so far.
     pub file_bytes: u64,
+    /// Snapshots alive ([`Db::snapshot`]).
+    pub snapshots: u64,
+    /// Bytes of page copies kept for them (at most `Options::snapshot_bytes`).
+    pub snapshot_bytes: u64,
+    /// Snapshots ended early since open, to keep within `Options::snapshot_bytes`.
+    pub snapshots_expired: u64,
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -228,10 +236,14 @@ impl Db {
 
     /// The pool's counters, the number of trees and the page file's size.
     pub fn stats(&self) -> Result<DbStats> {
+        let (snapshots, snapshot_bytes, snapshots_expired) = self.shared.pool.snapshot_stats();
         Ok(DbStats {
             pool: self.shared.pool.stats(),
             trees: self.tree_names()?.len(),
             file_bytes: self.shared.pool.file().size_pages() * PAGE_SIZE as u64,
+            snapshots,
+            snapshot_bytes,
+            snapshots_expired,
         })
     }
 

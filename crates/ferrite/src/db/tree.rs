@@ -311,7 +311,7 @@ impl Tree {
             if dropped.load(Ordering::Acquire) {
                 return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
             }
-            btree.get_resuming(pool, key, scratch, read, resume)
+            btree.get_resuming(pool, key, scratch, read, resume, true)
         }
     }
 

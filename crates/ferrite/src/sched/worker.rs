@@ -803,12 +803,18 @@ pub(crate) fn start_socket(
 /// (see `block_on`).
 pub(crate) struct HideWorker {
     was: bool,
+    was_hidden: bool,
 }
 
 impl HideWorker {
     #[inline]
     pub(crate) fn new() -> HideWorker {
-        HideWorker { was: worker_context::set_on_worker(false) }
+        let was = worker_context::set_on_worker(false);
+        let was_hidden = match was {
+            true => worker_context::set_hidden(true),
+            false => worker_context::in_blocking_call_on_worker(),
+        };
+        HideWorker { was, was_hidden }
     }
 }
 
@@ -816,6 +822,9 @@ impl Drop for HideWorker {
     #[inline]
     fn drop(&mut self) {
         worker_context::set_on_worker(self.was);
+        if self.was {
+            worker_context::set_hidden(self.was_hidden);
+        }
     }
 }
 

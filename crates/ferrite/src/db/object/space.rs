@@ -252,6 +252,8 @@ const WRITER: u64 = 1 << 63;
 pub struct MapGuard<'a> {
     lock: &'a MapLock,
     write: bool,
+    /// A reader's earlier `buffer::read_uncommitted` setting, restored at release.
+    was_uncommitted: bool,
 }
 
 impl MapLock {
@@ -265,7 +267,10 @@ impl MapLock {
                     .compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                return MapGuard { lock: self, write: false };
+                // A map reader must not wait for a commit's pages: the commit may wait for
+                // this lock (`BufferPool::committed`). The map lock makes its reads whole.
+                let was_uncommitted = crate::buffer::read_uncommitted(true);
+                return MapGuard { lock: self, write: false, was_uncommitted };
             }
             backoff(&mut spins);
         }
@@ -277,7 +282,7 @@ impl MapLock {
         {
             backoff(&mut spins);
         }
-        MapGuard { lock: self, write: true }
+        MapGuard { lock: self, write: true, was_uncommitted: false }
     }
 }
 
@@ -294,7 +299,10 @@ impl Drop for MapGuard<'_> {
     fn drop(&mut self) {
         match self.write {
             true => self.lock.0.fetch_and(!WRITER, Ordering::Release),
-            false => self.lock.0.fetch_sub(1, Ordering::Release),
+            false => {
+                crate::buffer::read_uncommitted(self.was_uncommitted);
+                self.lock.0.fetch_sub(1, Ordering::Release)
+            }
         };
     }
 }

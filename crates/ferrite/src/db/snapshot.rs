@@ -1,0 +1,236 @@
+//! Snapshots (`Db::snapshot`): reads of every tree as the database was at one moment, while
+//! commits go on. A snapshot is the number of the last commit published when it was taken
+//! (under the commit lock, so none was half-applied); the pool keeps the old versions of
+//! the pages later commits change, and the change buffer its old entries, for as long as a
+//! snapshot may read them (`buffer/versions.rs`).
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::cursor::Cursor;
+use super::iter::{owned_bound, prefix_bounds};
+use super::{check_key, Db, Iter, Shared, Tree};
+use crate::buffer::SnapshotState;
+use crate::error::{Error, Result};
+use crate::sched::{block_on, run_async};
+
+/// A consistent view of every tree of a database as of the moment it was taken: reads
+/// through it see every commit made before and nothing of any made since, whole batches
+/// and transactions included, however many keys and trees they span. Writers are not held
+/// back: a commit that changes a page a snapshot may still read first keeps a copy of it,
+/// until the snapshot is dropped.
+///
+/// Copies are bounded by `Options::snapshot_bytes`: a commit that would keep more ends the
+/// oldest snapshots first, whose reads then fail with [`Error::SnapshotTooOld`]. Values
+/// stored as objects (longer than [`crate::MAX_VALUE_LEN`], or written with `write_at`) are
+/// not read through snapshots yet ([`Error::NotSupported`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// # let options = ferrite::Options { workers: 0, pool_bytes: 16 << 20, ..Default::default() };
+/// # let db = ferrite::Db::open(dir.path(), options)?;
+/// let accounts = db.tree("accounts")?;
+/// accounts.put("alice", 100u64.to_be_bytes())?;
+/// accounts.put("bob", 0u64.to_be_bytes())?;
+/// let before = db.snapshot()?;
+/// // A transfer: both keys change in one batch.
+/// let mut batch = ferrite::WriteBatch::new();
+/// batch.put(&accounts, "alice", 60u64.to_be_bytes());
+/// batch.put(&accounts, "bob", 40u64.to_be_bytes());
+/// db.write(&batch)?;
+/// // The snapshot still sees both balances from before the transfer.
+/// let balance = |v: Option<Vec<u8>>| u64::from_be_bytes(v.unwrap().try_into().unwrap());
+/// assert_eq!(balance(before.get(&accounts, "alice")?), 100);
+/// let total: u64 = before.iter(&accounts).map(|e| e.map(|(_, v)| balance(Some(v)))).sum::<ferrite::Result<u64>>()?;
+/// assert_eq!(total, 100);
+/// assert_eq!(balance(accounts.get("bob")?), 40);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    held: Arc<Held>,
+}
+
+/// A snapshot's hold on its old versions, released when the last handle (the snapshot, or
+/// an iterator made from it) is dropped.
+#[derive(Debug)]
+pub(super) struct Held {
+    shared: Arc<Shared>,
+    state: Arc<SnapshotState>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared.pool.release_snapshot(&self.state);
+        self.shared.change_buffer.collect_old(&self.shared.pool.snapshot_seqs());
+    }
+}
+
+impl Held {
+    /// The commit number the snapshot sees up to.
+    pub(super) fn seq(&self) -> u64 {
+        self.state.seq
+    }
+
+    /// `Ok` unless the snapshot was ended early, in which case what was read through it may
+    /// be wrong: asked after every read.
+    pub(super) fn check(&self) -> Result<()> {
+        match self.state.expired() {
+            false => Ok(()),
+            true => Err(Error::SnapshotTooOld {
+                seq: self.state.seq,
+                limit_bytes: self.shared.pool.snapshot_limit(),
+            }),
+        }
+    }
+
+    /// An object's stub met through the snapshot.
+    pub(super) fn object_met(&self) -> Error {
+        Error::NotSupported {
+            reason: "reading a value stored as an object through a snapshot; read it with \
+                     Tree::get instead"
+                .into(),
+        }
+    }
+}
+
+impl Db {
+    /// A snapshot of every tree as of now (see [`Snapshot`]). Waits for the commit in
+    /// progress, if any, to end. Inside a task use [`Db::snapshot_async`]: this call is
+    /// refused there ([`Error::NotSupported`]), since the commit it waits for may be one
+    /// only its own worker can finish.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        if crate::sched::on_worker() {
+            return Err(Error::NotSupported {
+                reason: "Db::snapshot blocks; inside a task use Db::snapshot_async".into(),
+            });
+        }
+        block_on(self.snapshot_async())
+    }
+
+    /// [`Db::snapshot`] as a future (waiting for the commit lock yields).
+    pub async fn snapshot_async(&self) -> Result<Snapshot> {
+        let shared = &self.shared;
+        shared.check_open()?;
+        let state = {
+            let _commit = shared.commit_lock.lock_async().await;
+            shared.pool.take_snapshot()
+        };
+        Ok(Snapshot { held: Arc::new(Held { shared: Arc::clone(shared), state }) })
+    }
+}
+
+impl Snapshot {
+    /// The number of commits the snapshot sees (commits are numbered from 1 since the
+    /// database was opened; only those that changed something count).
+    pub fn seq(&self) -> u64 {
+        self.held.seq()
+    }
+
+    /// The value of `key` in `tree` as of the snapshot.
+    pub fn get(&self, tree: &Tree, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        block_on(self.get_bytes(tree, key.as_ref()))
+    }
+
+    /// [`Snapshot::get`] as a future (a page to read from the disk is waited for by
+    /// yielding).
+    pub async fn get_async(&self, tree: &Tree, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_bytes(tree, key.as_ref()).await
+    }
+
+    async fn get_bytes(&self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.check_tree(tree)?;
+        let (shared, seq) = (&self.held.shared, self.held.seq());
+        let value = match shared.change_buffer.get_at(tree.btree.tree_id, key, seq) {
+            Some(value) => Some(value),
+            None => {
+                let (btree, pool) = (tree.btree, &*shared.pool);
+                let dropped = &tree.dropped;
+                run_async(pool, |scratch| {
+                    if dropped.load(Ordering::Acquire) {
+                        let gone = Error::TreeNotFound { name: String::new() };
+                        return Err(crate::buffer::Interrupt::Error(gone));
+                    }
+                    btree.get_at(pool, key, seq, scratch, &mut |value: &[u8]| value.to_vec())
+                })
+                .await
+                .map_err(|e| tree.error(e))?
+            }
+        };
+        self.held.check()?;
+        match value {
+            Some(value) if super::object::is_stub(&value) => Err(self.held.object_met()),
+            other => Ok(other),
+        }
+    }
+
+    /// The entries of `tree` whose keys lie in `range`, in ascending key order, as of the
+    /// snapshot (see [`Tree::range`] for the bounds).
+    pub fn range<K, R>(&self, tree: &Tree, range: R) -> Iter
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let (lower, upper) = (owned_bound(range.start_bound()), owned_bound(range.end_bound()));
+        self.scan(tree, lower, upper, false)
+    }
+
+    /// [`Snapshot::range`] in descending key order.
+    pub fn range_rev<K, R>(&self, tree: &Tree, range: R) -> Iter
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let (lower, upper) = (owned_bound(range.start_bound()), owned_bound(range.end_bound()));
+        self.scan(tree, lower, upper, true)
+    }
+
+    /// Every entry of `tree` as of the snapshot, in ascending key order.
+    pub fn iter(&self, tree: &Tree) -> Iter {
+        self.scan(tree, Bound::Unbounded, Bound::Unbounded, false)
+    }
+
+    /// Every entry of `tree` as of the snapshot, in descending key order.
+    pub fn iter_rev(&self, tree: &Tree) -> Iter {
+        self.scan(tree, Bound::Unbounded, Bound::Unbounded, true)
+    }
+
+    /// The entries of `tree` whose keys start with `prefix`, as of the snapshot.
+    pub fn prefix(&self, tree: &Tree, prefix: impl AsRef<[u8]>) -> Iter {
+        let (lower, upper) = prefix_bounds(prefix.as_ref());
+        self.scan(tree, lower, upper, false)
+    }
+
+    fn scan(
+        &self,
+        tree: &Tree,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> Iter {
+        let mut iter = tree.scan(lower, upper, reverse);
+        if let Err(e) = self.check_tree(tree) {
+            iter.fail_with(e);
+        }
+        iter.cursor = std::mem::replace(
+            &mut iter.cursor,
+            Cursor::new(tree.btree, Bound::Unbounded, Bound::Unbounded, false),
+        )
+        .at(self.held.seq());
+        iter.snapshot = Some(Arc::clone(&self.held));
+        iter
+    }
+
+    /// `tree` must be of the snapshot's database.
+    fn check_tree(&self, tree: &Tree) -> Result<()> {
+        self.held.shared.check_open()?;
+        if !Arc::ptr_eq(&tree.shared, &self.held.shared) {
+            return Err(Error::NotSupported {
+                reason: format!("tree {:?} is of another database than the snapshot", tree.name()),
+            });
+        }
+        Ok(())
+    }
+}
