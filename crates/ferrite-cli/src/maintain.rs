@@ -4,8 +4,9 @@
 //! Both hold the source open read-only: readers share it, no writer can open it meanwhile,
 //! and nothing in it changes (a directory not closed cleanly is recovered in memory). So its
 //! files are one consistent state for as long as the command runs.
-//! - `backup` copies those files (the page file and the log after its last checkpoint) into
-//!   a new directory, syncs them, and checks the copy as `ferrite check` does.
+//! - `backup` runs the engine's backup (`Db::backup`, which also copies a database open for
+//!   writing in a process of the library's own) into a new directory: the page file and the
+//!   log segments a recovery needs, synced; then it checks the copy as `ferrite check` does.
 //! - `compact` copies every entry, in key order, into a fresh directory beside the source
 //!   (full leaves, no free pages), checks it, and swaps the two directories with one
 //!   `renameat2(RENAME_EXCHANGE)`: a crash leaves the old or the new data at the path,
@@ -38,10 +39,25 @@ pub fn backup(args: &BackupArgs, out: &mut dyn Write) -> Result<Outcome, CliErro
     let source = open_source(&args.db, "backup")?;
     let target = &args.to;
     claim_new_dir(target, "backup")?;
-    let copied = copy_dir_synced(&args.db.dir, target).and_then(|bytes| {
-        let checked = verify(target, &args.db)?;
-        Ok((bytes, checked))
-    });
+    let mut progress: Option<Progress> = None;
+    let shown = |done: u64, total: u64, progress: &mut Option<Progress>| {
+        let bar = progress.get_or_insert_with(|| match total >= PROGRESS_BYTES {
+            true => Progress::stderr("copying", "bytes", total),
+            false => Progress::hidden(total),
+        });
+        bar.set(done);
+    };
+    // The engine's online backup (on this read-only open, a copy of files nothing changes).
+    let copied = source
+        .backup_with_progress(target, |done, total| shown(done, total, &mut progress))
+        .map_err(CliError::from)
+        .and_then(|report| {
+            if let Some(mut bar) = progress.take() {
+                bar.finish();
+            }
+            let checked = verify(target, &args.db)?;
+            Ok((report.page_file_bytes + report.log_bytes, checked))
+        });
     drop(source);
     match copied {
         Ok((size, entries)) => {
@@ -147,53 +163,6 @@ fn claim_new_dir(dir: &Path, command: &str) -> Result<(), CliError> {
         }
         Err(e) => Err(io_error("reading", dir, e)),
     }
-}
-
-/// Copies the data directory `from` (the page file, the log's segments) into `to`, syncing
-/// every file and directory; returns the bytes copied.
-fn copy_dir_synced(from: &Path, to: &Path) -> Result<u64, CliError> {
-    let total = dir_bytes(from).map_err(|e| io_error("measuring", from, e))?;
-    let mut progress = match total >= PROGRESS_BYTES {
-        true => Progress::stderr("copying", "bytes", total),
-        false => Progress::hidden(total),
-    };
-    let mut done = 0;
-    copy_into(from, to, &mut |n| {
-        done += n;
-        progress.set(done);
-    })?;
-    progress.finish();
-    sync_tree(to)?;
-    Ok(done)
-}
-
-fn copy_into(from: &Path, to: &Path, copied: &mut dyn FnMut(u64)) -> Result<(), CliError> {
-    for entry in fs::read_dir(from).map_err(|e| io_error("reading", from, e))? {
-        let entry = entry.map_err(|e| io_error("reading", from, e))?;
-        let (path, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().map_err(|e| io_error("reading", &path, e))?;
-        if kind.is_dir() {
-            fs::create_dir(&target).map_err(|e| io_error("creating", &target, e))?;
-            copy_into(&path, &target, copied)?;
-        } else if entry.file_name() != ferrite::LOCK_FILE_NAME {
-            // copy_file_range underneath: in the kernel, and sparse where the file is.
-            let n = fs::copy(&path, &target)
-                .map_err(|e| CliError::Refused(format!("copying {}: {e}", path.display())))?;
-            copied(n);
-        }
-    }
-    Ok(())
-}
-
-/// The lengths of the files under `dir` (what a copy reads).
-fn dir_bytes(dir: &Path) -> io::Result<u64> {
-    let mut total = 0;
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        total += if meta.is_dir() { dir_bytes(&entry.path())? } else { meta.len() };
-    }
-    Ok(total)
 }
 
 /// fsyncs every file and directory under `dir`, and `dir` itself.
@@ -316,6 +285,10 @@ fn exchange(a: &Path, b: &Path) -> Result<(), CliError> {
 fn remove_partial(dir: &Path, command: &str, error: CliError) -> CliError {
     let cleanup = match fs::remove_dir_all(dir) {
         Ok(()) => format!("the partial {} was removed", dir.display()),
+        // (The engine's backup removes its own partial copy.)
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            format!("the partial {} was removed", dir.display())
+        }
         Err(e) => format!("removing the partial {} failed too ({e}): delete it", dir.display()),
     };
     CliError::Refused(format!("{command}: {error}; the source is unchanged, and {cleanup}"))

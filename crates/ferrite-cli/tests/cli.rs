@@ -1,6 +1,7 @@
 //! End-to-end tests of the `ferrite` binary: each runs the built program on a data directory
 //! of its own under Cargo's temporary directory and checks stdout, stderr and exit status.
 
+use ferrite::testing::Tmpfs;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -987,43 +988,6 @@ fn check_verifies_the_log_of_a_crash_image_and_fails_on_a_damaged_record() {
     }
 }
 
-/// A tmpfs mounted for one test, unmounted when dropped. Mounting needs root (or the
-/// capability): elsewhere `mount` returns `None` and the test says it skipped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
-        fs::create_dir_all(path).unwrap();
-        let options = format!("size={size}");
-        let mounted =
-            Command::new("mount").args(["-t", "tmpfs", "-o", &options, "tmpfs"]).arg(path).output();
-        let o = match mounted {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("skipping: cannot run mount: {e}");
-                return None;
-            }
-        };
-        if !o.status.success() {
-            eprintln!("skipping: cannot mount a tmpfs (needs root): {}", text(&o.stderr).trim());
-            return None;
-        }
-        Some(Tmpfs(path.to_owned()))
-    }
-
-    fn resize(&self, size: &str) {
-        let options = format!("remount,size={size}");
-        let o = Command::new("mount").args(["-o", &options]).arg(&self.0).output().unwrap();
-        assert!(o.status.success(), "remounting: {}", text(&o.stderr));
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// Exit status and stderr of `ferrite put` of `key` in tree "t" of `db`, `value` as value.
 fn put_on_full_disk(db: &str, key: &str, value: &str) -> (Option<i32>, String) {
     let o = run(&["put", "--db", db, "--tree", "t", key, value]);
@@ -1071,7 +1035,7 @@ fn a_committed_change_exits_0_when_only_the_close_fails() {
 
     // 8 MiB: the directory and new log segments fit, a 64 MiB page file does not.
     let Some(mount) = Tmpfs::mount(&tmp.0.join("mnt"), "8m") else { return };
-    let dir = mount.0.join("db");
+    let dir = mount.path().join("db");
     copy_dir(&source, &dir);
     let db = dir.to_str().unwrap();
     let mut committed = Vec::new();
@@ -2259,7 +2223,7 @@ fn load_on_a_full_disk_fails_cleanly_and_keeps_what_it_said() {
     let tmp = TempDir::new("load-full");
     // Room for the log's first segment and the first 64 MiB of pages, not their growth.
     let Some(mount) = Tmpfs::mount(&tmp.0.join("mnt"), "150m") else { return };
-    let db = mount.0.join("db");
+    let db = mount.path().join("db");
     let db_str = db.to_str().unwrap();
     let mut input = b"# ferrite dump 1 text\n# tree t\n".to_vec();
     let value = "v".repeat(1000);
@@ -2408,7 +2372,7 @@ fn backup_and_compact_on_a_full_disk_leave_the_source_and_remove_the_copy() {
     let expected = all_entries(&source);
     // The backup's target on a file system too small for the copy.
     let Some(small) = Tmpfs::mount(&tmp.0.join("small"), "2m") else { return };
-    let target = small.0.join("copy");
+    let target = small.path().join("copy");
     let args = ["backup", "--db", source.to_str().unwrap(), "--to", target.to_str().unwrap()];
     let o = run(&args);
     let what = describe(&args, &o);
@@ -2421,16 +2385,16 @@ fn backup_and_compact_on_a_full_disk_leave_the_source_and_remove_the_copy() {
 
     // A compaction on a file system with room for the source but not for its copy.
     let Some(fs_) = Tmpfs::mount(&tmp.0.join("fs"), "200m") else { return };
-    let dir = fs_.0.join("db");
+    let dir = fs_.path().join("db");
     copy_dir(&source, &dir);
-    let used = ferrite_bench::workloads::run::bytes_on_disk(&fs_.0);
+    let used = ferrite_bench::workloads::run::bytes_on_disk(fs_.path());
     fs_.resize(&format!("{}k", used / 1024 + 512));
     let args = ["compact", "--db", dir.to_str().unwrap(), "--no-direct"];
     let o = run(&args);
     let what = describe(&args, &o);
     assert_eq!(o.status.code(), Some(2), "{what}");
     assert!(text(&o.stderr).contains("No space left on device"), "{what}");
-    let left: Vec<_> = fs::read_dir(&fs_.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = fs::read_dir(fs_.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("db")], "{what}");
     fs_.resize("400m");
     let o = run(&["check", "--db", dir.to_str().unwrap(), "--no-direct"]);

@@ -40,9 +40,9 @@ pub use btree::node::MAX_KEY_LEN;
 #[doc(hidden)]
 pub use db::fuzz_object_entry;
 pub use db::{
-    CheckReport, Db, DbStats, Iter, ObjectReader, ObjectSpaceStats, ObjectStat, ObjectWriter,
-    ObjectsReport, RecoveryReport, Snapshot, SpaceUsage, Transaction, Tree, ValueSlices,
-    WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_OBJECT_LEN, MAX_TREE_NAME_LEN,
+    BackupReport, CheckReport, Db, DbStats, Iter, ObjectReader, ObjectSpaceStats, ObjectStat,
+    ObjectWriter, ObjectsReport, RecoveryReport, Snapshot, SpaceUsage, Transaction, Tree,
+    ValueSlices, WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_OBJECT_LEN, MAX_TREE_NAME_LEN,
     PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};

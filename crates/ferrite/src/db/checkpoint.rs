@@ -58,6 +58,11 @@ impl Shared {
     /// they are held only while the redo LSN and the allocator's state are read.
     pub(super) fn checkpoint(&self) -> Result<()> {
         let _one = self.checkpoint_lock.lock().unwrap();
+        self.checkpoint_held()
+    }
+
+    /// [`Shared::checkpoint`] for the holder of the checkpoint lock.
+    pub(super) fn checkpoint_held(&self) -> Result<()> {
         let log = self.log()?;
         log.check()?;
         let pool = &self.pool;

@@ -31,6 +31,7 @@ use crate::io::PageFile;
 use crate::sched::{TaskHandle, WorkerStats, Workers};
 use crate::wal::Log;
 
+mod backup;
 mod batch;
 mod catalog;
 mod check;
@@ -47,6 +48,7 @@ mod snapshot;
 mod tree;
 mod txn;
 
+pub use backup::BackupReport;
 pub use batch::WriteBatch;
 pub use check::CheckReport;
 use engine::Shared;

@@ -1,6 +1,6 @@
 //! What tests use and the engine does not: the seeded random generator of every test (`rng`),
 //! the simulated disk (`sim`: a [`Storage`] that crashes, tears and fails writes from a
-//! seed), the directory copy a crash would leave, and
+//! seed), a tmpfs to fill up (`tmpfs`), the directory copy a crash would leave, and
 //! — for the engine's own unit tests — the conformance suite every I/O engine passes and the
 //! helpers that run attempts to their end. Compiled for tests, and for other crates' tests
 //! with the `testing` feature.
@@ -14,12 +14,14 @@ mod conformance;
 pub mod rng;
 pub mod seccomp;
 pub mod sim;
+pub mod tmpfs;
 
 #[cfg(test)]
 pub(crate) use attempts::{read_page, run, scan};
 pub use rng::Rng;
 pub use seccomp::refuse_syscalls_on_this_thread;
 pub use sim::{SimDisk, SimFaults};
+pub use tmpfs::Tmpfs;
 
 use std::path::Path;
 

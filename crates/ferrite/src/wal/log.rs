@@ -120,6 +120,8 @@ struct State {
     next_slot: u32,
     /// When a segment preparation last failed.
     prepare_failed: Option<std::time::Instant>,
+    /// Holders of `hold_flushes`: no flush starts while any holds.
+    held: usize,
 }
 
 /// The slots a log starts with, besides its segments (see [`Log::new`]).
@@ -295,6 +297,7 @@ impl Log {
                 vacant_slots,
                 next_slot: slots.next,
                 prepare_failed: None,
+                held: 0,
             }),
             flush_done: Condvar::new(),
             durable: AtomicU64::new(tail),
@@ -386,7 +389,9 @@ impl Log {
             );
             let mut state = self.state.lock().unwrap();
             // Wait while the bytes are all in flushes already, or no flush may start.
-            while (lsn <= state.pending_start || state.flights.len() >= MAX_FLIGHTS)
+            while (lsn <= state.pending_start
+                || state.flights.len() >= MAX_FLIGHTS
+                || state.held > 0)
                 && self.durable() < lsn
                 && !self.failed.load(Ordering::Acquire)
             {
@@ -430,10 +435,40 @@ impl Log {
             return None;
         }
         let state = self.state.lock().unwrap();
-        if state.flights.len() >= MAX_FLIGHTS {
+        if state.flights.len() >= MAX_FLIGHTS || state.held > 0 {
             return None;
         }
         self.take_flush(state).ok().flatten()
+    }
+
+    /// Makes the log durable up to its tail, then holds off every flush until
+    /// `release_flushes`, once those in progress ended: the segment files stop changing
+    /// (an online backup copies them). Commits that wait for the log wait meanwhile.
+    /// Returns how far the log is durable, and the names of the segment files holding it
+    /// from the oldest a recovery needs (relative to the data directory).
+    pub fn hold_flushes(&self) -> Result<(u64, Vec<String>)> {
+        self.flush(self.tail())?;
+        let mut state = self.state.lock().unwrap();
+        state.held += 1;
+        while !state.flights.is_empty() && !self.failed.load(Ordering::Acquire) {
+            state = self.flush_done.wait(state).unwrap();
+        }
+        let names = state.segments.iter().map(|s| super::segment::segment_name(s.slot)).collect();
+        drop(state);
+        if let Err(e) = self.check() {
+            self.release_flushes();
+            return Err(e);
+        }
+        Ok((self.durable(), names))
+    }
+
+    /// Ends a `hold_flushes`: flushes start again, and the commits waiting for one go on.
+    pub fn release_flushes(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.held -= 1;
+        drop(state);
+        self.flush_done.notify_all();
+        self.wake_tasks();
     }
 
     fn take_flush(&self, mut state: std::sync::MutexGuard<'_, State>) -> Result<Option<FlushJob>> {

@@ -75,6 +75,9 @@ pub struct Space {
     merged_blocks: AtomicU64,
     /// Blocks the merges read from extents (the rest had fragments over a hole).
     merge_reads: AtomicU64,
+    /// While an online backup copies the page file: the runs allocated since it began (and
+    /// those pending then), which it copies again at its end (`Db::backup`).
+    backup_runs: Mutex<Option<Vec<(PageId, u64)>>>,
 }
 
 #[derive(Debug, Default)]
@@ -236,6 +239,7 @@ impl Default for Space {
             merge_thread: std::sync::atomic::AtomicBool::new(false),
             merged_blocks: AtomicU64::new(0),
             merge_reads: AtomicU64::new(0),
+            backup_runs: Mutex::new(None),
         }
     }
 }
@@ -320,6 +324,34 @@ impl Space {
         self.maps[stripe(id)].write()
     }
 
+    /// Starts tracking the runs allocated for data (the pending ones included) for an online
+    /// backup, and pins the current epoch as a reader does, so that no run freed from now on
+    /// is written again until `end_backup` (the backup's copy may still point at it).
+    /// Returns the pinned epoch.
+    pub fn begin_backup(&self) -> u64 {
+        let pending: Vec<(PageId, u64)> =
+            self.pending.lock().unwrap().iter().map(|(&f, &l)| (f, l)).collect();
+        *self.backup_runs.lock().unwrap() = Some(pending);
+        let mut readers = self.readers.lock().unwrap();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        *readers.entry(epoch).or_default() += 1;
+        epoch
+    }
+
+    /// Ends `begin_backup`: the runs allocated meanwhile (copy them again), and the epoch
+    /// unpinned.
+    pub fn end_backup(&self, epoch: u64) -> Vec<(PageId, u64)> {
+        let runs = self.backup_runs.lock().unwrap().take().unwrap_or_default();
+        let mut readers = self.readers.lock().unwrap();
+        if let Some(count) = readers.get_mut(&epoch) {
+            *count -= 1;
+            if *count == 0 {
+                readers.remove(&epoch);
+            }
+        }
+        runs
+    }
+
     /// Pins the current epoch for a reader of extent maps.
     pub fn pin(&self) -> ReadPin<'_> {
         let mut readers = self.readers.lock().unwrap();
@@ -372,6 +404,9 @@ impl Space {
             left -= take;
         }
         self.pending.lock().unwrap().extend(runs.iter().copied());
+        if let Some(tracked) = self.backup_runs.lock().unwrap().as_mut() {
+            tracked.extend(runs.iter().copied());
+        }
         Ok(runs)
     }
 
