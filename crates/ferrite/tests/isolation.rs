@@ -338,6 +338,74 @@ fn snapshots_see_transfers_whole_while_they_run() {
     assert_eq!(db.stats().unwrap().snapshot_bytes, 0);
 }
 
+/// Plain scans read through a snapshot of their own: summed by `Tree::iter` on threads and
+/// by `Tree::scan_async` in tasks while transfers commit, the accounts' total never moves.
+#[test]
+fn plain_scans_see_transfers_whole() {
+    const ACCOUNTS: u64 = 400;
+    let dir = TempDir::with_prefix("isolation-scans").unwrap();
+    let options = Options { workers: 2, durability: Durability::None, ..tiny(128) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let accounts = db.tree("accounts").unwrap();
+    let key = |i: u64| format!("acct{i:05}").into_bytes();
+    for i in 0..ACCOUNTS {
+        accounts.put(key(i), 1_000u64.to_be_bytes()).unwrap();
+    }
+    let total = ACCOUNTS * 1_000;
+    let balance = |v: &[u8]| u64::from_be_bytes(v[..8].try_into().unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (accounts, done) = (accounts.clone(), done.clone());
+            db.spawn(async move {
+                let mut scans = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let mut sum = 0;
+                    let seen = accounts
+                        .scan_async(b"", usize::MAX, |_, v| sum += balance(v))
+                        .await
+                        .unwrap();
+                    assert_eq!((seen as u64, sum), (ACCOUNTS, total), "a task's scan");
+                    scans += 1;
+                }
+                scans
+            })
+            .unwrap()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut scans = 0;
+            while !done.load(Ordering::Acquire) {
+                let sum: u64 = accounts.iter().map(|e| balance(&e.unwrap().1)).sum();
+                assert_eq!(sum, total, "a thread's scan saw part of a transfer");
+                let back: u64 = accounts.iter_rev().map(|e| balance(&e.unwrap().1)).sum();
+                assert_eq!(back, total, "a reverse scan saw part of a transfer");
+                scans += 1;
+            }
+            scans
+        });
+        let mut rng = Rng::new(5);
+        let mut balances = vec![1_000u64; ACCOUNTS as usize];
+        for _ in 0..3_000 {
+            let (from, to) = (rng.below(ACCOUNTS) as usize, rng.below(ACCOUNTS) as usize);
+            let amount = rng.below(balances[from] + 1);
+            balances[from] -= amount;
+            balances[to] += amount;
+            let mut batch = WriteBatch::new();
+            batch.put(&accounts, key(from as u64), balances[from].to_be_bytes());
+            batch.put(&accounts, key(to as u64), balances[to].to_be_bytes());
+            db.write(&batch).unwrap();
+        }
+        done.store(true, Ordering::Release);
+        assert!(reader.join().unwrap() > 0);
+    });
+    for task in tasks {
+        assert!(task.wait() > 0);
+    }
+    assert_eq!(db.stats().unwrap().snapshots, 0, "each scan's snapshot ended with it");
+}
+
 /// Past `Options::snapshot_bytes`, the oldest snapshot ends: its reads fail with
 /// `SnapshotTooOld`, newer snapshots and the trees go on.
 #[test]
@@ -390,12 +458,14 @@ fn snapshots_refuse_what_they_cannot_read() {
     let foreign = other.tree("t").unwrap();
     assert!(matches!(snap.get(&foreign, "small"), Err(Error::NotSupported { .. })));
     assert!(matches!(snap.iter(&foreign).next(), Some(Err(Error::NotSupported { .. }))));
-    // Inside a task the blocking call is refused; the async one works.
+    // Inside a task a snapshot is taken at once; its blocking reads are refused (they could
+    // wait for a commit of the task's own worker), its async ones work.
     let (db2, tree2) = (db.clone(), tree.clone());
     let outcome = db
         .spawn(async move {
-            let refused = matches!(db2.snapshot(), Err(Error::NotSupported { .. }));
-            let snap = db2.snapshot_async().await.unwrap();
+            let snap = db2.snapshot().unwrap();
+            let refused = matches!(snap.get(&tree2, "small"), Err(Error::NotSupported { .. }))
+                && matches!(snap.iter(&tree2).next(), Some(Err(Error::NotSupported { .. })));
             (refused, snap.get_async(&tree2, "small").await.unwrap())
         })
         .unwrap()

@@ -320,7 +320,42 @@ impl BTree {
         key: &[u8],
         out: &mut AlignedPage,
     ) -> Attempt<(PageId, u64)> {
-        let (page_id, version, probe, parent) = self.probe_leaf(pool, key)?;
+        let found = self.probe_leaf(pool, key, None)?;
+        let found = found.expect("a descent as of now never falls back");
+        self.copy_found_leaf(pool, found, out)
+    }
+
+    /// [`BTree::leaf_copy`] as snapshot `seq` sees the tree, reading nodes in place while
+    /// no page on the path has old versions (`BufferPool::versioned`); `None` when one has
+    /// (then descend by copies: [`BTree::descend_at`]).
+    pub fn leaf_copy_at(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        seq: u64,
+        out: &mut AlignedPage,
+    ) -> Attempt<Option<(PageId, u64)>> {
+        if !pool.snapshot_ready(seq) {
+            return Err(Interrupt::Restart);
+        }
+        match self.probe_leaf(pool, key, Some(seq))? {
+            Some(found) => self.copy_found_leaf(pool, found, out).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn copy_found_leaf(
+        &self,
+        pool: &BufferPool,
+        (page_id, version, probe, parent): (
+            PageId,
+            u64,
+            Probe<'_>,
+            Option<(PageId, u64, Probe<'_>, usize)>,
+        ),
+        out: &mut AlignedPage,
+    ) -> Attempt<(PageId, u64)> {
         probe.copy_page(out.bytes_mut());
         if !pool.validate(page_id, version) {
             return Err(Interrupt::Restart);
@@ -378,36 +413,47 @@ impl BTree {
     /// (`probe.rs`): the way of writers, which then latch the leaf with that version (so a
     /// leaf changed since fails the latch and the attempt restarts).
     pub fn locate_leaf(&self, pool: &BufferPool, key: &[u8]) -> Attempt<(PageId, u64)> {
-        let (page_id, version, _, _) = self.probe_leaf(pool, key)?;
+        let (page_id, version, _, _) = self.probe_leaf(pool, key, None)?.expect("as of now");
         Ok((page_id, version))
     }
 
     /// Descends in place to the leaf whose range holds `key`: its page, version and probe
     /// (not yet validated past its header), and its parent's (page, version, probe, the
-    /// leaf's index in it), unless the root is the leaf.
+    /// leaf's index in it), unless the root is the leaf. `at`: for snapshot `at`, which
+    /// reads a page in place only if it has no old versions (asked after its state word
+    /// was loaded, as `BufferPool::read_copy_at` asks); `None` (with `at` only) when one on
+    /// the path has.
     #[allow(clippy::type_complexity)]
+    #[inline]
     fn probe_leaf<'p>(
         &self,
         pool: &'p BufferPool,
         key: &[u8],
-    ) -> Attempt<(PageId, u64, Probe<'p>, Option<(PageId, u64, Probe<'p>, usize)>)> {
+        at: Option<u64>,
+    ) -> Attempt<Option<(PageId, u64, Probe<'p>, Option<(PageId, u64, Probe<'p>, usize)>)>> {
         let mut page_id = self.root;
         let (mut version, mut probe) = self.probe_node(pool, page_id, None, key)?;
+        if at.is_some() && pool.versioned(page_id) {
+            return Ok(None);
+        }
         let mut parent = None;
         while !probe.is_leaf() {
             let index = probe.lower_bound(key).0;
             let child = probe.child(index);
             let (child_version, child_probe) =
                 self.probe_node(pool, child, Some((page_id, version, probe.level())), key)?;
+            if at.is_some() && pool.versioned(child) {
+                return Ok(None);
+            }
             parent = Some((page_id, version, probe, index));
             (page_id, version, probe) = (child, child_version, child_probe);
         }
-        Ok((page_id, version, probe, parent))
+        Ok(Some((page_id, version, probe, parent)))
     }
 
     /// The leaf `key` belongs in, its path loaded into the pool: a prefetch before a commit.
     pub fn leaf_for(&self, pool: &BufferPool, key: &[u8]) -> Attempt<PageId> {
-        let (page_id, version, _, _) = self.probe_leaf(pool, key)?;
+        let (page_id, version, _, _) = self.probe_leaf(pool, key, None)?.expect("as of now");
         match pool.validate(page_id, version) {
             true => Ok(page_id),
             false => Err(Interrupt::Restart),

@@ -213,6 +213,14 @@ pub fn read_uncommitted(on: bool) -> bool {
     UNCOMMITTED.replace(on)
 }
 
+/// Whether this thread's reads must not wait for the commit in progress: they are its own
+/// (`in_commit`), they hold a lock it may wait for (`read_uncommitted`), or they are a
+/// blocking call inside a task, which may be waiting for a commit only its own worker's
+/// loop can finish.
+pub fn reads_must_not_wait() -> bool {
+    IN_COMMIT.get() || UNCOMMITTED.get() || crate::worker_context::in_blocking_call_on_worker()
+}
+
 /// Runs `body`, a commit's body, with every poll of it marked as the commit's own (so its
 /// reads see the pages it changed, which other readers wait for: [`BufferPool::committed`]).
 /// Marked per poll, not per thread: a task that yields lets other tasks of its worker run
@@ -245,12 +253,7 @@ impl BufferPool {
 
     #[cold]
     fn pinned_read(&self, page_id: PageId) -> Attempt<()> {
-        // (A blocking read inside a task may be waiting for a commit of its own worker's,
-        // which only that worker's loop can finish: it reads the page as it is.)
-        if IN_COMMIT.get()
-            || UNCOMMITTED.get()
-            || crate::worker_context::in_blocking_call_on_worker()
-        {
+        if reads_must_not_wait() {
             return Ok(());
         }
         if self.capture.abandoned.load(Ordering::Acquire) {
@@ -277,6 +280,7 @@ impl BufferPool {
     /// Starts capturing a commit's changes (the caller holds the commit lock).
     pub fn begin_capture(&self) {
         debug_assert!(self.capture.changes.lock().unwrap().is_empty());
+        self.versions.begin();
         self.capture.capturing.store(true, Ordering::Release);
     }
 

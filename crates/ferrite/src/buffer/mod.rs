@@ -21,7 +21,7 @@ mod vmem;
 mod write_ahead;
 mod write_back;
 
-pub use capture::{in_commit, read_uncommitted, PageChange};
+pub use capture::{in_commit, read_uncommitted, reads_must_not_wait, PageChange};
 pub use evict::evict_batch_size;
 pub use frames::FrameView;
 pub use guard::{ExclusiveGuard, SharedGuard};

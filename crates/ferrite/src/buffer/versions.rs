@@ -1,10 +1,15 @@
 //! Old versions of pages, for snapshots (`Db::snapshot`): what a page held before a commit
 //! changed it, kept while a snapshot taken before that commit may still read it.
 //!
-//! Commits are numbered in the order they are published (`published`: the last one whose
-//! record was appended and whose pages were unpinned). A snapshot is a commit number `S`,
-//! taken under the commit lock (so no commit is half-applied at that moment): it sees every
-//! commit up to `S` and none after. While any snapshot lives, the first change a commit `N`
+//! Commits are numbered in the order they end (`Versions::word`: twice the number of the
+//! last commit ended, plus one while a commit runs; every commit counts, even one that
+//! changed nothing). A snapshot is a commit number `S`: it sees every commit up to `S` and
+//! none after. It is taken without a lock: it counts itself live, then reads the word. If
+//! no commit runs, `S` is the last one; a commit that begins later sees the snapshot live
+//! and keeps images of everything it changes. If one runs, it may have changed pages before
+//! it could see the snapshot, so `S` is that commit, and reads through the snapshot wait
+//! until it ended (`BufferPool::read_copy_at`, `Snapshot`'s reads). While any snapshot
+//! lives, the first change a commit `N`
 //! makes to a page keeps the page's bytes before it as the page's *image* `N` (the capture
 //! copies them anyway, for the log's diffs), and a page freed without being read (never in
 //! memory) is read from the file first. A snapshot `S` reads a page as its image with the
@@ -13,8 +18,8 @@
 //!
 //! Images are kept only where some snapshot needs them: image `N` of a page serves the
 //! snapshots between the page's image before it and `N`, so a commit skips the image when
-//! no snapshot was taken since the page's last one, and a snapshot's end drops every image
-//! no live snapshot reads. A page with images carries the `VERSIONED` bit in its
+//! no snapshot was taken since the page's last one, and a snapshot's end drops the images
+//! of every commit up to the oldest snapshot still live. A page with images carries the `VERSIONED` bit in its
 //! translation entry, so a snapshot read of any other page costs no lookup here.
 //!
 //! Memory is bounded (`Options::snapshot_bytes`): a commit that would keep more ends the
@@ -39,6 +44,8 @@ pub const IMAGE_VERSION: u64 = u64::MAX;
 pub struct SnapshotState {
     /// The last commit it sees.
     pub seq: u64,
+    /// The commit word it was taken at (`Versions::word`).
+    pub word: u64,
     /// Ended early to bound the images' memory: its reads fail.
     expired: AtomicBool,
     id: u64,
@@ -60,6 +67,8 @@ struct Inner {
     live: BTreeMap<(u64, u64), Arc<SnapshotState>>,
     /// Each versioned page's images, oldest first: `(N, bytes before commit N)`.
     images: HashMap<PageId, Vec<Image>>,
+    /// The pages each commit kept images of, to drop them in commit order.
+    by_commit: BTreeMap<u64, Vec<PageId>>,
     next_id: u64,
 }
 
@@ -74,8 +83,8 @@ impl Inner {
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Versions {
-    /// Commits published since open.
-    published: AtomicU64,
+    /// Twice the commits ended since open, plus one while a commit runs.
+    word: AtomicU64,
     /// Live snapshots (read without the lock on every page change).
     live: AtomicUsize,
     /// Bytes of images kept.
@@ -90,7 +99,7 @@ pub struct Versions {
 impl Versions {
     pub fn new(limit: u64) -> Self {
         Versions {
-            published: AtomicU64::new(0),
+            word: AtomicU64::new(0),
             live: AtomicUsize::new(0),
             bytes: AtomicU64::new(0),
             limit: AtomicU64::new(limit),
@@ -107,29 +116,52 @@ impl Versions {
     /// Whether commits keep images (a snapshot lives).
     #[inline(always)]
     pub fn imaging(&self) -> bool {
-        self.live.load(Ordering::Acquire) > 0
+        self.live.load(Ordering::SeqCst) > 0
     }
 
-    /// The number the commit in progress will have (the caller holds the commit lock).
+    /// The number the commit in progress has (the caller holds the commit lock).
     pub fn next_commit(&self) -> u64 {
-        self.published.load(Ordering::Acquire) + 1
+        self.word.load(Ordering::Acquire) / 2 + 1
     }
 
-    /// Marks the commit in progress published (its record appended, its pages unpinned).
-    pub fn publish(&self) {
-        self.published.fetch_add(1, Ordering::AcqRel);
+    /// The commit word: twice the commits ended, plus one while a commit runs.
+    pub fn word(&self) -> u64 {
+        self.word.load(Ordering::SeqCst)
     }
 
-    /// A new snapshot of every commit published so far (the caller holds the commit lock, so
-    /// none is half-applied).
+    /// How many commits ended.
+    pub fn ended(&self) -> u64 {
+        self.word.load(Ordering::Acquire) / 2
+    }
+
+    /// A commit begins (the caller holds the commit lock), before it changes anything.
+    pub fn begin(&self) {
+        self.word.fetch_or(1, Ordering::SeqCst);
+    }
+
+    /// The commit in progress ended (its record appended and its pages stamped, or it
+    /// failed).
+    pub fn end(&self) {
+        debug_assert_eq!(self.word.load(Ordering::Acquire) & 1, 1, "no commit runs");
+        self.word.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A new snapshot: of every commit ended so far, or, if one runs, of that one too (see
+    /// the module documentation).
     pub fn take(&self) -> Arc<SnapshotState> {
         let mut inner = self.inner.lock().unwrap();
-        let seq = self.published.load(Ordering::Acquire);
+        // Live first, then the word: a commit that begins after the read sees it live.
+        self.live.fetch_add(1, Ordering::SeqCst);
+        let word = self.word.load(Ordering::SeqCst);
+        let seq = word / 2 + (word & 1);
         inner.next_id += 1;
-        let state =
-            Arc::new(SnapshotState { seq, expired: AtomicBool::new(false), id: inner.next_id });
+        let state = Arc::new(SnapshotState {
+            seq,
+            word,
+            expired: AtomicBool::new(false),
+            id: inner.next_id,
+        });
         inner.live.insert((seq, state.id), state.clone());
-        self.live.fetch_add(1, Ordering::AcqRel);
         state
     }
 
@@ -157,6 +189,7 @@ impl Versions {
             return;
         }
         inner.images.entry(page_id).or_default().push((n, before.into()));
+        inner.by_commit.entry(n).or_default().push(page_id);
         table.log_state(page_id).fetch_or(VERSIONED, Ordering::AcqRel);
         let bytes = self.bytes.fetch_add(PAGE_SIZE as u64, Ordering::AcqRel) + PAGE_SIZE as u64;
         if bytes > self.limit.load(Ordering::Relaxed) {
@@ -189,26 +222,31 @@ impl Versions {
         }
     }
 
-    /// Drops every image no live snapshot reads.
+    /// Drops the images no live snapshot reads any more: those of commits up to the oldest
+    /// live snapshot (image `N` serves only snapshots older than `N`), found through
+    /// `by_commit`, so the cost is the images dropped, not the images kept. (An image
+    /// between two live snapshots that serves neither stays until the older one ends.)
     fn collect(&self, table: &PageTable, inner: &mut Inner) {
+        let oldest = inner.live.keys().next().map(|&(seq, _)| seq);
+        let due = match oldest {
+            Some(oldest) => {
+                let keep = inner.by_commit.split_off(&(oldest + 1));
+                std::mem::replace(&mut inner.by_commit, keep)
+            }
+            None => std::mem::take(&mut inner.by_commit),
+        };
+        let limit = oldest.unwrap_or(u64::MAX);
         let mut dropped = 0u64;
-        let live = std::mem::take(&mut inner.live);
-        let probe = Inner { live, ..Inner::default() };
-        inner.images.retain(|&page_id, images| {
-            let mut prev = 0;
-            let before = images.len();
-            images.retain(|&(n, _)| {
-                let keep = probe.serves(prev, n);
-                prev = n;
-                keep
-            });
-            dropped += (before - images.len()) as u64;
+        for page_id in due.into_values().flatten() {
+            let Some(images) = inner.images.get_mut(&page_id) else { continue };
+            let stale = images.iter().take_while(|(n, _)| *n <= limit).count();
+            images.drain(..stale);
+            dropped += stale as u64;
             if images.is_empty() {
+                inner.images.remove(&page_id);
                 table.log_state(page_id).fetch_and(!VERSIONED, Ordering::AcqRel);
             }
-            !images.is_empty()
-        });
-        inner.live = probe.live;
+        }
         self.bytes.fetch_sub(dropped * PAGE_SIZE as u64, Ordering::AcqRel);
     }
 
@@ -243,9 +281,26 @@ impl super::BufferPool {
         self.versions.limit.load(Ordering::Relaxed)
     }
 
-    /// A snapshot of every commit published so far (the caller holds the commit lock).
+    /// A snapshot of every commit ended so far, or of the one running too (`versions.rs`).
     pub fn take_snapshot(&self) -> Arc<SnapshotState> {
         self.versions.take()
+    }
+
+    /// Whether page `page_id` has old versions kept for snapshots (ask after loading its
+    /// state word: an image kept before the change that word shows is then seen).
+    #[inline(always)]
+    pub fn versioned(&self, page_id: PageId) -> bool {
+        self.table.log_state(page_id).load(Ordering::Acquire) & VERSIONED != 0
+    }
+
+    /// The commit word (`versions.rs`): equal words mean no commit began or ended between.
+    pub fn commit_word(&self) -> u64 {
+        self.versions.word()
+    }
+
+    /// Whether snapshot `seq` can be read: the commit it ends with has ended.
+    pub fn snapshot_ready(&self, seq: u64) -> bool {
+        self.versions.ended() >= seq
     }
 
     /// Ends a snapshot.
@@ -253,16 +308,21 @@ impl super::BufferPool {
         self.versions.release(&self.table, state);
     }
 
-    /// Marks the commit in progress published (the caller holds the commit lock, its record
-    /// is appended and its pages are stamped).
-    pub fn publish_commit(&self) {
-        self.versions.publish();
+    /// The commit in progress ended (the caller holds the commit lock; its record is
+    /// appended and its pages are stamped, or it failed).
+    pub fn end_commit(&self) {
+        self.versions.end();
     }
 
     /// The number the commit in progress gets when published, and whether commits keep old
     /// versions for snapshots now (the caller holds the commit lock).
     pub fn commit_versioning(&self) -> Option<u64> {
         self.versions.imaging().then(|| self.versions.next_commit())
+    }
+
+    /// The commit number the oldest live snapshot sees, if any lives.
+    pub fn oldest_snapshot(&self) -> Option<u64> {
+        self.versions.inner.lock().unwrap().live.keys().next().map(|&(seq, _)| seq)
     }
 
     /// The commit numbers live snapshots see, ascending.
@@ -293,6 +353,10 @@ impl super::BufferPool {
         seq: u64,
         out: &mut crate::io::AlignedPage,
     ) -> super::Attempt<u64> {
+        if !self.snapshot_ready(seq) {
+            // The snapshot ends with the commit running: wait for it.
+            return Err(super::Interrupt::Restart);
+        }
         for _ in 0..=64 {
             // The state first: an image kept before the change it shows is then found.
             let begun = self.read_begin(page_id);

@@ -65,6 +65,8 @@ struct Inner {
     /// changed it, oldest first: `(N, what the buffer held for it before commit N)`. Kept
     /// as the pool keeps page images, only where a live snapshot reads them.
     undo: BTreeMap<(u64, Vec<u8>), Vec<OldEntry>>,
+    /// The keys each commit kept old entries of, to drop them in commit order.
+    undo_by_commit: BTreeMap<u64, Vec<(u64, Vec<u8>)>>,
 }
 
 /// Whether an old entry taken at commit `n`, after one taken at `prev`, serves one of the
@@ -165,6 +167,53 @@ impl ChangeBuffer {
         if self.is_empty() {
             return Vec::new();
         }
+        let bounds = map_bounds(tree, low, high);
+        let inner = self.inner.lock().unwrap();
+        inner.map.range(bounds).map(|((_, k), v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The entries of tree `tree` with keys between `low` and `high`, ascending, as snapshot
+    /// `seq` saw them here.
+    pub fn range_at(
+        &self,
+        tree: u64,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        seq: u64,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if !self.undo_any.load(Ordering::Acquire) {
+            return self.range(tree, low, high);
+        }
+        let bounds = map_bounds(tree, low, high);
+        // Under one lock, so that the entries and the old ones are of the same moment.
+        let inner = self.inner.lock().unwrap();
+        if inner.undo.range(bounds.clone()).next().is_none() {
+            return inner.map.range(bounds).map(|((_, k), v)| (k.clone(), v.clone())).collect();
+        }
+        let mut entries: BTreeMap<Vec<u8>, Vec<u8>> =
+            inner.map.range(bounds.clone()).map(|((_, k), v)| (k.clone(), v.clone())).collect();
+        for ((_, key), kept) in inner.undo.range(bounds) {
+            match kept.iter().find(|(n, _)| *n > seq) {
+                Some((_, Some(old))) => {
+                    entries.insert(key.clone(), old.clone());
+                }
+                Some((_, None)) => {
+                    entries.remove(key);
+                }
+                None => {}
+            }
+        }
+        entries.into_iter().collect()
+    }
+}
+
+/// Bounds over the map's `(tree, key)` entries.
+type MapBounds = (Bound<(u64, Vec<u8>)>, Bound<(u64, Vec<u8>)>);
+
+/// The bounds, in the map's `(tree, key)` order, of tree `tree`'s keys between `low` and
+/// `high`.
+fn map_bounds(tree: u64, low: Bound<&[u8]>, high: Bound<&[u8]>) -> MapBounds {
+    {
         let at = |b: Bound<&[u8]>, beyond: u64| match b {
             Bound::Included(k) => Bound::Included((tree, k.to_vec())),
             Bound::Excluded(k) => Bound::Excluded((tree, k.to_vec())),
@@ -179,10 +228,11 @@ impl ChangeBuffer {
             Bound::Unbounded if tree == u64::MAX => Bound::Unbounded,
             b => at(b, tree + 1),
         };
-        let inner = self.inner.lock().unwrap();
-        inner.map.range((low, high)).map(|((_, k), v)| (k.clone(), v.clone())).collect()
+        (low, high)
     }
+}
 
+impl ChangeBuffer {
     /// The entry whose leaf the next drain takes, with its tree: the first after the
     /// sweep's position, or the first of all past the end. The position moves past the
     /// victim's leaf, whose upper bound `upper_of` gives (`Some(None)`: unbounded, the
@@ -282,6 +332,7 @@ impl ChangeBuffer {
                 };
                 if serves(&live, prev, n) {
                     kept.push((n, old));
+                    inner.undo_by_commit.entry(n).or_default().push((*tree, key.clone()));
                 }
             }
             inner.undo.retain(|_, kept| !kept.is_empty());
@@ -320,70 +371,35 @@ impl ChangeBuffer {
         }
     }
 
-    /// [`ChangeBuffer::range`] as snapshot `seq` saw it.
-    pub fn range_at(
-        &self,
-        tree: u64,
-        low: Bound<&[u8]>,
-        high: Bound<&[u8]>,
-        seq: u64,
-    ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        if !self.undo_any.load(Ordering::Acquire) {
-            return self.range(tree, low, high);
-        }
-        let inside = |key: &[u8]| {
-            let above = match low {
-                Bound::Included(l) => key >= l,
-                Bound::Excluded(l) => key > l,
-                Bound::Unbounded => true,
-            };
-            let below = match high {
-                Bound::Included(h) => key <= h,
-                Bound::Excluded(h) => key < h,
-                Bound::Unbounded => true,
-            };
-            above && below
-        };
-        // Under one lock, so that the entries and the old ones are of the same moment.
-        let inner = self.inner.lock().unwrap();
-        let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = inner
-            .map
-            .range((tree, Vec::new())..)
-            .take_while(|((t, _), _)| *t == tree)
-            .filter(|((_, k), _)| inside(k))
-            .map(|((_, k), v)| (k.clone(), v.clone()))
-            .collect();
-        let olds = inner.undo.range((tree, Vec::new())..).take_while(|((t, _), _)| *t == tree);
-        for ((_, key), kept) in olds.filter(|((_, k), _)| inside(k)) {
-            match kept.iter().find(|(n, _)| *n > seq) {
-                Some((_, Some(old))) => {
-                    entries.insert(key.clone(), old.clone());
-                }
-                Some((_, None)) => {
-                    entries.remove(key);
-                }
-                None => {}
-            }
-        }
-        entries.into_iter().collect()
+    /// Whether old entries are kept for snapshots.
+    pub fn has_old(&self) -> bool {
+        self.undo_any.load(Ordering::Acquire)
     }
 
-    /// Drops the old entries no live snapshot reads (`live`: their commit numbers,
-    /// ascending).
-    pub fn collect_old(&self, live: &[u64]) {
+    /// Drops the old entries no live snapshot reads any more: those of commits up to
+    /// `oldest`, the oldest live snapshot (every one if none lives), found through
+    /// `undo_by_commit` (the cost is the entries dropped).
+    pub fn collect_old(&self, oldest: Option<u64>) {
         if !self.undo_any.load(Ordering::Acquire) {
             return;
         }
         let mut inner = self.inner.lock().unwrap();
-        inner.undo.retain(|_, kept| {
-            let mut prev = 0;
-            kept.retain(|&(n, _)| {
-                let keep = serves(live, prev, n);
-                prev = n;
-                keep
-            });
-            !kept.is_empty()
-        });
+        let due = match oldest {
+            Some(oldest) => {
+                let keep = inner.undo_by_commit.split_off(&(oldest + 1));
+                std::mem::replace(&mut inner.undo_by_commit, keep)
+            }
+            None => std::mem::take(&mut inner.undo_by_commit),
+        };
+        let limit = oldest.unwrap_or(u64::MAX);
+        for id in due.into_values().flatten() {
+            let Some(kept) = inner.undo.get_mut(&id) else { continue };
+            let stale = kept.iter().take_while(|(n, _)| *n <= limit).count();
+            kept.drain(..stale);
+            if kept.is_empty() {
+                inner.undo.remove(&id);
+            }
+        }
         self.undo_any.store(!inner.undo.is_empty(), Ordering::Release);
     }
 
@@ -590,10 +606,10 @@ mod tests {
         // Commit 3's old entry of "a" served no snapshot (none was taken between 2 and 3).
         assert_eq!(b.inner.lock().unwrap().undo[&(1, b"a".to_vec())].len(), 2);
         // The snapshot at 1 ends: only what 3 reads stays.
-        b.collect_old(&[3]);
+        b.collect_old(Some(3));
         assert_eq!(get(b"a", 3), Some(b"3".to_vec()));
         assert_eq!(b.inner.lock().unwrap().undo.len(), 2, "a and c, for snapshot 3");
-        b.collect_old(&[]);
+        b.collect_old(None);
         assert!(b.inner.lock().unwrap().undo.is_empty());
         assert_eq!(get(b"a", 1), Some(b"4b".to_vec()), "no snapshot: the entries now");
     }

@@ -101,6 +101,8 @@ impl Shared {
             false => Vec::new(),
         };
         let ended = self.end_commit(outcome);
+        // Every commit counts, changed or failed (snapshots: `buffer/versions.rs`).
+        self.pool.end_commit();
         if let Ok((_, end)) = &ended {
             self.object_space.retire(&freed, *end);
         }
@@ -147,12 +149,11 @@ impl Shared {
         let (lsn, end) = log.append(&mut w.bytes)?;
         // The change buffer first: readers wait for the pages until they are stamped, so
         // none finds a key gone from the buffer and the leaf's change still hidden.
-        self.change_buffer.apply(
-            &buffered,
-            self.pool.commit_versioning().map(|n| (n, self.pool.snapshot_seqs())),
-        );
+        if !buffered.is_empty() {
+            let versioning = self.pool.commit_versioning().map(|n| (n, self.pool.snapshot_seqs()));
+            self.change_buffer.apply(&buffered, versioning);
+        }
         self.pool.stamp(&pages, lsn);
-        self.pool.publish_commit();
         Ok((value, end))
     }
 

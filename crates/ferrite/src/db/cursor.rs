@@ -182,7 +182,14 @@ impl Cursor {
             return Err(Interrupt::Restart);
         }
         let (last, key) = self.seek();
-        let (leaf_id, version) = if last || self.at.is_some() {
+        // A snapshot's scan reads nodes in place too while they have no old versions.
+        let in_place = match self.at {
+            Some(seq) if !last => self.tree.leaf_copy_at(pool, &key, seq, &mut self.leaf)?,
+            _ => None,
+        };
+        let (leaf_id, version) = if let Some(found) = in_place {
+            found
+        } else if last || self.at.is_some() {
             let seek = if last { Seek::Last } else { Seek::Key(&key) };
             let found = self.tree.descend_at(pool, seek, None, scratch, self.at)?;
             self.leaf.bytes_mut().copy_from_slice(scratch.pages[found.copy].bytes());

@@ -54,6 +54,10 @@ pub(super) struct Shared {
     pub(super) checkpointing: AtomicBool,
     /// Puts into leaves not in memory, waiting for their leaves (`change_buffer/`).
     pub(super) change_buffer: Arc<ChangeBuffer>,
+    /// The snapshot plain scans took last, and the commit word it was taken at: a scan that
+    /// finds the word unchanged (no commit began or ended since) shares it
+    /// (`snapshot::Held::for_scan`).
+    pub(super) scan_snapshot: Mutex<(u64, std::sync::Weak<super::snapshot::Held>)>,
     /// Threads running a checkpoint, or flushing the log periodically; joined at close.
     pub(super) helpers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     pub(super) recovery: RecoveryReport,

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::cursor::{Cursor, Step};
+use super::snapshot::Held;
 use super::tree::tree_error;
 use super::{check_key, Shared, Tree};
 use crate::buffer::BufferPool;
@@ -50,7 +51,7 @@ pub struct Iter {
     shared: Arc<Shared>,
     name: Arc<str>,
     dropped: Arc<AtomicBool>,
-    pub(super) cursor: Cursor,
+    cursor: Cursor,
     /// The cursor of `next_back`, once asked for.
     back: Option<Cursor>,
     /// The range and the direction of `next`, to make `back` from.
@@ -66,7 +67,7 @@ pub struct Iter {
     /// An error to return first (a snapshot's scan of a tree it cannot read).
     pending: Option<Error>,
     /// The snapshot the scan reads, held while it runs (`None`: the tree as it is).
-    pub(super) snapshot: Option<Arc<super::snapshot::Held>>,
+    snapshot: Option<Arc<Held>>,
 }
 
 /// The cursor's next entry, on the calling thread: through a loaded leaf without the driver
@@ -135,7 +136,10 @@ impl Iter {
         }
         // An object's stub is followed: its value is read whole (blocking reads).
         let step = self.step(back).and_then(|entry| match entry {
-            Some((_, value)) if super::object::is_stub(&value) && self.snapshot.is_some() => {
+            Some((_, value))
+                if super::object::is_stub(&value)
+                    && self.snapshot.as_ref().is_some_and(|held| !held.implicit()) =>
+            {
                 Err(self.snapshot.as_ref().unwrap().object_met())
             }
             Some((key, value)) if super::object::is_stub(&value) => {
@@ -210,6 +214,12 @@ impl Tree {
     /// compiler cannot tell names it: `..`, and ranges of references such as `&vec..` or
     /// `(Bound<&[u8]>, Bound<&[u8]>)`, as in `tree.range::<&[u8], _>(..)` ([`Tree::iter`]
     /// and [`Tree::iter_rev`] are every entry).
+    ///
+    /// The iterator reads the tree as it was when it was made (a snapshot of its own, held
+    /// until it is dropped), so every batch and transaction is in it whole or not at all,
+    /// however many leaves it crosses; values stored as objects are read as they are now.
+    /// (Stepped inside a task, it reads each leaf as it is when reached: use
+    /// [`Tree::scan_async`] there.)
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -306,13 +316,30 @@ impl Tree {
     }
 
     /// An iterator over the keys between `lower` and `upper`: what every scan above builds.
-    pub(super) fn scan(&self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Iter {
+    fn scan(&self, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Iter {
+        let snapshot = Held::for_scan(&self.shared, true);
+        self.scan_at(lower, upper, reverse, snapshot)
+    }
+
+    /// [`Tree::scan`] through `snapshot`, if any (else each leaf as it is when reached).
+    pub(super) fn scan_at(
+        &self,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        reverse: bool,
+        snapshot: Option<Arc<Held>>,
+    ) -> Iter {
+        let cursor = Cursor::new(self.btree, lower.clone(), upper.clone(), reverse)
+            .with_change_buffer(Arc::clone(&self.shared.change_buffer));
+        let cursor = match &snapshot {
+            Some(held) => cursor.at(held.seq()),
+            None => cursor,
+        };
         Iter {
             shared: Arc::clone(&self.shared),
             name: Arc::clone(&self.name),
             dropped: Arc::clone(&self.dropped),
-            cursor: Cursor::new(self.btree, lower.clone(), upper.clone(), reverse)
-                .with_change_buffer(Arc::clone(&self.shared.change_buffer)),
+            cursor,
             back: None,
             bounds: (lower, upper),
             reverse,
@@ -322,7 +349,7 @@ impl Tree {
             root: self.btree.root,
             failed: false,
             pending: None,
-            snapshot: None,
+            snapshot,
         }
     }
 
@@ -330,7 +357,8 @@ impl Tree {
     /// leaf, and each Value page of a value stored out of line, is read like a miss of
     /// `get_async` (a queued read on a worker, the task yielding). Returns how many entries
     /// it visited. `visit` gets the key and value as borrowed bytes (no allocation per
-    /// entry). An object's value is read whole first, with blocking reads.
+    /// entry). An object's value is read whole first, with blocking reads. The scan reads
+    /// the tree as it was when it began (a snapshot of its own, as [`Tree::range`]).
     pub async fn scan_async(
         &self,
         start: impl AsRef<[u8]>,
@@ -368,6 +396,11 @@ impl Tree {
         let mut cursor =
             Cursor::new(self.btree, Bound::Included(start.to_vec()), Bound::Unbounded, false)
                 .with_change_buffer(Arc::clone(&self.shared.change_buffer));
+        // One moment for the whole scan, however many leaves it crosses.
+        let snapshot = Held::for_scan(&self.shared, false);
+        if let Some(held) = &snapshot {
+            cursor = cursor.at(held.seq());
+        }
         let pool = &self.shared.pool;
         let mut visited = 0;
         let mut key = Vec::new();
@@ -410,6 +443,9 @@ impl Tree {
                     .await
                     .map_err(named)?;
             }
+        }
+        if let Some(held) = &snapshot {
+            held.check()?;
         }
         Ok(visited)
     }

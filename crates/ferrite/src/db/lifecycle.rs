@@ -146,6 +146,7 @@ impl Db {
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),
             change_buffer: Arc::new(ChangeBuffer::new(options.change_buffer_budget())),
+            scan_snapshot: Mutex::new((u64::MAX, std::sync::Weak::new())),
             helpers: Mutex::new(Vec::new()),
             recovery,
             storage,

@@ -1,14 +1,13 @@
 //! Snapshots (`Db::snapshot`): reads of every tree as the database was at one moment, while
-//! commits go on. A snapshot is the number of the last commit published when it was taken
-//! (under the commit lock, so none was half-applied); the pool keeps the old versions of
-//! the pages later commits change, and the change buffer its old entries, for as long as a
-//! snapshot may read them (`buffer/versions.rs`).
+//! commits go on. A snapshot is a commit number, taken without a lock (`buffer/versions.rs`
+//! says how); the pool keeps the old versions of the pages later commits change, and the
+//! change buffer its old entries, for as long as a snapshot may read them. Plain scans read
+//! through one of their own (`Tree::range` and the others, `Tree::scan_async`).
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::cursor::Cursor;
 use super::iter::{owned_bound, prefix_bounds};
 use super::{check_key, Db, Iter, Shared, Tree};
 use crate::buffer::SnapshotState;
@@ -58,12 +57,16 @@ pub struct Snapshot {
 pub(super) struct Held {
     shared: Arc<Shared>,
     state: Arc<SnapshotState>,
+    /// Taken by a plain scan for itself: objects are read as they are now.
+    implicit: bool,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         self.shared.pool.release_snapshot(&self.state);
-        self.shared.change_buffer.collect_old(&self.shared.pool.snapshot_seqs());
+        if self.shared.change_buffer.has_old() {
+            self.shared.change_buffer.collect_old(self.shared.pool.oldest_snapshot());
+        }
     }
 }
 
@@ -95,29 +98,52 @@ impl Held {
     }
 }
 
-impl Db {
-    /// A snapshot of every tree as of now (see [`Snapshot`]). Waits for the commit in
-    /// progress, if any, to end. Inside a task use [`Db::snapshot_async`]: this call is
-    /// refused there ([`Error::NotSupported`]), since the commit it waits for may be one
-    /// only its own worker can finish.
-    pub fn snapshot(&self) -> Result<Snapshot> {
-        if crate::sched::on_worker() {
-            return Err(Error::NotSupported {
-                reason: "Db::snapshot blocks; inside a task use Db::snapshot_async".into(),
-            });
-        }
-        block_on(self.snapshot_async())
+impl Held {
+    /// A snapshot of `shared` as of now; `implicit`: a plain scan's own.
+    pub(super) fn take(shared: &Arc<Shared>, implicit: bool) -> Held {
+        Held { shared: Arc::clone(shared), state: shared.pool.take_snapshot(), implicit }
     }
 
-    /// [`Db::snapshot`] as a future (waiting for the commit lock yields).
+    /// Whether a plain scan took it for itself (then it follows objects as they are now).
+    pub(super) fn implicit(&self) -> bool {
+        self.implicit
+    }
+
+    /// The snapshot a plain scan reads through, unless its reads must not wait for the
+    /// commit in progress (a snapshot's first read may): the commit's own scans, those of a
+    /// reader holding a lock the commit may wait for, and blocking scans inside a task,
+    /// whose wait could need their own worker's loop. Those read each leaf as it is when
+    /// reached.
+    pub(super) fn for_scan(shared: &Arc<Shared>, blocking: bool) -> Option<Arc<Held>> {
+        if crate::buffer::reads_must_not_wait() || (blocking && crate::sched::on_worker()) {
+            return None;
+        }
+        // Scans that start with no commit begun or ended in between see the same moment:
+        // they share one snapshot (taking and ending one costs locks).
+        let mut last = shared.scan_snapshot.lock().unwrap();
+        let word = shared.pool.commit_word();
+        if last.0 == word {
+            if let Some(held) = last.1.upgrade() {
+                return Some(held);
+            }
+        }
+        let held = Arc::new(Held::take(shared, true));
+        *last = (held.state.word, Arc::downgrade(&held));
+        Some(held)
+    }
+}
+
+impl Db {
+    /// A snapshot of every tree as of now (see [`Snapshot`]): it never waits. If a commit
+    /// is being applied, the snapshot includes it, and its first read waits until it ended.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.shared.check_open()?;
+        Ok(Snapshot { held: Arc::new(Held::take(&self.shared, false)) })
+    }
+
+    /// [`Db::snapshot`], for symmetry with the other calls of tasks (it never waits).
     pub async fn snapshot_async(&self) -> Result<Snapshot> {
-        let shared = &self.shared;
-        shared.check_open()?;
-        let state = {
-            let _commit = shared.commit_lock.lock_async().await;
-            shared.pool.take_snapshot()
-        };
-        Ok(Snapshot { held: Arc::new(Held { shared: Arc::clone(shared), state }) })
+        self.snapshot()
     }
 }
 
@@ -128,8 +154,13 @@ impl Snapshot {
         self.held.seq()
     }
 
-    /// The value of `key` in `tree` as of the snapshot.
+    /// The value of `key` in `tree` as of the snapshot. Inside a task use
+    /// [`Snapshot::get_async`]: this call is refused there ([`Error::NotSupported`]), since
+    /// it may wait for a commit that only its own worker can finish.
     pub fn get(&self, tree: &Tree, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        if crate::sched::on_worker() {
+            return Err(blocking_in_task());
+        }
         block_on(self.get_bytes(tree, key.as_ref()))
     }
 
@@ -143,6 +174,13 @@ impl Snapshot {
         check_key(key)?;
         self.check_tree(tree)?;
         let (shared, seq) = (&self.held.shared, self.held.seq());
+        // A snapshot that ends with a commit running reads once it ended.
+        let pool = &*shared.pool;
+        run_async(pool, |_| match pool.snapshot_ready(seq) {
+            true => Ok(()),
+            false => Err(crate::buffer::Interrupt::Restart),
+        })
+        .await?;
         let value = match shared.change_buffer.get_at(tree.btree.tree_id, key, seq) {
             Some(value) => Some(value),
             None => {
@@ -210,16 +248,12 @@ impl Snapshot {
         upper: Bound<Vec<u8>>,
         reverse: bool,
     ) -> Iter {
-        let mut iter = tree.scan(lower, upper, reverse);
+        let mut iter = tree.scan_at(lower, upper, reverse, Some(Arc::clone(&self.held)));
         if let Err(e) = self.check_tree(tree) {
             iter.fail_with(e);
+        } else if crate::sched::on_worker() {
+            iter.fail_with(blocking_in_task());
         }
-        iter.cursor = std::mem::replace(
-            &mut iter.cursor,
-            Cursor::new(tree.btree, Bound::Unbounded, Bound::Unbounded, false),
-        )
-        .at(self.held.seq());
-        iter.snapshot = Some(Arc::clone(&self.held));
         iter
     }
 
@@ -232,5 +266,14 @@ impl Snapshot {
             });
         }
         Ok(())
+    }
+}
+
+/// A blocking read through a snapshot, inside a task.
+fn blocking_in_task() -> Error {
+    Error::NotSupported {
+        reason: "a blocking read through a snapshot inside a task; use Snapshot::get_async, or \
+                 read it from a thread"
+            .into(),
     }
 }
