@@ -557,16 +557,30 @@ impl BTree {
         if committed {
             pool.committed(value_page)?;
         }
-        let bytes = value::decode(other[0].bytes(), self.tree_id)
+        self.out_of_line(pool, value_page, &other[0], tail, &mut scratch.value, read)
+    }
+
+    /// Calls `read` with the value stored on Value page `value_page` (copied into `page`)
+    /// and, for a value longer than a page, its `tail`, which follows in the leaf (joined in
+    /// `joined`).
+    fn out_of_line<R>(
+        &self,
+        pool: &BufferPool,
+        value_page: PageId,
+        page: &AlignedPage,
+        tail: &[u8],
+        joined: &mut Vec<u8>,
+        read: &mut impl FnMut(&[u8]) -> R,
+    ) -> Attempt<Option<R>> {
+        let bytes = value::decode(page.bytes(), self.tree_id)
             .map_err(|reason| corrupt(pool, value_page, reason))?;
         if tail.is_empty() {
             return Ok(Some(read(bytes)));
         }
-        // A value longer than a page: its tail follows in the leaf.
-        scratch.value.clear();
-        scratch.value.extend_from_slice(bytes);
-        scratch.value.extend_from_slice(tail);
-        Ok(Some(read(&scratch.value)))
+        joined.clear();
+        joined.extend_from_slice(bytes);
+        joined.extend_from_slice(tail);
+        Ok(Some(read(joined)))
     }
 
     /// Calls `read` with the value of `key` as snapshot `seq` sees the tree, if present
@@ -599,15 +613,7 @@ impl BTree {
         if !pool.validate(found.page_id, found.version) {
             return Err(Interrupt::Restart);
         }
-        let bytes = value::decode(other.bytes(), self.tree_id)
-            .map_err(|reason| corrupt(pool, value_page, reason))?;
-        if tail.is_empty() {
-            return Ok(Some(read(bytes)));
-        }
-        scratch.value.clear();
-        scratch.value.extend_from_slice(bytes);
-        scratch.value.extend_from_slice(tail);
-        Ok(Some(read(&scratch.value)))
+        self.out_of_line(pool, value_page, other, tail, &mut scratch.value, read)
     }
 
     /// Inserts `key` or overwrites its value.

@@ -358,8 +358,12 @@ impl super::BufferPool {
             return Err(super::Interrupt::Restart);
         }
         for _ in 0..=64 {
-            // The state first: an image kept before the change it shows is then found.
+            // The state first: an image kept before the change it shows is then found. (A
+            // page id past the file is an error, never looked up.)
             let begun = self.read_begin(page_id);
+            if let Err(super::Interrupt::Error(e)) = begun {
+                return Err(super::Interrupt::Error(e));
+            }
             if let Some(image) = self.versions.image(&self.table, page_id, seq) {
                 out.bytes_mut().copy_from_slice(&image);
                 return Ok(IMAGE_VERSION);
