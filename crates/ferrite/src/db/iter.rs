@@ -218,8 +218,10 @@ impl Tree {
     /// The iterator reads the tree as it was when it was made (a snapshot of its own, held
     /// until it is dropped), so every batch and transaction is in it whole or not at all,
     /// however many leaves it crosses; values stored as objects are read as they are now.
-    /// (Stepped inside a task, it reads each leaf as it is when reached: use
-    /// [`Tree::scan_async`] there.)
+    /// Commits keep copies of the pages they change while it lives: an iterator left open
+    /// while writers change more than `Options::snapshot_bytes` of pages ends with
+    /// [`Error::SnapshotTooOld`]. (Stepped inside a task, it reads each leaf as it is when
+    /// reached: use [`Tree::scan_async`] there.)
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
