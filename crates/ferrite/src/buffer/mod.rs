@@ -28,6 +28,7 @@ pub use guard::{ExclusiveGuard, SharedGuard};
 pub use load::LoadStart;
 pub use pool::{BufferPool, PageValidator, PoolStats};
 pub use state::PageState;
+pub(crate) use versions::due_through;
 pub use versions::{SnapshotState, IMAGE_VERSION};
 pub use write_ahead::WriteAhead;
 pub use write_back::{WriteCheck, WriteStart};

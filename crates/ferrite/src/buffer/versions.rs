@@ -228,14 +228,7 @@ impl Versions {
     /// between two live snapshots that serves neither stays until the older one ends.)
     fn collect(&self, table: &PageTable, inner: &mut Inner) {
         let oldest = inner.live.keys().next().map(|&(seq, _)| seq);
-        let due = match oldest {
-            Some(oldest) => {
-                let keep = inner.by_commit.split_off(&(oldest + 1));
-                std::mem::replace(&mut inner.by_commit, keep)
-            }
-            None => std::mem::take(&mut inner.by_commit),
-        };
-        let limit = oldest.unwrap_or(u64::MAX);
+        let (due, limit) = due_through(&mut inner.by_commit, oldest);
         let mut dropped = 0u64;
         for page_id in due.into_values().flatten() {
             let Some(images) = inner.images.get_mut(&page_id) else { continue };
@@ -266,6 +259,23 @@ impl Versions {
         let mut seqs: Vec<u64> = inner.live.keys().map(|&(s, _)| s).collect();
         seqs.dedup();
         seqs
+    }
+}
+
+/// Takes out of `by_commit` (what each commit kept, by commit number) the entries no live
+/// snapshot reads any more: those of commits up to `oldest`, the oldest live snapshot
+/// (all of them when none lives). Returns them, and the highest commit number taken (so
+/// that, per page or key, the old versions up to it can be dropped).
+pub(crate) fn due_through<T>(
+    by_commit: &mut BTreeMap<u64, Vec<T>>,
+    oldest: Option<u64>,
+) -> (BTreeMap<u64, Vec<T>>, u64) {
+    match oldest {
+        Some(oldest) => {
+            let keep = by_commit.split_off(&(oldest + 1));
+            (std::mem::replace(by_commit, keep), oldest)
+        }
+        None => (std::mem::take(by_commit), u64::MAX),
     }
 }
 

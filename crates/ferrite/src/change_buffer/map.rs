@@ -384,14 +384,7 @@ impl ChangeBuffer {
             return;
         }
         let mut inner = self.inner.lock().unwrap();
-        let due = match oldest {
-            Some(oldest) => {
-                let keep = inner.undo_by_commit.split_off(&(oldest + 1));
-                std::mem::replace(&mut inner.undo_by_commit, keep)
-            }
-            None => std::mem::take(&mut inner.undo_by_commit),
-        };
-        let limit = oldest.unwrap_or(u64::MAX);
+        let (due, limit) = crate::buffer::due_through(&mut inner.undo_by_commit, oldest);
         for id in due.into_values().flatten() {
             let Some(kept) = inner.undo.get_mut(&id) else { continue };
             let stale = kept.iter().take_while(|(n, _)| *n <= limit).count();
