@@ -288,7 +288,6 @@ fn snapshots_see_transfers_whole_while_they_run() {
             .map(|r| {
                 let (db, trees, done) = (&db, &trees, &done);
                 s.spawn(move || {
-                    let mut rng = Rng::new(r);
                     let mut checked = 0;
                     while !done.load(Ordering::Acquire) {
                         let snap = db.snapshot().unwrap();
@@ -308,7 +307,6 @@ fn snapshots_see_transfers_whole_while_they_run() {
                         }
                         assert_eq!(sum, total, "snapshot {} saw part of a transfer", snap.seq());
                         checked += 1;
-                        let _ = rng.below(2);
                     }
                     checked
                 })

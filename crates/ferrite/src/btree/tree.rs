@@ -135,20 +135,8 @@ impl BTree {
     /// Reads `page_id` into scratch page `slot`, checking it is a node of this tree.
     /// `parent` is validated first when the page cannot be read, so that a stale pointer
     /// turns into a restart, not a load of a page that is no longer part of the tree.
+    /// `at`: as snapshot `at` sees the page (`BufferPool::read_copy_at`); `None`: as it is.
     fn read_node(
-        &self,
-        pool: &BufferPool,
-        page_id: PageId,
-        scratch: &mut Scratch,
-        slot: usize,
-        parent: Option<(PageId, u64)>,
-    ) -> Attempt<u64> {
-        self.read_node_at(pool, page_id, scratch, slot, parent, None)
-    }
-
-    /// [`BTree::read_node`] as snapshot `at` sees the page (`BufferPool::read_copy_at`), or
-    /// as it is now (`None`).
-    fn read_node_at(
         &self,
         pool: &BufferPool,
         page_id: PageId,
@@ -212,7 +200,7 @@ impl BTree {
     ) -> Attempt<Descent> {
         let mut copy = 0;
         let mut page_id = self.root;
-        let mut version = self.read_node_at(pool, page_id, scratch, copy, None, at)?;
+        let mut version = self.read_node(pool, page_id, scratch, copy, None, at)?;
         if !seek.held_by(Node::new(scratch.pages[copy].bytes())) {
             return Err(corrupt(pool, page_id, "the root's fences are not infinite"));
         }
@@ -234,7 +222,7 @@ impl BTree {
             let level = node.level();
             let next = 1 - copy;
             let child_version =
-                self.read_node_at(pool, child, scratch, next, Some((page_id, version)), at)?;
+                self.read_node(pool, child, scratch, next, Some((page_id, version)), at)?;
             // Both copies are consistent and the parent was validated after the child's:
             // what they disagree on is in the pages.
             let child_node = Node::new(scratch.pages[next].bytes());
@@ -793,7 +781,7 @@ impl BTree {
     }
 
     fn split_root(&self, pool: &BufferPool, key: &[u8], scratch: &mut Scratch) -> Attempt<()> {
-        let version = self.read_node(pool, self.root, scratch, 0, None)?;
+        let version = self.read_node(pool, self.root, scratch, 0, None, None)?;
         let mut root = pool.lock_exclusive(self.root, version)?;
         let node = Node::new(root.page());
         if node.count() == 0 {
@@ -853,14 +841,20 @@ impl BTree {
         parent.key_into(left_index, &mut separator);
         let (left_id, right_id) = (parent.child(left_index), parent.child(left_index + 1));
         let sibling = if left_id == page_id { right_id } else { left_id };
-        let sibling_version =
-            match self.read_node(pool, sibling, scratch, 2, Some((parent_id, parent_version))) {
-                Ok(v) => v,
-                Err(e) => {
-                    scratch.key = separator;
-                    return Err(e);
-                }
-            };
+        let sibling_version = match self.read_node(
+            pool,
+            sibling,
+            scratch,
+            2,
+            Some((parent_id, parent_version)),
+            None,
+        ) {
+            Ok(v) => v,
+            Err(e) => {
+                scratch.key = separator;
+                return Err(e);
+            }
+        };
         let (left_copy, right_copy) =
             if left_id == page_id { (found.copy, 2) } else { (2, found.copy) };
         // Fences change only with the parent latched, and the parent did not move since both
@@ -911,13 +905,14 @@ impl BTree {
 
     /// A root with no separator left takes over its only child's contents.
     fn collapse_root(&self, pool: &BufferPool, scratch: &mut Scratch) -> Attempt<()> {
-        let version = self.read_node(pool, self.root, scratch, 0, None)?;
+        let version = self.read_node(pool, self.root, scratch, 0, None, None)?;
         let root = Node::new(scratch.pages[0].bytes());
         if root.is_leaf() || root.count() > 0 {
             return Ok(());
         }
         let child = root.upper_child();
-        let child_version = self.read_node(pool, child, scratch, 1, Some((self.root, version)))?;
+        let child_version =
+            self.read_node(pool, child, scratch, 1, Some((self.root, version)), None)?;
         let only_child = Node::new(scratch.pages[1].bytes());
         if !only_child.lower_fence().is_empty() || !only_child.upper_fence().is_empty() {
             return Err(corrupt(pool, self.root, format!("its only child {child} has fences")));
