@@ -123,7 +123,8 @@ impl Held {
         let mut last = shared.scan_snapshot.lock().unwrap();
         let word = shared.pool.commit_word();
         if last.0 == word {
-            if let Some(held) = last.1.upgrade() {
+            // (Not one ended early: its reads fail.)
+            if let Some(held) = last.1.upgrade().filter(|held| !held.state.expired()) {
                 return Some(held);
             }
         }
