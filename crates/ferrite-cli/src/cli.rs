@@ -1081,6 +1081,16 @@ pub struct ServeCmd {
             fills and at shutdown).",
         long, value_name = "MODE", value_parser = ["sync", "periodic", "none"])]
     durability: Option<String>,
+    /// Where `backup NAME` writes online backups (as DIR/NAME); without it, none
+    #[arg(
+        long_help = "Enables the command `backup NAME`: an online backup of the database \
+            into DIR/NAME (as `ferrite backup` makes, while the server goes on serving), \
+            answered OK once the copy is whole. NAME is 1-64 letters, digits, `.`, `_` or \
+            `-`, not starting with `.`: a client names a backup, never a path. DIR is made \
+            if missing, and must not be inside the data directory.",
+        long, value_name = "DIR",
+        value_parser = OsStringValueParser::new().try_map(value::path))]
+    backup_dir: Option<PathBuf>,
 }
 
 /// What `ferrite serve` runs with.
@@ -1098,6 +1108,7 @@ pub struct ServeArgs {
     pub idle_timeout_secs: u64,
     pub authfile: Option<PathBuf>,
     pub durability: ferrite::Durability,
+    pub backup_dir: Option<PathBuf>,
 }
 
 const SERVE_AFTER: &str = "\
@@ -1105,7 +1116,8 @@ PROTOCOL
     memcached 1.6's text commands (get gets gat gats set add replace append prepend cas
     incr decr touch delete flush_all stats version verbosity quit, noreply where memcached
     takes it) and meta commands (mg ms md ma mn me), with memcached's replies and error
-    strings. Keys up to 250 bytes; items up to --item-max-mib. Items live in tree
+    strings. With --backup-dir, also `backup NAME`: an online backup into DIR/NAME, answered
+    OK when whole or SERVER_ERROR and why. Keys up to 250 bytes; items up to --item-max-mib. Items live in tree
     \"memcache\" of the data directory: a restart keeps them.
 
 OUTPUT
@@ -1114,7 +1126,9 @@ OUTPUT
 
 EXAMPLES
     ferrite serve --db ferrite-data/cache
-    ferrite serve --db /srv/ferrite --listen 0.0.0.0:11211 --memory-mib 4096 --item-max-mib 16";
+    ferrite serve --db /srv/ferrite --listen 0.0.0.0:11211 --memory-mib 4096 --item-max-mib 16
+    ferrite serve --db /srv/ferrite --backup-dir /backups/ferrite
+        then: printf 'backup nightly-1\\r\\n' | nc -q1 localhost 11211";
 
 /// `ferrite completions`.
 #[derive(Debug, Args)]
@@ -2805,6 +2819,7 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
         idle_timeout_secs: cmd.idle_timeout_secs.unwrap_or(0),
         authfile: cmd.authfile,
         durability,
+        backup_dir: cmd.backup_dir,
     }
 }
 

@@ -93,7 +93,8 @@ impl fmt::Display for CliError {
                 write!(
                     f,
                     "{e}. It is a running `ferrite serve`: read and write through it \
-                     (memcached's protocol), or stop it (SIGTERM) and run this again"
+                     (memcached's protocol; `backup NAME` makes an online backup when it runs \
+                     with --backup-dir), or stop it (SIGTERM) and run this again"
                 )
             }
             CliError::Engine(e) => write!(f, "{e}"),

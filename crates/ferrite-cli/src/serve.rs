@@ -40,6 +40,9 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         )),
         None => None,
     };
+    if let Some(dir) = &args.backup_dir {
+        check_backup_dir(dir, &args.db)?;
+    }
     let defaults = Options::default();
     let memory = args.memory_mib << 20;
     let options = Options {
@@ -75,6 +78,7 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         auth,
         // Large items' slices read lately: a part of the memory the pool leaves.
         slice_cache_bytes: (memory / 32) as usize,
+        backup_dir: args.backup_dir.clone(),
     };
     let server = match Server::start(Arc::clone(&db), &config) {
         Ok(server) => server,
@@ -93,4 +97,27 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
     writeln!(out, "stopped")?;
     out.flush()?;
     Ok(Outcome::Done)
+}
+
+/// Makes the backup directory if missing, and refuses one inside the data directory (a
+/// backup there would be copied into every later backup). Paths are compared as written
+/// first (so nothing is made inside the data directory), then resolved (symbolic links).
+fn check_backup_dir(dir: &std::path::Path, data: &std::path::Path) -> Result<(), CliError> {
+    let refuse =
+        |why: String| CliError::Refused(format!("serve: --backup-dir {}: {why}", dir.display()));
+    let (written, data_written) = (
+        std::path::absolute(dir).map_err(|e| refuse(e.to_string()))?,
+        std::path::absolute(data).map_err(|e| refuse(e.to_string()))?,
+    );
+    if written.starts_with(&data_written) {
+        return Err(refuse(format!("it is inside the data directory {}", data.display())));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| refuse(format!("cannot make it: {e}")))?;
+    let resolved = dir.canonicalize().map_err(|e| refuse(e.to_string()))?;
+    if let Ok(data) = data.canonicalize() {
+        if resolved.starts_with(&data) {
+            return Err(refuse(format!("it is inside the data directory {}", data.display())));
+        }
+    }
+    Ok(())
 }

@@ -1936,6 +1936,18 @@ fn serve_refuses_a_bad_authfile() {
     assert!(!std::path::Path::new(&db).exists(), "nothing opened");
 }
 
+/// A `--backup-dir` inside the data directory is refused before anything is made.
+#[test]
+fn serve_refuses_a_backup_dir_inside_the_data() {
+    let tmp = TempDir::new("serve-backup-dir");
+    let db = tmp.db();
+    let inside = format!("{db}/backups");
+    let out = run(&["serve", "--db", &db, "--backup-dir", &inside]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("inside the data directory"), "{}", text(&out.stderr));
+    assert!(!std::path::Path::new(&db).exists(), "nothing made");
+}
+
 /// `ferrite serve` says where it listens, answers memcached's protocol there, stops cleanly
 /// on SIGTERM (exit status 0, `stopped`), and finds its items again when started anew, even
 /// after it was killed (SIGKILL) right after acknowledging them.

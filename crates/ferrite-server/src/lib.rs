@@ -5,6 +5,7 @@
 //! the same worker's ring (`ferrite::sched::net`).
 
 pub mod auth;
+pub mod backup;
 pub mod item;
 mod locks;
 pub mod protocol;

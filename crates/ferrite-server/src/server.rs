@@ -30,6 +30,7 @@ use ferrite::sched::{net, TaskHandle};
 use ferrite::Db;
 
 use crate::auth::{Attempt, Credentials};
+use crate::backup::Backups;
 use crate::protocol::{
     decode, write_error, Decoded, Limits, Request, StoreCommand, LINE_MAX_BYTES,
 };
@@ -70,6 +71,9 @@ pub struct ServerConfig {
     /// Bytes of large items' slices read lately kept in memory, shared by every connection
     /// (`slices.rs`; 8 MiB by default).
     pub slice_cache_bytes: usize,
+    /// Where `backup <name>` writes its copies (`backup.rs`): each is `<dir>/<name>`.
+    /// `None`: the command is refused.
+    pub backup_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +86,7 @@ impl Default for ServerConfig {
             evict: true,
             auth: None,
             slice_cache_bytes: 8 << 20,
+            backup_dir: None,
         }
     }
 }
@@ -95,6 +100,7 @@ struct Shared {
     max_connections: usize,
     idle_timeout: Option<std::time::Duration>,
     auth: Option<Arc<Credentials>>,
+    backups: Option<Backups>,
     /// Most pipelined `set`s committed as one (`SET_GROUP_MAX`, less in a small pool).
     set_group_max: usize,
     stopping: AtomicBool,
@@ -148,6 +154,7 @@ impl Server {
             max_connections: config.max_connections,
             idle_timeout: config.idle_timeout,
             auth: config.auth.clone(),
+            backups: config.backup_dir.clone().map(Backups::new),
             set_group_max: set_group_max(&db),
             stopping: AtomicBool::new(false),
             sockets: Mutex::new(HashMap::new()),
@@ -337,6 +344,10 @@ async fn serve(shared: &Shared, stream: &TcpStream) -> io::Result<()> {
                         shared.store.set_many(&shared.db, &sets, &mut out).await;
                         sets.clear();
                     }
+                    if let Request::Backup { name } = request {
+                        backup(shared, name, &mut out).await;
+                        continue;
+                    }
                     let store = &shared.store;
                     if !store.execute_streaming(&request, &mut out, &mut streams).await {
                         open = false;
@@ -475,6 +486,36 @@ async fn both<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
         }
     })
     .await
+}
+
+/// `backup <name>`: `OK` once the copy is whole, else `SERVER_ERROR` and why.
+async fn backup(shared: &Shared, name: &[u8], out: &mut Vec<u8>) {
+    let counters = &shared.store.counters;
+    let Some(backups) = &shared.backups else {
+        out.extend_from_slice(
+            b"SERVER_ERROR backups are off: start the server with --backup-dir DIR\r\n",
+        );
+        return;
+    };
+    match backups.run(&shared.db, name).await {
+        Ok((target, report)) => {
+            counters.backups.fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "backup into {}: {} bytes of pages and {} of log in {:.1} s",
+                target.display(),
+                report.page_file_bytes,
+                report.log_bytes,
+                report.seconds
+            );
+            out.extend_from_slice(b"OK\r\n");
+        }
+        Err(why) => {
+            counters.backup_failures.fetch_add(1, Ordering::Relaxed);
+            // One line: the reason must not break the protocol's framing.
+            let why = why.replace(['\r', '\n'], " ");
+            out.extend_from_slice(format!("SERVER_ERROR {why}\r\n").as_bytes());
+        }
+    }
 }
 
 /// A request on a connection not authenticated yet (`auth.rs`): only a `set` of

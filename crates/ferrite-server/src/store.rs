@@ -95,6 +95,9 @@ pub struct Counters {
     /// ones.
     pub auth_cmds: AtomicU64,
     pub auth_errors: AtomicU64,
+    /// `backup` commands that made a backup, and those that failed.
+    pub backups: AtomicU64,
+    pub backup_failures: AtomicU64,
 }
 
 impl Counters {
@@ -126,6 +129,8 @@ impl Counters {
             &self.bytes_written,
             &self.auth_cmds,
             &self.auth_errors,
+            &self.backups,
+            &self.backup_failures,
         ] {
             counter.store(0, Ordering::Relaxed);
         }
@@ -381,6 +386,11 @@ impl Store {
             Request::MetaDelete { key, flags } => self.meta_delete(key, flags, now, out).await,
             Request::MetaArithmetic { key, flags } => {
                 self.meta_arithmetic(key, flags, now, out).await
+            }
+            Request::Backup { .. } => {
+                // The server runs backups (it has the database); a store alone cannot.
+                write_error(out, ProtocolError::UnknownCommand);
+                Ok(())
             }
             Request::MetaDebug { key } => {
                 match self.live(key.as_bytes(), now).await {
@@ -785,6 +795,8 @@ impl Store {
                     ("reclaimed", &self.sweeper.reclaimed),
                     ("auth_cmds", &c.auth_cmds),
                     ("auth_errors", &c.auth_errors),
+                    ("backups", &c.backups),
+                    ("backup_failures", &c.backup_failures),
                     ("bytes_read", &c.bytes_read),
                     ("bytes_written", &c.bytes_written),
                     ("large_slice_reads", &self.slices.reads),

@@ -574,3 +574,91 @@ fn pipelined_sets_are_grouped_and_each_answered() {
     drop(c);
     stop(db, server);
 }
+
+/// `backup NAME` copies the database while another client keeps storing: the copy opens,
+/// checks clean, and holds every item acknowledged before the command was sent. Names that
+/// could reach outside the backup directory are refused by the decoder; a name taken, and a
+/// server without a backup directory, are refused with a reason.
+#[test]
+fn backup_copies_online_while_clients_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, backups) = (dir.path().join("data"), dir.path().join("backups"));
+    std::fs::create_dir(&backups).unwrap();
+    let db = Arc::new(Db::open(&data, options()).unwrap());
+    let config = ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        backup_dir: Some(backups.clone()),
+        ..ServerConfig::default()
+    };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    let mut client = Client::connect(&server);
+    for i in 0..300 {
+        client.expect(format!("set before-{i} 0 0 6\r\nvalue!\r\n").as_bytes(), b"STORED\r\n");
+    }
+    // A writer that stores as fast as it is answered, counting what was acknowledged.
+    let acknowledged = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop_writing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let mut writer = Client::connect(&server);
+        let (acknowledged, stop_writing) = (Arc::clone(&acknowledged), Arc::clone(&stop_writing));
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop_writing.load(std::sync::atomic::Ordering::Acquire) {
+                let value = "x".repeat(2000 + (i % 7) as usize * 1000);
+                let request = format!("set during-{i} 0 0 {}\r\n{value}\r\n", value.len());
+                writer.expect(request.as_bytes(), b"STORED\r\n");
+                i += 1;
+                acknowledged.store(i, std::sync::atomic::Ordering::Release);
+            }
+            i
+        })
+    };
+    while acknowledged.load(std::sync::atomic::Ordering::Acquire) < 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before_backup = acknowledged.load(std::sync::atomic::Ordering::Acquire);
+    assert_eq!(client.line(b"backup first\r\n"), "OK\r\n");
+    stop_writing.store(true, std::sync::atomic::Ordering::Release);
+    let written = writer.join().unwrap();
+    assert!(written >= before_backup);
+
+    for bad in
+        ["backup\r\n", "backup ../up\r\n", "backup .hidden\r\n", "backup a/b\r\n", "backup a b\r\n"]
+    {
+        assert_eq!(
+            client.line(bad.as_bytes()),
+            "CLIENT_ERROR bad command line format\r\n",
+            "{bad}"
+        );
+    }
+    let taken = client.line(b"backup first\r\n");
+    assert!(taken.starts_with("SERVER_ERROR ") && taken.contains("exists already"), "{taken}");
+    assert_eq!(stat(&mut client, "backups"), 1);
+    assert_eq!(stat(&mut client, "backup_failures"), 1);
+    assert!(!dir.path().join("up").exists());
+    stop(db, server);
+
+    // The copy: recovers, checks clean, holds what was acknowledged before the command.
+    let copy = Db::open(backups.join("first"), Options { workers: 0, ..options() }).unwrap();
+    let report = copy.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.all_faults());
+    let items = copy.tree(ferrite_server::server::ITEMS_TREE).unwrap();
+    for i in 0..300 {
+        assert!(items.get(format!("before-{i}")).unwrap().is_some(), "before-{i}");
+    }
+    for i in 0..before_backup {
+        assert!(items.get(format!("during-{i}")).unwrap().is_some(), "during-{i}");
+    }
+    copy.close().unwrap();
+
+    // A server without a backup directory says how to get one.
+    let other = tempfile::tempdir().unwrap();
+    let (db, server) = start(other.path());
+    let mut client = Client::connect(&server);
+    let off = client.line(b"backup first\r\n");
+    assert!(
+        off.starts_with("SERVER_ERROR backups are off") && off.contains("--backup-dir"),
+        "{off}"
+    );
+    stop(db, server);
+}

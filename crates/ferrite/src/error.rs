@@ -105,6 +105,13 @@ pub enum Error {
     /// A blocking write call made inside a task: it could wait for a commit or a log flush
     /// that only this worker's own loop can finish.
     BlockingWriteInTask,
+    /// An `*_async` call polled outside a task (on a thread of another executor, say): a
+    /// miss there would block that thread. Run it inside [`Db::spawn`](crate::Db::spawn),
+    /// whose handle any executor can await, or use the blocking call.
+    NotInTask {
+        /// The call, such as `Tree::get_async`.
+        call: &'static str,
+    },
     /// A batch changes more than the pool can hold pinned while it commits.
     BatchTooLarge {
         /// The batch's changes.
@@ -223,6 +230,12 @@ impl fmt::Display for Error {
                 f,
                 "a blocking write cannot run inside a task (it could wait for its own worker): \
                  use the *_async call (put_async, delete_async, update_async, Db::write_async)"
+            ),
+            Error::NotInTask { call } => write!(
+                f,
+                "{call} ran outside a task, where a miss would block the thread that polls it: \
+                 run it inside Db::spawn (the handle is a future any executor can await), or \
+                 use the blocking call"
             ),
             Error::BatchTooLarge { ops, max_ops, pool_pages } => write!(
                 f,

@@ -16,6 +16,24 @@ thread_local! {
     static LOG_FLUSH_IN_FLIGHT: Cell<bool> = const { Cell::new(false) };
     /// Set while this thread is a worker whose I/O state a blocking call hides.
     static HIDDEN: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread runs a blocking call (`sched::block_on`), on a worker or not.
+    static BLOCKING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling code may use the engine's futures: inside a task, or inside one of
+/// the engine's own blocking calls (which poll those futures on the calling thread, with
+/// blocking reads on a miss). Anywhere else, such as a foreign executor's thread, a miss
+/// would block that thread: the public `*_async` calls refuse to run there
+/// (`Error::NotInTask`).
+#[inline]
+pub fn may_run_futures() -> bool {
+    on_worker() || BLOCKING.with(Cell::get)
+}
+
+/// Sets whether this thread runs a blocking call; returns what it was.
+#[inline]
+pub(crate) fn set_blocking(blocking: bool) -> bool {
+    BLOCKING.with(|cell| cell.replace(blocking))
 }
 
 /// Whether the calling code is a blocking call made inside a task (`sched::block_on` on a

@@ -259,28 +259,77 @@ fn spawn_without_workers_is_an_error() {
     let dir = TempDir::with_prefix("tasks-none").unwrap();
     let db = Db::open(dir.path(), Options { workers: 0, ..tiny(16) }).unwrap();
     assert!(matches!(db.spawn(async {}), Err(Error::NoWorkers)));
-    // The async calls also work off the workers, blocking on misses.
     let tree = db.tree("t").unwrap();
-    let value = futures_lite_block_on(async {
-        tree.put_async(b"k", b"v").await.unwrap();
-        tree.get_async(b"k").await.unwrap()
-    });
-    assert_eq!(value.as_deref(), Some(&b"v"[..]));
+    tree.put(b"k", b"v").unwrap();
+    // With nowhere to run them, the async calls are refused rather than blocking the thread
+    // that polls them.
+    let got = poll_on_this_thread(tree.get_async(b"k"));
+    assert!(matches!(got, Err(Error::NotInTask { call: "Tree::get_async" })), "{got:?}");
+    assert_eq!(tree.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
 }
 
-/// Polls a future that never waits for anything outside the current thread.
-fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
+/// An async call polled by another executor (here, a plain thread polling by hand) is a
+/// clear error naming the call, before it touches anything; the same call inside a task,
+/// whose handle that executor awaits, works.
+#[test]
+fn async_calls_off_a_worker_are_refused_and_handles_bridge_executors() {
+    let dir = TempDir::with_prefix("tasks-foreign").unwrap();
+    let db = Db::open(dir.path(), Options { workers: 1, ..tiny(16) }).unwrap();
+    let tree = db.tree("t").unwrap();
+    let refused = [
+        poll_on_this_thread(tree.put_async(b"k", b"v")).err(),
+        poll_on_this_thread(tree.get_async(b"k")).err(),
+        poll_on_this_thread(tree.scan_async(b"", 10, |_, _| ())).err(),
+        poll_on_this_thread(db.write_async(&ferrite::WriteBatch::new())).err(),
+        poll_on_this_thread(db.flush_async()).err(),
+    ];
+    let calls: Vec<_> = refused
+        .iter()
+        .map(|e| match e {
+            Some(Error::NotInTask { call }) => *call,
+            other => panic!("expected NotInTask, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "Tree::put_async",
+            "Tree::get_async",
+            "Tree::scan_async",
+            "Db::write_async",
+            "Db::flush_async"
+        ]
+    );
+    assert_eq!(tree.get(b"k").unwrap(), None, "the refused put wrote nothing");
+    let message = Error::NotInTask { call: "Tree::get_async" }.to_string();
+    assert!(message.contains("Tree::get_async") && message.contains("Db::spawn"), "{message}");
+
+    // The bridge: the handle of a spawned task is a future this thread's "executor" awaits.
+    let writer = tree.clone();
+    let handle = db.spawn(async move { writer.put_async(b"k", b"v").await }).unwrap();
+    poll_on_this_thread(handle).unwrap();
+    let reader = tree.clone();
+    let handle = db.spawn(async move { reader.get_async(b"k").await }).unwrap();
+    assert_eq!(poll_on_this_thread(handle).unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// A minimal foreign executor: polls `future` on this thread, parking between polls until
+/// its waker unparks the thread.
+fn poll_on_this_thread<F: std::future::Future>(future: F) -> F::Output {
     use std::task::{Context, Poll, Wake, Waker};
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
     }
-    let waker = Waker::from(Arc::new(Noop));
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut future = std::pin::pin!(future);
     loop {
-        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(value) => return value,
+            Poll::Pending => std::thread::park(),
         }
     }
 }

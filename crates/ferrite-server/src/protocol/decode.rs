@@ -220,6 +220,7 @@ fn decode_line<'a>(line: Line<'a>, after: &'a [u8], limits: &Limits) -> Decoded<
             request(Request::Stats { args: &args[start..] })
         }
         b"version" => request(Request::Version),
+        b"backup" => decode_backup(line),
         b"quit" => request(Request::Quit),
         b"mn" => request(Request::MetaNoop),
         b"mg" | b"md" | b"ma" | b"me" | b"ms" => meta::decode(line, after, limits),
@@ -409,6 +410,27 @@ fn decode_flush_all(line: Line<'_>) -> Decoded<'_> {
 }
 
 /// `verbosity <level> [noreply]`.
+/// `backup <name>`: a name that can only be one entry of the backup directory.
+fn decode_backup(line: Line<'_>) -> Decoded<'_> {
+    let skip = line.all.len();
+    let tokens = Tokens::split(line.content, usize::MAX).expect("no flags to check");
+    match (tokens.get(1), tokens.get(2)) {
+        (Some(name), None) if backup_name_ok(name) => {
+            Decoded::Request { request: Request::Backup { name }, consumed: skip }
+        }
+        _ => refuse(ProtocolError::BadCommandLineFormat, false, skip),
+    }
+}
+
+/// Longest name `backup` takes.
+pub const BACKUP_NAME_MAX_BYTES: usize = 64;
+
+fn backup_name_ok(name: &[u8]) -> bool {
+    (1..=BACKUP_NAME_MAX_BYTES).contains(&name.len())
+        && name[0] != b'.'
+        && name.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 fn decode_verbosity(line: Line<'_>) -> Decoded<'_> {
     let skip = line.all.len();
     let tokens = Tokens::split(line.content, usize::MAX).expect("no flags to check");

@@ -34,7 +34,8 @@
 //! non-numeric `incr`), the server decides and writes it with [`write_error`].
 //!
 //! Commands served: `get gets gat gats set add replace append prepend cas incr decr touch
-//! delete flush_all stats version verbosity quit` and `mg ms md ma mn me`. memcached's admin
+//! delete flush_all stats version verbosity quit` and `mg ms md ma mn me`, and Ferrite's own
+//! `backup <name>` (an online backup, when the server has a backup directory). memcached's admin
 //! commands (`slabs`, `lru`, `lru_crawler`, `watch`, `shutdown`, `cache_memlimit`,
 //! `extstore`) are answered `ERROR`, as an unknown command is.
 
@@ -47,7 +48,7 @@ mod number;
 mod reply;
 mod request;
 
-pub use decode::{decode, Decoded, Limits, LINE_MAX_BYTES};
+pub use decode::{decode, Decoded, Limits, BACKUP_NAME_MAX_BYTES, LINE_MAX_BYTES};
 pub use error::ProtocolError;
 pub use fuzz::fuzz_protocol;
 pub use meta::{MetaCommand, MetaStatus};

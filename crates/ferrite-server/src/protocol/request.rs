@@ -60,6 +60,10 @@ pub enum Request<'a> {
     MetaNoop,
     /// `me <key> [b]`: answered `ME <key> <debug>` or `EN`.
     MetaDebug { key: Key<'a> },
+    /// `backup <name>` (Ferrite's own): an online backup of the database into `<name>`
+    /// under the server's backup directory. The name is 1..=64 bytes of letters, digits,
+    /// `.`, `_` and `-`, not starting with `.` (so it names one entry of that directory).
+    Backup { name: &'a [u8] },
 }
 
 /// Which of the four retrieval commands.

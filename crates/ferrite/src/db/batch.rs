@@ -285,6 +285,7 @@ impl Db {
 
     /// [`Db::write`] as a future (for tasks: waiting for the commit lock or the log yields).
     pub async fn write_async(&self, batch: &WriteBatch) -> Result<()> {
+        crate::db::in_task("Db::write_async")?;
         let shared = &self.shared;
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);

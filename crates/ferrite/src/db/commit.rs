@@ -44,6 +44,7 @@ impl Db {
 
     /// [`Db::flush`] as a future (for tasks: waiting for the log yields).
     pub async fn flush_async(&self) -> Result<()> {
+        crate::db::in_task("Db::flush_async")?;
         let shared = &self.shared;
         shared.check_writable()?;
         let log = shared.log()?;

@@ -367,6 +367,7 @@ impl Tree {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]),
     ) -> Result<usize> {
+        crate::db::in_task("Tree::scan_async")?;
         let visit = |key: &[u8], value: Option<&[u8]>| visit(key, value.unwrap_or_default());
         self.scan_inner(start.as_ref(), limit, true, visit).await
     }
@@ -380,6 +381,7 @@ impl Tree {
         limit: usize,
         visit: impl FnMut(&[u8], Option<&[u8]>),
     ) -> Result<usize> {
+        crate::db::in_task("Tree::scan_leaves_async")?;
         self.scan_inner(start.as_ref(), limit, false, visit).await
     }
 

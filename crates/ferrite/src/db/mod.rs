@@ -148,6 +148,17 @@ pub struct DbStats {
     pub snapshots_expired: u64,
 }
 
+/// The first step of every public `*_async` call: refuses to run outside a task (or the
+/// engine's own blocking calls), where a miss would block the thread of whatever executor
+/// polls it.
+#[inline]
+fn in_task(call: &'static str) -> Result<()> {
+    match crate::worker_context::may_run_futures() {
+        true => Ok(()),
+        false => Err(Error::NotInTask { call }),
+    }
+}
+
 fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
         return Err(Error::KeyEmpty);

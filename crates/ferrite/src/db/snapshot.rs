@@ -144,6 +144,7 @@ impl Db {
 
     /// [`Db::snapshot`], for symmetry with the other calls of tasks (it never waits).
     pub async fn snapshot_async(&self) -> Result<Snapshot> {
+        crate::db::in_task("Db::snapshot_async")?;
         self.snapshot()
     }
 }
@@ -168,6 +169,7 @@ impl Snapshot {
     /// [`Snapshot::get`] as a future (a page to read from the disk is waited for by
     /// yielding).
     pub async fn get_async(&self, tree: &Tree, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        crate::db::in_task("Snapshot::get_async")?;
         self.get_bytes(tree, key.as_ref()).await
     }
 

@@ -133,6 +133,7 @@ impl Tree {
 
     /// [`Tree::get`] as a future: on a worker, a miss queues a read and yields.
     pub async fn get_async(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        crate::db::in_task("Tree::get_async")?;
         self.get_with_bytes_async(key.as_ref(), |value| value.to_vec()).await
     }
 
@@ -205,6 +206,7 @@ impl Tree {
         key: impl AsRef<[u8]>,
         read: impl FnMut(&[u8]) -> R,
     ) -> Result<Option<R>> {
+        crate::db::in_task("Tree::get_with_async")?;
         self.get_with_bytes_async(key.as_ref(), read).await
     }
 
@@ -359,6 +361,7 @@ impl Tree {
     /// commit; a task cannot write a database's first object (`Error::NotSupported`: see
     /// [`Db::ready_objects`](crate::Db::ready_objects)).
     pub async fn put_async(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        crate::db::in_task("Tree::put_async")?;
         self.put_bytes_async(key.as_ref(), value.as_ref()).await
     }
 
@@ -401,6 +404,7 @@ impl Tree {
 
     /// [`Tree::delete`] as a future.
     pub async fn delete_async(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        crate::db::in_task("Tree::delete_async")?;
         self.delete_bytes_async(key.as_ref()).await
     }
 
@@ -425,6 +429,7 @@ impl Tree {
         key: impl AsRef<[u8]>,
         change: impl FnOnce(&mut [u8]),
     ) -> Result<bool> {
+        crate::db::in_task("Tree::update_async")?;
         self.update_bytes_async(key.as_ref(), change).await
     }
 

@@ -103,6 +103,7 @@ impl Transaction {
         tree: &Tree,
         key: impl AsRef<[u8]>,
     ) -> Result<Option<Vec<u8>>> {
+        crate::db::in_task("Transaction::get_async")?;
         self.get_bytes_async(tree, key.as_ref()).await
     }
 
@@ -212,6 +213,7 @@ impl Transaction {
 
     /// [`Transaction::commit`] as a future (for tasks).
     pub async fn commit_async(self) -> Result<()> {
+        crate::db::in_task("Transaction::commit_async")?;
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
         for ((_, key), (tree, _)) in &self.reads {
             tree.prefetch(key).await;

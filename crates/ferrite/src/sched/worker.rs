@@ -804,6 +804,7 @@ pub(crate) fn start_socket(
 pub(crate) struct HideWorker {
     was: bool,
     was_hidden: bool,
+    was_blocking: bool,
 }
 
 impl HideWorker {
@@ -814,7 +815,8 @@ impl HideWorker {
             true => worker_context::set_hidden(true),
             false => worker_context::in_blocking_call_on_worker(),
         };
-        HideWorker { was, was_hidden }
+        let was_blocking = worker_context::set_blocking(true);
+        HideWorker { was, was_hidden, was_blocking }
     }
 }
 
@@ -825,6 +827,7 @@ impl Drop for HideWorker {
         if self.was {
             worker_context::set_hidden(self.was_hidden);
         }
+        worker_context::set_blocking(self.was_blocking);
     }
 }
 

@@ -238,6 +238,7 @@ impl Tree {
 
     /// [`Tree::object_reader`] as a future (read with [`ObjectReader::read_async`]).
     pub async fn object_reader_async(&self, key: impl AsRef<[u8]>) -> Result<Option<ObjectReader>> {
+        crate::db::in_task("Tree::object_reader_async")?;
         let key = key.as_ref();
         Ok(self.object_len_bytes_async(key).await?.map(|_| ObjectReader {
             tree: self.clone(),
@@ -249,6 +250,7 @@ impl Tree {
     /// [`Tree::object_writer`] as a future (for tasks: write with
     /// [`ObjectWriter::write_async`] and finish with [`ObjectWriter::flush_async`]).
     pub async fn object_writer_async(&self, key: impl AsRef<[u8]>) -> Result<ObjectWriter> {
+        crate::db::in_task("Tree::object_writer_async")?;
         let key = key.as_ref();
         crate::db::check_key(key)?;
         if self.object_len_bytes_async(key).await?.is_none() {
@@ -293,6 +295,7 @@ impl ObjectReader {
     /// [`Read::read`] as a future: on a worker, the data is read through its ring while the
     /// task yields.
     pub async fn read_async(&mut self, buf: &mut [u8]) -> Result<usize> {
+        crate::db::in_task("ObjectReader::read_async")?;
         match self.tree.read_at_bytes_async(&self.key, self.pos, buf).await? {
             Some(n) => {
                 self.pos += n as u64;
@@ -339,6 +342,7 @@ impl Tree {
     /// in its leaf is read now, whole (at most [`crate::MAX_VALUE_LEN`] bytes); an object's
     /// data is read by [`ValueSlices::read_async`].
     pub async fn value_slices_async(&self, key: impl AsRef<[u8]>) -> Result<Option<ValueSlices>> {
+        crate::db::in_task("Tree::value_slices_async")?;
         self.value_slices_bytes_async(key.as_ref()).await
     }
 
@@ -401,6 +405,7 @@ impl ValueSlices {
     /// bytes are not of it, and nothing more can be read. On a worker an object's slice is
     /// read through the worker's ring while the task yields.
     pub async fn read_async(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        crate::db::in_task("ValueSlices::read_async")?;
         let n = buf.len().min((self.len - self.pos) as usize);
         match &self.source {
             SliceSource::Plain(value) => {
@@ -473,6 +478,7 @@ impl ObjectWriter {
     /// task, finish with [`ObjectWriter::flush_async`]: the flush of a drop is a blocking
     /// call, refused there.
     pub async fn write_async(&mut self, buf: &[u8]) -> Result<usize> {
+        crate::db::in_task("ObjectWriter::write_async")?;
         if self
             .pos
             .checked_add((self.buffer.len() + buf.len()) as u64)
@@ -490,6 +496,7 @@ impl ObjectWriter {
 
     /// [`Write::flush`] as a future.
     pub async fn flush_async(&mut self) -> Result<()> {
+        crate::db::in_task("ObjectWriter::flush_async")?;
         if self.buffer.is_empty() {
             return Ok(());
         }

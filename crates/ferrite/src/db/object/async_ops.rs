@@ -252,6 +252,7 @@ impl Tree {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<Option<usize>> {
+        crate::db::in_task("Tree::read_at_async")?;
         self.read_at_bytes_async(key.as_ref(), offset, buf).await
     }
 
@@ -289,6 +290,7 @@ impl Tree {
 
     /// [`Tree::object_len`] as a future.
     pub async fn object_len_async(&self, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        crate::db::in_task("Tree::object_len_async")?;
         self.object_len_bytes_async(key.as_ref()).await
     }
 
@@ -312,6 +314,7 @@ impl Tree {
         offset: u64,
         bytes: impl AsRef<[u8]>,
     ) -> Result<()> {
+        crate::db::in_task("Tree::write_at_async")?;
         let (key, bytes) = (key.as_ref(), bytes.as_ref());
         if !on_worker() {
             return self.write_at(key, offset, bytes);
@@ -325,6 +328,7 @@ impl Tree {
         key: impl AsRef<[u8]>,
         bytes: impl AsRef<[u8]>,
     ) -> Result<u64> {
+        crate::db::in_task("Tree::append_async")?;
         let (key, bytes) = (key.as_ref(), bytes.as_ref());
         if !on_worker() {
             return self.append(key, bytes);
