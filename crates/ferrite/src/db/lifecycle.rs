@@ -671,6 +671,7 @@ impl Db {
     pub fn abandon(self) {
         let workers = self.shared.workers.lock().unwrap().take();
         self.shared.closed.store(true, Ordering::Release);
+        self.shared.object_space.wake_merger();
         if let Some(mut workers) = workers {
             workers.shut_down();
         }
@@ -699,6 +700,8 @@ impl Shared {
             self.lock.lock().unwrap().take();
             return Ok(());
         }
+        // The merge thread may be waiting for work: it sees the close at once.
+        self.object_space.wake_merger();
         for helper in std::mem::take(&mut *self.helpers.lock().unwrap()) {
             let _ = helper.join();
         }

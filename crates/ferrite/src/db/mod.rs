@@ -56,6 +56,8 @@ pub use iter::Iter;
 pub use lock::LOCK_FILE_NAME;
 #[doc(hidden)]
 pub use object::fuzz_object_entry;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use object::set_merge_idle_wait;
 pub use object::{
     ObjectReader, ObjectStat, ObjectWriter, ObjectsReport, ValueSlices, MAX_OBJECT_LEN,
 };

@@ -25,6 +25,12 @@ pub use tmpfs::Tmpfs;
 
 use std::path::Path;
 
+/// Sets how long the idle merge of object fragments waits unwoken before it looks again, for
+/// the whole process (250 ms by default): a test sets hours to show that a close wakes it.
+pub fn set_merge_idle_wait(wait: std::time::Duration) {
+    crate::db::set_merge_idle_wait(wait);
+}
+
 /// Copies the files of data directory `from` into `to` (created) as a crash would leave
 /// them, the log's `wal/` included. For tests that recover a crash image of a database still
 /// open.

@@ -15,7 +15,7 @@
 //! fragment bytes of all objects over `Options::object_fragment_bytes` (at 0 an object
 //! waits for 64 fragmented blocks; at or past the budget every fragment is merged).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,15 @@ const BLOCKS_PER_MERGE: usize = 256;
 pub fn threshold(bytes: u64, budget: u64) -> u64 {
     let fill = (bytes as f64 / budget.max(1) as f64).min(1.0);
     (MAX_BLOCKS * (1.0 - fill)).floor().max(1.0) as u64
+}
+
+/// How long the idle merge thread waits before it looks again unwoken, in milliseconds.
+static IDLE_WAIT_MS: AtomicU64 = AtomicU64::new(250);
+
+/// Sets [`IDLE_WAIT_MS`] for the whole process (tests: a long wait shows a missing wake-up).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn set_idle_wait(wait: Duration) {
+    IDLE_WAIT_MS.store(wait.as_millis() as u64, Ordering::Relaxed);
 }
 
 impl Shared {
@@ -126,9 +135,10 @@ impl Shared {
                 index.due(budget) || index.bytes > budget
             };
             if !due {
-                // A commit that puts an object past the threshold wakes the thread: the
-                // timeout only bounds a lost wake-up.
-                self.object_space.wait_for_work(Duration::from_millis(250));
+                // A commit that puts an object past the threshold wakes the thread, and so
+                // does the close: the timeout only bounds a lost wake-up.
+                let idle = IDLE_WAIT_MS.load(Ordering::Relaxed);
+                self.object_space.wait_for_work(Duration::from_millis(idle));
                 continue;
             }
             let merged = {

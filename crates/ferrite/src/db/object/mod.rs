@@ -16,5 +16,7 @@ pub use check::ObjectsReport;
 #[doc(hidden)]
 pub use format::fuzz_object_entry;
 pub(crate) use format::{is_stub, needs_object};
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use merge::set_idle_wait as set_merge_idle_wait;
 pub(crate) use ops::{Prepared, PreparedBlocks, Stored};
 pub(crate) use space::Space;
