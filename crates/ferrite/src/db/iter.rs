@@ -136,11 +136,12 @@ impl Iter {
         }
         // An object's stub is followed: its value is read whole (blocking reads).
         let step = self.step(back).and_then(|entry| match entry {
-            Some((_, value))
+            Some((key, value))
                 if super::object::is_stub(&value)
                     && self.snapshot.as_ref().is_some_and(|held| !held.implicit()) =>
             {
-                Err(self.snapshot.as_ref().unwrap().object_met())
+                let held = self.snapshot.as_ref().expect("checked");
+                Ok(Some((key, held.follow_stub(&value)?)))
             }
             Some((key, value)) if super::object::is_stub(&value) => {
                 let tree = Tree {

@@ -6,9 +6,10 @@
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::iter::{owned_bound, prefix_bounds};
+use super::object::FragmentLogAt;
 use super::{check_key, Db, Iter, Shared, Tree};
 use crate::buffer::SnapshotState;
 use crate::error::{Error, Result};
@@ -23,7 +24,9 @@ use crate::sched::{block_on, run_async};
 /// Copies are bounded by `Options::snapshot_bytes`: a commit that would keep more ends the
 /// oldest snapshots first, whose reads then fail with [`Error::SnapshotTooOld`]. Values
 /// stored as objects (longer than [`crate::MAX_VALUE_LEN`], or written with `write_at`) are
-/// not read through snapshots yet ([`Error::NotSupported`]).
+/// read as they were too: while a snapshot lives, the data pages of objects rewritten,
+/// truncated or deleted after it are not reused (the database grows by what they hold).
+/// Inside a task, reading an object through a snapshot is refused ([`Error::NotSupported`]).
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -59,10 +62,18 @@ pub(super) struct Held {
     state: Arc<SnapshotState>,
     /// Taken by a plain scan for itself: objects are read as they are now.
     implicit: bool,
+    /// The epoch of freed object data pinned (not for a plain scan's): no data page freed
+    /// after the snapshot is written again while it lives (`object/at.rs`).
+    epoch: Option<u64>,
+    /// The fragment log as of the snapshot, read on its first object read.
+    fragment_log: Mutex<Option<Arc<FragmentLogAt>>>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
+        if let Some(epoch) = self.epoch {
+            self.shared.object_space.unpin_epoch(epoch);
+        }
         self.shared.pool.release_snapshot(&self.state);
         if self.shared.change_buffer.has_old() {
             self.shared.change_buffer.collect_old(self.shared.pool.oldest_snapshot());
@@ -88,20 +99,78 @@ impl Held {
         }
     }
 
-    /// An object's stub met through the snapshot.
-    pub(super) fn object_met(&self) -> Error {
-        Error::NotSupported {
-            reason: "reading a value stored as an object through a snapshot; read it with \
-                     Tree::get instead"
-                .into(),
+    /// The database the snapshot is of.
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The fragment log of `objects` as of the snapshot, read once.
+    pub(super) fn fragment_log(self: &Arc<Self>, objects: &Tree) -> Result<Arc<FragmentLogAt>> {
+        let mut slot = self.fragment_log.lock().unwrap();
+        if let Some(log) = &*slot {
+            return Ok(Arc::clone(log));
         }
+        let log = Arc::new(FragmentLogAt::read(self, objects)?);
+        *slot = Some(Arc::clone(&log));
+        Ok(log)
+    }
+
+    /// `key`'s value in `tree` as stored at the snapshot (an object's stub is not followed).
+    pub(super) async fn get_raw(&self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (shared, seq) = (&self.shared, self.seq());
+        // A snapshot that ends with a commit running reads once it ended.
+        let pool = &*shared.pool;
+        run_async(pool, |_| match pool.snapshot_ready(seq) {
+            true => Ok(()),
+            false => Err(crate::buffer::Interrupt::Restart),
+        })
+        .await?;
+        let value = match shared.change_buffer.get_at(tree.btree.tree_id, key, seq) {
+            Some(value) => Some(value),
+            None => {
+                let (btree, pool) = (tree.btree, &*shared.pool);
+                let dropped = &tree.dropped;
+                run_async(pool, |scratch| {
+                    if dropped.load(Ordering::Acquire) {
+                        let gone = Error::TreeNotFound { name: String::new() };
+                        return Err(crate::buffer::Interrupt::Error(gone));
+                    }
+                    btree.get_at(pool, key, seq, scratch, &mut |value: &[u8]| value.to_vec())
+                })
+                .await
+                .map_err(|e| tree.error(e))?
+            }
+        };
+        self.check()?;
+        Ok(value)
+    }
+
+    /// The value an object's stub met through the snapshot names, as of the snapshot.
+    pub(super) fn follow_stub(self: &Arc<Self>, stub: &[u8]) -> Result<Vec<u8>> {
+        if crate::sched::on_worker() {
+            return Err(Error::NotSupported {
+                reason: "reading a value stored as an object through a snapshot inside a task \
+                         (its reads block); read it through Snapshot::get from a thread"
+                    .into(),
+            });
+        }
+        super::object::read_object_at(self, stub)
     }
 }
 
 impl Held {
     /// A snapshot of `shared` as of now; `implicit`: a plain scan's own.
     pub(super) fn take(shared: &Arc<Shared>, implicit: bool) -> Held {
-        Held { shared: Arc::clone(shared), state: shared.pool.take_snapshot(), implicit }
+        // Pinned before the moment is taken: every run a later commit frees is then freed
+        // after the pin.
+        let epoch = (!implicit).then(|| shared.object_space.pin_epoch());
+        Held {
+            shared: Arc::clone(shared),
+            state: shared.pool.take_snapshot(),
+            implicit,
+            epoch,
+            fragment_log: Mutex::new(None),
+        }
     }
 
     /// Whether a plain scan took it for itself (then it follows objects as they are now).
@@ -176,33 +245,10 @@ impl Snapshot {
     async fn get_bytes(&self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         self.check_tree(tree)?;
-        let (shared, seq) = (&self.held.shared, self.held.seq());
-        // A snapshot that ends with a commit running reads once it ended.
-        let pool = &*shared.pool;
-        run_async(pool, |_| match pool.snapshot_ready(seq) {
-            true => Ok(()),
-            false => Err(crate::buffer::Interrupt::Restart),
-        })
-        .await?;
-        let value = match shared.change_buffer.get_at(tree.btree.tree_id, key, seq) {
-            Some(value) => Some(value),
-            None => {
-                let (btree, pool) = (tree.btree, &*shared.pool);
-                let dropped = &tree.dropped;
-                run_async(pool, |scratch| {
-                    if dropped.load(Ordering::Acquire) {
-                        let gone = Error::TreeNotFound { name: String::new() };
-                        return Err(crate::buffer::Interrupt::Error(gone));
-                    }
-                    btree.get_at(pool, key, seq, scratch, &mut |value: &[u8]| value.to_vec())
-                })
-                .await
-                .map_err(|e| tree.error(e))?
+        match self.held.get_raw(tree, key).await? {
+            Some(value) if super::object::is_stub(&value) => {
+                self.held.follow_stub(&value).map(Some)
             }
-        };
-        self.held.check()?;
-        match value {
-            Some(value) if super::object::is_stub(&value) => Err(self.held.object_met()),
             other => Ok(other),
         }
     }

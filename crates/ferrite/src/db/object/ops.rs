@@ -296,7 +296,7 @@ impl Shared {
     }
 }
 
-fn corrupt(shared: &Shared, reason: String) -> Error {
+pub(super) fn corrupt(shared: &Shared, reason: String) -> Error {
     Error::Corrupt { page: 0, file: shared.pool.file().path().to_owned(), reason }
 }
 

@@ -206,12 +206,7 @@ pub struct ReadPin<'a> {
 
 impl Drop for ReadPin<'_> {
     fn drop(&mut self) {
-        let mut readers = self.space.readers.lock().unwrap();
-        let count = readers.get_mut(&self.epoch).expect("a pinned epoch");
-        *count -= 1;
-        if *count == 0 {
-            readers.remove(&self.epoch);
-        }
+        self.space.unpin_epoch(self.epoch);
     }
 }
 
@@ -332,32 +327,40 @@ impl Space {
         let pending: Vec<(PageId, u64)> =
             self.pending.lock().unwrap().iter().map(|(&f, &l)| (f, l)).collect();
         *self.backup_runs.lock().unwrap() = Some(pending);
-        let mut readers = self.readers.lock().unwrap();
-        let epoch = self.epoch.load(Ordering::Acquire);
-        *readers.entry(epoch).or_default() += 1;
-        epoch
+        self.pin_epoch()
     }
 
     /// Ends `begin_backup`: the runs allocated meanwhile (copy them again), and the epoch
     /// unpinned.
     pub fn end_backup(&self, epoch: u64) -> Vec<(PageId, u64)> {
         let runs = self.backup_runs.lock().unwrap().take().unwrap_or_default();
-        let mut readers = self.readers.lock().unwrap();
-        if let Some(count) = readers.get_mut(&epoch) {
-            *count -= 1;
-            if *count == 0 {
-                readers.remove(&epoch);
-            }
-        }
+        self.unpin_epoch(epoch);
         runs
     }
 
     /// Pins the current epoch for a reader of extent maps.
     pub fn pin(&self) -> ReadPin<'_> {
+        ReadPin { space: self, epoch: self.pin_epoch() }
+    }
+
+    /// Pins the current epoch until [`Space::unpin_epoch`] of what it returns: for a holder
+    /// that outlives any borrow of the space (a snapshot, which may read any object's data
+    /// as it was when it was taken).
+    pub fn pin_epoch(&self) -> u64 {
         let mut readers = self.readers.lock().unwrap();
         let epoch = self.epoch.load(Ordering::Acquire);
         *readers.entry(epoch).or_default() += 1;
-        ReadPin { space: self, epoch }
+        epoch
+    }
+
+    /// Ends a pin of [`Space::pin_epoch`].
+    pub fn unpin_epoch(&self, epoch: u64) {
+        let mut readers = self.readers.lock().unwrap();
+        let count = readers.get_mut(&epoch).expect("a pinned epoch");
+        *count -= 1;
+        if *count == 0 {
+            readers.remove(&epoch);
+        }
     }
 
     /// Runs of pages for `pages` new blocks: from the free runs (first fit, else the
