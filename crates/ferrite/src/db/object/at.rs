@@ -18,11 +18,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::format::{
-    self, decode_log_entry, decode_stub, log_key, overlay_fragment, Extent, Fragments, BLOCK,
-    ENTRY_HEAD, KIND_EXTENT,
-};
-use super::ops::{corrupt, MapView};
+use super::format::{self, decode_stub, log_key, Extent, BLOCK, ENTRY_HEAD, KIND_EXTENT};
+use super::ops::{corrupt, overlay_entries, MapView};
 use crate::db::snapshot::Held;
 use crate::db::Tree;
 use crate::error::{Error, Result};
@@ -119,22 +116,8 @@ fn map_at(held: &Arc<Held>, objects: &Tree, id: u64, last: u64) -> Result<MapVie
     }
     let log = held.fragment_log(objects)?;
     for (&(_, block), seqs) in log.entries.range((id, 0)..=(id, last)) {
-        let mut overlay = Fragments::new();
-        for &seq in seqs {
-            let value = block_on(held.get_raw(objects, &log_key(seq)))?.ok_or_else(|| {
-                corrupt(
-                    shared,
-                    format!("object {id} block {block}: fragment entry {seq} is missing"),
-                )
-            })?;
-            let (owner, at, fragments) = decode_log_entry(&value)
-                .map_err(|r| corrupt(shared, format!("fragment entry {seq}: {r}")))?;
-            debug_assert_eq!((owner, at), (id, block));
-            for (offset, bytes) in &fragments {
-                overlay = overlay_fragment(&overlay, *offset as usize, bytes);
-            }
-        }
-        view.fragments.insert(block, overlay);
+        let fetch = |key: &[u8]| block_on(held.get_raw(objects, key));
+        view.fragments.insert(block, overlay_entries(shared, id, block, seqs, fetch)?);
     }
     Ok(view)
 }

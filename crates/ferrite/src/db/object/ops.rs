@@ -300,6 +300,38 @@ pub(super) fn corrupt(shared: &Shared, reason: String) -> Error {
     Error::Corrupt { page: 0, file: shared.pool.file().path().to_owned(), reason }
 }
 
+/// The fragment-log entries `seqs` over block `block` of object `id`, laid over each other
+/// in order; `fetch` reads an entry's value by its key (now, or at a snapshot).
+pub(super) fn overlay_entries(
+    shared: &Shared,
+    id: u64,
+    block: u64,
+    seqs: &[u64],
+    mut fetch: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
+) -> Result<Fragments> {
+    let mut overlay = Fragments::new();
+    for &seq in seqs {
+        let value = fetch(&log_key(seq))?.ok_or_else(|| {
+            corrupt(shared, format!("object {id} block {block}: fragment entry {seq} is missing"))
+        })?;
+        let (owner, at, fragments) = decode_log_entry(&value)
+            .map_err(|r| corrupt(shared, format!("fragment entry {seq}: {r}")))?;
+        if (owner, at) != (id, block) {
+            return Err(corrupt(
+                shared,
+                format!(
+                    "fragment entry {seq} is of object {owner} block {at}, indexed as {id} \
+                     block {block}"
+                ),
+            ));
+        }
+        for (offset, bytes) in &fragments {
+            overlay = format::overlay_fragment(&overlay, *offset as usize, bytes);
+        }
+    }
+    Ok(overlay)
+}
+
 impl Shared {
     /// The objects tree, created if `create` and missing.
     pub(crate) fn objects_tree(self: &Arc<Self>, create: bool) -> Result<Option<Tree>> {
@@ -383,26 +415,7 @@ impl Shared {
         }
         let objects = self.objects()?;
         for (block, seqs) in listed {
-            let mut overlay = Fragments::new();
-            for &seq in &seqs {
-                let value = objects.get_raw(&log_key(seq))?.ok_or_else(|| {
-                    corrupt(
-                        self,
-                        format!("object {id} block {block}: fragment entry {seq} is missing"),
-                    )
-                })?;
-                let (owner, at, fragments) = decode_log_entry(&value)
-                    .map_err(|r| corrupt(self, format!("fragment entry {seq}: {r}")))?;
-                if (owner, at) != (id, block) {
-                    return Err(corrupt(
-                        self,
-                        format!("fragment entry {seq} is of object {owner} block {at}, indexed as {id} block {block}"),
-                    ));
-                }
-                for (offset, bytes) in &fragments {
-                    overlay = format::overlay_fragment(&overlay, *offset as usize, bytes);
-                }
-            }
+            let overlay = overlay_entries(self, id, block, &seqs, |key| objects.get_raw(key))?;
             view.fragments.insert(block, overlay);
         }
         Ok(view)
