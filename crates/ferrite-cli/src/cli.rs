@@ -25,7 +25,7 @@ use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
 use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::RecoveryConfig;
-use ferrite_bench::workloads::run::RunConfig;
+use ferrite_bench::workloads::run::{RunConfig, TierConfig};
 use ferrite_bench::workloads::serve::{self as serve_bench, ServeConfig, ServeStore};
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
@@ -1503,6 +1503,35 @@ pub struct RunOpts {
     /// Skip the device ceiling (it writes a 1 GiB file beside DIR once)
     #[arg(long = "no-ceiling", action = ArgAction::SetFalse)]
     ceiling: bool,
+    /// The zipfian constant of zipfian key choices (default 0.99)
+    #[arg(long, value_name = "X", value_parser = value::theta)]
+    theta: Option<f64>,
+    /// Ferrite only: a second cache tier in FILE (made if missing)
+    #[arg(
+        long_help = "Ferrite only: a second cache tier between the pool and the disk, in FILE \
+            (made if missing; a file in /dev/shm stands for a medium faster than the disk): \
+            pages evicted from the pool are kept there, and a miss looks there first. \
+            Emptied at every open.",
+        long, value_name = "FILE",
+        value_parser = OsStringValueParser::new().try_map(value::path))]
+    tier: Option<PathBuf>,
+    /// The tier's size, MiB (default: twice --cache-mib)
+    #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 30))]
+    tier_mib: Option<u64>,
+    /// Which evicted pages enter the tier: obp (default), all or never
+    #[arg(
+        long_help = "Which evicted pages enter the tier: obp (the default: while the \
+            overhead-bypass ratio, pages inserted and dropped per page looked up, stays under \
+            10 % over about a second; again below 8 %), all, or never.",
+        long, value_name = "POLICY", value_parser = ["obp", "all", "never"])]
+    tier_admission: Option<String>,
+    /// Nanoseconds added to every access of the tier's medium (default 0)
+    #[arg(
+        long_help = "Nanoseconds added to every access of the tier's medium, spinning (default \
+            0): a file in /dev/shm is DRAM; this makes it stand for a slower medium (CXL \
+            memory, persistent memory).",
+        long, value_name = "NS", value_parser = |s: &str| value::whole(s, 0, 1_000_000_000))]
+    tier_latency_ns: Option<u64>,
 }
 
 /// `ferrite bench ycsb-a` .. `ycsb-f`.
@@ -1591,6 +1620,7 @@ OUTPUT
            buffer_entries_per_drain=X] [worker_task_us_per_op=X
            worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
            worker_idle_pct=X] [mem_mib=X mem_cache_mib=X mem_write_buffers_mib=X]
+           tier_hits=N tier_misses=N obp=X tier_write_mib=X theta=X
            bytes_on_disk=N records=N [load_s=S] [reused=0|1]
            [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
@@ -1615,7 +1645,10 @@ OUTPUT
     most data the store held in memory while measuring, sampled every 0.5 s: its cache
     (Ferrite's frames, dirty pages included; RocksDB's block cache) plus write buffers
     (Ferrite's change buffer, whose budget comes out of the pool's memory; RocksDB's
-    memtables). fill-sync adds committers, sync=1 and verified (keys read back after
+    memtables). The tier fields (Ferrite with --tier; zeros otherwise): misses of the
+    pool served from the tier and not, the overhead-bypass ratio of the measured time
+    (pages copied in and dropped per page looked up) and MiB written to the tier; theta
+    is the zipfian constant (--theta). fill-sync adds committers, sync=1 and verified (keys read back after
     reopening); its tasks= counts the committer tasks over all workers (the other
     workloads: tasks per worker).
 
@@ -2574,6 +2607,11 @@ fn lookup_run_config(store: StoreKind, cmd: LookupCmd) -> Result<RunConfig, Usag
         keep: cmd.keep,
         direct_io: cmd.direct_io,
         ceiling: cmd.ceiling,
+        theta: None,
+        tier: None,
+        tier_mib: None,
+        tier_admission: None,
+        tier_latency_ns: None,
     };
     let mut config = run_config(COMMAND, &run, RunConfig::new(Workload::Lookup, store))?;
     config.json = cmd.json;
@@ -2711,6 +2749,41 @@ fn run_config(
     config.keep = run.keep;
     config.direct_io = run.direct_io;
     config.ceiling = run.ceiling;
+    if let Some(theta) = run.theta {
+        config.theta = theta;
+    }
+    match &run.tier {
+        Some(path) => {
+            if config.store != StoreKind::Ferrite {
+                return Err(refuse(
+                    "--tier is for --store ferrite (a peer's secondary cache is its own)".into(),
+                ));
+            }
+            let admission = match run.tier_admission.as_deref() {
+                Some("all") => ferrite::TierAdmission::All,
+                Some("never") => ferrite::TierAdmission::Never,
+                _ => ferrite::TierAdmission::DEFAULT,
+            };
+            config.tier = Some(TierConfig {
+                path: path.clone(),
+                mib: run.tier_mib.unwrap_or(2 * config.cache_mib),
+                latency_ns: run.tier_latency_ns.unwrap_or(0),
+                admission,
+            });
+        }
+        None => {
+            let given = [
+                (run.tier_mib.is_some(), "--tier-mib"),
+                (run.tier_admission.is_some(), "--tier-admission"),
+                (run.tier_latency_ns.is_some(), "--tier-latency-ns"),
+            ];
+            if let Some((_, name)) = given.iter().find(|(given, _)| *given) {
+                return Err(refuse(format!(
+                    "{name} describes a tier: give it one with --tier FILE"
+                )));
+            }
+        }
+    }
     Ok(config)
 }
 

@@ -115,6 +115,16 @@ pub fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     })
 }
 
+/// The zipfian constant: a number strictly between 0 and 1 (`0.99`, YCSB's).
+pub fn theta(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
+        _ => Err(format!(
+            "{text:?} is not a zipfian constant (a number between 0 and 1, such as 0.99)"
+        )),
+    }
+}
+
 pub fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s.is_finite() && s > 0.0 && s <= 1e6 => Ok(s),

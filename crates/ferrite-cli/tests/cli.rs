@@ -448,6 +448,9 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "io", "--pattern", "backwards"],
         vec!["bench", "fill", "--committers", "2"],
         vec!["bench", "ycsb-a", "--sync"],
+        vec!["bench", "ycsb-c", "--tier-mib", "8"],
+        vec!["bench", "ycsb-c", "--theta", "1.5"],
+        vec!["bench", "ycsb-c", "--tier", "t", "--tier-admission", "sometimes"],
         vec!["bench", "recovery", "--seconds", "1,,2"],
         vec!["bench", "recovery", "--checkpoint-mib", "0"],
     ] {
@@ -1181,6 +1184,63 @@ fn scan_into_a_closed_pipe_stops_quietly() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "key000000\ta value long enough to fill a pipe\n");
     assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+}
+
+/// `--tier FILE` puts a second cache tier under Ferrite's pool: the run says how it was used,
+/// and its result line carries the tier's fields (which every run has, zeros without one).
+#[test]
+fn bench_with_a_tier_reports_its_use() {
+    let tmp = TempDir::new("bench-tier");
+    let db = tmp.db();
+    let tier = tmp.0.join("tier.cache");
+    let tier = tier.to_str().unwrap();
+    let args = [
+        "bench",
+        "ycsb-c",
+        "--db",
+        &db,
+        "--records",
+        "60000",
+        "--cache-mib",
+        "1",
+        "--seconds",
+        "1",
+        "--workers",
+        "1",
+        "--tier",
+        tier,
+        "--tier-mib",
+        "8",
+        "--tier-admission",
+        "all",
+        "--theta",
+        "0.8",
+        "--no-ceiling",
+    ];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    assert!(out.contains("tier use"), "{}", describe(&args, &o));
+    let result = out.lines().last().unwrap();
+    let field = |name: &str| -> f64 {
+        let prefix = format!(" {name}=");
+        let at = result.find(&prefix).unwrap_or_else(|| panic!("{name} in {result}"));
+        result[at + prefix.len()..].split(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(field("tier_hits") > 0.0, "{result}");
+    assert!(field("tier_write_mib") > 0.0 && field("obp") > 0.0, "{result}");
+    assert!(field("tier_misses") >= 0.0 && field("theta") == 0.8, "{result}");
+    // Without a tier the fields are there, zero.
+    let args =
+        ["bench", "ycsb-c", "--db", &db, "--records", "3000", "--seconds", "0.2", "--no-ceiling"];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    let result = out.lines().last().unwrap();
+    assert!(
+        result.contains(" tier_hits=0 tier_misses=0 obp=0.000 tier_write_mib=0.0 theta=0.99 "),
+        "{result}"
+    );
 }
 
 /// Where a benchmark's results go is opened before it runs: `--json` in a directory that does

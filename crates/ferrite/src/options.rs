@@ -93,6 +93,12 @@ pub struct Options {
     /// [`Error::SnapshotTooOld`](crate::Error::SnapshotTooOld). Nothing is kept while no
     /// snapshot lives.
     pub snapshot_bytes: u64,
+    /// A second cache tier between the pool and the disk (`None`, the default: none): pages
+    /// evicted from the pool are kept there in their on-disk form, and a miss of the pool
+    /// looks there before the disk. A file on a faster medium than the data (a file in
+    /// `/dev/shm`, CXL memory as a DAX file), emptied at every open: it is only a cache.
+    /// See [`TierOptions`](crate::TierOptions).
+    pub tier: Option<crate::buffer::TierOptions>,
     /// Where the data directory's files live; `None` (the default) is the real directory.
     /// Tests put a simulated disk here (`ferrite::testing::SimDisk`) to crash, tear and fail writes.
     #[doc(hidden)]
@@ -140,6 +146,7 @@ impl Default for Options {
             object_fragment_bytes: 64 << 20,
             object_merge_bytes_per_sec: 256 << 20,
             snapshot_bytes: 64 << 20,
+            tier: None,
             storage: None,
         }
     }

@@ -16,7 +16,7 @@ use ferrite::{Db, Durability, Options, Tree};
 
 use super::{
     DrainCounters, IoCounters, KvStore, LogCounters, OpenStore, StoreError, StoreMemory,
-    WorkerTimes,
+    TierCounters, WorkerTimes,
 };
 use crate::error::BenchError;
 use crate::workloads::run::RunConfig;
@@ -63,6 +63,12 @@ pub fn ferrite_options(config: &RunConfig) -> Options {
         io_depth: tasks_per_worker.clamp(2, 4096),
         durability,
         change_buffer_bytes: config.change_buffer_mib.map(|mib| mib << 20),
+        tier: config.tier.as_ref().map(|tier| ferrite::TierOptions {
+            path: tier.path.clone(),
+            bytes: tier.mib << 20,
+            latency: std::time::Duration::from_nanos(tier.latency_ns),
+            admission: tier.admission,
+        }),
         ..Options::default()
     }
 }
@@ -144,6 +150,19 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     fn drain_counters(&self) -> Option<DrainCounters> {
         let (drains, entries) = self.db.change_buffer_drains();
         (self.db.change_buffer_budget() > 0).then_some(DrainCounters { drains, entries })
+    }
+
+    fn tier_counters(&self) -> Option<TierCounters> {
+        let t = self.db.pool().stats().tier?;
+        Some(TierCounters {
+            lookups: t.lookups,
+            hits: t.hits,
+            inserts: t.inserts,
+            invalidations: t.invalidations,
+            evictions: t.evictions,
+            bytes_written: t.bytes_written,
+            refused: t.refused,
+        })
     }
 
     fn worker_times(&self) -> Option<WorkerTimes> {

@@ -147,6 +147,51 @@ impl LogCounters {
     }
 }
 
+/// A store's second cache tier, cumulative since it was opened (Ferrite's `Options::tier`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierCounters {
+    /// Cache misses that looked in the tier.
+    pub lookups: u64,
+    /// Of those, served from it.
+    pub hits: u64,
+    /// Pages copied in.
+    pub inserts: u64,
+    /// Copies dropped because their page changed or was freed.
+    pub invalidations: u64,
+    /// Copies pushed out to make room.
+    pub evictions: u64,
+    /// Bytes written to the tier's medium.
+    pub bytes_written: u64,
+    /// Pages admission turned away.
+    pub refused: u64,
+}
+
+impl TierCounters {
+    /// The counts between `earlier` and `self`.
+    pub fn since(self, earlier: TierCounters) -> TierCounters {
+        TierCounters {
+            lookups: self.lookups.saturating_sub(earlier.lookups),
+            hits: self.hits.saturating_sub(earlier.hits),
+            inserts: self.inserts.saturating_sub(earlier.inserts),
+            invalidations: self.invalidations.saturating_sub(earlier.invalidations),
+            evictions: self.evictions.saturating_sub(earlier.evictions),
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+            refused: self.refused.saturating_sub(earlier.refused),
+        }
+    }
+
+    /// Misses of the tier (lookups it could not serve).
+    pub fn misses(&self) -> u64 {
+        self.lookups - self.hits.min(self.lookups)
+    }
+
+    /// The overhead-bypass ratio over these counts: (pages inserted + pages dropped) /
+    /// pages looked up.
+    pub fn obp(&self) -> f64 {
+        (self.inserts + self.invalidations + self.evictions) as f64 / self.lookups.max(1) as f64
+    }
+}
+
 /// A store's change buffer drains, cumulative since it was opened (Ferrite's: each drain
 /// moves the buffered puts of one leaf into it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -291,6 +336,11 @@ pub trait KvStore: Sync {
 
     /// Change buffer drains so far, if the store has a change buffer.
     fn drain_counters(&self) -> Option<DrainCounters> {
+        None
+    }
+
+    /// Its second cache tier's counters so far, if it has one.
+    fn tier_counters(&self) -> Option<TierCounters> {
         None
     }
 

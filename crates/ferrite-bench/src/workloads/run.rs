@@ -38,7 +38,8 @@ use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::runner::{self, Hdr};
 use crate::stores::{
-    DrainCounters, KvStore, LogCounters, OpenStore, StoreKind, StoreMemory, WorkerTimes,
+    DrainCounters, KvStore, LogCounters, OpenStore, StoreKind, StoreMemory, TierCounters,
+    WorkerTimes,
 };
 use crate::workloads::fill::verify_fill;
 use crate::workloads::ycsb::{
@@ -78,6 +79,46 @@ pub struct RunConfig {
     pub ceiling: bool,
     /// Append one JSON object per run to this file.
     pub json: Option<PathBuf>,
+    /// The zipfian constant of zipfian key choices (0.99, YCSB's, by default).
+    pub theta: f64,
+    /// Ferrite only: a second cache tier between its pool and the disk.
+    pub tier: Option<TierConfig>,
+}
+
+/// A second cache tier for Ferrite's runs (`Options::tier`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierConfig {
+    /// The file it lives in (a file in `/dev/shm` for a medium faster than the disk).
+    pub path: PathBuf,
+    pub mib: u64,
+    /// Added to every access of the medium, spinning (0: the medium as it is).
+    pub latency_ns: u64,
+    pub admission: ferrite::TierAdmission,
+}
+
+impl TierConfig {
+    /// The admission policy's name: `all`, `obp` or `never`.
+    pub fn admission_name(&self) -> &'static str {
+        match self.admission {
+            ferrite::TierAdmission::All => "all",
+            ferrite::TierAdmission::Obp { .. } => "obp",
+            ferrite::TierAdmission::Never => "never",
+        }
+    }
+
+    /// In words, for the run's heading.
+    pub fn describe(&self) -> String {
+        let latency = match self.latency_ns {
+            0 => "no added latency".to_owned(),
+            ns => format!("{ns} ns added per access"),
+        };
+        format!(
+            "{} MiB in {} ({latency}), admission {}",
+            self.mib,
+            self.path.display(),
+            self.admission_name()
+        )
+    }
 }
 
 /// The default number of keys: about 10x the default cache of 64 MiB for 8-byte keys and
@@ -112,6 +153,8 @@ impl RunConfig {
             direct_io: true,
             ceiling: true,
             json: None,
+            theta: crate::gen::zipf::YCSB_THETA,
+            tier: None,
         }
     }
 
@@ -184,8 +227,19 @@ impl RunConfig {
     /// Everything that decides what a run measures, as one canonical string.
     pub fn canonical(&self) -> String {
         // Only when given: the hashes of runs with the default stay what they were.
-        let change_buffer =
+        let mut change_buffer =
             self.change_buffer_mib.map_or(String::new(), |m| format!(" change_buffer_mib={m}"));
+        if self.theta != crate::gen::zipf::YCSB_THETA {
+            change_buffer += &format!(" theta={}", self.theta);
+        }
+        if let Some(tier) = &self.tier {
+            change_buffer += &format!(
+                " tier_mib={} tier_latency_ns={} tier_admission={}",
+                tier.mib,
+                tier.latency_ns,
+                tier.admission_name()
+            );
+        }
         format!(
             "workload={} store={} records={} cache_mib={} seconds={} concurrency={} \
              distribution={} rate={} seed={} direct_io={} direct_api={}{change_buffer}",
@@ -233,6 +287,8 @@ pub struct RunReport {
     pub log: Option<LogCounters>,
     /// The store's change buffer drains while measuring (Ferrite, when some were done).
     pub drains: Option<DrainCounters>,
+    /// The store's second cache tier while measuring (Ferrite with `--tier`).
+    pub tier: Option<TierCounters>,
     /// The store's workers while measuring (Ferrite with tasks on workers; else `None`).
     pub workers: Option<WorkerTimes>,
     /// The most the store held in memory while measuring, sampled every half second (stores
@@ -315,6 +371,14 @@ impl RunReport {
                 .real("mem_cache_mib", mib(m.cache), 1)
                 .real("mem_write_buffers_mib", mib(m.write_buffers), 1);
         }
+        // The tier's fields are always there (zeros without one): scripts read them.
+        let tier = self.tier.unwrap_or_default();
+        line = line
+            .int("tier_hits", tier.hits)
+            .int("tier_misses", tier.misses())
+            .real("obp", tier.obp(), 3)
+            .real("tier_write_mib", tier.bytes_written as f64 / (1 << 20) as f64, 1)
+            .real("theta", c.theta, 2);
         line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
         if let Some(load) = self.load_seconds {
             line = line.real("load_s", load, 2);
@@ -458,6 +522,25 @@ impl RunReport {
                 ),
             ),
             None => line("device", "no /proc/diskstats entry for the data's file system".into()),
+        }
+        if let (Some(t), Some(tier)) = (&self.tier, &c.tier) {
+            line("tier", tier.describe());
+            line(
+                "tier use",
+                format!(
+                    "{} hits of {} lookups ({:.1} %), {} copied in ({}), {} dropped as changed, \
+                     {} pushed out, {} refused; OBP {:.3}",
+                    report::thousands(t.hits),
+                    report::thousands(t.lookups),
+                    100.0 * t.hits as f64 / t.lookups.max(1) as f64,
+                    report::thousands(t.inserts),
+                    report::bytes(t.bytes_written),
+                    report::thousands(t.invalidations),
+                    report::thousands(t.evictions),
+                    report::thousands(t.refused),
+                    t.obp()
+                ),
+            );
         }
         if let Some((_, d)) = &self.disk {
             line(
@@ -706,6 +789,7 @@ impl RunReport {
             disk: disk.map(|d| ("vda".to_owned(), d)),
             log: None,
             drains: None,
+            tier: None,
             workers: None,
             memory: None,
             bytes_on_disk: 0,
@@ -725,6 +809,7 @@ struct Measured {
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
     drains: Option<DrainCounters>,
+    tier: Option<TierCounters>,
     workers: Option<WorkerTimes>,
     memory: Option<StoreMemory>,
 }
@@ -739,6 +824,7 @@ struct Window {
     disk: Option<DiskCounters>,
     log: Option<LogCounters>,
     drains: Option<DrainCounters>,
+    tier: Option<TierCounters>,
     workers: Option<WorkerTimes>,
 }
 
@@ -754,10 +840,11 @@ fn open_window(
     let disk = disk.and_then(Disk::counters);
     let log = store.log_counters();
     let drains = store.drain_counters();
+    let tier = store.tier_counters();
     let workers = store.worker_times();
     let cpu = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
-    Window { start: Instant::now(), cpu, disk, log, drains, workers }
+    Window { start: Instant::now(), cpu, disk, log, drains, tier, workers }
 }
 
 /// Waits for the end of the measured window (or for the operations to stop: a fill done),
@@ -795,6 +882,7 @@ fn close_window(
     let disk = w.disk.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
     let log = w.log.zip(store.log_counters()).map(|(b, a)| a.since(b));
     let drains = w.drains.zip(store.drain_counters()).map(|(b, a)| a.since(b));
+    let tier = w.tier.zip(store.tier_counters()).map(|(b, a)| a.since(b));
     let workers = w.workers.zip(store.worker_times()).map(|(b, a)| a.since(b));
     Measured {
         counts: OpCounts::default(),
@@ -804,6 +892,7 @@ fn close_window(
         disk,
         log,
         drains,
+        tier,
         workers,
         memory,
     }
@@ -941,6 +1030,7 @@ pub fn run(
         disk: disk.map(|d| d.name.clone()).zip(measured.disk),
         log: measured.log.filter(|l| l.writes > 0),
         drains: measured.drains.filter(|d| d.drains > 0),
+        tier: measured.tier,
         workers: measured.workers.filter(|w| w.total() > 0),
         memory: measured.memory,
         bytes_on_disk: bytes_on_disk(&dir),

@@ -235,11 +235,23 @@ impl OpStream {
         seed: u64,
         index: u64,
     ) -> Self {
+        Self::with_theta(workload, distribution, YCSB_THETA, records, seed, index)
+    }
+
+    /// [`OpStream::new`] with zipfian constant `theta` for zipfian key choices.
+    pub fn with_theta(
+        workload: Workload,
+        distribution: Distribution,
+        theta: f64,
+        records: u64,
+        seed: u64,
+        index: u64,
+    ) -> Self {
         let n = records.max(1);
         let chooser = match (workload, distribution) {
-            (Workload::Ycsb('d'), _) => KeyChooser::Latest(Zipf::new(n, YCSB_THETA)),
+            (Workload::Ycsb('d'), _) => KeyChooser::Latest(Zipf::new(n, theta)),
             (_, Distribution::Uniform) => KeyChooser::Uniform,
-            (_, Distribution::Zipfian) => KeyChooser::Zipfian(Zipf::scrambled(n, YCSB_THETA)),
+            (_, Distribution::Zipfian) => KeyChooser::Zipfian(Zipf::scrambled(n, theta)),
         };
         OpStream {
             workload,
@@ -581,7 +593,14 @@ pub async fn run_op_async(
 
 /// The stream every thread or task of a run forks from (zeta sums are computed once).
 pub fn template(config: &RunConfig) -> OpStream {
-    OpStream::new(config.workload, config.distribution, config.records, config.seed, 0)
+    OpStream::with_theta(
+        config.workload,
+        config.distribution,
+        config.theta,
+        config.records,
+        config.seed,
+        0,
+    )
 }
 
 /// How a run paces its operations: closed loop, or open loop at `--rate`.

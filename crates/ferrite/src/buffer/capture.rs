@@ -305,6 +305,9 @@ impl BufferPool {
     }
 
     pub(super) fn note_freed(&self, page_id: PageId) {
+        if let Some(tier) = &self.tier {
+            tier.invalidate(page_id);
+        }
         if self.capturing() {
             self.capture.changes.lock().unwrap().note_freed(page_id);
         }

@@ -313,6 +313,7 @@ impl BufferPool {
                 let now = self.table.load(page_id);
                 debug_assert_eq!(now.state(), LOCKED);
                 *frame = self.table.frame(page_id);
+                self.offer_to_tier(page_id);
                 self.resident.remove(page_id);
                 // From here on optimistic readers of the page fail their version check, so
                 // its frame may go to another page.

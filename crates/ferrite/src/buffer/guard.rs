@@ -157,6 +157,12 @@ impl BufferPool {
 
     #[inline(always)]
     pub(super) fn unlock_exclusive(&self, page_id: PageId, dirty: bool) {
+        if dirty {
+            // Changed: a copy in the second tier is stale now.
+            if let Some(tier) = &self.tier {
+                tier.invalidate(page_id);
+            }
+        }
         self.table.release_exclusive(page_id, |frame| {
             if dirty {
                 self.frames.set_bits(frame, OFFSET_FLAGS, FLAG_DIRTY);

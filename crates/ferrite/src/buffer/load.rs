@@ -82,7 +82,10 @@ impl BufferPool {
             return Ok(());
         }
         let frame = self.frame_for(page_id, now)?;
-        let result = self.read_from_disk(page_id);
+        let result = match self.fill_from_tier(page_id) {
+            true => Ok(()),
+            false => self.read_from_disk(page_id),
+        };
         if let Err(e) = result {
             self.table.store(page_id, now.bumped(EVICTED));
             self.give_frames([frame]);
@@ -93,6 +96,49 @@ impl BufferPool {
         self.table.store(page_id, now.bumped(UNLOCKED));
         self.load_waiters.wake(page_id);
         Ok(())
+    }
+
+    /// Fills the frame of page `page_id` (latched, loading) from the second tier if it holds
+    /// a copy that verifies; false if it does not (read it from the disk).
+    fn fill_from_tier(&self, page_id: PageId) -> bool {
+        let Some(tier) = &self.tier else { return false };
+        let memory = self.page_mut(page_id);
+        if !tier.read(page_id, memory) {
+            return false;
+        }
+        if self.verify_read(memory, page_id).is_err() {
+            // A damaged copy: the tier is only a cache, the disk has the page.
+            tier.invalidate(page_id);
+            return false;
+        }
+        true
+    }
+
+    /// Ends a load begun by `begin_load` from the second tier, if it holds the page: true
+    /// when the page is in memory now (no read to issue).
+    pub fn finish_from_tier(&self, page_id: PageId) -> bool {
+        if !self.fill_from_tier(page_id) {
+            return false;
+        }
+        let now = self.table.load(page_id);
+        debug_assert_eq!(now.state(), LOADING);
+        self.resident.insert(page_id);
+        self.table.store(page_id, now.bumped(UNLOCKED));
+        self.load_waiters.wake(page_id);
+        true
+    }
+
+    /// Offers page `page_id`, latched on its way out with its bytes as on disk, to the
+    /// second tier (a freed page is not offered).
+    pub(super) fn offer_to_tier(&self, page_id: PageId) {
+        let Some(tier) = &self.tier else { return };
+        let memory = self.page_mut(page_id);
+        if memory[page::OFFSET_KIND] == page::PageKind::Free as u8
+            || memory[page::OFFSET_FLAGS] & page::FLAG_DIRTY != 0
+        {
+            return;
+        }
+        tier.offer(page_id, memory);
     }
 
     fn read_from_disk(&self, page_id: PageId) -> Result<()> {

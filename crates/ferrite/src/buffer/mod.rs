@@ -16,6 +16,7 @@ mod pool;
 mod recovery;
 mod resident;
 mod state;
+mod tier;
 mod versions;
 mod vmem;
 mod write_ahead;
@@ -28,6 +29,10 @@ pub use guard::{ExclusiveGuard, SharedGuard};
 pub use load::LoadStart;
 pub use pool::{BufferPool, PageValidator, PoolStats};
 pub use state::PageState;
+pub use tier::{
+    Admission, AdmitAll, AdmitNone, ObpAdmission, Tier, TierAdmission, TierEvent, TierOptions,
+    TierStats,
+};
 pub(crate) use versions::due_through;
 pub use versions::{SnapshotState, IMAGE_VERSION};
 pub use write_ahead::WriteAhead;

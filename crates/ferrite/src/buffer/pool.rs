@@ -63,7 +63,7 @@ use crate::io::PageFile;
 pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
 
 /// Counters, for `ferrite stats` and the benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct PoolStats {
     /// Frames in the pool (`Options::pool_bytes` in pages).
@@ -80,6 +80,8 @@ pub struct PoolStats {
     pub writes: u64,
     /// Pages evicted from the pool since open.
     pub evictions: u64,
+    /// The second cache tier's counters, if the pool has one (`Options::tier`).
+    pub tier: Option<super::TierStats>,
 }
 
 #[derive(Debug, Default)]
@@ -116,6 +118,8 @@ pub struct BufferPool {
     pub(super) epochs: Epochs,
     /// The clock's choices, for its bias by page kind (`evict.rs`).
     pub(super) clock_spares: ClockSpares,
+    /// The second cache tier, if any (`tier.rs`).
+    pub(super) tier: Option<super::Tier>,
 }
 
 /// What the clock counts to spare inner nodes and leaves (`evict.rs`, `INNER_CHANCES`,
@@ -174,6 +178,7 @@ impl BufferPool {
             versions: Versions::new(DEFAULT_SNAPSHOT_BYTES),
             epochs: Epochs::default(),
             clock_spares: Default::default(),
+            tier: None,
         })
     }
 
@@ -204,7 +209,20 @@ impl BufferPool {
             reads: self.counters.reads.load(Ordering::Relaxed),
             writes: self.counters.writes.load(Ordering::Relaxed),
             evictions: self.counters.evictions.load(Ordering::Relaxed),
+            tier: self.tier.as_ref().map(super::Tier::stats),
         }
+    }
+
+    /// Gives the pool a second cache tier (`tier.rs`): evicted pages are offered to it, and
+    /// misses look in it before the disk.
+    pub fn with_tier(mut self, tier: super::Tier) -> Self {
+        self.tier = Some(tier);
+        self
+    }
+
+    /// The second cache tier, if any.
+    pub fn tier(&self) -> Option<&super::Tier> {
+        self.tier.as_ref()
     }
 
     /// `Error::Corrupt` for a page id past the end of the data (a damaged reference).

@@ -266,10 +266,14 @@ impl Found {
             self.chained_free.clone(),
         )?;
         pool.set_snapshot_limit(options.snapshot_bytes);
-        Ok(Arc::new(
-            pool.with_flex_frames(options.flex_pages())
-                .with_page_validator(crate::btree::node::validate_page),
-        ))
+        let pool = pool
+            .with_flex_frames(options.flex_pages())
+            .with_page_validator(crate::btree::node::validate_page);
+        let pool = match &options.tier {
+            Some(tier) => pool.with_tier(crate::buffer::Tier::open(tier, options.max_pages())?),
+            None => pool,
+        };
+        Ok(Arc::new(pool))
     }
 
     /// A writable open's first changes: the superblock marked "open" (until a clean close),

@@ -353,6 +353,9 @@ impl WorkerIo {
                 Ok(LoadStep::Full)
             }
             crate::buffer::LoadStart::Started => {
+                if self.pool.finish_from_tier(page_id) {
+                    return Ok(LoadStep::Done);
+                }
                 let (device, offset) = self.pool.file().locate(page_id);
                 let request = IoRequest {
                     kind: IoKind::Read,

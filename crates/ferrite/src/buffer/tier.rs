@@ -1,0 +1,720 @@
+//! The second cache tier: pages evicted from the pool kept in their on-disk form (checksum
+//! included) on a faster medium than the disk, so that a miss of the pool can be a copy
+//! instead of a device read. After "A volatile NVRAM cache inside WiredTiger" (NVCache): the
+//! medium there was persistent memory, here any file that maps (a file in `/dev/shm`, CXL
+//! memory exposed as a DAX file), optionally slowed by a spin per access to stand for a
+//! medium slower than DRAM.
+//!
+//! **Where a page's copy is.** Each page id has one word in a table beside the translation
+//! table (the same index, so finding a page's copy is one array access, no hash lookup):
+//! `(slot + 1) << 32 | generation`, 0 for none. Each slot of the tier records the page it
+//! holds and a generation, bumped before its bytes change. A copy is served only if the
+//! slot still holds that page at that generation after the bytes were copied out (a
+//! seqlock), and only once the page's checksum verified: a stale or torn copy is a miss,
+//! never a wrong page.
+//!
+//! **What makes a copy stale.** Every change of a page: the pool drops its copy when a page
+//! is marked dirty or freed (`invalidate`). A page promoted back to the pool keeps its copy,
+//! so if it is evicted unchanged it re-enters the tier for nothing.
+//!
+//! **Admission.** Writes to the medium slow the reads beside them, and a workload the tier
+//! cannot help pays them for nothing: an [`Admission`] policy decides whether an evicted page
+//! is copied in. [`ObpAdmission`] keeps the overhead-bypass ratio, OBP = (pages inserted +
+//! pages dropped) / pages looked up, under a limit over a sliding window of about a second,
+//! with hysteresis (stop above `stop`, resume below `resume`), as NVCache does.
+//!
+//! **Volatile.** The tier is a cache: it is emptied at every open, recovery never reads it,
+//! and `ferrite check` does not look at it.
+
+#![allow(unsafe_code)]
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::vmem::VirtualRegion;
+use crate::error::{Error, PageId, Result};
+use crate::format::page::PAGE_SIZE;
+
+/// How a tier admits evicted pages.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TierAdmission {
+    /// Every evicted page that has no copy yet.
+    All,
+    /// While the overhead-bypass ratio stays under `stop` (resuming below `resume`).
+    Obp {
+        /// Stop admitting above this ratio (0.10 by default).
+        stop: f64,
+        /// Admit again below this ratio (0.08 by default).
+        resume: f64,
+    },
+    /// None (the tier then only serves what it holds: nothing).
+    Never,
+}
+
+impl TierAdmission {
+    /// OBP with the default limits: stop above 10 %, resume below 8 %.
+    pub const DEFAULT: TierAdmission = TierAdmission::Obp { stop: 0.10, resume: 0.08 };
+}
+
+/// A second cache tier (`Options::tier`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierOptions {
+    /// A file (made if missing, and sized) or a device, mapped into memory.
+    pub path: PathBuf,
+    /// Bytes of the tier (whole pages are used).
+    pub bytes: u64,
+    /// Time added to every access of the medium, spent spinning: stands for a medium
+    /// slower than the memory the file lives in (0: none).
+    pub latency: Duration,
+    /// Which evicted pages are copied in.
+    pub admission: TierAdmission,
+}
+
+impl TierOptions {
+    /// A tier of `bytes` at `path`, no added latency, OBP admission.
+    pub fn new(path: impl Into<PathBuf>, bytes: u64) -> TierOptions {
+        TierOptions {
+            path: path.into(),
+            bytes,
+            latency: Duration::ZERO,
+            admission: TierAdmission::DEFAULT,
+        }
+    }
+}
+
+/// What a tier did since open ([`crate::PoolStats::tier`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct TierStats {
+    /// Slots (pages) the tier holds at most.
+    pub slots: u64,
+    /// Pool misses that looked in the tier.
+    pub lookups: u64,
+    /// Of those, served from it.
+    pub hits: u64,
+    /// Pages copied in.
+    pub inserts: u64,
+    /// Copies dropped because their page changed or was freed.
+    pub invalidations: u64,
+    /// Copies pushed out to make room.
+    pub evictions: u64,
+    /// Bytes written to the medium.
+    pub bytes_written: u64,
+    /// Evicted pages admission turned away.
+    pub refused: u64,
+    /// The overhead-bypass ratio of the last full window (about a second).
+    pub obp: f64,
+    /// The highest OBP of any full window since open.
+    pub obp_max: f64,
+    /// Whether admission lets pages in now.
+    pub admitting: bool,
+}
+
+/// The events an admission policy hears of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierEvent {
+    /// A pool miss looked in the tier.
+    Lookup,
+    /// A page was copied in.
+    Insert,
+    /// A copy was dropped (invalidated, or pushed out).
+    Delete,
+}
+
+/// Decides whether an evicted page is copied into the tier.
+pub trait Admission: Send + Sync + std::fmt::Debug {
+    /// Whether to copy a page in now.
+    fn admit(&self) -> bool;
+    /// Hears of one event.
+    fn note(&self, event: TierEvent);
+    /// `(OBP of the last full window, highest so far)`, where the policy measures it.
+    fn obp(&self) -> (f64, f64) {
+        (0.0, 0.0)
+    }
+}
+
+/// [`TierAdmission::All`].
+#[derive(Debug, Default)]
+pub struct AdmitAll(ObpWindow);
+
+impl Admission for AdmitAll {
+    fn admit(&self) -> bool {
+        true
+    }
+    fn note(&self, event: TierEvent) {
+        self.0.note(event, Instant::now());
+    }
+    fn obp(&self) -> (f64, f64) {
+        self.0.obp()
+    }
+}
+
+/// [`TierAdmission::Never`].
+#[derive(Debug, Default)]
+pub struct AdmitNone;
+
+impl Admission for AdmitNone {
+    fn admit(&self) -> bool {
+        false
+    }
+    fn note(&self, _: TierEvent) {}
+}
+
+/// Buckets of the sliding window, and how long each lasts: ten of 100 ms.
+const BUCKETS: usize = 10;
+const BUCKET: Duration = Duration::from_millis(100);
+
+/// The overhead-bypass ratio over a sliding window of `BUCKETS` buckets of `BUCKET` each.
+#[derive(Debug)]
+struct ObpWindow {
+    /// Counts of the bucket filling now: lookups, inserts, deletes.
+    lookups: AtomicU64,
+    inserts: AtomicU64,
+    deletes: AtomicU64,
+    /// Events since the clock was last read (it is read once per 64).
+    since_clock: AtomicU32,
+    state: Mutex<Window>,
+}
+
+#[derive(Debug)]
+struct Window {
+    started: Instant,
+    /// Closed buckets, oldest first: (lookups, inserts + deletes).
+    closed: std::collections::VecDeque<(u64, u64)>,
+    obp: f64,
+    obp_max: f64,
+}
+
+impl Default for ObpWindow {
+    fn default() -> Self {
+        ObpWindow {
+            lookups: AtomicU64::new(0),
+            inserts: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
+            since_clock: AtomicU32::new(0),
+            state: Mutex::new(Window {
+                started: Instant::now(),
+                closed: std::collections::VecDeque::with_capacity(BUCKETS),
+                obp: 0.0,
+                obp_max: 0.0,
+            }),
+        }
+    }
+}
+
+impl ObpWindow {
+    /// Counts `event`; closes the bucket (and recomputes the ratio) when its time is up.
+    /// Returns the ratio when it was recomputed.
+    fn note(&self, event: TierEvent, now: Instant) -> Option<f64> {
+        match event {
+            TierEvent::Lookup => &self.lookups,
+            TierEvent::Insert => &self.inserts,
+            TierEvent::Delete => &self.deletes,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        if self.since_clock.fetch_add(1, Ordering::Relaxed) % 64 != 63 {
+            return None;
+        }
+        self.roll(now)
+    }
+
+    /// Closes the buckets whose time is up at `now`.
+    fn roll(&self, now: Instant) -> Option<f64> {
+        let mut window = self.state.lock().unwrap();
+        if now.duration_since(window.started) < BUCKET {
+            return None;
+        }
+        let lookups = self.lookups.swap(0, Ordering::Relaxed);
+        let changes =
+            self.inserts.swap(0, Ordering::Relaxed) + self.deletes.swap(0, Ordering::Relaxed);
+        // Buckets that passed with nothing counted (an idle spell) close empty.
+        let elapsed = now.duration_since(window.started);
+        let idle = ((elapsed.as_nanos() / BUCKET.as_nanos()) as usize).saturating_sub(1);
+        for _ in 0..idle.min(BUCKETS) {
+            window.closed.push_back((0, 0));
+        }
+        window.closed.push_back((lookups, changes));
+        while window.closed.len() > BUCKETS {
+            window.closed.pop_front();
+        }
+        window.started = now;
+        let (lookups, changes) =
+            window.closed.iter().fold((0, 0), |(l, c), &(bl, bc)| (l + bl, c + bc));
+        // No lookups: nothing for the tier to serve, so nothing it costs is bypassed
+        // overhead yet; changes alone (a write-heavy spell) count as one lookup each.
+        let obp = changes as f64 / lookups.max(changes).max(1) as f64;
+        window.obp = obp;
+        if window.closed.len() == BUCKETS {
+            window.obp_max = window.obp_max.max(obp);
+        }
+        Some(obp)
+    }
+
+    fn obp(&self) -> (f64, f64) {
+        let window = self.state.lock().unwrap();
+        (window.obp, window.obp_max)
+    }
+}
+
+/// [`TierAdmission::Obp`]: admits while the overhead-bypass ratio stays under `stop`, and
+/// again once it falls below `resume`.
+#[derive(Debug)]
+pub struct ObpAdmission {
+    stop: f64,
+    resume: f64,
+    admitting: AtomicBool,
+    window: ObpWindow,
+}
+
+impl ObpAdmission {
+    /// Admits while the ratio stays at or under `stop`; stopped, admits again below `resume`.
+    pub fn new(stop: f64, resume: f64) -> ObpAdmission {
+        ObpAdmission {
+            stop,
+            resume,
+            admitting: AtomicBool::new(true),
+            window: ObpWindow::default(),
+        }
+    }
+
+    /// [`Admission::note`] at a given time (tests feed synthetic streams).
+    pub fn note_at(&self, event: TierEvent, now: Instant) {
+        if let Some(obp) = self.window.note(event, now) {
+            self.decide(obp);
+        }
+    }
+
+    /// Closes the buckets due at `now` (tests).
+    pub fn roll_at(&self, now: Instant) {
+        if let Some(obp) = self.window.roll(now) {
+            self.decide(obp);
+        }
+    }
+
+    fn decide(&self, obp: f64) {
+        let admitting = self.admitting.load(Ordering::Relaxed);
+        if admitting && obp > self.stop {
+            self.admitting.store(false, Ordering::Relaxed);
+        } else if !admitting && obp < self.resume {
+            self.admitting.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Admission for ObpAdmission {
+    fn admit(&self) -> bool {
+        self.admitting.load(Ordering::Relaxed)
+    }
+    fn note(&self, event: TierEvent) {
+        self.note_at(event, Instant::now());
+    }
+    fn obp(&self) -> (f64, f64) {
+        self.window.obp()
+    }
+}
+
+/// Counters of a tier.
+#[derive(Debug, Default)]
+struct Counters {
+    lookups: AtomicU64,
+    hits: AtomicU64,
+    inserts: AtomicU64,
+    invalidations: AtomicU64,
+    evictions: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// A page's word in the tier's table: `(slot + 1) << 32 | generation`.
+fn pack(slot: u64, generation: u32) -> u64 {
+    (slot + 1) << 32 | generation as u64
+}
+
+fn unpack(word: u64) -> (u64, u32) {
+    ((word >> 32) - 1, word as u32)
+}
+
+/// A second cache tier over a mapped file.
+#[derive(Debug)]
+pub struct Tier {
+    /// The medium, mapped: `slots` pages.
+    map: *mut u8,
+    map_len: usize,
+    _file: File,
+    path: PathBuf,
+    slots: u64,
+    /// Per slot: the page it holds + 1 (0: none).
+    owners: Box<[AtomicU64]>,
+    /// Per slot: bumped before its bytes change.
+    generations: Box<[AtomicU32]>,
+    /// Per slot: read since the clock hand last passed (a second chance).
+    referenced: Box<[AtomicBool]>,
+    /// Per page id: where its copy is (`pack`), 0 for none.
+    table: VirtualRegion,
+    max_pages: u64,
+    hand: Mutex<u64>,
+    spin: Duration,
+    admission: Box<dyn Admission>,
+    counters: Counters,
+}
+
+// SAFETY: the mapping is plain shared memory; its bytes are only copied in by the holder of
+// a slot (under the clock's mutex, after bumping the slot's generation) and copied out by
+// readers that validate the generation afterwards (a seqlock); every other field is atomic
+// or behind a mutex.
+unsafe impl Send for Tier {}
+// SAFETY: as above.
+unsafe impl Sync for Tier {}
+
+impl Tier {
+    /// Opens the tier `options` describes for page ids below `max_pages`: the file is made
+    /// (or a device opened), sized and mapped; whatever it held is ignored.
+    pub fn open(options: &TierOptions, max_pages: u64) -> Result<Tier> {
+        let slots = options.bytes / PAGE_SIZE as u64;
+        if slots < 16 {
+            return Err(Error::BadOptions {
+                reason: format!(
+                    "a tier of {} bytes: it needs at least 16 pages ({} bytes)",
+                    options.bytes,
+                    16 * PAGE_SIZE
+                ),
+            });
+        }
+        let path = &options.path;
+        let what = |doing: &str| format!("{doing} the tier {}", path.display());
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io(what("opening"), e))?;
+        let map_len = (slots * PAGE_SIZE as u64) as usize;
+        let metadata = file.metadata().map_err(|e| Error::io(what("reading the size of"), e))?;
+        if metadata.is_file() && metadata.len() < map_len as u64 {
+            file.set_len(map_len as u64).map_err(|e| Error::io(what("sizing"), e))?;
+        }
+        // SAFETY: a shared mapping of `map_len` bytes of a file we hold open; nothing else in
+        // this process maps it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(Error::io(what("mapping"), std::io::Error::last_os_error()));
+        }
+        let admission: Box<dyn Admission> = match options.admission {
+            TierAdmission::All => Box::<AdmitAll>::default(),
+            TierAdmission::Never => Box::new(AdmitNone),
+            TierAdmission::Obp { stop, resume } => Box::new(ObpAdmission::new(stop, resume)),
+        };
+        Ok(Tier {
+            map: map.cast(),
+            map_len,
+            _file: file,
+            path: path.to_owned(),
+            slots,
+            owners: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            generations: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            referenced: (0..slots).map(|_| AtomicBool::new(false)).collect(),
+            table: VirtualRegion::new(max_pages as usize * 8, "tier's page table")?,
+            max_pages,
+            hand: Mutex::new(0),
+            spin: options.latency,
+            admission,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The file or device the tier lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    #[inline(always)]
+    fn entry(&self, page_id: PageId) -> &AtomicU64 {
+        assert!(page_id < self.max_pages);
+        // SAFETY: the table holds `max_pages` zero-initialised u64s (0: no copy), aligned
+        // (mmap returns page-aligned memory), and is only ever accessed atomically.
+        unsafe { &*(self.table.base() as *const AtomicU64).add(page_id as usize) }
+    }
+
+    fn slot_ptr(&self, slot: u64) -> *mut u8 {
+        debug_assert!(slot < self.slots);
+        // SAFETY: `slot < slots`, so the page lies inside the mapping.
+        unsafe { self.map.add(slot as usize * PAGE_SIZE) }
+    }
+
+    /// The medium's added latency, per access.
+    fn access(&self) {
+        if self.spin.is_zero() {
+            return;
+        }
+        let until = Instant::now() + self.spin;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Whether the tier holds a copy of `page_id` (it may be stale until `read` checks it).
+    pub fn holds(&self, page_id: PageId) -> bool {
+        self.entry(page_id).load(Ordering::Acquire) != 0
+    }
+
+    /// Copies page `page_id` into `out` if the tier holds it; the caller verifies the
+    /// page's checksum before trusting it (and calls `invalidate` if it fails).
+    pub fn read(&self, page_id: PageId, out: &mut [u8]) -> bool {
+        debug_assert_eq!(out.len(), PAGE_SIZE);
+        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
+        self.admission.note(TierEvent::Lookup);
+        let entry = self.entry(page_id);
+        let word = entry.load(Ordering::Acquire);
+        if word == 0 {
+            return false;
+        }
+        let (slot, generation) = unpack(word);
+        let owner = &self.owners[slot as usize];
+        let current = &self.generations[slot as usize];
+        if current.load(Ordering::Acquire) != generation
+            || owner.load(Ordering::Acquire) != page_id + 1
+        {
+            // Pushed out meanwhile.
+            let _ = entry.compare_exchange(word, 0, Ordering::AcqRel, Ordering::Relaxed);
+            return false;
+        }
+        self.access();
+        // SAFETY: the slot's page lies inside the mapping and `out` is a page; the bytes
+        // may be changing under the copy if the slot is being reused, which the generation
+        // check after it detects (the copy is then thrown away).
+        unsafe { std::ptr::copy_nonoverlapping(self.slot_ptr(slot), out.as_mut_ptr(), PAGE_SIZE) };
+        fence(Ordering::Acquire);
+        if current.load(Ordering::Relaxed) != generation {
+            return false;
+        }
+        self.referenced[slot as usize].store(true, Ordering::Relaxed);
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Offers page `page_id`, whose bytes `page` are as on disk, on its way out of the pool:
+    /// copied in unless the tier holds it already (unchanged since: it re-enters for free)
+    /// or admission refuses. The caller holds the page's latch.
+    pub fn offer(&self, page_id: PageId, page: &[u8]) {
+        debug_assert_eq!(page.len(), PAGE_SIZE);
+        let entry = self.entry(page_id);
+        if entry.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        if !self.admission.admit() {
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut hand = self.hand.lock().unwrap();
+        let slot = self.take_slot(&mut hand);
+        let generation = self.generations[slot as usize].fetch_add(1, Ordering::AcqRel) + 1;
+        self.owners[slot as usize].store(page_id + 1, Ordering::Release);
+        fence(Ordering::Release);
+        self.access();
+        // SAFETY: the slot lies inside the mapping; readers of its old contents check the
+        // generation bumped above after they copy, and throw their copy away.
+        unsafe { std::ptr::copy_nonoverlapping(page.as_ptr(), self.slot_ptr(slot), PAGE_SIZE) };
+        fence(Ordering::Release);
+        drop(hand);
+        entry.store(pack(slot, generation), Ordering::Release);
+        self.counters.inserts.fetch_add(1, Ordering::Relaxed);
+        self.admission.note(TierEvent::Insert);
+    }
+
+    /// A slot for a new copy: an empty one, or the first the clock finds unread since it
+    /// last passed, whose copy is pushed out.
+    fn take_slot(&self, hand: &mut u64) -> u64 {
+        loop {
+            let slot = *hand;
+            *hand = (*hand + 1) % self.slots;
+            let owner = self.owners[slot as usize].load(Ordering::Acquire);
+            if owner == 0 {
+                return slot;
+            }
+            if self.referenced[slot as usize].swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            // Push the copy out: its page's word no longer points here.
+            let generation = self.generations[slot as usize].load(Ordering::Acquire);
+            let _ = self.entry(owner - 1).compare_exchange(
+                pack(slot, generation),
+                0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+            self.owners[slot as usize].store(0, Ordering::Release);
+            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            self.admission.note(TierEvent::Delete);
+            return slot;
+        }
+    }
+
+    /// Drops the copy of `page_id`, if any: the page changed or was freed.
+    #[inline]
+    pub fn invalidate(&self, page_id: PageId) {
+        let entry = self.entry(page_id);
+        if entry.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let word = entry.swap(0, Ordering::AcqRel);
+        if word == 0 {
+            return;
+        }
+        let (slot, generation) = unpack(word);
+        // The slot is free for the next copy, unless it was reused meanwhile.
+        let _hand = self.hand.lock().unwrap();
+        if self.generations[slot as usize].load(Ordering::Acquire) == generation {
+            let _ = self.owners[slot as usize].compare_exchange(
+                page_id + 1,
+                0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+        self.counters.invalidations.fetch_add(1, Ordering::Relaxed);
+        self.admission.note(TierEvent::Delete);
+    }
+
+    /// What the tier did since open.
+    pub fn stats(&self) -> TierStats {
+        let c = &self.counters;
+        let (obp, obp_max) = self.admission.obp();
+        TierStats {
+            slots: self.slots,
+            lookups: c.lookups.load(Ordering::Relaxed),
+            hits: c.hits.load(Ordering::Relaxed),
+            inserts: c.inserts.load(Ordering::Relaxed),
+            invalidations: c.invalidations.load(Ordering::Relaxed),
+            evictions: c.evictions.load(Ordering::Relaxed),
+            bytes_written: c.inserts.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            refused: c.refused.load(Ordering::Relaxed),
+            obp,
+            obp_max,
+            admitting: self.admission.admit(),
+        }
+    }
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        // SAFETY: we created this mapping and nothing refers to it any more.
+        unsafe { libc::munmap(self.map.cast(), self.map_len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tier(dir: &Path, slots: u64, admission: TierAdmission) -> Tier {
+        let options = TierOptions {
+            admission,
+            ..TierOptions::new(dir.join("tier"), slots * PAGE_SIZE as u64)
+        };
+        Tier::open(&options, 1024).unwrap()
+    }
+
+    fn page(fill: u8) -> Vec<u8> {
+        vec![fill; PAGE_SIZE]
+    }
+
+    #[test]
+    fn copies_are_served_until_changed_or_pushed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = tier(dir.path(), 16, TierAdmission::All);
+        let mut out = page(0);
+        assert!(!tier.read(3, &mut out), "empty at first");
+        tier.offer(3, &page(3));
+        assert!(tier.read(3, &mut out) && out == page(3));
+        // Offered again unchanged: nothing is written.
+        tier.offer(3, &page(99));
+        assert!(tier.read(3, &mut out) && out == page(3));
+        assert_eq!(tier.stats().inserts, 1);
+        // Changed: the copy goes, and the next offer is the new bytes.
+        tier.invalidate(3);
+        assert!(!tier.read(3, &mut out));
+        tier.offer(3, &page(4));
+        assert!(tier.read(3, &mut out) && out == page(4));
+        // 40 more pages through 16 slots: the oldest unread copies are pushed out, and
+        // every copy still listed is its own page.
+        for id in 100..140 {
+            tier.offer(id, &page(id as u8));
+        }
+        let mut held = 0;
+        for id in (100..140).chain([3]) {
+            if tier.read(id, &mut out) {
+                assert_eq!(out, page(id as u8), "page {id}");
+                held += 1;
+            }
+        }
+        assert!((8..=16).contains(&held), "{held} copies held");
+        let stats = tier.stats();
+        assert!(stats.evictions >= 24, "{stats:?}");
+        assert_eq!(stats.invalidations, 1);
+    }
+
+    #[test]
+    fn never_admits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = tier(dir.path(), 16, TierAdmission::Never);
+        tier.offer(1, &page(1));
+        assert!(!tier.read(1, &mut page(0)));
+        assert_eq!((tier.stats().inserts, tier.stats().refused), (0, 1));
+    }
+
+    #[test]
+    fn a_tier_too_small_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = TierOptions::new(dir.path().join("tier"), 15 * PAGE_SIZE as u64);
+        assert!(matches!(Tier::open(&options, 16), Err(Error::BadOptions { .. })));
+    }
+
+    /// The controller against synthetic streams: a stream the tier helps (few inserts per
+    /// lookup) keeps it admitting; one it cannot help (an insert per lookup) stops it within
+    /// a window, and it resumes once the ratio falls below the lower mark.
+    #[test]
+    fn obp_stops_above_its_limit_and_resumes_below_the_lower_mark() {
+        let obp = ObpAdmission::new(0.10, 0.08);
+        let start = Instant::now();
+        let mut now = start;
+        let mut feed = |lookups: u64, changes: u64, buckets: u32, obp: &ObpAdmission| {
+            for _ in 0..buckets {
+                for _ in 0..lookups {
+                    obp.note_at(TierEvent::Lookup, now);
+                }
+                for _ in 0..changes {
+                    obp.note_at(TierEvent::Insert, now);
+                }
+                now += BUCKET;
+                obp.roll_at(now);
+            }
+        };
+        // 5 % for two seconds: admitting.
+        feed(1000, 50, 20, &obp);
+        assert!(obp.admit());
+        assert!((obp.obp().0 - 0.05).abs() < 0.01, "{:?}", obp.obp());
+        // A cache-hostile spell: one change per lookup. Admission stops within a window.
+        feed(1000, 1000, 3, &obp);
+        assert!(!obp.admit(), "{:?}", obp.obp());
+        // 9 %: between the marks, it stays stopped (hysteresis).
+        feed(1000, 90, 20, &obp);
+        assert!(!obp.admit(), "{:?}", obp.obp());
+        // 7 %: it resumes.
+        feed(1000, 70, 20, &obp);
+        assert!(obp.admit(), "{:?}", obp.obp());
+        assert!(obp.obp().1 > 0.3, "the hostile window is the highest: {:?}", obp.obp());
+    }
+}

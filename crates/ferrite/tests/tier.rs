@@ -1,0 +1,174 @@
+//! The second cache tier (`Options::tier`) as a cache must be: a tiny pool over a tiny tier,
+//! random puts, deletes, reads and tree drops checked against a model on threads (blocking
+//! loads) and in tasks (loads on the worker's ring), so that pages go round pool → tier →
+//! pool many times and change in between; a copy that went stale is never served; and after
+//! a crash the tier's old contents are never trusted.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{assert_check, seeds, tiny, Rng, TempDir};
+use ferrite::{Db, Options, TierAdmission, TierOptions};
+
+/// A pool of 48 pages over a tier of 96 (admitting every page unless told).
+fn options(dir: &Path, workers: usize, admission: TierAdmission) -> Options {
+    let tier = TierOptions { admission, ..TierOptions::new(dir.join("tier.cache"), 96 * 4096) };
+    Options { workers, tier: Some(tier), ..tiny(48) }
+}
+
+fn value(rng: &mut Rng, key: u64) -> Vec<u8> {
+    // Mostly small values (many per leaf); some on Value pages.
+    let len = if rng.below(10) == 0 { 1000 + rng.index(3000) } else { 20 + rng.index(200) };
+    let mut v = key.to_be_bytes().to_vec();
+    v.extend(rng.bytes(len));
+    v
+}
+
+fn key(k: u64) -> [u8; 8] {
+    k.to_be_bytes()
+}
+
+/// Random changes and reads on two trees, the second dropped and made again now and then.
+fn run_model(db: &Arc<Db>, seed: u64, in_tasks: bool) {
+    let mut rng = Rng::new(seed);
+    let mut models: [BTreeMap<u64, Vec<u8>>; 2] = [BTreeMap::new(), BTreeMap::new()];
+    let names = ["a", "b"];
+    for step in 0..6_000 {
+        let t = rng.index(2);
+        let tree = db.tree(names[t]).unwrap();
+        let k = rng.below(3_000);
+        match rng.below(20) {
+            0..=6 => {
+                let v = value(&mut rng, k);
+                tree.put(key(k), &v).unwrap();
+                models[t].insert(k, v);
+            }
+            7 => {
+                tree.delete(key(k)).unwrap();
+                models[t].remove(&k);
+            }
+            8 if t == 1 && rng.below(40) == 0 => {
+                db.drop_tree("b").unwrap();
+                models[1].clear();
+            }
+            _ => {
+                let got = if in_tasks {
+                    let tree = tree.clone();
+                    db.spawn(async move { tree.get_async(key(k)).await }).unwrap().wait().unwrap()
+                } else {
+                    tree.get(key(k)).unwrap()
+                };
+                assert!(
+                    got.as_ref() == models[t].get(&k),
+                    "seed {seed} step {step}: tree {} key {k}: {:?} bytes, {:?} expected",
+                    names[t],
+                    got.as_ref().map(Vec::len),
+                    models[t].get(&k).map(Vec::len)
+                );
+            }
+        }
+    }
+    for (t, model) in models.iter().enumerate() {
+        let tree = db.tree(names[t]).unwrap();
+        let all: Vec<(Vec<u8>, Vec<u8>)> = tree.iter().map(Result::unwrap).collect();
+        let expected: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().map(|(k, v)| (key(*k).to_vec(), v.clone())).collect();
+        assert!(all == expected, "seed {seed}: tree {} differs from its model", names[t]);
+    }
+}
+
+#[test]
+fn a_tiny_tier_under_a_tiny_pool_matches_the_model() {
+    for seed in seeds(2) {
+        for in_tasks in [false, true] {
+            let dir = TempDir::with_prefix("tier-model").unwrap();
+            let options = options(dir.path(), usize::from(in_tasks), TierAdmission::All);
+            let db = Arc::new(Db::open(dir.path().join("db"), options).unwrap());
+            run_model(&db, seed, in_tasks);
+            let tier = db.stats().unwrap().pool.tier.expect("a tier");
+            // Pages went round: copied in, served, dropped when they changed, pushed out.
+            assert!(tier.hits > 100, "seed {seed}: {tier:?}");
+            assert!(tier.inserts > 100 && tier.invalidations > 10, "seed {seed}: {tier:?}");
+            assert!(tier.evictions > 10, "seed {seed}: {tier:?}");
+            assert_check(&db);
+        }
+    }
+}
+
+/// A page served from the tier, changed, and evicted again is served as it is now.
+#[test]
+fn a_changed_page_is_never_served_from_its_old_copy() {
+    let dir = TempDir::with_prefix("tier-stale").unwrap();
+    let db = Db::open(dir.path().join("db"), options(dir.path(), 0, TierAdmission::All)).unwrap();
+    let tree = db.tree("t").unwrap();
+    let filler = db.tree("filler").unwrap();
+    let evict_all = |round: u64| {
+        // More pages than the pool holds (and fewer than the tier): every page of `t`
+        // leaves the pool.
+        for i in 0..60 {
+            filler.put(format!("{round}-{i}"), vec![round as u8; 3000]).unwrap();
+        }
+    };
+    for round in 0..20u64 {
+        tree.put("k", round.to_be_bytes()).unwrap();
+        evict_all(round);
+        assert_eq!(tree.get("k").unwrap().as_deref(), Some(&round.to_be_bytes()[..]));
+    }
+    let tier = db.stats().unwrap().pool.tier.unwrap();
+    assert!(tier.hits > 0 && tier.invalidations > 0, "{tier:?}");
+    assert_check(&db);
+}
+
+/// After a crash the tier file still holds copies of pages that changed since they were
+/// copied: the next open empties the tier, and every read is of the recovered data.
+#[test]
+fn after_a_crash_the_old_tier_is_never_trusted() {
+    let dir = TempDir::with_prefix("tier-crash").unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = Rng::new(7);
+    for round in 0..3 {
+        let db =
+            Db::open(dir.path().join("db"), options(dir.path(), 0, TierAdmission::All)).unwrap();
+        let tree = db.tree("t").unwrap();
+        for k in 0..model.len() as u64 {
+            assert!(tree.get(key(k)).unwrap().as_ref() == model.get(&k), "round {round} key {k}");
+        }
+        for _ in 0..2_000 {
+            let k = rng.below(1_500);
+            let v = value(&mut rng, k);
+            tree.put(key(k), &v).unwrap();
+            model.insert(k, v);
+        }
+        assert!(db.stats().unwrap().pool.tier.unwrap().inserts > 0);
+        db.abandon(); // a crash: nothing written back, the tier file left as it is
+    }
+    let db = Db::open(dir.path().join("db"), options(dir.path(), 0, TierAdmission::All)).unwrap();
+    let tree = db.tree("t").unwrap();
+    let all: BTreeMap<u64, Vec<u8>> = tree
+        .iter()
+        .map(|e| e.map(|(k, v)| (u64::from_be_bytes(k.try_into().unwrap()), v)))
+        .collect::<ferrite::Result<_>>()
+        .unwrap();
+    assert!(all == model, "the recovered data differs from what was committed");
+    assert_check(&db);
+}
+
+/// `Never` copies nothing in; a tier too small is refused at open.
+#[test]
+fn admission_never_and_a_tier_too_small() {
+    let dir = TempDir::with_prefix("tier-never").unwrap();
+    let db = Arc::new(
+        Db::open(dir.path().join("db"), options(dir.path(), 0, TierAdmission::Never)).unwrap(),
+    );
+    run_model(&db, 1, false);
+    let tier = db.stats().unwrap().pool.tier.unwrap();
+    assert_eq!((tier.inserts, tier.hits), (0, 0), "{tier:?}");
+    assert!(tier.refused > 0 && tier.lookups > 0, "{tier:?}");
+    drop(db);
+    let small = TierOptions::new(dir.path().join("small"), 4096);
+    let refused = Db::open(dir.path().join("db2"), Options { tier: Some(small), ..tiny(48) });
+    assert!(matches!(refused, Err(ferrite::Error::BadOptions { .. })));
+}
