@@ -168,15 +168,20 @@ impl Admission for AdmitNone {
 const BUCKETS: usize = 10;
 const BUCKET: Duration = Duration::from_millis(100);
 
-/// The overhead-bypass ratio over a sliding window of `BUCKETS` buckets of `BUCKET` each.
+/// The overhead-bypass ratio over a sliding window of `BUCKETS` buckets of `BUCKET` each:
+/// the bucket filling now and the `BUCKETS - 1` before it.
 #[derive(Debug)]
 struct ObpWindow {
     /// Counts of the bucket filling now: lookups, inserts, deletes.
     lookups: AtomicU64,
     inserts: AtomicU64,
     deletes: AtomicU64,
-    /// Events since the clock was last read (it is read once per 64).
-    since_clock: AtomicU32,
+    /// The sums of the closed buckets in the window (lookups, changes), for the check made
+    /// every 64 events without the lock.
+    closed_lookups: AtomicU64,
+    closed_changes: AtomicU64,
+    /// Events since the ratio was last looked at (it is, once per 64).
+    since_check: AtomicU32,
     state: Mutex<Window>,
 }
 
@@ -185,6 +190,7 @@ struct Window {
     started: Instant,
     /// Closed buckets, oldest first: (lookups, inserts + deletes).
     closed: std::collections::VecDeque<(u64, u64)>,
+    /// The ratio of the last closed full window, and the highest so far.
     obp: f64,
     obp_max: f64,
 }
@@ -195,7 +201,9 @@ impl Default for ObpWindow {
             lookups: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
             deletes: AtomicU64::new(0),
-            since_clock: AtomicU32::new(0),
+            closed_lookups: AtomicU64::new(0),
+            closed_changes: AtomicU64::new(0),
+            since_check: AtomicU32::new(0),
             state: Mutex::new(Window {
                 started: Instant::now(),
                 closed: std::collections::VecDeque::with_capacity(BUCKETS),
@@ -206,9 +214,16 @@ impl Default for ObpWindow {
     }
 }
 
+/// `changes / lookups`; with no lookups there is nothing for the tier to serve, so changes
+/// alone (a write-heavy spell) count as one lookup each.
+fn ratio(lookups: u64, changes: u64) -> f64 {
+    changes as f64 / lookups.max(changes).max(1) as f64
+}
+
 impl ObpWindow {
-    /// Counts `event`; closes the bucket (and recomputes the ratio) when its time is up.
-    /// Returns the ratio when it was recomputed.
+    /// Counts `event`. Once per 64 events, returns the ratio over the window as it is now
+    /// (the bucket filling included, so that admission stops within 64 events of passing
+    /// its limit, not a bucket later), closing the bucket first if its time is up.
     fn note(&self, event: TierEvent, now: Instant) -> Option<f64> {
         match event {
             TierEvent::Lookup => &self.lookups,
@@ -216,13 +231,22 @@ impl ObpWindow {
             TierEvent::Delete => &self.deletes,
         }
         .fetch_add(1, Ordering::Relaxed);
-        if self.since_clock.fetch_add(1, Ordering::Relaxed) % 64 != 63 {
+        if self.since_check.fetch_add(1, Ordering::Relaxed) % 64 != 63 {
             return None;
         }
-        self.roll(now)
+        if let Some(obp) = self.roll(now) {
+            return Some(obp);
+        }
+        let lookups =
+            self.closed_lookups.load(Ordering::Relaxed) + self.lookups.load(Ordering::Relaxed);
+        let changes = self.closed_changes.load(Ordering::Relaxed)
+            + self.inserts.load(Ordering::Relaxed)
+            + self.deletes.load(Ordering::Relaxed);
+        Some(ratio(lookups, changes))
     }
 
-    /// Closes the buckets whose time is up at `now`.
+    /// Closes the bucket filling now if its time is up at `now` (and empty ones for an idle
+    /// spell); returns the ratio of the window it ends.
     fn roll(&self, now: Instant) -> Option<f64> {
         let mut window = self.state.lock().unwrap();
         if now.duration_since(window.started) < BUCKET {
@@ -244,13 +268,18 @@ impl ObpWindow {
         window.started = now;
         let (lookups, changes) =
             window.closed.iter().fold((0, 0), |(l, c), &(bl, bc)| (l + bl, c + bc));
-        // No lookups: nothing for the tier to serve, so nothing it costs is bypassed
-        // overhead yet; changes alone (a write-heavy spell) count as one lookup each.
-        let obp = changes as f64 / lookups.max(changes).max(1) as f64;
+        let obp = ratio(lookups, changes);
         window.obp = obp;
         if window.closed.len() == BUCKETS {
             window.obp_max = window.obp_max.max(obp);
         }
+        // The newest `BUCKETS - 1` closed buckets, with the one filling from now on, are
+        // the window the checks between rolls look at.
+        let older = window.closed.len().saturating_sub(BUCKETS - 1);
+        let (recent_lookups, recent_changes) =
+            window.closed.iter().skip(older).fold((0, 0), |(l, c), &(bl, bc)| (l + bl, c + bc));
+        self.closed_lookups.store(recent_lookups, Ordering::Relaxed);
+        self.closed_changes.store(recent_changes, Ordering::Relaxed);
         Some(obp)
     }
 
@@ -716,5 +745,32 @@ mod tests {
         feed(1000, 70, 20, &obp);
         assert!(obp.admit(), "{:?}", obp.obp());
         assert!(obp.obp().1 > 0.3, "the hostile window is the highest: {:?}", obp.obp());
+    }
+
+    /// Admission stops within the bucket in which the ratio passes its limit (checked every
+    /// 64 events), not a bucket later: a burst of copies cannot fill a whole bucket.
+    #[test]
+    fn obp_stops_inside_the_bucket_that_passes_the_limit() {
+        let obp = ObpAdmission::new(0.10, 0.08);
+        let mut now = Instant::now();
+        for _ in 0..BUCKETS {
+            for i in 0..1000 {
+                obp.note_at(if i % 25 == 0 { TierEvent::Insert } else { TierEvent::Lookup }, now);
+            }
+            now += BUCKET;
+            obp.roll_at(now);
+        }
+        assert!(obp.admit());
+        // One copy per lookup from here, all inside one bucket.
+        let mut copies = 0;
+        while obp.admit() {
+            obp.note_at(TierEvent::Lookup, now);
+            obp.note_at(TierEvent::Insert, now);
+            copies += 1;
+            assert!(copies < 2_000, "still admitting after {copies} copies");
+        }
+        // The window's other buckets hold 8,640 lookups and 360 copies: the limit is passed
+        // after about 560 more copies (and lookups), checked every 64 events.
+        assert!((300..1_000).contains(&copies), "stopped after {copies} copies");
     }
 }
