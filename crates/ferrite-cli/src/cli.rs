@@ -1091,6 +1091,23 @@ pub struct ServeCmd {
         long, value_name = "DIR",
         value_parser = OsStringValueParser::new().try_map(value::path))]
     backup_dir: Option<PathBuf>,
+    /// A second cache tier in FILE, under the pool (a file in /dev/shm, say)
+    #[arg(
+        long_help = "A second cache tier between the pool and the disk, in FILE (made if \
+            missing; a file on a faster medium than the data: /dev/shm, CXL memory): items' \
+            pages evicted from memory are kept there and read from there before the disk. \
+            Emptied at every start; `stats` reports tier_hits, tier_obp and the rest.",
+        long, value_name = "FILE",
+        value_parser = OsStringValueParser::new().try_map(value::path))]
+    tier: Option<PathBuf>,
+    /// The tier's size, MiB (default: twice --memory-mib)
+    #[arg(long, requires = "tier", value_name = "M",
+          value_parser = |s: &str| value::whole(s, 1, 1 << 30))]
+    tier_mib: Option<u64>,
+    /// Which evicted pages enter the tier: obp (default), all or never
+    #[arg(long, requires = "tier", value_name = "POLICY",
+          value_parser = ["obp", "all", "never"])]
+    tier_admission: Option<String>,
 }
 
 /// What `ferrite serve` runs with.
@@ -1109,6 +1126,8 @@ pub struct ServeArgs {
     pub authfile: Option<PathBuf>,
     pub durability: ferrite::Durability,
     pub backup_dir: Option<PathBuf>,
+    /// A second cache tier under the pool.
+    pub tier: Option<ferrite::TierOptions>,
 }
 
 const SERVE_AFTER: &str = "\
@@ -2893,6 +2912,17 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
         authfile: cmd.authfile,
         durability,
         backup_dir: cmd.backup_dir,
+        tier: cmd.tier.map(|path| {
+            let memory_mib = cmd.memory_mib.unwrap_or(256);
+            ferrite::TierOptions {
+                admission: match cmd.tier_admission.as_deref() {
+                    Some("all") => ferrite::TierAdmission::All,
+                    Some("never") => ferrite::TierAdmission::Never,
+                    _ => ferrite::TierAdmission::DEFAULT,
+                },
+                ..ferrite::TierOptions::new(path, cmd.tier_mib.unwrap_or(2 * memory_mib) << 20)
+            }
+        }),
     }
 }
 

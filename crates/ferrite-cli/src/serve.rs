@@ -56,6 +56,7 @@ pub fn serve(args: &ServeArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
         // Connections are served on the workers' rings: on the fallback engines a socket
         // call would block a worker, and with it every other connection on that worker.
         engine: Some(EngineKind::IoUring),
+        tier: args.tier.clone(),
         ..defaults
     };
     let db = Arc::new(Db::open(&args.db, options).map_err(|e| match e {

@@ -142,7 +142,10 @@ impl Server {
             ("auth_enabled_ascii", if config.auth.is_some() { "yes" } else { "no" }.to_owned()),
         ];
         let sweeper = Sweeper::new(config.evict, db.space_usage().max_pages);
-        let store = Store::open(tree, sweeper, settings).map_err(fail)?;
+        let mut store = Store::open(tree, sweeper, settings).map_err(fail)?;
+        if db.pool().tier().is_some() {
+            store.tier = Some(Arc::downgrade(&db));
+        }
         store.slices.set_budget(config.slice_cache_bytes);
         let listener = Arc::new(TcpListener::bind(config.listen)?);
         let addr = listener.local_addr()?;

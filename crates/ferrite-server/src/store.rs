@@ -156,6 +156,9 @@ pub struct Store {
     started: u32,
     /// What `stats settings` reports.
     pub settings: Vec<(&'static str, String)>,
+    /// The database, when it has a second cache tier, for `stats` (weak: the store does not
+    /// keep the database open past the server).
+    pub tier: Option<std::sync::Weak<Db>>,
 }
 
 fn increment(counter: &AtomicU64) {
@@ -202,6 +205,7 @@ impl Store {
             slices: SliceCache::default(),
             started: item::now(),
             settings,
+            tier: None,
         })
     }
 
@@ -772,6 +776,19 @@ impl Store {
                 write_stat(out, "total_connections", get(&c.total_connections));
                 write_stat(out, "rejected_connections", get(&c.rejected_connections));
                 write_stat(out, "listen_disabled_num", get(&c.listen_disabled_num));
+                let tier = self.tier.as_ref().and_then(|db| db.upgrade()?.pool().stats().tier);
+                if let Some(tier) = tier {
+                    write_stat(out, "tier_slots", tier.slots);
+                    write_stat(out, "tier_lookups", tier.lookups);
+                    write_stat(out, "tier_hits", tier.hits);
+                    write_stat(out, "tier_inserts", tier.inserts);
+                    write_stat(out, "tier_invalidations", tier.invalidations);
+                    write_stat(out, "tier_evictions", tier.evictions);
+                    write_stat(out, "tier_refused", tier.refused);
+                    write_stat(out, "tier_bytes_written", tier.bytes_written);
+                    write_stat(out, "tier_obp", format!("{:.3}", tier.obp));
+                    write_stat(out, "tier_admitting", u8::from(tier.admitting));
+                }
                 for (name, counter) in [
                     ("cmd_get", &c.cmd_get),
                     ("cmd_set", &c.cmd_set),

@@ -662,3 +662,58 @@ fn backup_copies_online_while_clients_store() {
     );
     stop(db, server);
 }
+
+/// With a second cache tier under a pool smaller than the items, `get`s of items evicted
+/// from the pool are served from the tier (`stats` counts them), every value exactly as
+/// stored, also after some were replaced; a server without a tier shows no tier lines.
+#[test]
+fn a_tier_serves_evicted_items_and_stats_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = ferrite::TierOptions {
+        admission: ferrite::TierAdmission::All,
+        ..ferrite::TierOptions::new(dir.path().join("tier"), 32 << 20)
+    };
+    let options = Options { tier: Some(tier), ..options() };
+    let db = Arc::new(Db::open(dir.path().join("data"), options).unwrap());
+    let config =
+        ServerConfig { listen: SocketAddr::from(([127, 0, 0, 1], 0)), ..ServerConfig::default() };
+    let server = Server::start(Arc::clone(&db), &config).unwrap();
+    let mut client = Client::connect(&server);
+    // 12 MiB of 3 KiB items through an 8 MiB pool.
+    let value = |i: usize, round: usize| format!("{i:05}-{round}-").repeat(300);
+    for i in 0..4_000 {
+        let v = value(i, 0);
+        client.expect(format!("set k{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes(), b"STORED\r\n");
+    }
+    for round in 0..2 {
+        for i in (0..4_000).step_by(7) {
+            if round == 1 && i % 2 == 0 {
+                let v = value(i, 1);
+                let set = format!("set k{i} 0 0 {}\r\n{v}\r\n", v.len());
+                client.expect(set.as_bytes(), b"STORED\r\n");
+            }
+        }
+        for i in (0..4_000).step_by(7) {
+            let v = value(i, usize::from(round == 1 && i % 2 == 0));
+            let reply = format!("VALUE k{i} 0 {}\r\n{v}\r\nEND\r\n", v.len());
+            client.expect(format!("get k{i}\r\n").as_bytes(), reply.as_bytes());
+        }
+    }
+    assert!(stat(&mut client, "tier_hits") > 0);
+    assert!(stat(&mut client, "tier_inserts") > 0);
+    assert!(stat(&mut client, "tier_invalidations") > 0);
+    stop(db, server);
+
+    let other = tempfile::tempdir().unwrap();
+    let (db, server) = start(other.path());
+    let mut client = Client::connect(&server);
+    client.0.write_all(b"stats\r\n").unwrap();
+    let mut text = Vec::new();
+    let mut byte = [0u8; 1];
+    while !text.ends_with(b"END\r\n") {
+        client.0.read_exact(&mut byte).unwrap();
+        text.push(byte[0]);
+    }
+    assert!(!String::from_utf8(text).unwrap().contains("tier_"));
+    stop(db, server);
+}
