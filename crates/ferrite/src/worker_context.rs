@@ -18,6 +18,28 @@ thread_local! {
     static HIDDEN: Cell<bool> = const { Cell::new(false) };
     /// Set while this thread runs a blocking call (`sched::block_on`), on a worker or not.
     static BLOCKING: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread polls a scan's load of a page (`scan_loads`).
+    static SCANNING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the page being loaded now is a scan's: a page a scan brings in is not offered to
+/// the second cache tier when it leaves the pool (scans bypass the tier).
+#[inline]
+pub fn scanning() -> bool {
+    SCANNING.with(Cell::get)
+}
+
+/// Runs `future` as a scan's load: [`scanning`] is true while it is polled (only then: the
+/// flag never leaks to what runs while it waits).
+pub async fn scan_loads<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let was = SCANNING.with(|cell| cell.replace(true));
+        let polled = future.as_mut().poll(cx);
+        SCANNING.with(|cell| cell.set(was));
+        polled
+    })
+    .await
 }
 
 /// Whether the calling code may use the engine's futures: inside a task, or inside one of

@@ -181,6 +181,17 @@ impl BufferPool {
 
     /// Puts frames no page occupies any more back (see [`FrameAlloc::give`]).
     pub(super) fn give_frames(&self, given: impl IntoIterator<Item = u32>) {
-        self.frame_alloc.give(&self.frames, given);
+        if self.scan_loaded.is_empty() {
+            self.frame_alloc.give(&self.frames, given);
+            return;
+        }
+        // The next page in a frame given back is no scan's until a scan loads it.
+        let scan_loaded = &self.scan_loaded;
+        let cleared = given.into_iter().inspect(|&frame| {
+            if let Some(loaded) = scan_loaded.get(frame as usize) {
+                loaded.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        self.frame_alloc.give(&self.frames, cleared);
     }
 }

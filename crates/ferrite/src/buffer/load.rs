@@ -82,6 +82,7 @@ impl BufferPool {
             return Ok(());
         }
         let frame = self.frame_for(page_id, now)?;
+        self.note_loader(frame);
         let result = match self.fill_from_tier(page_id) {
             true => Ok(()),
             false => self.read_from_disk(page_id),
@@ -132,6 +133,10 @@ impl BufferPool {
     /// second tier (a freed page is not offered).
     pub(super) fn offer_to_tier(&self, page_id: PageId) {
         let Some(tier) = &self.tier else { return };
+        let frame = self.table.frame(page_id) as usize;
+        if self.scan_loaded.get(frame).is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return; // scans bypass the tier
+        }
         let memory = self.page_mut(page_id);
         if memory[page::OFFSET_KIND] == page::PageKind::Free as u8
             || memory[page::OFFSET_FLAGS] & page::FLAG_DIRTY != 0
@@ -194,6 +199,7 @@ impl BufferPool {
             return Ok(LoadStart::NoFrame);
         };
         self.table.set_frame(page_id, frame);
+        self.note_loader(frame);
         Ok(LoadStart::Started)
     }
 

@@ -120,6 +120,9 @@ pub struct BufferPool {
     pub(super) clock_spares: ClockSpares,
     /// The second cache tier, if any (`tier.rs`).
     pub(super) tier: Option<super::Tier>,
+    /// With a tier: per frame, whether its page was brought in by a scan (then it is not
+    /// offered to the tier when it leaves).
+    pub(super) scan_loaded: Box<[std::sync::atomic::AtomicBool]>,
 }
 
 /// What the clock counts to spare inner nodes and leaves (`evict.rs`, `INNER_CHANCES`,
@@ -179,6 +182,7 @@ impl BufferPool {
             epochs: Epochs::default(),
             clock_spares: Default::default(),
             tier: None,
+            scan_loaded: Box::new([]),
         })
     }
 
@@ -217,7 +221,16 @@ impl BufferPool {
     /// misses look in it before the disk.
     pub fn with_tier(mut self, tier: super::Tier) -> Self {
         self.tier = Some(tier);
+        self.scan_loaded =
+            (0..self.pool_pages).map(|_| std::sync::atomic::AtomicBool::new(false)).collect();
         self
+    }
+
+    /// Notes who loads into `frame` now: a scan or not (with a tier only).
+    pub(super) fn note_loader(&self, frame: u32) {
+        if let Some(loaded) = self.scan_loaded.get(frame as usize) {
+            loaded.store(crate::worker_context::scanning(), Ordering::Relaxed);
+        }
     }
 
     /// The second cache tier, if any.

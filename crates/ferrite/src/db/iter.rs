@@ -25,21 +25,25 @@ async fn load(
     step: &Step,
     failed: &mut Option<PageId>,
 ) -> Result<()> {
-    match *step {
-        Step::Leaf => run_async(pool, |scratch| cursor.load_attempt(pool, scratch)).await,
-        Step::Page(page) => match load_page(pool, page).await {
-            Ok(()) => {
-                *failed = None;
-                Ok(())
-            }
-            Err(e) if *failed == Some(page) => Err(e),
-            Err(_) => {
-                *failed = Some(page);
-                Ok(())
-            }
-        },
-        Step::Entry(..) | Step::Done => Ok(()),
-    }
+    // What a scan brings into the pool does not go on to the second cache tier.
+    crate::worker_context::scan_loads(async {
+        match *step {
+            Step::Leaf => run_async(pool, |scratch| cursor.load_attempt(pool, scratch)).await,
+            Step::Page(page) => match load_page(pool, page).await {
+                Ok(()) => {
+                    *failed = None;
+                    Ok(())
+                }
+                Err(e) if *failed == Some(page) => Err(e),
+                Err(_) => {
+                    *failed = Some(page);
+                    Ok(())
+                }
+            },
+            Step::Entry(..) | Step::Done => Ok(()),
+        }
+    })
+    .await
 }
 
 /// An iterator over a range of one tree (see [`Tree::range`]). Each item is a `Result`:
