@@ -30,6 +30,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -414,13 +415,30 @@ impl Tier {
         }
         let path = &options.path;
         let what = |doing: &str| format!("{doing} the tier {}", path.display());
+        // Readable by this user only: it holds the database's pages.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)
             .map_err(|e| Error::io(what("opening"), e))?;
+        // One database per tier: another's copies would carry valid checksums and page ids,
+        // and this one's generations would not see them change.
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(Error::BadOptions {
+                    reason: format!(
+                        "the tier {} is in use by another open database (each needs its own)",
+                        path.display()
+                    ),
+                });
+            }
+            return Err(Error::io(what("locking"), e));
+        }
         let map_len = (slots * PAGE_SIZE as u64) as usize;
         let metadata = file.metadata().map_err(|e| Error::io(what("reading the size of"), e))?;
         if metadata.is_file() && metadata.len() < map_len as u64 {
@@ -702,6 +720,23 @@ mod tests {
         tier.offer(1, &page(1));
         assert!(!tier.read(1, &mut page(0)));
         assert_eq!((tier.stats().inserts, tier.stats().refused), (0, 1));
+    }
+
+    #[test]
+    fn a_tier_serves_one_database_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = tier(dir.path(), 16, TierAdmission::All);
+        let options = TierOptions::new(dir.path().join("tier"), 16 * PAGE_SIZE as u64);
+        let second = Tier::open(&options, 1024);
+        assert!(
+            matches!(&second, Err(Error::BadOptions { reason }) if reason.contains("in use")),
+            "{second:?}"
+        );
+        drop(first);
+        assert!(Tier::open(&options, 1024).is_ok(), "free again once the first is closed");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("tier")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]
