@@ -516,8 +516,8 @@ fn a_herd_on_one_cold_key_reads_each_page_once() {
     stop(db, server);
 }
 
-/// A counter of `stats`.
-fn stat(client: &mut Client, name: &str) -> u64 {
+/// The whole reply to `stats`.
+fn stats_text(client: &mut Client) -> String {
     client.0.write_all(b"stats\r\n").unwrap();
     let mut text = Vec::new();
     let mut byte = [0u8; 1];
@@ -525,7 +525,12 @@ fn stat(client: &mut Client, name: &str) -> u64 {
         client.0.read_exact(&mut byte).unwrap();
         text.push(byte[0]);
     }
-    let text = String::from_utf8(text).unwrap();
+    String::from_utf8(text).unwrap()
+}
+
+/// A counter of `stats`.
+fn stat(client: &mut Client, name: &str) -> u64 {
+    let text = stats_text(client);
     let prefix = format!("STAT {name} ");
     let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name}"));
     line[prefix.len()..].parse().unwrap()
@@ -707,13 +712,6 @@ fn a_tier_serves_evicted_items_and_stats_say_so() {
     let other = tempfile::tempdir().unwrap();
     let (db, server) = start(other.path());
     let mut client = Client::connect(&server);
-    client.0.write_all(b"stats\r\n").unwrap();
-    let mut text = Vec::new();
-    let mut byte = [0u8; 1];
-    while !text.ends_with(b"END\r\n") {
-        client.0.read_exact(&mut byte).unwrap();
-        text.push(byte[0]);
-    }
-    assert!(!String::from_utf8(text).unwrap().contains("tier_"));
+    assert!(!stats_text(&mut client).contains("tier_"));
     stop(db, server);
 }
