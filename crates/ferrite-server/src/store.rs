@@ -787,6 +787,9 @@ impl Store {
                     write_stat(out, "tier_refused", tier.refused);
                     write_stat(out, "tier_bytes_written", tier.bytes_written);
                     write_stat(out, "tier_obp", format!("{:.3}", tier.obp));
+                    write_stat(out, "tier_obp_max", format!("{:.3}", tier.obp_max));
+                    write_stat(out, "tier_obp_windows", tier.windows);
+                    write_stat(out, "tier_obp_windows_over", tier.windows_over);
                     write_stat(out, "tier_admitting", u8::from(tier.admitting));
                 }
                 for (name, counter) in [

@@ -20,6 +20,21 @@ thread_local! {
     static BLOCKING: Cell<bool> = const { Cell::new(false) };
     /// Set while this thread polls a scan's load of a page (`scan_loads`).
     static SCANNING: Cell<bool> = const { Cell::new(false) };
+    /// `1 + index` on a worker's thread, 0 on any other.
+    static LANE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The calling thread's lane for per-worker state kept outside the scheduler (the second
+/// cache tier's admission): `1 + its index` on a worker's thread (in its tasks and its
+/// loop's own work, such as eviction), 0 on every other thread.
+#[inline]
+pub fn lane() -> usize {
+    LANE.with(Cell::get)
+}
+
+/// Sets this thread's lane (the scheduler's worker loop).
+pub(crate) fn set_lane(lane: usize) {
+    LANE.with(|cell| cell.set(lane));
 }
 
 /// Whether the page being loaded now is a scan's: a page a scan brings in is not offered to

@@ -21,7 +21,10 @@
 //! cannot help pays them for nothing: an [`Admission`] policy decides whether an evicted page
 //! is copied in. [`ObpAdmission`] keeps the overhead-bypass ratio, OBP = (pages inserted +
 //! pages dropped) / pages looked up, under a limit over a sliding window of about a second,
-//! with hysteresis (stop above `stop`, resume below `resume`), as NVCache does.
+//! with hysteresis (stop above `stop`, resume below `resume`), as NVCache does. Each worker
+//! measures and decides for itself (a lane of its own, and one more for every thread that is
+//! not a worker): its counters stay in its own cache lines, and a worker whose tasks the tier
+//! cannot help stops admitting without stopping the others.
 //!
 //! **Volatile.** The tier is a cache: it is emptied at every open, recovery never reads it,
 //! and `ferrite check` does not look at it.
@@ -107,11 +110,17 @@ pub struct TierStats {
     pub bytes_written: u64,
     /// Evicted pages admission turned away.
     pub refused: u64,
-    /// The overhead-bypass ratio of the last full window (about a second).
+    /// The overhead-bypass ratio of the last full window (about a second), the highest of
+    /// the lanes' (each worker measures its own).
     pub obp: f64,
-    /// The highest OBP of any full window since open.
+    /// The highest OBP of any full window of any lane since open.
     pub obp_max: f64,
-    /// Whether admission lets pages in now.
+    /// Full windows measured (every lane, one per 100 ms step of its sliding window).
+    pub windows: u64,
+    /// Of those, windows whose OBP passed the limit (`TierAdmission::Obp::stop`; 0.10 for
+    /// the other policies, which only measure).
+    pub windows_over: u64,
+    /// Whether admission lets pages in now (on any lane).
     pub admitting: bool,
 }
 
@@ -126,31 +135,61 @@ pub enum TierEvent {
     Delete,
 }
 
-/// Decides whether an evicted page is copied into the tier.
+/// Decides whether an evicted page is copied into the tier. Calls name the caller's lane:
+/// `1 + its worker's index` on a worker, 0 on any other thread (`worker_context::lane`);
+/// a policy may decide per lane or for all.
 pub trait Admission: Send + Sync + std::fmt::Debug {
     /// Whether to copy a page in now.
-    fn admit(&self) -> bool;
+    fn admit(&self, lane: usize) -> bool;
     /// Hears of one event.
-    fn note(&self, event: TierEvent);
-    /// `(OBP of the last full window, highest so far)`, where the policy measures it.
-    fn obp(&self) -> (f64, f64) {
-        (0.0, 0.0)
+    fn note(&self, lane: usize, event: TierEvent);
+    /// What the policy measured of OBP, where it measures it.
+    fn measured(&self) -> Measured {
+        Measured::default()
+    }
+    /// Whether it would admit on some lane now.
+    fn admitting(&self) -> bool;
+}
+
+/// What an admission policy measured of the overhead-bypass ratio ([`TierStats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measured {
+    /// The last full window's ratio, the highest of the lanes'.
+    pub obp: f64,
+    /// The highest of any full window so far.
+    pub obp_max: f64,
+    /// Full windows measured, and how many passed the limit.
+    pub windows: u64,
+    pub windows_over: u64,
+}
+
+/// The limit windows of a policy that only measures are counted against.
+const MEASURED_LIMIT: f64 = 0.10;
+
+/// [`TierAdmission::All`]: admits everything, and measures OBP per lane as `ObpAdmission`
+/// would (to show what admitting everything costs).
+#[derive(Debug)]
+pub struct AdmitAll(Box<[Lane]>);
+
+impl AdmitAll {
+    /// For `lanes` lanes (workers + 1).
+    pub fn new(lanes: usize) -> AdmitAll {
+        AdmitAll(lanes_of(lanes, MEASURED_LIMIT))
     }
 }
 
-/// [`TierAdmission::All`].
-#[derive(Debug, Default)]
-pub struct AdmitAll(ObpWindow);
-
 impl Admission for AdmitAll {
-    fn admit(&self) -> bool {
+    fn admit(&self, _: usize) -> bool {
         true
     }
-    fn note(&self, event: TierEvent) {
-        self.0.note(event, Instant::now());
+    fn note(&self, lane: usize, event: TierEvent) {
+        lane_of(&self.0, lane).window.note(event, Instant::now());
     }
-    fn obp(&self) -> (f64, f64) {
-        self.0.obp()
+    fn measured(&self) -> Measured {
+        measured(&self.0)
+    }
+    fn admitting(&self) -> bool {
+        true
     }
 }
 
@@ -159,10 +198,47 @@ impl Admission for AdmitAll {
 pub struct AdmitNone;
 
 impl Admission for AdmitNone {
-    fn admit(&self) -> bool {
+    fn admit(&self, _: usize) -> bool {
         false
     }
-    fn note(&self, _: TierEvent) {}
+    fn note(&self, _: usize, _: TierEvent) {}
+    fn admitting(&self) -> bool {
+        false
+    }
+}
+
+/// One lane's window and decision, alone in its cache lines (the lanes' counters change on
+/// every lookup of their workers).
+#[derive(Debug)]
+#[repr(align(128))]
+pub struct Lane {
+    window: ObpWindow,
+    admitting: AtomicBool,
+}
+
+fn lanes_of(lanes: usize, limit: f64) -> Box<[Lane]> {
+    (0..lanes.max(1))
+        .map(|_| Lane { window: ObpWindow::new(limit), admitting: AtomicBool::new(true) })
+        .collect()
+}
+
+/// The lane of a caller; lanes past the last (more workers than the tier was opened for)
+/// share the last.
+#[inline]
+fn lane_of(lanes: &[Lane], lane: usize) -> &Lane {
+    &lanes[lane.min(lanes.len() - 1)]
+}
+
+fn measured(lanes: &[Lane]) -> Measured {
+    lanes.iter().fold(Measured::default(), |m, lane| {
+        let w = lane.window.state.lock().unwrap();
+        Measured {
+            obp: m.obp.max(w.obp),
+            obp_max: m.obp_max.max(w.obp_max),
+            windows: m.windows + w.windows,
+            windows_over: m.windows_over + w.windows_over,
+        }
+    })
 }
 
 /// Buckets of the sliding window, and how long each lasts: ten of 100 ms.
@@ -183,6 +259,8 @@ struct ObpWindow {
     closed_changes: AtomicU64,
     /// Events since the ratio was last looked at (it is, once per 64).
     since_check: AtomicU32,
+    /// Full windows above this ratio are counted (`Window::windows_over`).
+    limit: f64,
     state: Mutex<Window>,
 }
 
@@ -194,10 +272,13 @@ struct Window {
     /// The ratio of the last closed full window, and the highest so far.
     obp: f64,
     obp_max: f64,
+    /// Full windows closed, and those above the limit.
+    windows: u64,
+    windows_over: u64,
 }
 
-impl Default for ObpWindow {
-    fn default() -> Self {
+impl ObpWindow {
+    fn new(limit: f64) -> Self {
         ObpWindow {
             lookups: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
@@ -205,11 +286,14 @@ impl Default for ObpWindow {
             closed_lookups: AtomicU64::new(0),
             closed_changes: AtomicU64::new(0),
             since_check: AtomicU32::new(0),
+            limit,
             state: Mutex::new(Window {
                 started: Instant::now(),
                 closed: std::collections::VecDeque::with_capacity(BUCKETS),
                 obp: 0.0,
                 obp_max: 0.0,
+                windows: 0,
+                windows_over: 0,
             }),
         }
     }
@@ -273,6 +357,8 @@ impl ObpWindow {
         window.obp = obp;
         if window.closed.len() == BUCKETS {
             window.obp_max = window.obp_max.max(obp);
+            window.windows += 1;
+            window.windows_over += u64::from(obp > self.limit);
         }
         // The newest `BUCKETS - 1` closed buckets, with the one filling from now on, are
         // the window the checks between rolls look at.
@@ -283,72 +369,68 @@ impl ObpWindow {
         self.closed_changes.store(recent_changes, Ordering::Relaxed);
         Some(obp)
     }
-
-    fn obp(&self) -> (f64, f64) {
-        let window = self.state.lock().unwrap();
-        (window.obp, window.obp_max)
-    }
 }
 
 /// [`TierAdmission::Obp`]: admits while the overhead-bypass ratio stays under `stop`, and
-/// again once it falls below `resume`.
+/// again once it falls below `resume`; each lane measures and decides for itself.
 #[derive(Debug)]
 pub struct ObpAdmission {
     stop: f64,
     resume: f64,
-    admitting: AtomicBool,
-    window: ObpWindow,
+    lanes: Box<[Lane]>,
 }
 
 impl ObpAdmission {
     /// Admits while the ratio stays at or under `stop`; stopped, admits again below `resume`.
-    pub fn new(stop: f64, resume: f64) -> ObpAdmission {
-        ObpAdmission {
-            stop,
-            resume,
-            admitting: AtomicBool::new(true),
-            window: ObpWindow::default(),
-        }
+    /// For `lanes` lanes (workers + 1).
+    pub fn new(stop: f64, resume: f64, lanes: usize) -> ObpAdmission {
+        ObpAdmission { stop, resume, lanes: lanes_of(lanes, stop) }
     }
 
     /// [`Admission::note`] at a given time (tests feed synthetic streams).
-    pub fn note_at(&self, event: TierEvent, now: Instant) {
-        if let Some(obp) = self.window.note(event, now) {
-            self.decide(obp);
+    pub fn note_at(&self, lane: usize, event: TierEvent, now: Instant) {
+        let lane = lane_of(&self.lanes, lane);
+        if let Some(obp) = lane.window.note(event, now) {
+            self.decide(lane, obp);
         }
     }
 
-    /// Closes the buckets due at `now` (tests).
-    pub fn roll_at(&self, now: Instant) {
-        if let Some(obp) = self.window.roll(now) {
-            self.decide(obp);
+    /// Closes the buckets of `lane` due at `now` (tests).
+    pub fn roll_at(&self, lane: usize, now: Instant) {
+        let lane = lane_of(&self.lanes, lane);
+        if let Some(obp) = lane.window.roll(now) {
+            self.decide(lane, obp);
         }
     }
 
-    fn decide(&self, obp: f64) {
-        let admitting = self.admitting.load(Ordering::Relaxed);
+    fn decide(&self, lane: &Lane, obp: f64) {
+        let admitting = lane.admitting.load(Ordering::Relaxed);
         if admitting && obp > self.stop {
-            self.admitting.store(false, Ordering::Relaxed);
+            lane.admitting.store(false, Ordering::Relaxed);
         } else if !admitting && obp < self.resume {
-            self.admitting.store(true, Ordering::Relaxed);
+            lane.admitting.store(true, Ordering::Relaxed);
         }
     }
 }
 
 impl Admission for ObpAdmission {
-    fn admit(&self) -> bool {
-        self.admitting.load(Ordering::Relaxed)
+    fn admit(&self, lane: usize) -> bool {
+        lane_of(&self.lanes, lane).admitting.load(Ordering::Relaxed)
     }
-    fn note(&self, event: TierEvent) {
-        self.note_at(event, Instant::now());
+    fn note(&self, lane: usize, event: TierEvent) {
+        self.note_at(lane, event, Instant::now());
     }
-    fn obp(&self) -> (f64, f64) {
-        self.window.obp()
+    fn measured(&self) -> Measured {
+        measured(&self.lanes)
+    }
+    fn admitting(&self) -> bool {
+        self.lanes.iter().any(|lane| lane.admitting.load(Ordering::Relaxed))
     }
 }
 
-/// Counters of a tier.
+/// Counters of a tier, one set per lane (summed by `stats`).
 #[derive(Debug, Default)]
+#[repr(align(128))]
 struct Counters {
     lookups: AtomicU64,
     hits: AtomicU64,
@@ -388,7 +470,7 @@ pub struct Tier {
     hand: Mutex<u64>,
     spin: Duration,
     admission: Box<dyn Admission>,
-    counters: Counters,
+    counters: Box<[Counters]>,
 }
 
 // SAFETY: the mapping is plain shared memory; its bytes are only copied in by the holder of
@@ -400,9 +482,11 @@ unsafe impl Send for Tier {}
 unsafe impl Sync for Tier {}
 
 impl Tier {
-    /// Opens the tier `options` describes for page ids below `max_pages`: the file is made
-    /// (or a device opened), sized and mapped; whatever it held is ignored.
-    pub fn open(options: &TierOptions, max_pages: u64) -> Result<Tier> {
+    /// Opens the tier `options` describes for page ids below `max_pages`, measured and
+    /// admitted per worker for `workers` workers: the file is made (or a device opened),
+    /// sized and mapped; whatever it held is ignored.
+    pub fn open(options: &TierOptions, max_pages: u64, workers: usize) -> Result<Tier> {
+        let lanes = workers + 1;
         let slots = options.bytes / PAGE_SIZE as u64;
         if slots < 16 {
             return Err(Error::BadOptions {
@@ -460,9 +544,9 @@ impl Tier {
             return Err(Error::io(what("mapping"), std::io::Error::last_os_error()));
         }
         let admission: Box<dyn Admission> = match options.admission {
-            TierAdmission::All => Box::<AdmitAll>::default(),
+            TierAdmission::All => Box::new(AdmitAll::new(lanes)),
             TierAdmission::Never => Box::new(AdmitNone),
-            TierAdmission::Obp { stop, resume } => Box::new(ObpAdmission::new(stop, resume)),
+            TierAdmission::Obp { stop, resume } => Box::new(ObpAdmission::new(stop, resume, lanes)),
         };
         Ok(Tier {
             map: map.cast(),
@@ -478,7 +562,7 @@ impl Tier {
             hand: Mutex::new(0),
             spin: options.latency,
             admission,
-            counters: Counters::default(),
+            counters: (0..lanes).map(|_| Counters::default()).collect(),
         })
     }
 
@@ -501,6 +585,13 @@ impl Tier {
         unsafe { self.map.add(slot as usize * PAGE_SIZE) }
     }
 
+    /// The calling thread's lane and its counters.
+    #[inline]
+    fn lane(&self) -> (usize, &Counters) {
+        let lane = crate::worker_context::lane().min(self.counters.len() - 1);
+        (lane, &self.counters[lane])
+    }
+
     /// The medium's added latency, per access.
     fn access(&self) {
         if self.spin.is_zero() {
@@ -521,8 +612,9 @@ impl Tier {
     /// page's checksum before trusting it (and calls `invalidate` if it fails).
     pub fn read(&self, page_id: PageId, out: &mut [u8]) -> bool {
         debug_assert_eq!(out.len(), PAGE_SIZE);
-        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
-        self.admission.note(TierEvent::Lookup);
+        let (lane, counters) = self.lane();
+        counters.lookups.fetch_add(1, Ordering::Relaxed);
+        self.admission.note(lane, TierEvent::Lookup);
         let entry = self.entry(page_id);
         let word = entry.load(Ordering::Acquire);
         if word == 0 {
@@ -548,7 +640,7 @@ impl Tier {
             return false;
         }
         self.referenced[slot as usize].store(true, Ordering::Relaxed);
-        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        counters.hits.fetch_add(1, Ordering::Relaxed);
         true
     }
 
@@ -561,12 +653,13 @@ impl Tier {
         if entry.load(Ordering::Acquire) != 0 {
             return;
         }
-        if !self.admission.admit() {
-            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        let (lane, counters) = self.lane();
+        if !self.admission.admit(lane) {
+            counters.refused.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let mut hand = self.hand.lock().unwrap();
-        let slot = self.take_slot(&mut hand);
+        let slot = self.take_slot(&mut hand, lane, counters);
         let generation = self.generations[slot as usize].fetch_add(1, Ordering::AcqRel) + 1;
         self.owners[slot as usize].store(page_id + 1, Ordering::Release);
         fence(Ordering::Release);
@@ -577,13 +670,13 @@ impl Tier {
         fence(Ordering::Release);
         drop(hand);
         entry.store(pack(slot, generation), Ordering::Release);
-        self.counters.inserts.fetch_add(1, Ordering::Relaxed);
-        self.admission.note(TierEvent::Insert);
+        counters.inserts.fetch_add(1, Ordering::Relaxed);
+        self.admission.note(lane, TierEvent::Insert);
     }
 
     /// A slot for a new copy: an empty one, or the first the clock finds unread since it
     /// last passed, whose copy is pushed out.
-    fn take_slot(&self, hand: &mut u64) -> u64 {
+    fn take_slot(&self, hand: &mut u64, lane: usize, counters: &Counters) -> u64 {
         loop {
             let slot = *hand;
             *hand = (*hand + 1) % self.slots;
@@ -603,8 +696,8 @@ impl Tier {
                 Ordering::Relaxed,
             );
             self.owners[slot as usize].store(0, Ordering::Release);
-            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-            self.admission.note(TierEvent::Delete);
+            counters.evictions.fetch_add(1, Ordering::Relaxed);
+            self.admission.note(lane, TierEvent::Delete);
             return slot;
         }
     }
@@ -631,26 +724,32 @@ impl Tier {
                 Ordering::Relaxed,
             );
         }
-        self.counters.invalidations.fetch_add(1, Ordering::Relaxed);
-        self.admission.note(TierEvent::Delete);
+        let (lane, counters) = self.lane();
+        counters.invalidations.fetch_add(1, Ordering::Relaxed);
+        self.admission.note(lane, TierEvent::Delete);
     }
 
     /// What the tier did since open.
     pub fn stats(&self) -> TierStats {
-        let c = &self.counters;
-        let (obp, obp_max) = self.admission.obp();
+        let sum = |counter: fn(&Counters) -> &AtomicU64| -> u64 {
+            self.counters.iter().map(|c| counter(c).load(Ordering::Relaxed)).sum()
+        };
+        let measured = self.admission.measured();
+        let inserts = sum(|c| &c.inserts);
         TierStats {
             slots: self.slots,
-            lookups: c.lookups.load(Ordering::Relaxed),
-            hits: c.hits.load(Ordering::Relaxed),
-            inserts: c.inserts.load(Ordering::Relaxed),
-            invalidations: c.invalidations.load(Ordering::Relaxed),
-            evictions: c.evictions.load(Ordering::Relaxed),
-            bytes_written: c.inserts.load(Ordering::Relaxed) * PAGE_SIZE as u64,
-            refused: c.refused.load(Ordering::Relaxed),
-            obp,
-            obp_max,
-            admitting: self.admission.admit(),
+            lookups: sum(|c| &c.lookups),
+            hits: sum(|c| &c.hits),
+            inserts,
+            invalidations: sum(|c| &c.invalidations),
+            evictions: sum(|c| &c.evictions),
+            bytes_written: inserts * PAGE_SIZE as u64,
+            refused: sum(|c| &c.refused),
+            obp: measured.obp,
+            obp_max: measured.obp_max,
+            windows: measured.windows,
+            windows_over: measured.windows_over,
+            admitting: self.admission.admitting(),
         }
     }
 }
@@ -671,7 +770,7 @@ mod tests {
             admission,
             ..TierOptions::new(dir.join("tier"), slots * PAGE_SIZE as u64)
         };
-        Tier::open(&options, 1024).unwrap()
+        Tier::open(&options, 1024, 1).unwrap()
     }
 
     fn page(fill: u8) -> Vec<u8> {
@@ -727,13 +826,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = tier(dir.path(), 16, TierAdmission::All);
         let options = TierOptions::new(dir.path().join("tier"), 16 * PAGE_SIZE as u64);
-        let second = Tier::open(&options, 1024);
+        let second = Tier::open(&options, 1024, 1);
         assert!(
             matches!(&second, Err(Error::BadOptions { reason }) if reason.contains("in use")),
             "{second:?}"
         );
         drop(first);
-        assert!(Tier::open(&options, 1024).is_ok(), "free again once the first is closed");
+        assert!(Tier::open(&options, 1024, 1).is_ok(), "free again once the first is closed");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join("tier")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
@@ -743,7 +842,7 @@ mod tests {
     fn a_tier_too_small_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let options = TierOptions::new(dir.path().join("tier"), 15 * PAGE_SIZE as u64);
-        assert!(matches!(Tier::open(&options, 16), Err(Error::BadOptions { .. })));
+        assert!(matches!(Tier::open(&options, 16, 1), Err(Error::BadOptions { .. })));
     }
 
     /// The controller against synthetic streams: a stream the tier helps (few inserts per
@@ -751,61 +850,101 @@ mod tests {
     /// a window, and it resumes once the ratio falls below the lower mark.
     #[test]
     fn obp_stops_above_its_limit_and_resumes_below_the_lower_mark() {
-        let obp = ObpAdmission::new(0.10, 0.08);
+        let obp = ObpAdmission::new(0.10, 0.08, 1);
         let start = Instant::now();
         let mut now = start;
         let mut feed = |lookups: u64, changes: u64, buckets: u32, obp: &ObpAdmission| {
             for _ in 0..buckets {
                 for _ in 0..lookups {
-                    obp.note_at(TierEvent::Lookup, now);
+                    obp.note_at(0, TierEvent::Lookup, now);
                 }
                 for _ in 0..changes {
-                    obp.note_at(TierEvent::Insert, now);
+                    obp.note_at(0, TierEvent::Insert, now);
                 }
                 now += BUCKET;
-                obp.roll_at(now);
+                obp.roll_at(0, now);
             }
         };
         // 5 % for two seconds: admitting.
         feed(1000, 50, 20, &obp);
-        assert!(obp.admit());
-        assert!((obp.obp().0 - 0.05).abs() < 0.01, "{:?}", obp.obp());
+        assert!(obp.admit(0));
+        assert!((obp.measured().obp - 0.05).abs() < 0.01, "{:?}", obp.measured());
         // A cache-hostile spell: one change per lookup. Admission stops within a window.
         feed(1000, 1000, 3, &obp);
-        assert!(!obp.admit(), "{:?}", obp.obp());
+        assert!(!obp.admit(0), "{:?}", obp.measured());
         // 9 %: between the marks, it stays stopped (hysteresis).
         feed(1000, 90, 20, &obp);
-        assert!(!obp.admit(), "{:?}", obp.obp());
+        assert!(!obp.admit(0), "{:?}", obp.measured());
         // 7 %: it resumes.
         feed(1000, 70, 20, &obp);
-        assert!(obp.admit(), "{:?}", obp.obp());
-        assert!(obp.obp().1 > 0.3, "the hostile window is the highest: {:?}", obp.obp());
+        assert!(obp.admit(0), "{:?}", obp.measured());
+        let measured = obp.measured();
+        assert!(measured.obp_max > 0.3, "the hostile window is the highest: {measured:?}");
+        // Windows are counted from the tenth bucket on, one per bucket: 63 buckets fed, 54
+        // full windows. Those over 10 % are the ones holding a hostile bucket (the three
+        // hostile buckets enter them one at a time, and leave after ten).
+        assert_eq!(measured.windows, 54, "{measured:?}");
+        assert!((10..=13).contains(&measured.windows_over), "{measured:?}");
     }
 
     /// Admission stops within the bucket in which the ratio passes its limit (checked every
     /// 64 events), not a bucket later: a burst of copies cannot fill a whole bucket.
     #[test]
     fn obp_stops_inside_the_bucket_that_passes_the_limit() {
-        let obp = ObpAdmission::new(0.10, 0.08);
+        let obp = ObpAdmission::new(0.10, 0.08, 1);
         let mut now = Instant::now();
         for _ in 0..BUCKETS {
             for i in 0..1000 {
-                obp.note_at(if i % 25 == 0 { TierEvent::Insert } else { TierEvent::Lookup }, now);
+                obp.note_at(
+                    0,
+                    if i % 25 == 0 { TierEvent::Insert } else { TierEvent::Lookup },
+                    now,
+                );
             }
             now += BUCKET;
-            obp.roll_at(now);
+            obp.roll_at(0, now);
         }
-        assert!(obp.admit());
+        assert!(obp.admit(0));
         // One copy per lookup from here, all inside one bucket.
         let mut copies = 0;
-        while obp.admit() {
-            obp.note_at(TierEvent::Lookup, now);
-            obp.note_at(TierEvent::Insert, now);
+        while obp.admit(0) {
+            obp.note_at(0, TierEvent::Lookup, now);
+            obp.note_at(0, TierEvent::Insert, now);
             copies += 1;
             assert!(copies < 2_000, "still admitting after {copies} copies");
         }
         // The window's other buckets hold 8,640 lookups and 360 copies: the limit is passed
         // after about 560 more copies (and lookups), checked every 64 events.
         assert!((300..1_000).contains(&copies), "stopped after {copies} copies");
+    }
+
+    /// Each lane decides for itself: a worker whose misses the tier cannot help stops
+    /// admitting, and the worker beside it, whose misses it helps, goes on.
+    #[test]
+    fn obp_is_measured_and_decided_per_lane() {
+        let obp = ObpAdmission::new(0.10, 0.08, 3);
+        let mut now = Instant::now();
+        for _ in 0..2 * BUCKETS {
+            for i in 0..1000 {
+                // Lane 1: one copy per 50 lookups. Lane 2: a copy per lookup.
+                obp.note_at(
+                    1,
+                    if i % 50 == 0 { TierEvent::Insert } else { TierEvent::Lookup },
+                    now,
+                );
+                obp.note_at(2, TierEvent::Lookup, now);
+                obp.note_at(2, TierEvent::Insert, now);
+            }
+            now += BUCKET;
+            obp.roll_at(1, now);
+            obp.roll_at(2, now);
+        }
+        assert!(obp.admit(1) && !obp.admit(2));
+        assert!(obp.admit(0), "a lane that saw nothing admits");
+        assert!(!obp.admit(7), "lanes past the last share the last");
+        let measured = obp.measured();
+        assert!((measured.obp - 1.0).abs() < 1e-9, "the worst lane's: {measured:?}");
+        // Lane 2's windows are all over the limit, lane 1's none.
+        assert_eq!((measured.windows, measured.windows_over), (22, 11), "{measured:?}");
     }
 }

@@ -270,7 +270,11 @@ impl Found {
             .with_flex_frames(options.flex_pages())
             .with_page_validator(crate::btree::node::validate_page);
         let pool = match &options.tier {
-            Some(tier) => pool.with_tier(crate::buffer::Tier::open(tier, options.max_pages())?),
+            Some(tier) => pool.with_tier(crate::buffer::Tier::open(
+                tier,
+                options.max_pages(),
+                options.workers,
+            )?),
             None => pool,
         };
         Ok(Arc::new(pool))

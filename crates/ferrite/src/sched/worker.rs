@@ -910,6 +910,7 @@ impl Worker {
             })
         });
         worker_context::set_on_worker(true);
+        worker_context::set_lane(self.index + 1);
         let mut completions = Vec::new();
         let mut clock = Instant::now();
         loop {
@@ -977,6 +978,7 @@ impl Worker {
             }
         }
         worker_context::set_on_worker(false);
+        worker_context::set_lane(0);
         CURRENT.with(|cell| cell.borrow_mut().take());
     }
 
