@@ -976,6 +976,11 @@ pub struct ServeBenchCmd {
     /// all at once (GETs only; closed rounds, no --rate)
     #[arg(long)]
     herd: bool,
+    /// The zipfian constant of --distribution zipfian (default 0.99)
+    #[arg(long, value_name = "X", value_parser = value::theta)]
+    theta: Option<f64>,
+    #[command(flatten)]
+    tier: TierArgs,
 }
 
 const SERVE_BENCH_AFTER: &str = "\
@@ -989,9 +994,11 @@ OUTPUT
            client=threads|ring [multiget=N] [herd_rounds=N device_reads_per_herd=X]
            [server_cpu_us_per_op=X ops_per_server_core_s=N]
            [device_reads_per_get=X device_kib_per_read=X device_reads_per_op=X] [load_evictions=N] [items_after_load=N] [flash_items=N] [flash_hits=N]
-           [load_rate=OPS]
+           [load_rate=OPS] tier_hits=N tier_misses=N obp=X tier_write_mib=X
+           obp_windows=N obp_windows_over=N theta=X
 
-    The bracketed fields are the server's own `stats`, where it keeps them: items it evicted
+    The tier fields: Ferrite's second cache tier while measuring (--tier; zeros
+    otherwise), as `ferrite bench ycsb-c --help` describes them. The bracketed fields are the server's own `stats`, where it keeps them: items it evicted
     while loading, items it held after (curr_items), items with their value on flash
     (memcached's extstore_objects_used), measured GET hits read from flash (get_extstore).
     load_rate: memcached is loaded paced (the mean rate is given): its extstore keeps each
@@ -1389,6 +1396,8 @@ pub struct LookupCmd {
         value_name = "FILE"
     )]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    tier: TierArgs,
 }
 
 fn lookup_after() -> String {
@@ -1416,9 +1425,10 @@ OUTPUT
            device_iops_before=N device_iops_after=N mode=tasks workers=N tasks=N
            engine=E tree_pct=P evict_pct=P submit_pct=P complete_pct=P idle_pct=P]
            cpu_us_per_lookup=X p50_us=L p99_us=L max_us=L load_s=S reused=0|1 seed=X
-           direct_io=0|1 store=ferrite workload=lookup ops_per_s=N
+           direct_io=0|1 store=ferrite workload=lookup ops_per_s=N tier_hits=N
+           tier_misses=N obp=X tier_write_mib=X obp_windows=N obp_windows_over=N
 
-    (on one line; the dev_ fields where /proc/diskstats lists the device holding the
+    (on one line; the tier fields are zeros without --tier; the dev_ fields where /proc/diskstats lists the device holding the
     data: the whole device's reads while measuring, per lookup and KiB per read, with
     the same warning as the comparison workloads above 8 KiB a read; the other bracketed
     fields with tasks only, mode=direct otherwise). A wrong
@@ -1525,6 +1535,13 @@ pub struct RunOpts {
     /// The zipfian constant of zipfian key choices (default 0.99)
     #[arg(long, value_name = "X", value_parser = value::theta)]
     theta: Option<f64>,
+    #[command(flatten)]
+    tier: TierArgs,
+}
+
+/// A second cache tier under Ferrite's pool: the flags of every benchmark workload.
+#[derive(Debug, Args, Default)]
+pub struct TierArgs {
     /// Ferrite only: a second cache tier in FILE (made if missing)
     #[arg(
         long_help = "Ferrite only: a second cache tier between the pool and the disk, in FILE \
@@ -1534,23 +1551,48 @@ pub struct RunOpts {
         long, value_name = "FILE",
         value_parser = OsStringValueParser::new().try_map(value::path))]
     tier: Option<PathBuf>,
-    /// The tier's size, MiB (default: twice --cache-mib)
-    #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 30))]
+    /// The tier's size, MiB (default: twice the pool)
+    #[arg(long, requires = "tier", value_name = "M",
+          value_parser = |s: &str| value::whole(s, 1, 1 << 30))]
     tier_mib: Option<u64>,
     /// Which evicted pages enter the tier: obp (default), all or never
     #[arg(
         long_help = "Which evicted pages enter the tier: obp (the default: while the \
             overhead-bypass ratio, pages inserted and dropped per page looked up, stays under \
-            10 % over about a second; again below 8 %), all, or never.",
-        long, value_name = "POLICY", value_parser = ["obp", "all", "never"])]
+            10 % over about a second, measured per worker; again below 8 %), all, or never.",
+        long, requires = "tier", value_name = "POLICY", value_parser = ["obp", "all", "never"])]
     tier_admission: Option<String>,
     /// Nanoseconds added to every access of the tier's medium (default 0)
     #[arg(
         long_help = "Nanoseconds added to every access of the tier's medium, spinning (default \
             0): a file in /dev/shm is DRAM; this makes it stand for a slower medium (CXL \
             memory, persistent memory).",
-        long, value_name = "NS", value_parser = |s: &str| value::whole(s, 0, 1_000_000_000))]
+        long, requires = "tier", value_name = "NS",
+        value_parser = |s: &str| value::whole(s, 0, 1_000_000_000))]
     tier_latency_ns: Option<u64>,
+}
+
+impl TierArgs {
+    /// The tier these flags describe, for a pool of `pool_mib` (the default size is twice
+    /// it); `None` without `--tier`.
+    fn config(&self, pool_mib: u64) -> Option<TierConfig> {
+        let path = self.tier.clone()?;
+        Some(TierConfig {
+            path,
+            mib: self.tier_mib.unwrap_or(2 * pool_mib),
+            latency_ns: self.tier_latency_ns.unwrap_or(0),
+            admission: admission_of(self.tier_admission.as_deref()),
+        })
+    }
+}
+
+/// The admission policy a `--tier-admission` value names (OBP by default).
+fn admission_of(name: Option<&str>) -> ferrite::TierAdmission {
+    match name {
+        Some("all") => ferrite::TierAdmission::All,
+        Some("never") => ferrite::TierAdmission::Never,
+        _ => ferrite::TierAdmission::DEFAULT,
+    }
 }
 
 /// `ferrite bench ycsb-a` .. `ycsb-f`.
@@ -1639,8 +1681,8 @@ OUTPUT
            buffer_entries_per_drain=X] [worker_task_us_per_op=X
            worker_submit_us_per_op=X worker_complete_us_per_op=X worker_evict_us_per_op=X
            worker_idle_pct=X] [mem_mib=X mem_cache_mib=X mem_write_buffers_mib=X]
-           tier_hits=N tier_misses=N obp=X tier_write_mib=X theta=X
-           bytes_on_disk=N records=N [load_s=S] [reused=0|1]
+           tier_hits=N tier_misses=N obp=X tier_write_mib=X theta=X obp_peak=X
+           obp_windows=N obp_windows_over=N bytes_on_disk=N records=N [load_s=S] [reused=0|1]
            [device_iops=N] mode=tasks|threads threads=N workers=N tasks=N
            [committers=N sync=1 verified=N] distribution=D loop=closed|open
            [target_ops_per_s=N] cache_mib=M seed=X config=HASH store_hash=HASH
@@ -1667,7 +1709,10 @@ OUTPUT
     memtables). The tier fields (Ferrite with --tier; zeros otherwise): misses of the
     pool served from the tier and not, the overhead-bypass ratio of the measured time
     (pages copied in and dropped per page looked up) and MiB written to the tier; theta
-    is the zipfian constant (--theta). fill-sync adds committers, sync=1 and verified (keys read back after
+    is the zipfian constant (--theta); obp_windows counts the tier's full OBP windows
+    while measuring (about a second each, one per 100 ms step, per worker) and
+    obp_windows_over those whose OBP passed the admission's limit; obp_peak is the
+    highest OBP of a window, sampled every 0.5 s. fill-sync adds committers, sync=1 and verified (keys read back after
     reopening); its tasks= counts the committer tasks over all workers (the other
     workloads: tasks per worker).
 
@@ -2596,6 +2641,7 @@ fn lookup_config(cmd: LookupCmd) -> Result<LookupConfig, UsageError> {
         engine: cmd.engine.or(defaults.engine),
         devices: cmd.devices.unwrap_or(defaults.devices),
         direct_api: cmd.direct_api,
+        tier: cmd.tier.config(cmd.pool_mib.unwrap_or(defaults.pool_mib)),
         json: cmd.json,
     };
     // The ranges that only the benchmark knows (threads, tasks per worker, devices).
@@ -2627,10 +2673,7 @@ fn lookup_run_config(store: StoreKind, cmd: LookupCmd) -> Result<RunConfig, Usag
         direct_io: cmd.direct_io,
         ceiling: cmd.ceiling,
         theta: None,
-        tier: None,
-        tier_mib: None,
-        tier_admission: None,
-        tier_latency_ns: None,
+        tier: cmd.tier,
     };
     let mut config = run_config(COMMAND, &run, RunConfig::new(Workload::Lookup, store))?;
     config.json = cmd.json;
@@ -2771,37 +2814,13 @@ fn run_config(
     if let Some(theta) = run.theta {
         config.theta = theta;
     }
-    match &run.tier {
-        Some(path) => {
-            if config.store != StoreKind::Ferrite {
-                return Err(refuse(
-                    "--tier is for --store ferrite (a peer's secondary cache is its own)".into(),
-                ));
-            }
-            let admission = match run.tier_admission.as_deref() {
-                Some("all") => ferrite::TierAdmission::All,
-                Some("never") => ferrite::TierAdmission::Never,
-                _ => ferrite::TierAdmission::DEFAULT,
-            };
-            config.tier = Some(TierConfig {
-                path: path.clone(),
-                mib: run.tier_mib.unwrap_or(2 * config.cache_mib),
-                latency_ns: run.tier_latency_ns.unwrap_or(0),
-                admission,
-            });
+    if let Some(tier) = run.tier.config(config.cache_mib) {
+        if config.store != StoreKind::Ferrite {
+            return Err(refuse(
+                "--tier is for --store ferrite (a peer's secondary cache is its own)".into(),
+            ));
         }
-        None => {
-            let given = [
-                (run.tier_mib.is_some(), "--tier-mib"),
-                (run.tier_admission.is_some(), "--tier-admission"),
-                (run.tier_latency_ns.is_some(), "--tier-latency-ns"),
-            ];
-            if let Some((_, name)) = given.iter().find(|(given, _)| *given) {
-                return Err(refuse(format!(
-                    "{name} describes a tier: give it one with --tier FILE"
-                )));
-            }
-        }
+        config.tier = Some(tier);
     }
     Ok(config)
 }
@@ -2862,6 +2881,7 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         value_size: cmd.value_size.map_or(defaults.value_size, |b| b as usize),
         get_percent: cmd.mix.unwrap_or(defaults.get_percent),
         zipfian: matches!(cmd.distribution, Some(Distribution::Zipfian)),
+        theta: cmd.theta.unwrap_or(defaults.theta),
         rate: cmd.rate,
         connections: cmd.connections.unwrap_or(defaults.connections),
         seconds: cmd.seconds.unwrap_or(defaults.seconds),
@@ -2871,6 +2891,7 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         client: cmd.client.unwrap_or(defaults.client),
         multiget: cmd.multiget.unwrap_or(defaults.multiget),
         herd: cmd.herd,
+        tier: cmd.tier.config(cmd.memory_mib.unwrap_or(defaults.memory_mib)),
     };
     // A herd is GETs only: the default mix gives way to it (a mix asked for is refused).
     let config = match (cmd.herd, cmd.mix) {
@@ -2881,6 +2902,15 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
         return Err(refuse(
             "bench serve",
             "--durability is for the ferrite serve the run starts (not --server, not memcached)",
+        ));
+    }
+    if cmd.theta.is_some() && !config.zipfian {
+        return Err(refuse("bench serve", "--theta is for --distribution zipfian"));
+    }
+    if config.tier.is_some() && (store != ServeStore::Ferrite || cmd.server.is_some()) {
+        return Err(refuse(
+            "bench serve",
+            "--tier is for the ferrite serve the run starts (not --server, not memcached)",
         ));
     }
     config.validate().map_err(|e| refuse("bench serve", e.to_string()))?;
@@ -2915,11 +2945,7 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
         tier: cmd.tier.map(|path| {
             let memory_mib = cmd.memory_mib.unwrap_or(256);
             ferrite::TierOptions {
-                admission: match cmd.tier_admission.as_deref() {
-                    Some("all") => ferrite::TierAdmission::All,
-                    Some("never") => ferrite::TierAdmission::Never,
-                    _ => ferrite::TierAdmission::DEFAULT,
-                },
+                admission: admission_of(cmd.tier_admission.as_deref()),
                 ..ferrite::TierOptions::new(path, cmd.tier_mib.unwrap_or(2 * memory_mib) << 20)
             }
         }),

@@ -1186,6 +1186,14 @@ fn scan_into_a_closed_pipe_stops_quietly() {
     assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
 }
 
+/// The number a `result` line gives `name`.
+#[track_caller]
+fn number_field(result: &str, name: &str) -> f64 {
+    let prefix = format!(" {name}=");
+    let at = result.find(&prefix).unwrap_or_else(|| panic!("{name} in {result}"));
+    result[at + prefix.len()..].split(' ').next().unwrap().parse().unwrap()
+}
+
 /// `--tier FILE` puts a second cache tier under Ferrite's pool: the run says how it was used,
 /// and its result line carries the tier's fields (which every run has, zeros without one).
 #[test]
@@ -1222,14 +1230,39 @@ fn bench_with_a_tier_reports_its_use() {
     let out = text(&o.stdout);
     assert!(out.contains("tier use"), "{}", describe(&args, &o));
     let result = out.lines().last().unwrap();
-    let field = |name: &str| -> f64 {
-        let prefix = format!(" {name}=");
-        let at = result.find(&prefix).unwrap_or_else(|| panic!("{name} in {result}"));
-        result[at + prefix.len()..].split(' ').next().unwrap().parse().unwrap()
-    };
+    let field = |name: &str| number_field(result, name);
     assert!(field("tier_hits") > 0.0, "{result}");
     assert!(field("tier_write_mib") > 0.0 && field("obp") > 0.0, "{result}");
     assert!(field("tier_misses") >= 0.0 && field("theta") == 0.8, "{result}");
+    assert!(field("obp_windows_over") <= field("obp_windows") && field("obp_peak") >= 0.0);
+    // Ferrite's lookup benchmark takes the same flags and gives the same fields.
+    let args = [
+        "bench",
+        "lookup",
+        "--db",
+        &db,
+        "--keys",
+        "60000",
+        "--pool-mib",
+        "1",
+        "--seconds",
+        "1",
+        "--workers",
+        "1",
+        "--tier",
+        tier,
+        "--tier-mib",
+        "8",
+        "--tier-admission",
+        "all",
+    ];
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+    let out = text(&o.stdout);
+    assert!(out.contains("tier use"), "{}", describe(&args, &o));
+    let result = out.lines().last().unwrap();
+    let field = |name: &str| number_field(result, name);
+    assert!(field("tier_hits") > 0.0 && field("tier_write_mib") > 0.0, "{result}");
     // Without a tier the fields are there, zero.
     let args =
         ["bench", "ycsb-c", "--db", &db, "--records", "3000", "--seconds", "0.2", "--no-ceiling"];
@@ -1238,7 +1271,10 @@ fn bench_with_a_tier_reports_its_use() {
     let out = text(&o.stdout);
     let result = out.lines().last().unwrap();
     assert!(
-        result.contains(" tier_hits=0 tier_misses=0 obp=0.000 tier_write_mib=0.0 theta=0.99 "),
+        result.contains(
+            " tier_hits=0 tier_misses=0 obp=0.000 tier_write_mib=0.0 theta=0.99 obp_peak=0.000 \
+             obp_windows=0 obp_windows_over=0 "
+        ),
         "{result}"
     );
 }

@@ -19,7 +19,7 @@ use super::{
     TierCounters, WorkerTimes,
 };
 use crate::error::BenchError;
-use crate::workloads::run::RunConfig;
+use crate::workloads::run::{RunConfig, TierConfig};
 
 const TREE: &str = "bench";
 
@@ -63,12 +63,7 @@ pub fn ferrite_options(config: &RunConfig) -> Options {
         io_depth: tasks_per_worker.clamp(2, 4096),
         durability,
         change_buffer_bytes: config.change_buffer_mib.map(|mib| mib << 20),
-        tier: config.tier.as_ref().map(|tier| ferrite::TierOptions {
-            path: tier.path.clone(),
-            bytes: tier.mib << 20,
-            latency: std::time::Duration::from_nanos(tier.latency_ns),
-            admission: tier.admission,
-        }),
+        tier: config.tier.as_ref().map(TierConfig::options),
         ..Options::default()
     }
 }
@@ -153,16 +148,7 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     }
 
     fn tier_counters(&self) -> Option<TierCounters> {
-        let t = self.db.pool().stats().tier?;
-        Some(TierCounters {
-            lookups: t.lookups,
-            hits: t.hits,
-            inserts: t.inserts,
-            invalidations: t.invalidations,
-            evictions: t.evictions,
-            bytes_written: t.bytes_written,
-            refused: t.refused,
-        })
+        tier_counters_of(&self.db)
     }
 
     fn worker_times(&self) -> Option<WorkerTimes> {
@@ -195,6 +181,24 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
             self.db.change_buffer_budget() >> 20
         )
     }
+}
+
+/// `db`'s second cache tier's counters, if it has one.
+pub fn tier_counters_of(db: &Db) -> Option<TierCounters> {
+    let t = db.pool().stats().tier?;
+    Some(TierCounters {
+        lookups: t.lookups,
+        hits: t.hits,
+        inserts: t.inserts,
+        invalidations: t.invalidations,
+        evictions: t.evictions,
+        bytes_written: t.bytes_written,
+        refused: t.refused,
+        windows: t.windows,
+        windows_over: t.windows_over,
+        window_obp: t.obp,
+        peak_window_obp: 0.0,
+    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use crate::error::BenchError;
+use crate::report::ResultLine;
 use crate::workloads::run::RunConfig;
 
 pub mod conformance;
@@ -147,8 +148,9 @@ impl LogCounters {
     }
 }
 
-/// A store's second cache tier, cumulative since it was opened (Ferrite's `Options::tier`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A store's second cache tier, cumulative since it was opened (Ferrite's `Options::tier`),
+/// but for the window gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TierCounters {
     /// Cache misses that looked in the tier.
     pub lookups: u64,
@@ -164,6 +166,15 @@ pub struct TierCounters {
     pub bytes_written: u64,
     /// Pages admission turned away.
     pub refused: u64,
+    /// Full OBP windows measured (about a second each, one per 100 ms step, per worker),
+    /// and how many of them passed the admission's limit.
+    pub windows: u64,
+    pub windows_over: u64,
+    /// A gauge: the OBP of the last full window (the worst worker's) when read.
+    pub window_obp: f64,
+    /// A gauge: the highest `window_obp` a run sampled while measuring (every 500 ms); 0 in
+    /// counters read from the store.
+    pub peak_window_obp: f64,
 }
 
 impl TierCounters {
@@ -177,6 +188,10 @@ impl TierCounters {
             evictions: self.evictions.saturating_sub(earlier.evictions),
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
             refused: self.refused.saturating_sub(earlier.refused),
+            windows: self.windows.saturating_sub(earlier.windows),
+            windows_over: self.windows_over.saturating_sub(earlier.windows_over),
+            window_obp: self.window_obp,
+            peak_window_obp: self.peak_window_obp.max(earlier.peak_window_obp),
         }
     }
 
@@ -189,6 +204,44 @@ impl TierCounters {
     /// pages looked up.
     pub fn obp(&self) -> f64 {
         (self.inserts + self.invalidations + self.evictions) as f64 / self.lookups.max(1) as f64
+    }
+
+    /// The summary's account of the tier's use, in one line.
+    pub fn describe(&self) -> String {
+        let peak = match self.peak_window_obp {
+            0.0 => String::new(),
+            peak => format!(", highest window sampled {peak:.3}"),
+        };
+        format!(
+            "{} hits of {} lookups ({:.1} %), {} copied in ({}), {} dropped as changed, {} \
+             pushed out, {} refused; OBP {:.3} over the run, {} of {} windows over the \
+             limit{peak}",
+            crate::report::thousands(self.hits),
+            crate::report::thousands(self.lookups),
+            100.0 * self.hits as f64 / self.lookups.max(1) as f64,
+            crate::report::thousands(self.inserts),
+            crate::report::bytes(self.bytes_written),
+            crate::report::thousands(self.invalidations),
+            crate::report::thousands(self.evictions),
+            crate::report::thousands(self.refused),
+            self.obp(),
+            self.windows_over,
+            self.windows,
+        )
+    }
+
+    /// The result line's fields of the tier's use (always there, zeros without a tier:
+    /// scripts read them): `tier_hits tier_misses obp tier_write_mib`.
+    pub fn use_fields(&self, line: ResultLine) -> ResultLine {
+        line.int("tier_hits", self.hits)
+            .int("tier_misses", self.misses())
+            .real("obp", self.obp(), 3)
+            .real("tier_write_mib", self.bytes_written as f64 / (1 << 20) as f64, 1)
+    }
+
+    /// The result line's fields of the OBP windows: `obp_windows obp_windows_over`.
+    pub fn window_fields(&self, line: ResultLine) -> ResultLine {
+        line.int("obp_windows", self.windows).int("obp_windows_over", self.windows_over)
     }
 }
 

@@ -31,9 +31,10 @@ use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::progress::Progress;
 use crate::report::{self, ResultLine};
 use crate::runner::{self, AsyncOps, BlockingOps, Hdr, Ops, Pacing};
-use crate::stores::{FerriteTree, IoCounters, KvStore, StoreError, WorkerTimes};
+use crate::stores::ferrite::tier_counters_of;
+use crate::stores::{FerriteTree, IoCounters, KvStore, StoreError, TierCounters, WorkerTimes};
 use crate::workloads::datadir::{BenchDir, DirFate};
-use crate::workloads::run::read_size_warning;
+use crate::workloads::run::{read_size_warning, TierConfig};
 use crate::workloads::ycsb::Workload;
 
 /// The tree holding the data set.
@@ -87,6 +88,8 @@ pub struct LookupConfig {
     pub direct_api: bool,
     /// Append the result, as one JSON object, to this file.
     pub json: Option<PathBuf>,
+    /// A second cache tier between the pool and the disk.
+    pub tier: Option<TierConfig>,
 }
 
 impl Default for LookupConfig {
@@ -106,6 +109,7 @@ impl Default for LookupConfig {
             devices: Vec::new(),
             direct_api: false,
             json: None,
+            tier: None,
         }
     }
 }
@@ -164,6 +168,7 @@ impl LookupConfig {
             // Reads only (and a load, flushed at its end): no log to sync, as the peers'
             // read workloads run without theirs.
             durability: ferrite::Durability::None,
+            tier: self.tier.as_ref().map(TierConfig::options),
             ..Options::default()
         }
     }
@@ -196,6 +201,8 @@ pub struct LookupRun {
     pub disk: Option<(String, DiskCounters)>,
     /// Processor time the whole process used while measuring.
     pub cpu: CpuTime,
+    /// The second cache tier while measuring, if there is one.
+    pub tier: Option<TierCounters>,
 }
 
 impl LookupRun {
@@ -347,6 +354,10 @@ impl LookupReport {
         } else {
             format!("{} thread{}", c.threads, if c.threads == 1 { "" } else { "s" })
         };
+        if let (Some(tier), Some(t)) = (&c.tier, &run.tier) {
+            line("tier", tier.describe());
+            line("tier use", t.describe());
+        }
         line(
             "lookups",
             format!(
@@ -478,7 +489,8 @@ impl LookupReport {
             line = line.word("mode", "direct");
         }
         line = line.real("cpu_us_per_lookup", run.cpu_us_per_lookup(), 2);
-        line.real("p50_us", us(run.latency_ns.value_at_quantile(0.50)), 2)
+        let line = line
+            .real("p50_us", us(run.latency_ns.value_at_quantile(0.50)), 2)
             .real("p99_us", us(run.latency_ns.value_at_quantile(0.99)), 2)
             .real("max_us", us(run.latency_ns.max()), 1)
             .real("load_s", self.load_seconds(), 2)
@@ -488,7 +500,10 @@ impl LookupReport {
             .word("store", self.store)
             // The comparison workloads' names for the same figures.
             .word("workload", "lookup")
-            .real("ops_per_s", run.lookups_per_s(), 0)
+            .real("ops_per_s", run.lookups_per_s(), 0);
+        // The tier's fields, as the comparison workloads give them (zeros without one).
+        let tier = run.tier.unwrap_or_default();
+        tier.window_fields(tier.use_fields(line))
     }
 }
 
@@ -819,9 +834,10 @@ pub fn run_lookups<S: KvStore + ?Sized>(
     let phase = AtomicU8::new(WARMUP);
     let make = |t: u64| LookupOps::new(store, params.keys, Rng::stream(params.seed, t));
     let (w, tally) = runner::on_threads(params.threads, &make, Pacing::Closed, &phase, || {
-        window(&phase, params, || store.io_counters())
+        window(&phase, params, || (store.io_counters(), store.tier_counters()))
     })?;
-    let io = w.before.zip(w.after).map(|(before, after)| after.since(before));
+    let io = w.before.0.zip(w.after.0).map(|(before, after)| after.since(before));
+    let tier = w.before.1.zip(w.after.1).map(|(before, after)| after.since(before));
     Ok(LookupRun {
         lookups: tally.counts,
         seconds: w.seconds,
@@ -830,6 +846,7 @@ pub fn run_lookups<S: KvStore + ?Sized>(
         io,
         disk: w.disk,
         cpu: w.cpu,
+        tier,
     })
 }
 
@@ -872,7 +889,8 @@ pub fn run_task_lookups(
         (0..count).map(|index| LookupOps::new(tree.clone(), keys, Rng::stream(seed, index)));
     let running = runner::spawn_tasks(db, streams, Pacing::Closed, &phase)?;
     let stats = db.worker_stats();
-    let w = window(&phase, params, || (pool_io(db), WorkerTimes::of(&stats)));
+    let sample = || (pool_io(db), WorkerTimes::of(&stats), tier_counters_of(db));
+    let w = window(&phase, params, sample);
     let tally = running.finish()?;
     let run = LookupRun {
         lookups: tally.counts,
@@ -882,6 +900,7 @@ pub fn run_task_lookups(
         io: Some(w.after.0.since(w.before.0)),
         disk: w.disk,
         cpu: w.cpu,
+        tier: w.before.2.zip(w.after.2).map(|(before, after)| after.since(before)),
     };
     Ok((run, shares(w.before.1, w.after.1)))
 }
@@ -1004,6 +1023,16 @@ mod tests {
                     },
                 )),
                 cpu: CpuTime { user_s: 6.0, system_s: 2.0 },
+                tier: Some(TierCounters {
+                    lookups: 3_000_000,
+                    hits: 1_000_000,
+                    inserts: 100_000,
+                    evictions: 50_000,
+                    bytes_written: 100_000 * 4096,
+                    windows: 40,
+                    windows_over: 1,
+                    ..TierCounters::default()
+                }),
             },
             tasks: Some(TaskFigures {
                 engine: "io_uring",
@@ -1057,6 +1086,12 @@ mod tests {
             "dev_reads_per_op=0.750",
             "dev_read_kib_per_read=4.00",
             "dev_read_kib_per_op=3.000",
+            "tier_hits=1000000",
+            "tier_misses=2000000",
+            "obp=0.050",
+            "tier_write_mib=390.6",
+            "obp_windows=40",
+            "obp_windows_over=1",
         ] {
             assert!(line.split(' ').any(|f| f == field), "{field} missing from {line}");
         }

@@ -97,6 +97,16 @@ pub struct TierConfig {
 }
 
 impl TierConfig {
+    /// The engine's options for this tier.
+    pub fn options(&self) -> ferrite::TierOptions {
+        ferrite::TierOptions {
+            path: self.path.clone(),
+            bytes: self.mib << 20,
+            latency: Duration::from_nanos(self.latency_ns),
+            admission: self.admission,
+        }
+    }
+
     /// The admission policy's name: `all`, `obp` or `never`.
     pub fn admission_name(&self) -> &'static str {
         match self.admission {
@@ -373,12 +383,12 @@ impl RunReport {
         }
         // The tier's fields are always there (zeros without one): scripts read them.
         let tier = self.tier.unwrap_or_default();
-        line = line
-            .int("tier_hits", tier.hits)
-            .int("tier_misses", tier.misses())
-            .real("obp", tier.obp(), 3)
-            .real("tier_write_mib", tier.bytes_written as f64 / (1 << 20) as f64, 1)
-            .real("theta", c.theta, 2);
+        line = tier.use_fields(line).real("theta", c.theta, 2).real(
+            "obp_peak",
+            tier.peak_window_obp,
+            3,
+        );
+        line = tier.window_fields(line);
         line = line.int("bytes_on_disk", self.bytes_on_disk).int("records", c.records);
         if let Some(load) = self.load_seconds {
             line = line.real("load_s", load, 2);
@@ -525,22 +535,7 @@ impl RunReport {
         }
         if let (Some(t), Some(tier)) = (&self.tier, &c.tier) {
             line("tier", tier.describe());
-            line(
-                "tier use",
-                format!(
-                    "{} hits of {} lookups ({:.1} %), {} copied in ({}), {} dropped as changed, \
-                     {} pushed out, {} refused; OBP {:.3}",
-                    report::thousands(t.hits),
-                    report::thousands(t.lookups),
-                    100.0 * t.hits as f64 / t.lookups.max(1) as f64,
-                    report::thousands(t.inserts),
-                    report::bytes(t.bytes_written),
-                    report::thousands(t.invalidations),
-                    report::thousands(t.evictions),
-                    report::thousands(t.refused),
-                    t.obp()
-                ),
-            );
+            line("tier use", t.describe());
         }
         if let Some((_, d)) = &self.disk {
             line(
@@ -866,6 +861,9 @@ fn close_window(
         Progress::hidden(total_ms)
     };
     let mut memory = store.memory();
+    // The highest OBP of a full window seen while measuring (the tier's own count of
+    // windows over its limit covers every window; this says by how much).
+    let mut peak_window_obp = 0.0f64;
     loop {
         let left = measure.saturating_sub(w.start.elapsed());
         if left.is_zero() || phase.load(Ordering::Acquire) == STOP {
@@ -874,6 +872,9 @@ fn close_window(
         wait(phase, left.min(SAMPLE_EVERY));
         progress.set((w.start.elapsed().as_millis() as u64).min(total_ms));
         memory = StoreMemory::peak(memory, store.memory());
+        if let Some(t) = store.tier_counters() {
+            peak_window_obp = peak_window_obp.max(t.window_obp);
+        }
     }
     progress.finish();
     phase.store(STOP, Ordering::Release);
@@ -882,7 +883,10 @@ fn close_window(
     let disk = w.disk.zip(disk.and_then(Disk::counters)).map(|(b, a)| a.since(b));
     let log = w.log.zip(store.log_counters()).map(|(b, a)| a.since(b));
     let drains = w.drains.zip(store.drain_counters()).map(|(b, a)| a.since(b));
-    let tier = w.tier.zip(store.tier_counters()).map(|(b, a)| a.since(b));
+    let tier = w
+        .tier
+        .zip(store.tier_counters())
+        .map(|(b, a)| TierCounters { peak_window_obp, ..a.since(b) });
     let workers = w.workers.zip(store.worker_times()).map(|(b, a)| a.since(b));
     Measured {
         counts: OpCounts::default(),

@@ -417,6 +417,16 @@ fn bench_lookup_defaults_and_options() {
     fails(&["bench", "lookup", "now"], "unexpected argument 'now'");
     fails(&["bench", "lookup", "--rate", "5"], "--rate is for the comparison workload");
     fails(&["bench", "lookup", "--no-ceiling"], "--no-ceiling is for the comparison workload");
+    // A tier under the pool: twice the pool unless sized.
+    assert_eq!(lookup_of(&[]).tier, None);
+    let tier = lookup_of(&["--pool-mib", "32", "--tier", "/dev/shm/t"]).tier.unwrap();
+    assert_eq!((tier.path.to_str(), tier.mib, tier.latency_ns), (Some("/dev/shm/t"), 64, 0));
+    assert_eq!(tier.admission, ferrite::TierAdmission::DEFAULT);
+    let tier = lookup_of(&["--tier", "t", "--tier-mib", "8", "--tier-latency-ns", "300"]);
+    assert_eq!(tier.tier.map(|t| (t.mib, t.latency_ns)), Some((8, 300)));
+    fails(&["bench", "lookup", "--tier-mib", "8"], "--tier");
+    fails(&["bench", "lookup", "--store", "lmdb", "--tier", "t"], "--tier is for --store ferrite");
+    fails(&["bench", "ycsb-c", "--tier-admission", "all"], "--tier");
     fails(&["bench"], "missing WORKLOAD");
     let e = fails(&["bench", "ycsb"], "unrecognized subcommand 'ycsb'");
     assert_eq!(e.command, "bench");
@@ -947,4 +957,15 @@ fn bench_serve_defaults_and_options() {
     assert_eq!(of(&[]).client, serve_bench::Client::Threads);
     assert_eq!(of(&["--client", "ring"]).client, serve_bench::Client::Ring);
     fails(&["bench", "serve", "--client", "epoll"], "unknown client \"epoll\"");
+    // The tier and theta.
+    assert_eq!(of(&[]).tier, None);
+    let c = of(&["--tier", "/dev/shm/t", "--tier-admission", "all", "--memory-mib", "100"]);
+    let tier = c.tier.unwrap();
+    assert_eq!((tier.mib, tier.admission), (200, ferrite::TierAdmission::All));
+    assert_eq!(of(&["--distribution", "zipfian", "--theta", "0.8"]).theta, 0.8);
+    assert_eq!(of(&[]).theta, 0.99);
+    fails(&["bench", "serve", "--theta", "0.8"], "--theta is for --distribution zipfian");
+    fails(&["bench", "serve", "--store", "memcached", "--tier", "/dev/shm/t"], "--tier is for");
+    fails(&["bench", "serve", "--server", "127.0.0.1:1", "--tier", "/dev/shm/t"], "--tier is");
+    fails(&["bench", "serve", "--tier-mib", "8"], "--tier");
 }

@@ -12,7 +12,7 @@
 //! 2. Load: `--keys` items of `--value-size` bytes, set in order from `--connections`
 //!    connections, 64 requests pipelined per connection; not measured.
 //! 3. Measure: each connection does one request at a time, a GET or a SET as `--mix`
-//!    says, of a key drawn uniformly or from a scrambled zipfian (θ 0.99). Closed loop, or
+//!    says, of a key drawn uniformly or from a scrambled zipfian (θ 0.99, or `theta`). Closed loop, or
 //!    with `--rate` open loop: Poisson arrivals at rate/C per connection, latency counted
 //!    from the intended send time (a connection that falls behind sends at once, and its
 //!    lateness counts). A warm-up of min(S/5, 2 s) first.
@@ -38,6 +38,9 @@ use crate::measure::memcap::{evict_from_page_cache, MemoryCap};
 use crate::measure::phase::{MEASURE, STOP, WARMUP};
 use crate::report::ResultLine;
 use crate::runner::{new_histogram, record, Hdr};
+use crate::stores::ferrite::tier_counters_of;
+use crate::stores::TierCounters;
+use crate::workloads::run::TierConfig;
 
 mod ring;
 
@@ -82,6 +85,8 @@ pub struct ServeConfig {
     /// Percent of operations that are GETs (the rest SETs).
     pub get_percent: u32,
     pub zipfian: bool,
+    /// The zipfian constant of zipfian keys (0.99 by default).
+    pub theta: f64,
     /// Operations per second offered in all; `None`: closed loop.
     pub rate: Option<f64>,
     pub connections: usize,
@@ -97,6 +102,8 @@ pub struct ServeConfig {
     /// The measured part is herds instead of the mix: each round, every connection GETs one
     /// key, the same for all and not read before in the run, at once (GETs only).
     pub herd: bool,
+    /// Ferrite: a second cache tier under the pool of the server the run starts.
+    pub tier: Option<TierConfig>,
 }
 
 /// The load generator's client for the measured part.
@@ -146,6 +153,8 @@ impl ServeConfig {
             client: Client::Threads,
             multiget: 1,
             herd: false,
+            tier: None,
+            theta: 0.99,
         }
     }
 
@@ -401,6 +410,14 @@ impl Target {
         }
     }
 
+    /// Its second cache tier's counters so far (Ferrite's, with a tier).
+    fn tier_counters(&self) -> Option<TierCounters> {
+        match self {
+            Target::Ferrite { db, .. } => tier_counters_of(db),
+            _ => None,
+        }
+    }
+
     fn stop(self) -> Result<(), BenchError> {
         match self {
             Target::Ferrite { db, server } => {
@@ -438,16 +455,18 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
                 max_size_bytes: config
                     .disk_budget_mib
                     .map_or(ferrite::Options::default().max_size_bytes, |mib| mib << 20),
+                tier: config.tier.as_ref().map(TierConfig::options),
                 ..ferrite::Options::default()
             };
             let description = format!(
                 "ferrite serve in this process: pool_bytes={}, workers={}, durability={:?}, \
-                 direct_io={}, max_size_bytes={} (cache mode: evicts past it)",
+                 direct_io={}, max_size_bytes={} (cache mode: evicts past it){}",
                 options.pool_bytes,
                 options.workers,
                 options.durability,
                 options.direct_io,
-                options.max_size_bytes
+                options.max_size_bytes,
+                config.tier.as_ref().map_or(String::new(), |t| format!(", tier {}", t.describe()))
             );
             let db = Arc::new(ferrite::Db::open(config.dir.join("ferrite"), options)?);
             let server_config = ferrite_server::ServerConfig {
@@ -854,6 +873,8 @@ pub struct ServeReport {
     pub load: LoadFacts,
     /// memcached: GET hits read from its extstore file while measuring (`get_extstore`).
     pub flash_hits: Option<u64>,
+    /// Ferrite with `--tier`: its second cache tier while measuring.
+    pub tier: Option<TierCounters>,
     /// What the disk under `--db` did while measuring, if `/proc/diskstats` lists it.
     pub disk_io: Option<DiskCounters>,
     pub latency_ns: Hdr,
@@ -972,7 +993,9 @@ impl ServeReport {
                 3,
             );
         }
-        line
+        // The tier's fields, as every workload gives them (zeros without one).
+        let tier = self.tier.unwrap_or_default();
+        tier.window_fields(tier.use_fields(line)).real("theta", c.theta, 2)
     }
 
     /// The server's own account of the load and of flash, in words (none if it keeps none).
@@ -1059,6 +1082,9 @@ impl ServeReport {
                 facts => format!("\n  server        {}", facts.join(", ")),
             },
         );
+        if let Some(tier) = &self.tier {
+            text.push_str(&format!("  tier use      {}\n", tier.describe()));
+        }
         if c.multiget > 1 {
             text.push_str(&format!(
                 "  multi-get     {} keys per GET request (ops count requests, GETs count keys)\n",
@@ -1154,6 +1180,7 @@ pub fn run_rates(
             let flash_read = |stats: &[(String, String)]| stat(stats, "get_extstore");
             let flash_before = flash_read(&server_stats(addr, "")?);
             let disk_before = disk.as_ref().and_then(Disk::counters);
+            let tier_before = target.tier_counters();
             let child_before = target.child_pid().and_then(CpuTime::of_process);
             let (counts, seconds, process_cpu) = measure(addr, &config)?;
             let cpu = counts.iter().fold(CpuTime::default(), |sum, c| sum.plus(c.cpu));
@@ -1172,7 +1199,8 @@ pub fn run_rates(
             let flash_hits = flash_read(&server_stats(addr, "")?)
                 .zip(flash_before)
                 .map(|(after, before)| after.saturating_sub(before));
-            let measured = Measured { counts, seconds, cpu, server_cpu, flash_hits, disk_io };
+            let tier = target.tier_counters().zip(tier_before).map(|(a, b)| a.since(b));
+            let measured = Measured { counts, seconds, cpu, server_cpu, flash_hits, tier, disk_io };
             let report = report_of(&config, &description, &capped, &load, measured)?;
             done(&report);
             reports.push(report);
@@ -1196,6 +1224,7 @@ struct Measured {
     cpu: CpuTime,
     server_cpu: Option<CpuTime>,
     flash_hits: Option<u64>,
+    tier: Option<TierCounters>,
     disk_io: Option<DiskCounters>,
 }
 
@@ -1207,7 +1236,7 @@ fn report_of(
     load: &LoadFacts,
     measured: Measured,
 ) -> Result<ServeReport, BenchError> {
-    let Measured { counts, seconds, cpu, server_cpu, flash_hits, disk_io } = measured;
+    let Measured { counts, seconds, cpu, server_cpu, flash_hits, tier, disk_io } = measured;
     let mut latency_ns = new_histogram();
     let (mut requests, mut gets, mut hits, mut sets, mut set_errors) = (0, 0, 0, 0, 0);
     for c in counts {
@@ -1229,6 +1258,7 @@ fn report_of(
         seconds,
         load: load.clone(),
         flash_hits,
+        tier,
         disk_io,
         latency_ns,
         cpu,
@@ -1257,7 +1287,7 @@ fn measure(
     }
     let phase = AtomicU8::new(WARMUP);
     let failed = AtomicBool::new(false);
-    let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, 0.99));
+    let zipf = config.zipfian.then(|| Zipf::scrambled(config.keys, config.theta));
     std::thread::scope(|scope| {
         let (phase_ref, failed_ref, zipf) = (&phase, &failed, zipf.as_ref());
         // A client thread's outcome, a failure also told to the timeline below.
@@ -1507,6 +1537,47 @@ mod tests {
             seconds: 0.3,
             ..ServeConfig::new(store)
         }
+    }
+
+    /// `--tier` puts a second cache tier under the pool of the server the run starts: items
+    /// whose pages left the pool are read back from it, every value still checked, and the
+    /// result line carries the tier's fields (with `theta`).
+    #[test]
+    fn ferrite_serves_through_a_tier() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tier = TierConfig {
+            path: tmp.path().join("tier"),
+            mib: 48,
+            latency_ns: 0,
+            admission: ferrite::TierAdmission::All,
+        };
+        // About 20 MiB of items through a pool of 12 MiB.
+        let config = ServeConfig {
+            keys: 30_000,
+            get_percent: 100,
+            zipfian: true,
+            theta: 0.8,
+            seconds: 1.0,
+            tier: Some(tier),
+            durability: ferrite::Durability::None,
+            ..tiny(ServeStore::Ferrite, tmp.path())
+        };
+        let report = run(&config, false).unwrap();
+        assert_eq!(report.hit_ratio(), 1.0, "{}", report.summary());
+        let tier = report.tier.expect("the tier's counters");
+        assert!(tier.hits > 0 && tier.lookups >= tier.hits, "{}", report.summary());
+        assert!(report.summary().contains("tier use"), "{}", report.summary());
+        let line = report.result_line();
+        assert_eq!(line.get("tier_hits"), Some(tier.hits.to_string().as_str()));
+        assert_eq!(line.get("theta"), Some("0.80"));
+        // Without one, the fields are zeros.
+        let config = ServeConfig {
+            durability: ferrite::Durability::None,
+            ..tiny(ServeStore::Ferrite, tmp.path())
+        };
+        let report = run(&config, false).unwrap();
+        assert!(report.tier.is_none());
+        assert_eq!(report.result_line().get("tier_hits"), Some("0"));
     }
 
     #[test]
