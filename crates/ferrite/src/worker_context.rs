@@ -22,6 +22,9 @@ thread_local! {
     static SCANNING: Cell<bool> = const { Cell::new(false) };
     /// `1 + index` on a worker's thread, 0 on any other.
     static LANE: Cell<usize> = const { Cell::new(0) };
+    /// Set while this thread's loads must neither read from nor copy into the second cache
+    /// tier (`without_tier`).
+    static TIER_BYPASS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The calling thread's lane for per-worker state kept outside the scheduler (the second
@@ -30,6 +33,26 @@ thread_local! {
 #[inline]
 pub fn lane() -> usize {
     LANE.with(Cell::get)
+}
+
+/// Whether the page being loaded now must bypass the second cache tier: not read from it,
+/// and not copied into it when it leaves the pool ([`without_tier`]).
+#[inline]
+pub fn bypassing_tier() -> bool {
+    TIER_BYPASS.with(Cell::get)
+}
+
+/// Runs `f` with every load it makes on this thread bypassing the second cache tier: what
+/// `Db::check` verifies is the disk, never a cached copy (the tier is only a cache).
+pub fn without_tier<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TIER_BYPASS.with(|cell| cell.set(self.0));
+        }
+    }
+    let _restore = Restore(TIER_BYPASS.with(|cell| cell.replace(true)));
+    f()
 }
 
 /// Sets this thread's lane (the scheduler's worker loop).

@@ -223,3 +223,47 @@ fn scans_bypass_the_tier() {
         assert!(after > 20, "in_tasks {in_tasks}: point reads' pages copied in: {after}");
     }
 }
+
+/// `Db::check` verifies the disk: a page it misses is read from the device, never from the
+/// tier's copy, and is not copied in when it leaves. Its walk leaves the tier's counters as
+/// they were, while the same pages read by gets go through the tier.
+#[test]
+fn check_reads_the_disk_and_leaves_the_tier_alone() {
+    const KEYS: u64 = 4_000;
+    let dir = TempDir::with_prefix("tier-check").unwrap();
+    let options = Options {
+        durability: ferrite::Durability::None,
+        ..options(dir.path(), 0, TierAdmission::All)
+    };
+    let db = Arc::new(Db::open(dir.path().join("db"), options).unwrap());
+    let tree = db.tree("t").unwrap();
+    for k in 0..KEYS {
+        tree.put(key(k), [7u8; 100]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    for k in (0..KEYS).step_by(7) {
+        tree.get(key(k)).unwrap();
+    }
+    // (The pool's own counters: `Db::stats` reads pages of its own.)
+    let tier = || {
+        let t = db.pool().stats().tier.unwrap();
+        (t.lookups, t.hits, t.inserts)
+    };
+    let before = tier();
+    assert!(before.2 > 0, "the gets' pages went round through the tier: {before:?}");
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.all_faults());
+    let after = tier();
+    assert_eq!((after.0, after.1), (before.0, before.1), "the check read from the tier");
+    // The walk pushes out the 48 pages the gets left in the pool (those go in, as any
+    // eviction of theirs would), but none of its own: without the bypass, 120 more.
+    let copied = after.2 - before.2;
+    assert!(copied <= 48, "the check's pages were copied in: {copied}");
+    // The gets again: their misses look in the tier.
+    for k in (0..KEYS).step_by(7) {
+        tree.get(key(k)).unwrap();
+    }
+    assert!(tier().0 > before.0);
+    drop(tree);
+    assert_check(&Arc::into_inner(db).unwrap());
+}

@@ -103,6 +103,9 @@ impl BufferPool {
     /// a copy that verifies; false if it does not (read it from the disk).
     fn fill_from_tier(&self, page_id: PageId) -> bool {
         let Some(tier) = &self.tier else { return false };
+        if crate::worker_context::bypassing_tier() {
+            return false;
+        }
         let memory = self.page_mut(page_id);
         if !tier.read(page_id, memory) {
             return false;

@@ -229,7 +229,9 @@ impl BufferPool {
     /// Notes who loads into `frame` now: a scan or not (with a tier only).
     pub(super) fn note_loader(&self, frame: u32) {
         if let Some(loaded) = self.scan_loaded.get(frame as usize) {
-            loaded.store(crate::worker_context::scanning(), Ordering::Relaxed);
+            let bypass =
+                crate::worker_context::scanning() || crate::worker_context::bypassing_tier();
+            loaded.store(bypass, Ordering::Relaxed);
         }
     }
 

@@ -27,7 +27,7 @@
 //! cannot help stops admitting without stopping the others.
 //!
 //! **Volatile.** The tier is a cache: it is emptied at every open, recovery never reads it,
-//! and `ferrite check` does not look at it.
+//! and `Db::check` reads around it (`worker_context::without_tier`): it verifies the disk.
 
 #![allow(unsafe_code)]
 

@@ -49,7 +49,13 @@ impl CheckReport {
 impl Db {
     /// Walks the catalog and every tree, verifying checksums, structure and page accounting
     /// (each page used once or free, none lost). Meant for a database nobody is changing.
+    /// Pages not in memory are read from the disk, never from the second cache tier (a
+    /// cache: what is checked is what the database holds), and are not copied into it.
     pub fn check(&self) -> Result<CheckReport> {
+        crate::worker_context::without_tier(|| self.check_pages())
+    }
+
+    fn check_pages(&self) -> Result<CheckReport> {
         self.shared.check_open()?;
         let pool = &self.shared.pool;
         let page_count = pool.page_count();
