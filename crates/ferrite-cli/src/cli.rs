@@ -1115,6 +1115,9 @@ pub struct ServeCmd {
     #[arg(long, requires = "tier", value_name = "POLICY",
           value_parser = ["obp", "all", "never"])]
     tier_admission: Option<String>,
+    /// How the tier's medium is accessed: mapped (default) or block (through the rings)
+    #[arg(long, requires = "tier", value_name = "MEDIUM", value_parser = ["mapped", "block"])]
+    tier_medium: Option<String>,
 }
 
 /// What `ferrite serve` runs with.
@@ -1570,6 +1573,14 @@ pub struct TierArgs {
         long, requires = "tier", value_name = "NS",
         value_parser = |s: &str| value::whole(s, 0, 1_000_000_000))]
     tier_latency_ns: Option<u64>,
+    /// How the tier's medium is accessed: mapped (default) or block
+    #[arg(
+        long_help = "How the tier's medium is accessed: mapped (the default: byte-addressable \
+            memory, copied with loads and stores) or block (an SSD or a file on one: pages \
+            read and written through the workers' rings, with O_DIRECT where the file \
+            system has it; --tier-latency-ns then holds each completion that long).",
+        long, requires = "tier", value_name = "MEDIUM", value_parser = ["mapped", "block"])]
+    tier_medium: Option<String>,
 }
 
 impl TierArgs {
@@ -1582,7 +1593,16 @@ impl TierArgs {
             mib: self.tier_mib.unwrap_or(2 * pool_mib),
             latency_ns: self.tier_latency_ns.unwrap_or(0),
             admission: admission_of(self.tier_admission.as_deref()),
+            medium: medium_of(self.tier_medium.as_deref()),
         })
+    }
+}
+
+/// The medium a `--tier-medium` value names (mapped by default).
+fn medium_of(name: Option<&str>) -> ferrite::TierMedium {
+    match name {
+        Some("block") => ferrite::TierMedium::Block,
+        _ => ferrite::TierMedium::Mapped,
     }
 }
 
@@ -2946,6 +2966,7 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
             let memory_mib = cmd.memory_mib.unwrap_or(256);
             ferrite::TierOptions {
                 admission: admission_of(cmd.tier_admission.as_deref()),
+                medium: medium_of(cmd.tier_medium.as_deref()),
                 ..ferrite::TierOptions::new(path, cmd.tier_mib.unwrap_or(2 * memory_mib) << 20)
             }
         }),

@@ -1235,7 +1235,8 @@ fn bench_with_a_tier_reports_its_use() {
     assert!(field("tier_write_mib") > 0.0 && field("obp") > 0.0, "{result}");
     assert!(field("tier_misses") >= 0.0 && field("theta") == 0.8, "{result}");
     assert!(field("obp_windows_over") <= field("obp_windows") && field("obp_peak") >= 0.0);
-    // Ferrite's lookup benchmark takes the same flags and gives the same fields.
+    // Ferrite's lookup benchmark takes the same flags and gives the same fields (here with
+    // a block medium: its copies read and written through the workers' rings).
     let args = [
         "bench",
         "lookup",
@@ -1255,6 +1256,8 @@ fn bench_with_a_tier_reports_its_use() {
         "8",
         "--tier-admission",
         "all",
+        "--tier-medium",
+        "block",
     ];
     let o = run(&args);
     assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));

@@ -95,8 +95,9 @@ pub struct Options {
     pub snapshot_bytes: u64,
     /// A second cache tier between the pool and the disk (`None`, the default: none): pages
     /// evicted from the pool are kept there in their on-disk form, and a miss of the pool
-    /// looks there before the disk. A file on a faster medium than the data (a file in
-    /// `/dev/shm`, CXL memory as a DAX file), emptied at every open: it is only a cache.
+    /// looks there before the disk. A file on a faster medium than the data (mapped: a file
+    /// in `/dev/shm`, CXL memory as a DAX file; block: a faster SSD, read and written
+    /// through the workers' rings), emptied at every open: it is only a cache.
     /// See [`TierOptions`](crate::TierOptions).
     pub tier: Option<crate::buffer::TierOptions>,
     /// Where the data directory's files live; `None` (the default) is the real directory.

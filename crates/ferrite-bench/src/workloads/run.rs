@@ -91,9 +91,13 @@ pub struct TierConfig {
     /// The file it lives in (a file in `/dev/shm` for a medium faster than the disk).
     pub path: PathBuf,
     pub mib: u64,
-    /// Added to every access of the medium, spinning (0: the medium as it is).
+    /// Added to every access of the medium (0: the medium as it is): spinning on a mapped
+    /// medium, a held completion on a block one.
     pub latency_ns: u64,
     pub admission: ferrite::TierAdmission,
+    /// Mapped (copied with loads and stores) or block (read and written through the
+    /// workers' rings).
+    pub medium: ferrite::TierMedium,
 }
 
 impl TierConfig {
@@ -104,6 +108,7 @@ impl TierConfig {
             bytes: self.mib << 20,
             latency: Duration::from_nanos(self.latency_ns),
             admission: self.admission,
+            medium: self.medium,
         }
     }
 
@@ -123,9 +128,10 @@ impl TierConfig {
             ns => format!("{ns} ns added per access"),
         };
         format!(
-            "{} MiB in {} ({latency}), admission {}",
+            "{} MiB in {}, {} medium ({latency}), admission {}",
             self.mib,
             self.path.display(),
+            self.medium.name(),
             self.admission_name()
         )
     }
@@ -249,6 +255,10 @@ impl RunConfig {
                 tier.latency_ns,
                 tier.admission_name()
             );
+            // (Mapped, the first medium, adds nothing: its runs keep their hash.)
+            if tier.medium != ferrite::TierMedium::Mapped {
+                change_buffer += &format!(" tier_medium={}", tier.medium.name());
+            }
         }
         format!(
             "workload={} store={} records={} cache_mib={} seconds={} concurrency={} \

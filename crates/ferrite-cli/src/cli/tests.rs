@@ -423,7 +423,10 @@ fn bench_lookup_defaults_and_options() {
     assert_eq!((tier.path.to_str(), tier.mib, tier.latency_ns), (Some("/dev/shm/t"), 64, 0));
     assert_eq!(tier.admission, ferrite::TierAdmission::DEFAULT);
     let tier = lookup_of(&["--tier", "t", "--tier-mib", "8", "--tier-latency-ns", "300"]);
-    assert_eq!(tier.tier.map(|t| (t.mib, t.latency_ns)), Some((8, 300)));
+    assert_eq!(tier.tier.map(|t| (t.mib, t.latency_ns, t.medium.name())), Some((8, 300, "mapped")));
+    let tier = lookup_of(&["--tier", "t", "--tier-medium", "block"]).tier.unwrap();
+    assert_eq!(tier.medium, ferrite::TierMedium::Block);
+    fails(&["bench", "lookup", "--tier", "t", "--tier-medium", "tape"], "tape");
     fails(&["bench", "lookup", "--tier-mib", "8"], "--tier");
     fails(&["bench", "lookup", "--store", "lmdb", "--tier", "t"], "--tier is for --store ferrite");
     fails(&["bench", "ycsb-c", "--tier-admission", "all"], "--tier");

@@ -132,6 +132,45 @@ impl BufferPool {
         true
     }
 
+    /// The copy of `page_id` a worker should read through its ring instead of the disk, for
+    /// a load begun by `begin_load`: a block medium's, if the tier holds one (counted as a
+    /// lookup). `None`: read the disk.
+    pub fn tier_read_start(&self, page_id: PageId) -> Option<super::TierRead> {
+        let tier = self.tier.as_ref()?;
+        if !tier.is_block() || crate::worker_context::bypassing_tier() {
+            return None;
+        }
+        tier.locate(page_id)
+    }
+
+    /// Ends a load whose ring read of the tier's copy `read` finished with `result`: true
+    /// when the page is in memory now, verified; false when the copy could not be used
+    /// (changed or pushed out meanwhile, damaged, a failed read) and the caller must read
+    /// the disk instead (the page stays latched for that read).
+    pub fn finish_tier_load(
+        &self,
+        page_id: PageId,
+        read: &super::TierRead,
+        result: &std::io::Result<usize>,
+    ) -> bool {
+        let Some(tier) = &self.tier else { return false };
+        if !matches!(result, Ok(n) if *n == PAGE_SIZE) || !tier.read_done(page_id, read) {
+            return false;
+        }
+        let memory = self.page_mut(page_id);
+        if self.verify_read(memory, page_id).is_err() {
+            // A damaged copy: the tier is only a cache, the disk has the page.
+            tier.invalidate(page_id);
+            return false;
+        }
+        let now = self.table.load(page_id);
+        debug_assert_eq!(now.state(), LOADING);
+        self.resident.insert(page_id);
+        self.table.store(page_id, now.bumped(UNLOCKED));
+        self.load_waiters.wake(page_id);
+        true
+    }
+
     /// Offers page `page_id`, latched on its way out with its bytes as on disk, to the
     /// second tier (a freed page is not offered).
     pub(super) fn offer_to_tier(&self, page_id: PageId) {

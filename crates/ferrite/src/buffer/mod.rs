@@ -30,8 +30,8 @@ pub use load::LoadStart;
 pub use pool::{BufferPool, PageValidator, PoolStats};
 pub use state::PageState;
 pub use tier::{
-    Admission, AdmitAll, AdmitNone, ObpAdmission, Tier, TierAdmission, TierEvent, TierOptions,
-    TierStats,
+    Admission, AdmitAll, AdmitNone, Measured, ObpAdmission, StagedWrite, Tier, TierAdmission,
+    TierEvent, TierMedium, TierOptions, TierRead, TierStats,
 };
 pub(crate) use versions::due_through;
 pub use versions::{SnapshotState, IMAGE_VERSION};

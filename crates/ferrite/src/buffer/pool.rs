@@ -118,7 +118,7 @@ pub struct BufferPool {
     pub(super) epochs: Epochs,
     /// The clock's choices, for its bias by page kind (`evict.rs`).
     pub(super) clock_spares: ClockSpares,
-    /// The second cache tier, if any (`tier.rs`).
+    /// The second cache tier, if any (`tier/mod.rs`).
     pub(super) tier: Option<super::Tier>,
     /// With a tier: per frame, whether its page was brought in by a scan (then it is not
     /// offered to the tier when it leaves).
@@ -217,7 +217,7 @@ impl BufferPool {
         }
     }
 
-    /// Gives the pool a second cache tier (`tier.rs`): evicted pages are offered to it, and
+    /// Gives the pool a second cache tier (`tier/mod.rs`): evicted pages are offered to it, and
     /// misses look in it before the disk.
     pub fn with_tier(mut self, tier: super::Tier) -> Self {
         self.tier = Some(tier);

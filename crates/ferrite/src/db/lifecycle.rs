@@ -78,14 +78,19 @@ impl Db {
                 return engine;
             }
             let devices = pool.file().devices().expect("a page file on real devices");
+            // A block medium of the second tier is read and written through the same ring.
+            let tier = pool.tier().filter(|tier| tier.is_block()).map(|t| t.open_for_ring());
+            let tier = tier.transpose()?;
+            let tier = tier.as_ref();
             let mut kind = kind.lock().unwrap();
             let Some(chosen) = *kind else {
-                let engine = crate::io::open_best_engine(devices, depth)?;
+                let engine = crate::io::open_best_engine(devices, tier, depth)?;
                 *kind = Some(engine.kind());
                 return Ok(engine);
             };
-            match (crate::io::open_engine(chosen, devices, depth), fallback) {
-                (Err(_), Some(other)) => crate::io::open_engine(other, devices, depth),
+            let open = |kind| crate::io::open_engine_with(kind, devices, tier, depth);
+            match (open(chosen), fallback) {
+                (Err(_), Some(other)) => open(other),
                 (result, _) => result,
             }
         })

@@ -23,7 +23,7 @@ pub use aligned::{AlignedBlock, AlignedPage};
 pub use device::{DeviceOptions, Devices, DEFAULT_CHUNK_BYTES, DEFAULT_GROW_BYTES};
 pub use engine::block_engine::BlockEngine;
 pub use engine::mmap::Mapping;
-pub use engine::open::{open_best_engine, open_engine, PREFERRED_ENGINES};
+pub use engine::open::{open_best_engine, open_engine, open_engine_with, PREFERRED_ENGINES};
 pub use engine::request::MAX_IO_DEPTH;
 pub use engine::{
     EngineKind, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, SocketOp, IO_ALIGN,

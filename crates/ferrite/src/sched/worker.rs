@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use super::task::BoxedTask;
-use crate::buffer::{BufferPool, WriteStart};
+use crate::buffer::{BufferPool, StagedWrite, TierRead, WriteStart};
 use crate::error::{Error, PageId};
 use crate::format::page::PAGE_SIZE;
 use crate::id_hash::PageMap;
@@ -31,6 +31,10 @@ const TAG_WRITE: u64 = 1;
 /// Tag bit of a raw transfer (`start_transfer`: a task's own buffer read or written, such
 /// as an object's data); the rest of the tag is the transfer's number.
 const TAG_RAW: u64 = 1 << 60;
+
+/// Tag bit of a read or write of the second cache tier's block medium. A read's tag is
+/// that of the page it loads; a write's (with `TAG_WRITE`) carries its number shifted by one.
+const TAG_TIER: u64 = 1 << 58;
 
 /// What other threads hand a worker: new tasks, wake-ups, the order to stop.
 ///
@@ -191,6 +195,10 @@ pub struct WorkerStats {
     pub transfers: AtomicU64,
     /// Socket operations (accepts, receives, sends) tasks made through this worker's ring.
     pub socket_ops: AtomicU64,
+    /// Reads of the second cache tier's block medium through this worker's ring.
+    pub tier_reads: AtomicU64,
+    /// Writes of copies into the second cache tier's block medium through this ring.
+    pub tier_writes: AtomicU64,
     /// Whether the engine took the pool's frames as registered (fixed) buffers.
     pub fixed_buffers: std::sync::atomic::AtomicBool,
 }
@@ -225,6 +233,16 @@ pub(crate) struct WorkerIo {
     raw: Flights<crate::io::AlignedBlock>,
     /// Socket operations in flight or finished and not yet taken (`net.rs`).
     net: Flights<Vec<u8>>,
+    /// The second cache tier's block medium in the engine's list of files, if this worker
+    /// reads and writes it through its ring.
+    tier_device: Option<usize>,
+    /// Loads reading the tier's copy of their page instead of the disk.
+    tier_reads: PageMap<TierRead>,
+    /// Writes of copies into the tier, by number.
+    tier_writes: std::collections::HashMap<u64, StagedWrite>,
+    next_tier_write: u64,
+    /// Completions of tier reads held until the medium's added latency has passed.
+    held: VecDeque<(Instant, IoCompletion)>,
 }
 
 /// Tag bit of socket operations (below the engine's `SOCKET_TAG_LIMIT`, above page tags).
@@ -353,22 +371,108 @@ impl WorkerIo {
                 Ok(LoadStep::Full)
             }
             crate::buffer::LoadStart::Started => {
-                if self.pool.finish_from_tier(page_id) {
+                self.loads.insert(page_id, Vec::new());
+                // The tier first: its block medium through this ring, a mapped one (or a
+                // block one this ring cannot reach) copied at once.
+                if let Some(device) = self.tier_device {
+                    if let Some(read) = self.pool.tier_read_start(page_id) {
+                        self.tier_reads.insert(page_id, read);
+                        self.backlog.push_back(IoRequest {
+                            kind: IoKind::Read,
+                            device,
+                            offset: read.offset(),
+                            buf: self.pool.frame_ptr(page_id),
+                            len: PAGE_SIZE,
+                            tag: TAG_TIER | page_id << 1,
+                        });
+                        return Ok(LoadStep::Wait);
+                    }
+                } else if self.pool.finish_from_tier(page_id) {
+                    self.loads.remove(&page_id);
                     return Ok(LoadStep::Done);
                 }
-                let (device, offset) = self.pool.file().locate(page_id);
-                let request = IoRequest {
-                    kind: IoKind::Read,
-                    device,
-                    offset,
-                    buf: self.pool.frame_ptr(page_id),
-                    len: PAGE_SIZE,
-                    tag: page_id << 1,
-                };
-                self.loads.insert(page_id, Vec::new());
-                self.backlog.push_back(request);
+                self.read_from_disk(page_id);
                 Ok(LoadStep::Wait)
             }
+        }
+    }
+
+    /// The tier, if this worker reads and writes its block medium through its ring.
+    fn tier_ring(&self) -> Option<&crate::buffer::Tier> {
+        self.tier_device.and(self.pool.tier())
+    }
+
+    /// Queues the read of `page_id` from the disk into its frame (its load under way).
+    fn read_from_disk(&mut self, page_id: PageId) {
+        let (device, offset) = self.pool.file().locate(page_id);
+        self.backlog.push_back(IoRequest {
+            kind: IoKind::Read,
+            device,
+            offset,
+            buf: self.pool.frame_ptr(page_id),
+            len: PAGE_SIZE,
+            tag: page_id << 1,
+        });
+    }
+
+    /// Queues the writes of copies into the tier that evictions on this worker staged.
+    fn start_tier_writes(&mut self) {
+        let (Some(device), Some(tier)) = (self.tier_device, self.pool.tier()) else { return };
+        for write in tier.take_staged() {
+            let id = self.next_tier_write;
+            self.next_tier_write = (id + 1) % (1 << 40);
+            self.backlog.push_back(IoRequest {
+                kind: IoKind::Write,
+                device,
+                offset: write.offset(),
+                buf: write.buf.as_ptr().cast_mut(),
+                len: PAGE_SIZE,
+                tag: TAG_TIER | TAG_WRITE | id << 1,
+            });
+            // (The buffer is the heap block's: moving the write does not move it.)
+            self.tier_writes.insert(id, write);
+        }
+    }
+
+    /// Completes the held tier reads whose added latency has passed.
+    fn release_held(&mut self) {
+        let now = Instant::now();
+        while self.held.front().is_some_and(|(due, _)| *due <= now) {
+            let (_, completion) = self.held.pop_front().expect("checked above");
+            self.complete_tier(completion, true);
+        }
+    }
+
+    /// A read or write of the tier's block medium finished. A read's completion is held
+    /// until its added latency has passed (`released`: it has); then the page is in memory,
+    /// or, the copy unusable, its load goes on with a read of the disk.
+    fn complete_tier(&mut self, completion: IoCompletion, released: bool) {
+        let tag = completion.tag & !TAG_TIER;
+        let tier = self.pool.tier().expect("tier I/O only with a tier");
+        if !released {
+            let counter =
+                if tag & TAG_WRITE != 0 { &self.stats.tier_writes } else { &self.stats.tier_reads };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        if tag & TAG_WRITE != 0 {
+            let write = self.tier_writes.remove(&(tag >> 1)).expect("a write this worker started");
+            let whole = matches!(completion.result, Ok(n) if n == PAGE_SIZE);
+            tier.finish_staged(write, whole);
+            return;
+        }
+        let page_id = tag >> 1;
+        let read = *self.tier_reads.get(&page_id).expect("a tier read this worker started");
+        if !released && !tier.latency().is_zero() {
+            self.held.push_back((read.submitted + tier.latency(), completion));
+            return;
+        }
+        self.tier_reads.remove(&page_id);
+        if self.pool.finish_tier_load(page_id, &read, &completion.result) {
+            for waker in self.loads.remove(&page_id).unwrap_or_default() {
+                waker.wake();
+            }
+        } else {
+            self.read_from_disk(page_id);
         }
     }
 
@@ -585,6 +689,10 @@ impl WorkerIo {
         }
         if completion.tag & TAG_NET != 0 {
             self.net.complete(completion.tag & !TAG_NET, completion.result);
+            return;
+        }
+        if completion.tag & TAG_TIER != 0 {
+            self.complete_tier(completion, false);
             return;
         }
         let page_id = completion.tag >> 1;
@@ -890,6 +998,12 @@ impl Worker {
         // pages the tasks are using.
         let share = pool.pool_pages() as usize / self.count;
         let load_limit = engine.depth().min(share / 4).max(1);
+        // A block medium of the tier is the file after the devices in the engine's list,
+        // where the engine was opened with it (`open_engine_with`).
+        let tier_device = pool.tier().filter(|tier| tier.is_block()).and_then(|_| {
+            let devices = pool.file().devices()?.count();
+            (engine.file_count() == Some(devices + 1)).then_some(devices)
+        });
         self.evict_batch = crate::buffer::evict_batch_size(pool.pool_pages());
         CURRENT.with(|cell| {
             *cell.borrow_mut() = Some(WorkerIo {
@@ -907,10 +1021,16 @@ impl Worker {
                 log: log.clone(),
                 raw: Flights::new(TAG_RAW),
                 net: Flights::new(TAG_NET),
+                tier_device,
+                tier_reads: PageMap::default(),
+                tier_writes: std::collections::HashMap::new(),
+                next_tier_write: 0,
+                held: VecDeque::new(),
             })
         });
         worker_context::set_on_worker(true);
         worker_context::set_lane(self.index + 1);
+        with_io(|io| io.tier_ring().map(|tier| tier.attach_ring()));
         let mut completions = Vec::new();
         let mut clock = Instant::now();
         loop {
@@ -926,27 +1046,31 @@ impl Worker {
             clock = self.charge(&self.stats.task_ns, clock);
             self.evict();
             clock = self.charge(&self.stats.evict_ns, clock);
-            let (in_flight, backlog) = with_io(|io| {
+            let (in_flight, backlog, holding) = with_io(|io| {
                 io.hand_out_slots();
+                io.start_tier_writes();
                 io.fill_queue();
                 io.start_log_flush();
                 if let Err(e) = io.engine.submit() {
                     panic!("submitting I/O failed: {e}");
                 }
-                (io.engine.in_flight(), io.backlog.len())
+                (io.engine.in_flight(), io.backlog.len(), !io.held.is_empty())
             })
             .expect("worker I/O state");
             clock = self.charge(&self.stats.submit_ns, clock);
             let idle = self.ready.is_empty() && !self.has_woken();
-            if in_flight > 0 {
+            if in_flight > 0 || holding {
                 // Waiting in the kernel: with the wake-up armed, hand-offs from other threads
                 // end the wait (`Inbox`); without it, only this worker's completions do.
+                // Completions held for the tier's added latency are polled for instead, as
+                // a device's poll queue would be.
                 let armed = idle
+                    && !holding
                     && self
                         .inbox
                         .kick_fd()
                         .is_some_and(|fd| with_io(|io| io.engine.arm_wake(fd)) == Some(true));
-                let wait = idle && (!armed || self.inbox.enter_kernel());
+                let wait = idle && !holding && (!armed || self.inbox.enter_kernel());
                 let reaped =
                     with_io(|io| io.engine.reap(&mut completions, wait)).expect("worker I/O state");
                 if armed {
@@ -963,6 +1087,7 @@ impl Worker {
                     for completion in completions.drain(..) {
                         io.complete(completion);
                     }
+                    io.release_held();
                     if !io.written.is_empty() {
                         io.pool.finish_evict_many(&io.written);
                         io.written.clear();
@@ -977,6 +1102,7 @@ impl Worker {
                 clock = self.charge(&self.stats.idle_ns, clock);
             }
         }
+        with_io(|io| io.tier_ring().map(|tier| tier.detach_ring()));
         worker_context::set_on_worker(false);
         worker_context::set_lane(0);
         CURRENT.with(|cell| cell.borrow_mut().take());

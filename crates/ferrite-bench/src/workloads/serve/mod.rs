@@ -1539,9 +1539,10 @@ mod tests {
         }
     }
 
-    /// `--tier` puts a second cache tier under the pool of the server the run starts: items
-    /// whose pages left the pool are read back from it, every value still checked, and the
-    /// result line carries the tier's fields (with `theta`).
+    /// `--tier` puts a second cache tier under the pool of the server the run starts (here a
+    /// block medium, read and written through the workers' rings): items whose pages left
+    /// the pool are read back from it, every value still checked, and the result line
+    /// carries the tier's fields (with `theta`).
     #[test]
     fn ferrite_serves_through_a_tier() {
         let tmp = tempfile::tempdir().unwrap();
@@ -1550,6 +1551,8 @@ mod tests {
             mib: 48,
             latency_ns: 0,
             admission: ferrite::TierAdmission::All,
+            // Through the server's workers' rings.
+            medium: ferrite::TierMedium::Block,
         };
         // About 20 MiB of items through a pool of 12 MiB.
         let config = ServeConfig {

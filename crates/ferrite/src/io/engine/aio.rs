@@ -223,6 +223,10 @@ impl IoEngine for AioEngine {
         EngineKind::Aio
     }
 
+    fn file_count(&self) -> Option<usize> {
+        Some(self.files.len())
+    }
+
     fn depth(&self) -> usize {
         self.depth
     }

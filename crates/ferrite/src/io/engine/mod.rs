@@ -135,6 +135,13 @@ pub trait IoEngine: Send {
     /// Most requests in flight (queued, submitted, not yet reaped) at once.
     fn depth(&self) -> usize;
 
+    /// How many files requests may name (`IoRequest::device` below it), where the engine
+    /// reads and writes a list of files; `None` for engines that serve something else (a
+    /// mapping, a custom device).
+    fn file_count(&self) -> Option<usize> {
+        None
+    }
+
     /// Requests queued or submitted and not yet reaped.
     fn in_flight(&self) -> usize;
 

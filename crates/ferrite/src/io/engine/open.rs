@@ -21,12 +21,40 @@ use crate::io::device::Devices;
 /// An engine the kernel refuses (io_uring disabled by a sysctl or a seccomp filter, AIO
 /// limits) is an error that says so; [`open_best_engine`] is the one that falls back.
 pub fn open_engine(kind: EngineKind, devices: &Devices, depth: usize) -> Result<Box<dyn IoEngine>> {
+    open_engine_with(kind, devices, None, depth)
+}
+
+/// As [`open_engine`], with `extra` after the devices in the engine's list of files (device
+/// index `devices.count()`): a block medium of the second cache tier, read and written
+/// through the same ring. The mmap engine, which serves a mapping of the devices, takes
+/// none.
+pub fn open_engine_with(
+    kind: EngineKind,
+    devices: &Devices,
+    extra: Option<&std::fs::File>,
+    depth: usize,
+) -> Result<Box<dyn IoEngine>> {
     if depth == 0 || depth > MAX_IO_DEPTH {
         return Err(Error::BadOptions {
             reason: format!("I/O depth {depth} is out of range (1 to {MAX_IO_DEPTH})"),
         });
     }
-    let files = Arc::clone(devices.files());
+    let files = match extra {
+        None => Arc::clone(devices.files()),
+        Some(extra) => {
+            let extra = extra
+                .try_clone()
+                .map_err(|e| Error::io("duplicating the extra file's descriptor", e))?;
+            devices
+                .files()
+                .iter()
+                .map(|f| f.try_clone())
+                .chain([Ok(extra)])
+                .collect::<std::io::Result<Vec<_>>>()
+                .map_err(|e| Error::io("duplicating the devices' descriptors", e))?
+                .into()
+        }
+    };
     let direct = devices.is_direct();
     Ok(match kind {
         EngineKind::IoUring => Box::new(UringEngine::new(files, direct, depth)?),
@@ -46,10 +74,14 @@ pub const PREFERRED_ENGINES: [EngineKind; 3] =
 /// io_uring is logged as a warning naming why the better engines were refused and what the
 /// chosen one costs, so that a container that blocks io_uring (Docker 25+ and containerd 2.0
 /// by default) runs, slower, and says so.
-pub fn open_best_engine(devices: &Devices, depth: usize) -> Result<Box<dyn IoEngine>> {
+pub fn open_best_engine(
+    devices: &Devices,
+    extra: Option<&std::fs::File>,
+    depth: usize,
+) -> Result<Box<dyn IoEngine>> {
     let mut refusals = Vec::new();
     for kind in PREFERRED_ENGINES {
-        match open_engine(kind, devices, depth) {
+        match open_engine_with(kind, devices, extra, depth) {
             Ok(engine) => {
                 if !refusals.is_empty() {
                     log::warn!(

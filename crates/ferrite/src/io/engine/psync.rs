@@ -73,6 +73,10 @@ impl IoEngine for PsyncEngine {
         EngineKind::Psync
     }
 
+    fn file_count(&self) -> Option<usize> {
+        Some(self.files.len())
+    }
+
     fn depth(&self) -> usize {
         self.depth
     }

@@ -426,6 +426,10 @@ impl IoEngine for UringEngine {
         EngineKind::IoUring
     }
 
+    fn file_count(&self) -> Option<usize> {
+        Some(self.files.len())
+    }
+
     fn depth(&self) -> usize {
         self.depth
     }
