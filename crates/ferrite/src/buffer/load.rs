@@ -106,16 +106,27 @@ impl BufferPool {
         if crate::worker_context::bypassing_tier() {
             return false;
         }
-        let memory = self.page_mut(page_id);
-        if !tier.read(page_id, memory) {
-            return false;
-        }
-        if self.verify_read(memory, page_id).is_err() {
-            // A damaged copy: the tier is only a cache, the disk has the page.
+        tier.read(page_id, self.page_mut(page_id)) && self.verify_tier_copy(page_id, tier)
+    }
+
+    /// Whether the tier's copy now in page `page_id`'s frame verifies as a disk read would;
+    /// a damaged copy is dropped (the tier is only a cache, the disk has the page).
+    fn verify_tier_copy(&self, page_id: PageId, tier: &super::Tier) -> bool {
+        if self.verify_read(self.page_mut(page_id), page_id).is_err() {
             tier.invalidate(page_id);
             return false;
         }
         true
+    }
+
+    /// Ends a load whose frame now holds a verified copy from the tier: the page is in
+    /// memory, and whoever waited for it goes on.
+    fn loaded_from_tier(&self, page_id: PageId) {
+        let now = self.table.load(page_id);
+        debug_assert_eq!(now.state(), LOADING);
+        self.resident.insert(page_id);
+        self.table.store(page_id, now.bumped(UNLOCKED));
+        self.load_waiters.wake(page_id);
     }
 
     /// Ends a load begun by `begin_load` from the second tier, if it holds the page: true
@@ -124,11 +135,7 @@ impl BufferPool {
         if !self.fill_from_tier(page_id) {
             return false;
         }
-        let now = self.table.load(page_id);
-        debug_assert_eq!(now.state(), LOADING);
-        self.resident.insert(page_id);
-        self.table.store(page_id, now.bumped(UNLOCKED));
-        self.load_waiters.wake(page_id);
+        self.loaded_from_tier(page_id);
         true
     }
 
@@ -154,20 +161,11 @@ impl BufferPool {
         result: &std::io::Result<usize>,
     ) -> bool {
         let Some(tier) = &self.tier else { return false };
-        if !matches!(result, Ok(n) if *n == PAGE_SIZE) || !tier.read_done(page_id, read) {
+        let whole = matches!(result, Ok(n) if *n == PAGE_SIZE);
+        if !whole || !tier.read_done(page_id, read) || !self.verify_tier_copy(page_id, tier) {
             return false;
         }
-        let memory = self.page_mut(page_id);
-        if self.verify_read(memory, page_id).is_err() {
-            // A damaged copy: the tier is only a cache, the disk has the page.
-            tier.invalidate(page_id);
-            return false;
-        }
-        let now = self.table.load(page_id);
-        debug_assert_eq!(now.state(), LOADING);
-        self.resident.insert(page_id);
-        self.table.store(page_id, now.bumped(UNLOCKED));
-        self.load_waiters.wake(page_id);
+        self.loaded_from_tier(page_id);
         true
     }
 

@@ -637,15 +637,7 @@ impl Tier {
                 .is_ok();
         if !published {
             let _ = entry.compare_exchange(pending, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let _hand = self.hand.lock().unwrap();
-            if self.generations[slot as usize].load(Ordering::Acquire) == generation {
-                let _ = self.owners[slot as usize].compare_exchange(
-                    page_id + 1,
-                    0,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
-            }
+            self.free_slot(slot, generation, page_id);
         }
         self.writing[slot as usize].store(false, Ordering::Release);
         self.staged.fetch_sub(1, Ordering::Relaxed);
@@ -749,7 +741,12 @@ impl Tier {
             return;
         }
         let (slot, generation) = unpack(word);
-        // The slot is free for the next copy, unless it was reused meanwhile.
+        self.free_slot(slot, generation, page_id);
+    }
+
+    /// Frees `slot`, which held `page_id` at `generation`, for the next copy (unless it was
+    /// reused meanwhile).
+    fn free_slot(&self, slot: u64, generation: u32, page_id: PageId) {
         let _hand = self.hand.lock().unwrap();
         if self.generations[slot as usize].load(Ordering::Acquire) == generation {
             let _ = self.owners[slot as usize].compare_exchange(
