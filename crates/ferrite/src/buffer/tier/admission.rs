@@ -183,10 +183,11 @@ impl ObpWindow {
     }
 }
 
-/// `changes / lookups`; with no lookups there is nothing for the tier to serve, so changes
-/// alone (a write-heavy spell) count as one lookup each.
+/// `changes / lookups`, as the run's own ratio is counted (so a window's figures and a
+/// run's compare); with no lookups, as if there had been one (changes alone, a write-heavy
+/// spell with nothing for the tier to serve, are over any limit).
 fn ratio(lookups: u64, changes: u64) -> f64 {
-    changes as f64 / lookups.max(changes).max(1) as f64
+    changes as f64 / lookups.max(1) as f64
 }
 
 impl ObpWindow {

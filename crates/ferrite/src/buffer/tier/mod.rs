@@ -574,6 +574,10 @@ impl Tier {
             self.staged.fetch_add(1, Ordering::Relaxed);
             entry.store(pack(slot, generation) | PENDING, Ordering::Release);
             drop(hand);
+            // Admission hears of the copy now, when it decided, not when the write lands: a
+            // ring's writes complete after a delay, and a controller that heard of them late
+            // would let a burst past its limit.
+            self.admission.note(lane, TierEvent::Insert);
             let mut buf = outbox.spare.lock().unwrap().pop();
             let buf = buf.get_or_insert_with(|| AlignedBlock::zeroed(PAGE_SIZE));
             buf.as_mut_slice().copy_from_slice(page);
@@ -643,7 +647,6 @@ impl Tier {
         self.staged.fetch_sub(1, Ordering::Relaxed);
         if published {
             counters.inserts.fetch_add(1, Ordering::Relaxed);
-            self.admission.note(lane, TierEvent::Insert);
         }
         let mut spare = self.outboxes[lane].spare.lock().unwrap();
         if spare.len() < 64 {
