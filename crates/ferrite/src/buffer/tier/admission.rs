@@ -207,12 +207,18 @@ impl ObpWindow {
         if let Some(obp) = self.roll(now) {
             return Some(obp);
         }
+        let (lookups, changes) = self.current();
+        Some(ratio(lookups, changes))
+    }
+
+    /// The window as it is now (the bucket filling included): lookups, and changes.
+    fn current(&self) -> (u64, u64) {
         let lookups =
             self.closed_lookups.load(Ordering::Relaxed) + self.lookups.load(Ordering::Relaxed);
         let changes = self.closed_changes.load(Ordering::Relaxed)
             + self.inserts.load(Ordering::Relaxed)
             + self.deletes.load(Ordering::Relaxed);
-        Some(ratio(lookups, changes))
+        (lookups, changes)
     }
 
     /// Closes the bucket filling now if its time is up at `now` (and empty ones for an idle
@@ -299,8 +305,17 @@ impl ObpAdmission {
 }
 
 impl Admission for ObpAdmission {
+    /// While admitting, each copy is also checked against the window as it is: refused if
+    /// it (and the copy it may push out) would take the ratio past `stop`. The controller's
+    /// own check, every 64 events, would otherwise let a copy or two too many through
+    /// before it stopped, and the window pass its limit by that much.
     fn admit(&self, lane: usize) -> bool {
-        lane_of(&self.lanes, lane).admitting.load(Ordering::Relaxed)
+        let lane = lane_of(&self.lanes, lane);
+        if !lane.admitting.load(Ordering::Relaxed) {
+            return false;
+        }
+        let (lookups, changes) = lane.window.current();
+        (changes + 2) as f64 <= self.stop * lookups.max(1) as f64
     }
     fn note(&self, lane: usize, event: TierEvent) {
         self.note_at(lane, event, Instant::now());
@@ -412,11 +427,44 @@ mod tests {
             obp.roll_at(2, now);
         }
         assert!(obp.admit(1) && !obp.admit(2));
-        assert!(obp.admit(0), "a lane that saw nothing admits");
+        assert!(!obp.admit(0), "a lane that looked nothing up has nothing to serve");
+        for _ in 0..40 {
+            obp.note_at(0, TierEvent::Lookup, now);
+        }
+        assert!(obp.admit(0), "two changes in 40 lookups: within 10 %");
         assert!(!obp.admit(7), "lanes past the last share the last");
         let measured = obp.measured();
         assert!((measured.obp - 1.0).abs() < 1e-9, "the worst lane's: {measured:?}");
         // Lane 2's windows are all over the limit, lane 1's none.
         assert_eq!((measured.windows, measured.windows_over), (22, 11), "{measured:?}");
+    }
+
+    /// Each copy is checked against the window as it stands: a lane that keeps offering
+    /// every page it evicts never takes its window past the limit, between the controller's
+    /// checks or at them (each copy counted with the copy it pushes out).
+    #[test]
+    fn obp_never_admits_past_the_limit() {
+        let obp = ObpAdmission::new(0.10, 0.08, 1);
+        let mut now = Instant::now();
+        let mut worst: f64 = 0.0;
+        for _ in 0..3 * BUCKETS {
+            for _ in 0..1000 {
+                obp.note_at(0, TierEvent::Lookup, now);
+                if obp.admit(0) {
+                    obp.note_at(0, TierEvent::Insert, now);
+                    obp.note_at(0, TierEvent::Delete, now);
+                }
+                let (lookups, changes) = obp.lanes[0].window.current();
+                if lookups >= 1000 {
+                    worst = worst.max(ratio(lookups, changes));
+                }
+            }
+            now += BUCKET;
+            obp.roll_at(0, now);
+        }
+        let measured = obp.measured();
+        assert!(worst <= 0.10 && measured.obp_max <= 0.10, "{worst} {measured:?}");
+        assert_eq!(measured.windows_over, 0, "{measured:?}");
+        assert!(measured.obp > 0.09, "it admits up to the limit: {measured:?}");
     }
 }
