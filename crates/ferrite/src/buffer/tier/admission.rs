@@ -306,16 +306,19 @@ impl ObpAdmission {
 
 impl Admission for ObpAdmission {
     /// While admitting, each copy is also checked against the window as it is: refused if
-    /// it (and the copy it may push out) would take the ratio past `stop`. The controller's
-    /// own check, every 64 events, would otherwise let a copy or two too many through
-    /// before it stopped, and the window pass its limit by that much.
+    /// it (and the copy it may push out) would take the ratio past the middle of the band
+    /// between `resume` and `stop`. The controller's own check, every 64 events, lets a
+    /// copy or two too many through before it stops; and a window held at the limit itself
+    /// passes it as soon as an old bucket rich in lookups slides out, or pages change (an
+    /// invalidation is no admission's to refuse). The half band is the headroom for both.
     fn admit(&self, lane: usize) -> bool {
         let lane = lane_of(&self.lanes, lane);
         if !lane.admitting.load(Ordering::Relaxed) {
             return false;
         }
         let (lookups, changes) = lane.window.current();
-        (changes + 2) as f64 <= self.stop * lookups.max(1) as f64
+        let cap = (self.stop + self.resume) / 2.0;
+        (changes + 2) as f64 <= cap * lookups.max(1) as f64
     }
     fn note(&self, lane: usize, event: TierEvent) {
         self.note_at(lane, event, Instant::now());
@@ -431,7 +434,7 @@ mod tests {
         for _ in 0..40 {
             obp.note_at(0, TierEvent::Lookup, now);
         }
-        assert!(obp.admit(0), "two changes in 40 lookups: within 10 %");
+        assert!(obp.admit(0), "two changes in 40 lookups: within 9 %");
         assert!(!obp.admit(7), "lanes past the last share the last");
         let measured = obp.measured();
         assert!((measured.obp - 1.0).abs() < 1e-9, "the worst lane's: {measured:?}");
@@ -441,7 +444,8 @@ mod tests {
 
     /// Each copy is checked against the window as it stands: a lane that keeps offering
     /// every page it evicts never takes its window past the limit, between the controller's
-    /// checks or at them (each copy counted with the copy it pushes out).
+    /// checks or at them (each copy counted with the copy it pushes out), and holds it near
+    /// the middle of the band.
     #[test]
     fn obp_never_admits_past_the_limit() {
         let obp = ObpAdmission::new(0.10, 0.08, 1);
@@ -465,6 +469,6 @@ mod tests {
         let measured = obp.measured();
         assert!(worst <= 0.10 && measured.obp_max <= 0.10, "{worst} {measured:?}");
         assert_eq!(measured.windows_over, 0, "{measured:?}");
-        assert!(measured.obp > 0.09, "it admits up to the limit: {measured:?}");
+        assert!(measured.obp > 0.085, "it admits up to the band's middle: {measured:?}");
     }
 }
