@@ -25,7 +25,7 @@ use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
 use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::RecoveryConfig;
-use ferrite_bench::workloads::run::{RunConfig, TierConfig};
+use ferrite_bench::workloads::run::{RocksDbTier, RunConfig, TierConfig};
 use ferrite_bench::workloads::serve::{self as serve_bench, ServeConfig, ServeStore};
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
@@ -1525,32 +1525,43 @@ pub struct RunOpts {
     /// The zipfian constant of zipfian key choices (default 0.99)
     #[arg(long, value_name = "X", value_parser = value::theta)]
     theta: Option<f64>,
-    /// Ferrite only: a second cache tier in FILE (made if missing)
+    /// Ferrite and RocksDB: a second cache tier in FILE (made if missing)
     #[arg(
-        long_help = "Ferrite only: a second cache tier between the pool and the disk, in FILE \
-            (made if missing; a file in /dev/shm stands for a medium faster than the disk): \
-            pages evicted from the pool are kept there, and a miss looks there first. \
-            Emptied at every open.",
+        long_help = "Ferrite and RocksDB: a second cache tier between the cache and the disk. \
+            Ferrite's is in FILE (made if missing; a file in /dev/shm stands for a medium \
+            faster than the disk): pages evicted from the pool are kept there, and a miss \
+            looks there first; emptied at every open. RocksDB's is its secondary cache, in \
+            memory (FILE unused), or with --rocksdb-tier persistent its persistent read cache \
+            in files of the directory FILE (made for the run and removed after it if missing). \
+            WiredTiger and LMDB have none.",
         long, value_name = "FILE",
         value_parser = OsStringValueParser::new().try_map(value::path))]
     tier: Option<PathBuf>,
     /// The tier's size, MiB (default: twice --cache-mib)
     #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 30))]
     tier_mib: Option<u64>,
-    /// Which evicted pages enter the tier: obp (default), all or never
+    /// Ferrite only: which evicted pages enter the tier: obp (default), all or never
     #[arg(
-        long_help = "Which evicted pages enter the tier: obp (the default: while the \
-            overhead-bypass ratio, pages inserted and dropped per page looked up, stays under \
-            10 % over about a second; again below 8 %), all, or never.",
+        long_help = "Ferrite only: which evicted pages enter the tier: obp (the default: while \
+            the overhead-bypass ratio, pages inserted and dropped per page looked up, stays \
+            under 10 % over about a second; again below 8 %), all, or never.",
         long, value_name = "POLICY", value_parser = ["obp", "all", "never"])]
     tier_admission: Option<String>,
-    /// Nanoseconds added to every access of the tier's medium (default 0)
+    /// Ferrite only: nanoseconds added to every access of the tier's medium (default 0)
     #[arg(
-        long_help = "Nanoseconds added to every access of the tier's medium, spinning (default \
-            0): a file in /dev/shm is DRAM; this makes it stand for a slower medium (CXL \
-            memory, persistent memory).",
+        long_help = "Ferrite only: nanoseconds added to every access of the tier's medium, \
+            spinning (default 0): a file in /dev/shm is DRAM; this makes it stand for a slower \
+            medium (CXL memory, persistent memory).",
         long, value_name = "NS", value_parser = |s: &str| value::whole(s, 0, 1_000_000_000))]
     tier_latency_ns: Option<u64>,
+    /// RocksDB's tier: secondary (default) or persistent
+    #[arg(
+        long_help = "RocksDB's tier: secondary (the default: its CompressedSecondaryCache, in \
+            memory, the tier RocksDB documents for DRAM) or persistent (its persistent read \
+            cache, NewPersistentCache, in files of the directory --tier FILE; at least 100 \
+            MiB).",
+        long, value_name = "KIND", value_parser = ["secondary", "persistent"])]
+    rocksdb_tier: Option<String>,
 }
 
 /// `ferrite bench ycsb-a` .. `ycsb-f`.
@@ -1664,9 +1675,10 @@ OUTPUT
     most data the store held in memory while measuring, sampled every 0.5 s: its cache
     (Ferrite's frames, dirty pages included; RocksDB's block cache) plus write buffers
     (Ferrite's change buffer, whose budget comes out of the pool's memory; RocksDB's
-    memtables). The tier fields (Ferrite with --tier; zeros otherwise): misses of the
-    pool served from the tier and not, the overhead-bypass ratio of the measured time
-    (pages copied in and dropped per page looked up) and MiB written to the tier; theta
+    memtables). The tier fields (Ferrite or RocksDB with --tier; zeros otherwise): misses
+    of the cache served from the tier and not, the overhead-bypass ratio of the measured
+    time (pages copied in and dropped per page looked up; RocksDB's counts copies in only)
+    and MiB written to the tier; theta
     is the zipfian constant (--theta). fill-sync adds committers, sync=1 and verified (keys read back after
     reopening); its tasks= counts the committer tasks over all workers (the other
     workloads: tasks per worker).
@@ -2631,6 +2643,7 @@ fn lookup_run_config(store: StoreKind, cmd: LookupCmd) -> Result<RunConfig, Usag
         tier_mib: None,
         tier_admission: None,
         tier_latency_ns: None,
+        rocksdb_tier: None,
     };
     let mut config = run_config(COMMAND, &run, RunConfig::new(Workload::Lookup, store))?;
     config.json = cmd.json;
@@ -2773,10 +2786,21 @@ fn run_config(
     }
     match &run.tier {
         Some(path) => {
-            if config.store != StoreKind::Ferrite {
-                return Err(refuse(
-                    "--tier is for --store ferrite (a peer's secondary cache is its own)".into(),
-                ));
+            match config.store {
+                StoreKind::Ferrite => {}
+                StoreKind::RocksDb => {
+                    let ferrite_only = [
+                        (run.tier_admission.is_some(), "--tier-admission"),
+                        (run.tier_latency_ns.is_some(), "--tier-latency-ns"),
+                    ];
+                    if let Some((_, name)) = ferrite_only.iter().find(|(given, _)| *given) {
+                        return Err(refuse(format!(
+                            "{name} is for Ferrite's tier (RocksDB's tiers admit blocks their \
+                             own way, on their own medium)"
+                        )));
+                    }
+                }
+                store => return Err(refuse(no_tier(store))),
             }
             let admission = match run.tier_admission.as_deref() {
                 Some("all") => ferrite::TierAdmission::All,
@@ -2788,6 +2812,11 @@ fn run_config(
                 mib: run.tier_mib.unwrap_or(2 * config.cache_mib),
                 latency_ns: run.tier_latency_ns.unwrap_or(0),
                 admission,
+                rocksdb: run
+                    .rocksdb_tier
+                    .as_deref()
+                    .and_then(RocksDbTier::from_name)
+                    .unwrap_or_default(),
             });
         }
         None => {
@@ -2795,6 +2824,7 @@ fn run_config(
                 (run.tier_mib.is_some(), "--tier-mib"),
                 (run.tier_admission.is_some(), "--tier-admission"),
                 (run.tier_latency_ns.is_some(), "--tier-latency-ns"),
+                (run.rocksdb_tier.is_some(), "--rocksdb-tier"),
             ];
             if let Some((_, name)) = given.iter().find(|(given, _)| *given) {
                 return Err(refuse(format!(
@@ -2806,6 +2836,11 @@ fn run_config(
     Ok(config)
 }
 
+/// Why `store` cannot have a tier.
+fn no_tier(store: StoreKind) -> String {
+    format!("--tier: {} has no second cache tier (ferrite and rocksdb have)", store.name())
+}
+
 /// `bench compare SUITE`: its [`CompareArgs`].
 fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
     let mut base = RunConfig::new(Workload::Lookup, StoreKind::Ferrite);
@@ -2813,6 +2848,12 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
     let base = run_config("bench compare", &cmd.run, base)?;
     let stores =
         cmd.stores.unwrap_or_else(|| StoreKind::ALL.into_iter().filter(|s| s.built_in()).collect());
+    if base.tier.is_some() {
+        let untiered = [StoreKind::WiredTiger, StoreKind::Lmdb];
+        if let Some(store) = stores.iter().find(|s| untiered.contains(s)) {
+            return Err(refuse("bench compare", no_tier(*store) + "; choose --stores"));
+        }
+    }
     let serve = ServeSweep {
         value_size: cmd.value_size.map_or(1024, |b| b as usize),
         get_percent: cmd.mix.unwrap_or(90),
