@@ -1,7 +1,7 @@
 //! Without the `link` feature: nothing (no C compiled, nothing linked), so the workspace builds
-//! on a machine without the peers' libraries. With it: compiles the WiredTiger shim and the
-//! header-constant checks in `csrc/`, and links the system RocksDB, WiredTiger, LMDB and
-//! SQLite.
+//! on a machine without the peers' libraries. With it: compiles the WiredTiger shim, the
+//! header-constant checks and RocksDB's cache tiers (C++, `csrc/rocksdb_tier.cc`) in `csrc/`,
+//! and links the system RocksDB, WiredTiger, LMDB and SQLite.
 
 fn main() {
     // Cargo sets CARGO_FEATURE_LINK for the build script when the feature is on, and compiles
@@ -16,7 +16,7 @@ fn main() {
 #[cfg(feature = "link")]
 fn link() {
     println!("cargo:rerun-if-changed=build.rs");
-    for file in ["csrc/wt_shim.c", "csrc/header_checks.c"] {
+    for file in ["csrc/wt_shim.c", "csrc/header_checks.c", "csrc/rocksdb_tier.cc"] {
         println!("cargo:rerun-if-changed={file}");
     }
     cc::Build::new()
@@ -26,7 +26,17 @@ fn link() {
         .extra_warnings(true)
         .warnings_into_errors(true)
         .compile("ferrite_peers_shim");
-    // After the shim's static library, so its references to WiredTiger resolve.
+    // RocksDB's C++ API for what its C API lacks; C++17 as RocksDB 7.8's headers need. `cc`
+    // also links the C++ runtime (libstdc++).
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("csrc/rocksdb_tier.cc")
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true)
+        .compile("ferrite_peers_rocksdb_tier");
+    // After the shims' static libraries, so their references to the engines resolve.
     for lib in ["rocksdb", "wiredtiger", "lmdb", "sqlite3"] {
         println!("cargo:rustc-link-lib={lib}");
     }

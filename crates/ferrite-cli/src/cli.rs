@@ -25,7 +25,7 @@ use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
 use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::RecoveryConfig;
-use ferrite_bench::workloads::run::{RunConfig, TierConfig};
+use ferrite_bench::workloads::run::{RocksDbTier, RunConfig, TierConfig};
 use ferrite_bench::workloads::serve::{self as serve_bench, ServeConfig, ServeStore};
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
@@ -1542,15 +1542,19 @@ pub struct RunOpts {
     tier: TierArgs,
 }
 
-/// A second cache tier under Ferrite's pool: the flags of every benchmark workload.
+/// A second cache tier under the cache: the flags of every benchmark workload (Ferrite's
+/// tier, or RocksDB's own on `--store rocksdb`).
 #[derive(Debug, Args, Default)]
 pub struct TierArgs {
-    /// Ferrite only: a second cache tier in FILE (made if missing)
+    /// Ferrite and RocksDB: a second cache tier in FILE (made if missing)
     #[arg(
-        long_help = "Ferrite only: a second cache tier between the pool and the disk, in FILE \
-            (made if missing; a file in /dev/shm stands for a medium faster than the disk): \
-            pages evicted from the pool are kept there, and a miss looks there first. \
-            Emptied at every open.",
+        long_help = "Ferrite and RocksDB: a second cache tier between the cache and the disk. \
+            Ferrite's is in FILE (made if missing; a file in /dev/shm stands for a medium \
+            faster than the disk): pages evicted from the pool are kept there, and a miss \
+            looks there first; emptied at every open. RocksDB's is its secondary cache, in \
+            memory (FILE unused), or with --rocksdb-tier persistent its persistent read cache \
+            in files of the directory FILE (made for the run and removed after it if missing). \
+            WiredTiger and LMDB have none.",
         long, value_name = "FILE",
         value_parser = OsStringValueParser::new().try_map(value::path))]
     tier: Option<PathBuf>,
@@ -1558,29 +1562,39 @@ pub struct TierArgs {
     #[arg(long, requires = "tier", value_name = "M",
           value_parser = |s: &str| value::whole(s, 1, 1 << 30))]
     tier_mib: Option<u64>,
-    /// Which evicted pages enter the tier: obp (default), all or never
+    /// Ferrite only: which evicted pages enter the tier: obp (default), all or never
     #[arg(
-        long_help = "Which evicted pages enter the tier: obp (the default: while the \
-            overhead-bypass ratio, pages inserted and dropped per page looked up, stays under \
-            10 % over about a second, measured per worker; again below 8 %), all, or never.",
+        long_help = "Ferrite only: which evicted pages enter the tier: obp (the default: while \
+            the overhead-bypass ratio, pages inserted and dropped per page looked up, stays \
+            under 10 % over about a second, measured per worker; again below 8 %), all, or \
+            never.",
         long, requires = "tier", value_name = "POLICY", value_parser = ["obp", "all", "never"])]
     tier_admission: Option<String>,
-    /// Nanoseconds added to every access of the tier's medium (default 0)
+    /// Ferrite only: nanoseconds added to every access of the tier's medium (default 0)
     #[arg(
-        long_help = "Nanoseconds added to every access of the tier's medium, spinning (default \
-            0): a file in /dev/shm is DRAM; this makes it stand for a slower medium (CXL \
-            memory, persistent memory).",
+        long_help = "Ferrite only: nanoseconds added to every access of the tier's medium \
+            (default 0): a file in /dev/shm is DRAM; this makes it stand for a slower medium \
+            (CXL memory, persistent memory, an SSD). A mapped medium spins that long per \
+            access; a block medium holds each completion that long after submission.",
         long, requires = "tier", value_name = "NS",
         value_parser = |s: &str| value::whole(s, 0, 1_000_000_000))]
     tier_latency_ns: Option<u64>,
-    /// How the tier's medium is accessed: mapped (default) or block
+    /// Ferrite only: how the tier's medium is accessed: mapped (default) or block
     #[arg(
-        long_help = "How the tier's medium is accessed: mapped (the default: byte-addressable \
+        long_help = "Ferrite only: how the tier's medium is accessed: mapped (the default: byte-addressable \
             memory, copied with loads and stores) or block (an SSD or a file on one: pages \
             read and written through the workers' rings, with O_DIRECT where the file \
             system has it; --tier-latency-ns then holds each completion that long).",
         long, requires = "tier", value_name = "MEDIUM", value_parser = ["mapped", "block"])]
     tier_medium: Option<String>,
+    /// RocksDB's tier: secondary (default) or persistent
+    #[arg(
+        long_help = "RocksDB's tier: secondary (the default: its CompressedSecondaryCache, in \
+            memory, the tier RocksDB documents for DRAM) or persistent (its persistent read \
+            cache, NewPersistentCache, in files of the directory --tier FILE; at least 100 \
+            MiB).",
+        long, requires = "tier", value_name = "KIND", value_parser = ["secondary", "persistent"])]
+    rocksdb_tier: Option<String>,
 }
 
 impl TierArgs {
@@ -1594,6 +1608,11 @@ impl TierArgs {
             latency_ns: self.tier_latency_ns.unwrap_or(0),
             admission: admission_of(self.tier_admission.as_deref()),
             medium: medium_of(self.tier_medium.as_deref()),
+            rocksdb: self
+                .rocksdb_tier
+                .as_deref()
+                .and_then(RocksDbTier::from_name)
+                .unwrap_or_default(),
         })
     }
 }
@@ -1726,13 +1745,13 @@ OUTPUT
     most data the store held in memory while measuring, sampled every 0.5 s: its cache
     (Ferrite's frames, dirty pages included; RocksDB's block cache) plus write buffers
     (Ferrite's change buffer, whose budget comes out of the pool's memory; RocksDB's
-    memtables). The tier fields (Ferrite with --tier; zeros otherwise): misses of the
-    pool served from the tier and not, the overhead-bypass ratio of the measured time
-    (pages copied in and dropped per page looked up) and MiB written to the tier; theta
-    is the zipfian constant (--theta); obp_windows counts the tier's full OBP windows
-    while measuring (about a second each, one per 100 ms step, per worker) and
-    obp_windows_over those whose OBP passed the admission's limit; obp_peak is the
-    highest OBP of a window, sampled every 0.5 s. fill-sync adds committers, sync=1 and verified (keys read back after
+    memtables). The tier fields (Ferrite or RocksDB with --tier; zeros otherwise): misses
+    of the cache served from the tier and not, the overhead-bypass ratio of the measured
+    time (pages copied in and dropped per page looked up; RocksDB's counts copies in only)
+    and MiB written to the tier; theta is the zipfian constant (--theta); obp_windows
+    counts Ferrite's full OBP windows while measuring (about a second each, one per 100 ms
+    step, per worker) and obp_windows_over those whose OBP passed the admission's limit;
+    obp_peak is the highest OBP of a window, sampled every 0.5 s. fill-sync adds committers, sync=1 and verified (keys read back after
     reopening); its tasks= counts the committer tasks over all workers (the other
     workloads: tasks per worker).
 
@@ -2646,6 +2665,9 @@ fn lookup_config(cmd: LookupCmd) -> Result<LookupConfig, UsageError> {
             ));
         }
     }
+    if cmd.tier.rocksdb_tier.is_some() {
+        return Err(refuse(COMMAND, "--rocksdb-tier is for --store rocksdb"));
+    }
     let defaults = LookupConfig::default();
     let config = LookupConfig {
         dir: cmd.dir.unwrap_or(defaults.dir),
@@ -2835,14 +2857,35 @@ fn run_config(
         config.theta = theta;
     }
     if let Some(tier) = run.tier.config(config.cache_mib) {
-        if config.store != StoreKind::Ferrite {
-            return Err(refuse(
-                "--tier is for --store ferrite (a peer's secondary cache is its own)".into(),
-            ));
+        let flags = &run.tier;
+        match config.store {
+            StoreKind::Ferrite if flags.rocksdb_tier.is_some() => {
+                return Err(refuse("--rocksdb-tier is for --store rocksdb".into()));
+            }
+            StoreKind::Ferrite => {}
+            StoreKind::RocksDb => {
+                let ferrite_only = [
+                    (flags.tier_admission.is_some(), "--tier-admission"),
+                    (flags.tier_latency_ns.is_some(), "--tier-latency-ns"),
+                    (flags.tier_medium.is_some(), "--tier-medium"),
+                ];
+                if let Some((_, name)) = ferrite_only.iter().find(|(given, _)| *given) {
+                    return Err(refuse(format!(
+                        "{name} is for Ferrite's tier (RocksDB's tiers admit blocks their \
+                         own way, on their own medium)"
+                    )));
+                }
+            }
+            store => return Err(refuse(no_tier(store))),
         }
         config.tier = Some(tier);
     }
     Ok(config)
+}
+
+/// Why `store` cannot have a tier.
+fn no_tier(store: StoreKind) -> String {
+    format!("--tier: {} has no second cache tier (ferrite and rocksdb have)", store.name())
 }
 
 /// `bench compare SUITE`: its [`CompareArgs`].
@@ -2852,6 +2895,12 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
     let base = run_config("bench compare", &cmd.run, base)?;
     let stores =
         cmd.stores.unwrap_or_else(|| StoreKind::ALL.into_iter().filter(|s| s.built_in()).collect());
+    if base.tier.is_some() {
+        let untiered = [StoreKind::WiredTiger, StoreKind::Lmdb];
+        if let Some(store) = stores.iter().find(|s| untiered.contains(s)) {
+            return Err(refuse("bench compare", no_tier(*store) + "; choose --stores"));
+        }
+    }
     let serve = ServeSweep {
         value_size: cmd.value_size.map_or(1024, |b| b as usize),
         get_percent: cmd.mix.unwrap_or(90),
@@ -2923,6 +2972,9 @@ fn serve_bench_config(cmd: ServeBenchCmd) -> Result<ServeConfig, UsageError> {
             "bench serve",
             "--durability is for the ferrite serve the run starts (not --server, not memcached)",
         ));
+    }
+    if cmd.tier.rocksdb_tier.is_some() {
+        return Err(refuse("bench serve", "--rocksdb-tier is for --store rocksdb"));
     }
     if cmd.theta.is_some() && !config.zipfian {
         return Err(refuse("bench serve", "--theta is for --distribution zipfian"));

@@ -1282,6 +1282,94 @@ fn bench_with_a_tier_reports_its_use() {
     );
 }
 
+/// WiredTiger and LMDB have no second cache tier: `--tier` on them is refused before anything
+/// runs, naming the store; so are Ferrite's tier options on RocksDB's tiers, and a compare
+/// with a tier over stores that include one without.
+#[test]
+fn bench_tier_on_a_store_without_one_is_refused() {
+    let tmp = TempDir::new("bench-tier-refused");
+    let db = tmp.db();
+    let tier = tmp.0.join("tier");
+    let tier = tier.to_str().unwrap();
+    for (args, message) in [
+        (
+            vec!["bench", "ycsb-c", "--store", "lmdb", "--db", &db, "--tier", tier],
+            "--tier: lmdb has no second cache tier",
+        ),
+        (
+            vec!["bench", "ycsb-c", "--store", "wiredtiger", "--db", &db, "--tier", tier],
+            "--tier: wiredtiger has no second cache tier",
+        ),
+        (
+            vec!["bench", "ycsb-c", "--store", "rocksdb", "--tier", tier, "--tier-latency-ns", "9"],
+            "--tier-latency-ns is for Ferrite's tier",
+        ),
+        (
+            vec!["bench", "compare", "quick", "--stores", "ferrite,lmdb", "--tier", tier],
+            "--tier: lmdb has no second cache tier",
+        ),
+        (
+            vec!["bench", "ycsb-c", "--store", "rocksdb", "--rocksdb-tier", "persistent"],
+            "--rocksdb-tier describes a tier",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
+        assert!(text(&o.stderr).contains(message), "{}", describe(&args, &o));
+    }
+    assert!(!tmp.0.join("db").exists() && !tmp.0.join("tier").exists());
+}
+
+/// RocksDB's tiers, secondary (the default) and persistent (in the directory `--tier`, made
+/// for the run and removed after it): the run says which, and its result line counts the
+/// tier's hits.
+#[cfg(feature = "peers")]
+#[test]
+fn bench_with_a_rocksdb_tier_reports_its_use() {
+    let tmp = TempDir::new("bench-rocksdb-tier");
+    let db = tmp.db();
+    let tier = tmp.0.join("tier");
+    let tier = tier.to_str().unwrap();
+    for (kind, option) in [
+        ("secondary", "secondary_cache=CompressedSecondaryCache 104857600 B"),
+        ("persistent", "persistent_cache=NewPersistentCache(path="),
+    ] {
+        let args = [
+            "bench",
+            "ycsb-c",
+            "--store",
+            "rocksdb",
+            "--db",
+            &db,
+            "--records",
+            "60000",
+            "--cache-mib",
+            "1",
+            "--seconds",
+            "1",
+            "--threads",
+            "2",
+            "--tier",
+            tier,
+            "--tier-mib",
+            "100",
+            "--rocksdb-tier",
+            kind,
+            "--no-ceiling",
+            "--no-direct",
+            "--keep",
+        ];
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+        let out = text(&o.stdout);
+        assert!(out.contains(option) && out.contains("tier use"), "{}", describe(&args, &o));
+        let result = out.lines().last().unwrap();
+        let hits = result.split(' ').find_map(|f| f.strip_prefix("tier_hits=")).unwrap();
+        assert!(hits.parse::<u64>().unwrap() > 0, "{kind}: {result}");
+        assert!(!tmp.0.join("tier").exists(), "{kind}: the tier directory is removed");
+    }
+}
+
 /// Where a benchmark's results go is opened before it runs: `--json` in a directory that does
 /// not exist, or `--out` under a regular file, fails at once (exit status 2, naming the path)
 /// instead of after the whole run; nothing was loaded.

@@ -1,6 +1,8 @@
 //! What a benchmark asks of a peer engine; each engine's `open` documents how it maps these to
 //! its own options.
 
+use std::path::PathBuf;
+
 /// The settings shared by the three peers. Each engine applies what it supports and says what
 /// it did in its `describe_config`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,46 @@ pub struct PeerConfig {
     /// BlobDB, key-value separation, with blob garbage collection); `None`: every value in
     /// the LSM tree.
     pub blob_min_bytes: Option<u64>,
+    /// RocksDB only: a second cache tier under the block cache (WiredTiger and LMDB refuse
+    /// one); `None`: the block cache alone.
+    pub tier: Option<PeerTier>,
+}
+
+/// A second cache tier under RocksDB's block cache: blocks the block cache evicts (or reads)
+/// are kept there, and a block cache miss looks there before reading the table file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerTier {
+    pub kind: PeerTierKind,
+    /// `Persistent`: the directory its files go in, made if missing. `Secondary`: unused (the
+    /// secondary cache is in the process's memory).
+    pub path: PathBuf,
+    /// Its capacity.
+    pub bytes: u64,
+}
+
+/// Which of RocksDB's second tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerTierKind {
+    /// `LRUCacheOptions::secondary_cache`: a `CompressedSecondaryCache` in DRAM, holding
+    /// blocks the block cache evicted (each from its second eviction on).
+    Secondary,
+    /// `BlockBasedTableOptions::persistent_cache`: `NewPersistentCache`, a block cache in files
+    /// of `PeerTier::path`, holding every block read from a table file.
+    Persistent,
+}
+
+impl PeerTierKind {
+    /// `secondary` or `persistent`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerTierKind::Secondary => "secondary",
+            PeerTierKind::Persistent => "persistent",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<PeerTierKind> {
+        [PeerTierKind::Secondary, PeerTierKind::Persistent].into_iter().find(|k| k.name() == name)
+    }
 }
 
 impl Default for PeerConfig {
@@ -36,6 +78,7 @@ impl Default for PeerConfig {
             sync: false,
             map_bytes: 1 << 30,
             blob_min_bytes: None,
+            tier: None,
         }
     }
 }
@@ -48,4 +91,20 @@ pub struct MemoryUse {
     /// Recent writes held beside the cache (RocksDB: its memtables, active and immutable,
     /// `rocksdb.size-all-mem-tables`).
     pub write_buffers: u64,
+}
+
+/// What an engine's second cache tier did (`Peer::tier`), cumulative since it opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierUse {
+    /// Block cache misses that looked in the tier.
+    pub lookups: u64,
+    /// Of those, found there.
+    pub hits: u64,
+    /// Blocks stored in it (the persistent cache: offered to its writer).
+    pub inserts: u64,
+    /// Blocks offered and not stored (the secondary cache keeps only a placeholder at a
+    /// block's first eviction; the persistent cache's insert failed).
+    pub refused: u64,
+    /// Bytes of the blocks stored.
+    pub bytes_written: u64,
 }

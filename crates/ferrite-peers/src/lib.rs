@@ -46,7 +46,7 @@ mod sys;
 #[cfg(feature = "link")]
 mod wiredtiger;
 
-pub use config::{MemoryUse, PeerConfig};
+pub use config::{MemoryUse, PeerConfig, PeerTier, PeerTierKind, TierUse};
 pub use error::PeerError;
 
 #[cfg(feature = "link")]

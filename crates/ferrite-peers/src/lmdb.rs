@@ -53,7 +53,14 @@ impl Lmdb {
     /// Not applicable, so ignored: `log` (LMDB has no log: commits write the tree's new pages
     /// and a meta page), `cache_bytes` (no cache of its own: reads go through the memory map
     /// and the OS page cache) and `direct_io` (a memory map cannot bypass the page cache).
+    /// Refused: a `tier` (LMDB has no cache to put a second tier under).
     pub fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
+        if config.tier.is_some() {
+            return Err(PeerError::Invalid {
+                engine: NAME,
+                reason: "LMDB has no cache of its own to put a second tier under".to_string(),
+            });
+        }
         let map_bytes = usize::try_from(config.map_bytes).map_err(|_| PeerError::Invalid {
             engine: NAME,
             reason: format!("map_bytes {} is too large", config.map_bytes),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, RocksDb, WiredTiger};
+use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, RocksDb, TierUse, WiredTiger};
 
 /// One peer engine: the inherent methods of [`RocksDb`], [`WiredTiger`] and [`Lmdb`].
 pub trait Peer: Send + Sync {
@@ -31,6 +31,10 @@ pub trait Peer: Send + Sync {
     /// (WiredTiger's `cache_size` bounds all of its data in memory, dirty pages included;
     /// LMDB's is the OS page cache).
     fn memory(&self) -> Option<MemoryUse> {
+        None
+    }
+    /// What its second cache tier did so far, if it was opened with one (RocksDB).
+    fn tier(&self) -> Option<TierUse> {
         None
     }
 }
@@ -82,6 +86,9 @@ impl_peer!(
     },
     fn memory(&self) -> Option<MemoryUse> {
         RocksDb::memory(self)
+    },
+    fn tier(&self) -> Option<TierUse> {
+        RocksDb::tier(self)
     }
 );
 impl_peer!(WiredTiger);

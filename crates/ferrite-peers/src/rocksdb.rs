@@ -3,13 +3,14 @@
 // Every method is a call into librocksdb through `crate::sys::rocksdb`.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::{self, NonNull};
 
 use crate::sys::bytes;
 use crate::sys::rocksdb::*;
-use crate::{dir, MemoryUse, PeerConfig, PeerError};
+use crate::{dir, MemoryUse, PeerConfig, PeerError, PeerTier, PeerTierKind, TierUse};
 
 const NAME: &str = "rocksdb";
 const BLOCK_SIZE_BYTES: usize = 4096;
@@ -27,6 +28,16 @@ const MAX_BACKGROUND_JOBS: i32 = 2;
 const BLOB_FILE_BYTES: u64 = 256 << 20;
 /// Blob GC relocates blobs in the oldest quarter of blob files (RocksDB's default).
 const BLOB_GC_AGE_CUTOFF: f64 = 0.25;
+/// The persistent cache's `optimized_for_nvm`: its medium here is memory (a directory in
+/// /dev/shm), not flash; on, RocksDB writes its files with direct I/O, 4 KiB at a time, 4
+/// writes in flight (`NewPersistentCache` in RocksDB 7.8).
+const PERSISTENT_CACHE_FOR_NVM: bool = true;
+/// The persistent cache's file size, which `NewPersistentCache` leaves at its default
+/// (`PersistentCacheConfig::cache_file_size`, in a header RocksDB does not install): it fills
+/// one file at a time and evicts whole files, least recently used first. It also refuses a
+/// capacity below one file, by an `assert` that aborts the process in Debian's build, so
+/// `open` refuses that first.
+const PERSISTENT_CACHE_FILE_BYTES: u64 = 100 << 20;
 
 /// A RocksDB database: one column family, the options of [`RocksDb::open`].
 #[derive(Debug)]
@@ -37,6 +48,8 @@ pub struct RocksDb {
     // keeps the teardown order obvious.
     _options: Owned<rocksdb_options_t>,
     _cache: Owned<rocksdb_cache_t>,
+    /// The second tier's counters, when `open` was given one.
+    tier: Option<Owned<frk_tier>>,
     read: Owned<rocksdb_readoptions_t>,
     write: Owned<rocksdb_writeoptions_t>,
     description: String,
@@ -70,6 +83,24 @@ impl RocksDb {
     /// - write options: `disableWAL` = !`log`, `sync` = `sync` (RocksDB rejects sync without
     ///   the WAL, so that combination is refused here). Without the WAL, writes reach disk at
     ///   [`flush`](Self::flush), memtable switches, or close.
+    ///
+    /// With a `tier` (counted in [`tier`](Self::tier); made by `csrc/rocksdb_tier.cc`, as the
+    /// C API has neither):
+    /// - [`PeerTierKind::Secondary`]: the block cache (same capacity and pools) gets
+    ///   `LRUCacheOptions::secondary_cache` = `NewCompressedSecondaryCache` of `tier.bytes`
+    ///   with `compression_type` `kNoCompression` (RocksDB's default is LZ4, which trades CPU
+    ///   for capacity; the benchmark's values are random bytes, which LZ4 cannot shrink, so it
+    ///   would cost CPU on every insert and hit and save nothing), its other options RocksDB's
+    ///   defaults; `lowest_used_cache_tier` stays `kNonVolatileBlockTier` (the default), so
+    ///   every block cache miss looks there and blocks the block cache evicts go there (each
+    ///   from its second eviction on: the first leaves a placeholder, RocksDB's admission);
+    /// - [`PeerTierKind::Persistent`]: `BlockBasedTableOptions::persistent_cache` =
+    ///   `NewPersistentCache(Env::Default(), tier.path, tier.bytes, no logger,
+    ///   optimized_for_nvm = true)` (the directory made if missing): every block read from a
+    ///   table file goes in, and every block cache miss looks there first. Its files are
+    ///   100 MiB, filled one at a time and evicted whole (RocksDB's default, which its public
+    ///   API cannot change), so it needs `tier.bytes` of at least 100 MiB, and holds between
+    ///   `tier.bytes` less one file and `tier.bytes`.
     pub fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
         if config.sync && !config.log {
             return Err(invalid("sync needs the write-ahead log (log = true)"));
@@ -78,18 +109,24 @@ impl RocksDb {
             .map_err(|_| invalid(format!("cache_bytes {} is too large", config.cache_bytes)))?;
         let path = dir::prepare(NAME, dir)?;
 
+        let (cache, secondary) = block_cache(cache_bytes, config.tier.as_ref())?;
         // SAFETY: (the whole block) each create function returns a fresh object we own (checked
         // non-null by `Owned::new`); setters only take those live objects. The filter policy's
         // ownership passes to the table options (`set_filter_policy` wraps it in a
         // `shared_ptr`), so it is not kept; the table options are copied into the options'
         // table factory, so they can be destroyed at the end of this block.
-        let (options, cache) = unsafe {
+        let (options, persistent) = unsafe {
             let options = Owned::new(rocksdb_options_create(), rocksdb_options_destroy)?;
             let table = Owned::new(
                 rocksdb_block_based_options_create(),
                 rocksdb_block_based_options_destroy,
             )?;
-            let cache = Owned::new(rocksdb_cache_create_lru(cache_bytes), rocksdb_cache_destroy)?;
+            let persistent = match &config.tier {
+                Some(tier) if tier.kind == PeerTierKind::Persistent => {
+                    Some(set_persistent_cache(&table, tier)?)
+                }
+                _ => None,
+            };
             rocksdb_block_based_options_set_block_size(table.ptr(), BLOCK_SIZE_BYTES);
             rocksdb_block_based_options_set_block_cache(table.ptr(), cache.ptr());
             let filter = rocksdb_filterpolicy_create_bloom_full(BLOOM_BITS_PER_KEY);
@@ -132,7 +169,7 @@ impl RocksDb {
                 rocksdb_options_set_enable_blob_gc(options.ptr(), 1);
                 rocksdb_options_set_blob_gc_age_cutoff(options.ptr(), BLOB_GC_AGE_CUTOFF);
             }
-            (options, cache)
+            (options, persistent)
         };
         // SAFETY: fresh objects from their create functions; the setters take live objects.
         let (read, write) = unsafe {
@@ -161,7 +198,7 @@ impl RocksDb {
              use_direct_io_for_flush_and_compaction={direct}, create_if_missing=true, \
              write_buffer_size={WRITE_BUFFER_BYTES}, max_background_jobs={MAX_BACKGROUND_JOBS}, \
              level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, \
-             sync={sync}{blob}",
+             sync={sync}{blob}{tier}",
             blob = match config.blob_min_bytes {
                 Some(min) => format!(
                     ", enable_blob_files=true, min_blob_size={min}, \
@@ -171,11 +208,13 @@ impl RocksDb {
                 ),
                 None => String::new(),
             },
+            tier = config.tier.as_ref().map_or(String::new(), describe_tier),
             direct = config.direct_io,
             no_wal = !config.log,
             sync = config.sync,
         );
-        Ok(RocksDb { db, _options: options, _cache: cache, read, write, description })
+        let tier = secondary.or(persistent);
+        Ok(RocksDb { db, _options: options, _cache: cache, tier, read, write, description })
     }
 
     /// "rocksdb".
@@ -328,6 +367,22 @@ impl RocksDb {
         })
     }
 
+    /// What the second cache tier did since `open`, if it has one.
+    pub fn tier(&self) -> Option<TierUse> {
+        let tier = self.tier.as_ref()?;
+        let mut c = frk_tier_counters::default();
+        // SAFETY: a live counters handle (destroyed only when `self` drops) and a struct of the
+        // shim's layout (`frk_tier_counters`) to fill in.
+        unsafe { frk_tier_counters_read(tier.ptr(), &mut c) };
+        Some(TierUse {
+            lookups: c.lookups,
+            hits: c.hits,
+            inserts: c.inserts,
+            refused: c.refused,
+            bytes_written: c.bytes_written,
+        })
+    }
+
     /// Every option `open` set, on one line.
     pub fn describe_config(&self) -> String {
         self.description.clone()
@@ -357,6 +412,93 @@ impl Drop for RocksDb {
         // slice outlives the `&self` borrow that made it. Without the WAL, RocksDB flushes the
         // memtables on close (`avoid_flush_during_shutdown` is off).
         unsafe { rocksdb_close(self.db.as_ptr()) };
+    }
+}
+
+/// The block cache of `open`: LRU, over a secondary cache when `tier` is one (with its
+/// counters).
+fn block_cache(
+    cache_bytes: usize,
+    tier: Option<&PeerTier>,
+) -> Result<(Owned<rocksdb_cache_t>, Option<Owned<frk_tier>>), PeerError> {
+    let secondary_bytes = match tier {
+        Some(tier) if tier.kind == PeerTierKind::Secondary => usize::try_from(tier.bytes)
+            .map_err(|_| invalid(format!("tier bytes {} is too large", tier.bytes)))?,
+        _ => {
+            // SAFETY: a fresh cache, owned by `Owned`.
+            let cache = unsafe {
+                Owned::new(rocksdb_cache_create_lru(cache_bytes), rocksdb_cache_destroy)?
+            };
+            return Ok((cache, None));
+        }
+    };
+    let (mut counters, mut err) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: `counters` and `err` are null pointers for the shim to fill in.
+    let cache = unsafe {
+        frk_cache_create_lru_with_secondary(cache_bytes, secondary_bytes, &mut counters, &mut err)
+    };
+    check("frk_cache_create_lru_with_secondary", err)?;
+    // SAFETY: on success both are fresh objects we own, with these destroy functions.
+    unsafe {
+        Ok((
+            Owned::new(cache, rocksdb_cache_destroy)?,
+            Some(Owned::new(counters, frk_tier_destroy)?),
+        ))
+    }
+}
+
+/// Gives `table` a persistent cache in `tier.path` (made if missing); returns its counters.
+fn set_persistent_cache(
+    table: &Owned<rocksdb_block_based_table_options_t>,
+    tier: &PeerTier,
+) -> Result<Owned<frk_tier>, PeerError> {
+    if tier.bytes < PERSISTENT_CACHE_FILE_BYTES {
+        return Err(invalid(format!(
+            "the persistent cache needs at least {} MiB (one of its cache files), not {} B",
+            PERSISTENT_CACHE_FILE_BYTES >> 20,
+            tier.bytes
+        )));
+    }
+    std::fs::create_dir_all(&tier.path).map_err(|source| PeerError::Io {
+        engine: NAME,
+        context: format!("creating the persistent cache's directory {}", tier.path.display()),
+        source,
+    })?;
+    let dir = CString::new(tier.path.as_os_str().as_bytes())
+        .map_err(|_| invalid(format!("a NUL byte in {}", tier.path.display())))?;
+    let (mut counters, mut err) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: live table options; a NUL-terminated path; `counters` and `err` are null
+    // pointers for the shim to fill in. The table options share the cache (`shared_ptr`).
+    unsafe {
+        frk_table_set_persistent_cache(
+            table.ptr(),
+            dir.as_ptr(),
+            tier.bytes,
+            PERSISTENT_CACHE_FOR_NVM.into(),
+            &mut counters,
+            &mut err,
+        )
+    };
+    check("frk_table_set_persistent_cache", err)?;
+    // SAFETY: on success a fresh counters object we own.
+    unsafe { Owned::new(counters, frk_tier_destroy) }
+}
+
+/// The tier's options as `describe_config` prints them.
+fn describe_tier(tier: &PeerTier) -> String {
+    match tier.kind {
+        PeerTierKind::Secondary => format!(
+            ", secondary_cache=CompressedSecondaryCache {} B (compression_type=kNoCompression, \
+             its other options the defaults), lowest_used_cache_tier=kNonVolatileBlockTier",
+            tier.bytes
+        ),
+        PeerTierKind::Persistent => format!(
+            ", persistent_cache=NewPersistentCache(path={}, size={} B, \
+             optimized_for_nvm={PERSISTENT_CACHE_FOR_NVM}, cache_file_size={} B, the default)",
+            tier.path.display(),
+            tier.bytes,
+            PERSISTENT_CACHE_FILE_BYTES
+        ),
     }
 }
 

@@ -67,7 +67,17 @@ impl WiredTiger {
     /// `use_environment=false`: `WIREDTIGER_CONFIG` in the environment cannot change the run;
     /// `config_base=false`: no `WiredTiger.basecfg` is written or read, every open passes the
     /// whole config (3.2.1 also rejects its own basecfg when it holds `use_environment`).
+    ///
+    /// A `tier` is refused: WiredTiger 3.2.1 has no second cache tier (its `block_cache`
+    /// connection option came with later releases).
     pub fn open(dir: &Path, config: &PeerConfig) -> Result<Self, PeerError> {
+        if config.tier.is_some() {
+            return Err(PeerError::Invalid {
+                engine: NAME,
+                reason: "WiredTiger 3.2.1 has no second cache tier (no block_cache option)"
+                    .to_string(),
+            });
+        }
         if config.sync && !config.log {
             return Err(PeerError::Invalid {
                 engine: NAME,

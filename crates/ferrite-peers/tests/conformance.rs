@@ -53,6 +53,7 @@ fn config(log: bool, sync: bool, direct_io: bool) -> PeerConfig {
         sync,
         map_bytes: 256 << 20,
         blob_min_bytes: None,
+        tier: None,
     }
 }
 

@@ -355,7 +355,7 @@ impl LookupReport {
             format!("{} thread{}", c.threads, if c.threads == 1 { "" } else { "s" })
         };
         if let (Some(tier), Some(t)) = (&c.tier, &run.tier) {
-            line("tier", tier.describe());
+            line("tier", tier.describe(crate::stores::StoreKind::Ferrite));
             line("tier use", t.describe());
         }
         line(

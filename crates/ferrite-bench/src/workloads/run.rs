@@ -81,14 +81,17 @@ pub struct RunConfig {
     pub json: Option<PathBuf>,
     /// The zipfian constant of zipfian key choices (0.99, YCSB's, by default).
     pub theta: f64,
-    /// Ferrite only: a second cache tier between its pool and the disk.
+    /// Ferrite and RocksDB: a second cache tier between the cache and the disk.
     pub tier: Option<TierConfig>,
 }
 
-/// A second cache tier for Ferrite's runs (`Options::tier`).
+/// A second cache tier: Ferrite's (`Options::tier`), or RocksDB's (`PeerConfig::tier`, of
+/// the kind `rocksdb` says; `latency_ns` and `admission` are Ferrite's only).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TierConfig {
-    /// The file it lives in (a file in `/dev/shm` for a medium faster than the disk).
+    /// The file it lives in (a file in `/dev/shm` for a medium faster than the disk);
+    /// RocksDB's persistent cache: the directory its files go in, made for the run and
+    /// removed after it if it was not there; RocksDB's secondary cache: unused.
     pub path: PathBuf,
     pub mib: u64,
     /// Added to every access of the medium (0: the medium as it is): spinning on a mapped
@@ -98,6 +101,38 @@ pub struct TierConfig {
     /// Mapped (copied with loads and stores) or block (read and written through the
     /// workers' rings).
     pub medium: ferrite::TierMedium,
+    /// Which of RocksDB's tiers a RocksDB run uses (ignored by Ferrite).
+    pub rocksdb: RocksDbTier,
+}
+
+/// RocksDB's second cache tiers (`--rocksdb-tier`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RocksDbTier {
+    /// Its secondary cache, a `CompressedSecondaryCache` in the process's memory: the default,
+    /// as the tier RocksDB's documentation gives for DRAM (its wiki marks the persistent read
+    /// cache "to be deprecated"), and the one on the same medium as Ferrite's tier in
+    /// `/dev/shm`.
+    #[default]
+    Secondary,
+    /// Its persistent read cache (`NewPersistentCache`), in files of the directory
+    /// `TierConfig::path`.
+    Persistent,
+}
+
+impl RocksDbTier {
+    pub const ALL: [RocksDbTier; 2] = [RocksDbTier::Secondary, RocksDbTier::Persistent];
+
+    /// `secondary` or `persistent`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RocksDbTier::Secondary => "secondary",
+            RocksDbTier::Persistent => "persistent",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<RocksDbTier> {
+        RocksDbTier::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
 impl TierConfig {
@@ -121,8 +156,26 @@ impl TierConfig {
         }
     }
 
-    /// In words, for the run's heading.
-    pub fn describe(&self) -> String {
+    /// In words, for the run's heading on `store`.
+    pub fn describe(&self, store: StoreKind) -> String {
+        if store == StoreKind::RocksDb {
+            let (what, place) = match self.rocksdb {
+                RocksDbTier::Secondary => {
+                    ("secondary cache (CompressedSecondaryCache)", "in memory".to_owned())
+                }
+                RocksDbTier::Persistent => {
+                    ("persistent cache", format!("in files of {}", self.path.display()))
+                }
+            };
+            // Its counters: lookups, hits, blocks stored (`copied in`), placeholders kept
+            // at a block's first eviction (`refused`); blocks dropped or pushed out are not
+            // counted.
+            return format!(
+                "{} MiB, RocksDB's {what} {place}; its blocks dropped or pushed out are not \
+                 counted",
+                self.mib
+            );
+        }
         let latency = match self.latency_ns {
             0 => "no added latency".to_owned(),
             ns => format!("{ns} ns added per access"),
@@ -248,17 +301,24 @@ impl RunConfig {
         if self.theta != crate::gen::zipf::YCSB_THETA {
             change_buffer += &format!(" theta={}", self.theta);
         }
-        if let Some(tier) = &self.tier {
-            change_buffer += &format!(
-                " tier_mib={} tier_latency_ns={} tier_admission={}",
-                tier.mib,
-                tier.latency_ns,
-                tier.admission_name()
-            );
-            // (Mapped, the first medium, adds nothing: its runs keep their hash.)
-            if tier.medium != ferrite::TierMedium::Mapped {
-                change_buffer += &format!(" tier_medium={}", tier.medium.name());
+        match &self.tier {
+            Some(tier) if self.store == StoreKind::RocksDb => {
+                change_buffer +=
+                    &format!(" tier_mib={} rocksdb_tier={}", tier.mib, tier.rocksdb.name());
             }
+            Some(tier) => {
+                change_buffer += &format!(
+                    " tier_mib={} tier_latency_ns={} tier_admission={}",
+                    tier.mib,
+                    tier.latency_ns,
+                    tier.admission_name()
+                );
+                // (Mapped, the first medium, adds nothing: its runs keep their hash.)
+                if tier.medium != ferrite::TierMedium::Mapped {
+                    change_buffer += &format!(" tier_medium={}", tier.medium.name());
+                }
+            }
+            None => {}
         }
         format!(
             "workload={} store={} records={} cache_mib={} seconds={} concurrency={} \
@@ -307,7 +367,7 @@ pub struct RunReport {
     pub log: Option<LogCounters>,
     /// The store's change buffer drains while measuring (Ferrite, when some were done).
     pub drains: Option<DrainCounters>,
-    /// The store's second cache tier while measuring (Ferrite with `--tier`).
+    /// The store's second cache tier while measuring (Ferrite or RocksDB with `--tier`).
     pub tier: Option<TierCounters>,
     /// The store's workers while measuring (Ferrite with tasks on workers; else `None`).
     pub workers: Option<WorkerTimes>,
@@ -544,7 +604,7 @@ impl RunReport {
             None => line("device", "no /proc/diskstats entry for the data's file system".into()),
         }
         if let (Some(t), Some(tier)) = (&self.tier, &c.tier) {
-            line("tier", tier.describe());
+            line("tier", tier.describe(c.store));
             line("tier use", t.describe());
         }
         if let Some((_, d)) = &self.disk {

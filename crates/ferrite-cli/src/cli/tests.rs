@@ -428,7 +428,10 @@ fn bench_lookup_defaults_and_options() {
     assert_eq!(tier.medium, ferrite::TierMedium::Block);
     fails(&["bench", "lookup", "--tier", "t", "--tier-medium", "tape"], "tape");
     fails(&["bench", "lookup", "--tier-mib", "8"], "--tier");
-    fails(&["bench", "lookup", "--store", "lmdb", "--tier", "t"], "--tier is for --store ferrite");
+    fails(&["bench", "lookup", "--store", "lmdb", "--tier", "t"], "lmdb has no second cache tier");
+    fails(&["bench", "lookup", "--tier", "t", "--rocksdb-tier", "persistent"], "--store rocksdb");
+    let e = &["bench", "lookup", "--store", "rocksdb", "--tier", "t", "--tier-medium", "block"];
+    fails(e, "--tier-medium is for Ferrite's tier");
     fails(&["bench", "ycsb-c", "--tier-admission", "all"], "--tier");
     fails(&["bench"], "missing WORKLOAD");
     let e = fails(&["bench", "ycsb"], "unrecognized subcommand 'ycsb'");

@@ -32,6 +32,7 @@ opaque!(
     rocksdb_iterator_t,
     rocksdb_flushoptions_t,
     rocksdb_pinnableslice_t,
+    frk_tier,
 );
 
 /// `rocksdb_no_compression` of the compression enum.
@@ -235,4 +236,40 @@ extern "C" {
         len: *mut size_t,
     ) -> *const c_char;
     pub(crate) fn rocksdb_iter_get_error(iter: *const rocksdb_iterator_t, errptr: *mut *mut c_char);
+}
+
+/// A tier's counters as `frk_tier_counters_read` fills them (`frk_tier_counters` in
+/// `csrc/rocksdb_tier.cc`, which says what each counts).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct frk_tier_counters {
+    pub(crate) lookups: u64,
+    pub(crate) hits: u64,
+    pub(crate) inserts: u64,
+    pub(crate) refused: u64,
+    pub(crate) bytes_written: u64,
+}
+
+// RocksDB's cache tiers, from the C++ shim `csrc/rocksdb_tier.cc`, compiled by build.rs.
+extern "C" {
+    /// An LRU block cache of `capacity_bytes` over a CompressedSecondaryCache of
+    /// `secondary_bytes`; its counters in `*tier`. Null and `*errptr` on failure.
+    pub(crate) fn frk_cache_create_lru_with_secondary(
+        capacity_bytes: size_t,
+        secondary_bytes: size_t,
+        tier: *mut *mut frk_tier,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_cache_t;
+    /// Sets the table options' persistent cache to one in the existing directory `dir`; its
+    /// counters in `*tier`. 0, or -1 and `*errptr`.
+    pub(crate) fn frk_table_set_persistent_cache(
+        table: *mut rocksdb_block_based_table_options_t,
+        dir: *const c_char,
+        bytes: u64,
+        optimized_for_nvm: c_uchar,
+        tier: *mut *mut frk_tier,
+        errptr: *mut *mut c_char,
+    ) -> c_int;
+    pub(crate) fn frk_tier_counters_read(tier: *const frk_tier, out: *mut frk_tier_counters);
+    pub(crate) fn frk_tier_destroy(tier: *mut frk_tier);
 }

@@ -466,7 +466,10 @@ fn start(config: &ServeConfig) -> Result<(SocketAddr, Target, String), BenchErro
                 options.durability,
                 options.direct_io,
                 options.max_size_bytes,
-                config.tier.as_ref().map_or(String::new(), |t| format!(", tier {}", t.describe()))
+                config.tier.as_ref().map_or(String::new(), |t| format!(
+                    ", tier {}",
+                    t.describe(crate::stores::StoreKind::Ferrite)
+                ))
             );
             let db = Arc::new(ferrite::Db::open(config.dir.join("ferrite"), options)?);
             let server_config = ferrite_server::ServerConfig {
@@ -1553,6 +1556,7 @@ mod tests {
             admission: ferrite::TierAdmission::All,
             // Through the server's workers' rings.
             medium: ferrite::TierMedium::Block,
+            rocksdb: Default::default(),
         };
         // About 20 MiB of items through a pool of 12 MiB.
         let config = ServeConfig {
