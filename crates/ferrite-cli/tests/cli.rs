@@ -1310,7 +1310,7 @@ fn bench_tier_on_a_store_without_one_is_refused() {
         ),
         (
             vec!["bench", "ycsb-c", "--store", "rocksdb", "--rocksdb-tier", "persistent"],
-            "--rocksdb-tier describes a tier",
+            "required arguments were not provided:\n  --tier <FILE>",
         ),
     ] {
         let o = run(&args);
