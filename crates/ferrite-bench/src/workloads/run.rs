@@ -106,8 +106,8 @@ pub struct TierConfig {
 pub enum RocksDbTier {
     /// Its secondary cache, a `CompressedSecondaryCache` in the process's memory: the default,
     /// as the tier RocksDB's documentation gives for DRAM (its wiki marks the persistent read
-    /// cache "to be deprecated" and names the secondary cache as its successor), and the
-    /// one on the same medium as Ferrite's tier in `/dev/shm`.
+    /// cache "to be deprecated"), and the one on the same medium as Ferrite's tier in
+    /// `/dev/shm`.
     #[default]
     Secondary,
     /// Its persistent read cache (`NewPersistentCache`), in files of the directory
