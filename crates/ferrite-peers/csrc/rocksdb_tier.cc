@@ -85,6 +85,8 @@ typedef struct {
     /* Bytes of the blocks stored. */
     uint64_t bytes_written;
 } frk_tier_counters;
+static_assert(sizeof(frk_tier_counters) == 5 * sizeof(uint64_t),
+              "frk_tier_counters is five u64s, as src/sys/rocksdb.rs declares it");
 
 namespace {
 
