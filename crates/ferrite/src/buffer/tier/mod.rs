@@ -578,10 +578,9 @@ impl Tier {
             // ring's writes complete after a delay, and a controller that heard of them late
             // would let a burst past its limit.
             self.admission.note(lane, TierEvent::Insert);
-            let mut buf = outbox.spare.lock().unwrap().pop();
-            let buf = buf.get_or_insert_with(|| AlignedBlock::zeroed(PAGE_SIZE));
+            let spare = outbox.spare.lock().unwrap().pop();
+            let mut buf = spare.unwrap_or_else(|| AlignedBlock::zeroed(PAGE_SIZE));
             buf.as_mut_slice().copy_from_slice(page);
-            let buf = std::mem::replace(buf, AlignedBlock::zeroed(0));
             outbox.staged.lock().unwrap().push(StagedWrite { page_id, slot, generation, buf });
             return;
         }
