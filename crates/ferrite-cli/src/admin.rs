@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use ferrite::btree::check::TreeReport;
 use ferrite::{CheckReport, DbStats, LogReport};
 use ferrite_bench::report::{bytes, thousands};
+use ferrite_bench::stores::TierCounters;
 use serde::Serialize;
 
-use crate::cli::{CheckArgs, DbArgs, StatsArgs, TreesAction, TreesArgs};
+use crate::cli::{CheckArgs, DbArgs, StatsArgs, StatsSource, TreesAction, TreesArgs};
 use crate::common::{open, operate_then_close, Access, Change, CliError, Outcome};
 use crate::encoding::field;
 
@@ -48,15 +49,19 @@ pub fn trees(args: &TreesArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
 }
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
-    let db = open(&args.db, Access::ReadOnly)?;
-    let (stats, report) = operate_then_close(db, &args.db.dir, |db| {
+    let db_args = match &args.source {
+        StatsSource::Dir(db) => db,
+        StatsSource::Server(addr) => return server_stats(addr, args.json, out),
+    };
+    let db = open(db_args, Access::ReadOnly)?;
+    let (stats, report) = operate_then_close(db, &db_args.dir, |db| {
         let stats = db.stats()?;
         let report = if args.quick { None } else { Some(db.check()?) };
         Ok(((stats, report), Change::Nothing("stats".into())))
     })?;
     let found = StatsFound {
-        dir: &args.db.dir,
-        direct_io: args.db.direct_io,
+        dir: &db_args.dir,
+        direct_io: db_args.direct_io,
         stats,
         walked: report.map(|report| (Faults::split(report.all_faults()), report)),
     };
@@ -67,6 +72,169 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<Outcome, CliError>
     }
     out.flush()?;
     Ok(Outcome::Done)
+}
+
+/// How long `stats --server` waits for the server to connect and to answer.
+const SERVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `ferrite stats --server ADDR`: the server's `stats` reply, read whole, printed as a
+/// summary (or, with `json`, every counter).
+fn server_stats(addr: &str, json: bool, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    let failed = |reason: String| CliError::Server { addr: addr.to_owned(), reason };
+    let stats = ask_stats(addr).map_err(failed)?;
+    if json {
+        let mut object = serde_json::Map::new();
+        object.insert("server".into(), addr.into());
+        for (name, value) in &stats {
+            let value = match value.parse::<u64>() {
+                Ok(n) => n.into(),
+                Err(_) => match value.parse::<f64>() {
+                    Ok(x) => x.into(),
+                    Err(_) => value.as_str().into(),
+                },
+            };
+            object.insert(name.clone(), value);
+        }
+        write_json(out, &object)?;
+    } else {
+        let get = |name: &str| stats.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let count = |name: &str| get(name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let mut lines = vec![
+            (
+                "server",
+                format!(
+                    "{addr}: version {}, process {}, up {} s",
+                    get("version").unwrap_or("?"),
+                    get("pid").unwrap_or("?"),
+                    thousands(count("uptime"))
+                ),
+            ),
+            (
+                "connections",
+                format!(
+                    "{} open, {} since it started, {} refused",
+                    thousands(count("curr_connections")),
+                    thousands(count("total_connections")),
+                    thousands(count("rejected_connections"))
+                ),
+            ),
+            (
+                "gets",
+                format!(
+                    "{} ({} hits, {} misses, {} expired)",
+                    thousands(count("cmd_get")),
+                    thousands(count("get_hits")),
+                    thousands(count("get_misses")),
+                    thousands(count("get_expired"))
+                ),
+            ),
+            ("sets", thousands(count("cmd_set"))),
+            (
+                "deletes",
+                format!(
+                    "{} hits, {} misses",
+                    thousands(count("delete_hits")),
+                    thousands(count("delete_misses"))
+                ),
+            ),
+            (
+                "network",
+                format!(
+                    "{} read, {} written",
+                    bytes(count("bytes_read")),
+                    bytes(count("bytes_written"))
+                ),
+            ),
+        ];
+        match get("tier_slots") {
+            None => lines.push(("tier", "none (the server runs without --tier)".to_owned())),
+            Some(_) => {
+                let tier = TierCounters {
+                    lookups: count("tier_lookups"),
+                    hits: count("tier_hits"),
+                    inserts: count("tier_inserts"),
+                    invalidations: count("tier_invalidations"),
+                    evictions: count("tier_evictions"),
+                    bytes_written: count("tier_bytes_written"),
+                    refused: count("tier_refused"),
+                    windows: count("tier_obp_windows"),
+                    windows_over: count("tier_obp_windows_over"),
+                    window_obp: 0.0,
+                    peak_window_obp: 0.0,
+                };
+                let admitting = match get("tier_admitting") {
+                    Some("0") => "not admitting now",
+                    _ => "admitting",
+                };
+                lines.push((
+                    "tier",
+                    format!(
+                        "{} slots of 4 KiB ({}), {admitting}; highest window OBP {}",
+                        thousands(count("tier_slots")),
+                        bytes(count("tier_slots") * PAGE_BYTES),
+                        get("tier_obp_max").unwrap_or("?")
+                    ),
+                ));
+                lines.push(("tier use", tier.describe()));
+            }
+        }
+        for (label, text) in lines {
+            writeln!(out, "{label:<12}{text}")?;
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Done)
+}
+
+/// Sends `stats` to the memcached server at `addr` and reads its `STAT name value` lines up
+/// to `END`.
+fn ask_stats(addr: &str) -> Result<Vec<(String, String)>, String> {
+    use std::io::{BufRead, BufReader};
+    use std::net::{TcpStream, ToSocketAddrs};
+    let targets: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("{addr} is not a HOST:PORT this machine resolves: {e}"))?
+        .collect();
+    let mut last = None;
+    let stream = targets
+        .iter()
+        .find_map(|target| match TcpStream::connect_timeout(target, SERVER_TIMEOUT) {
+            Ok(stream) => Some(stream),
+            Err(e) => {
+                last = Some(e);
+                None
+            }
+        })
+        .ok_or_else(|| match last {
+            Some(e) => format!("connecting failed: {e}"),
+            None => format!("{addr} resolves to no address"),
+        })?;
+    let io = |e: std::io::Error| format!("talking to it failed: {e}");
+    stream.set_read_timeout(Some(SERVER_TIMEOUT)).map_err(io)?;
+    stream.set_write_timeout(Some(SERVER_TIMEOUT)).map_err(io)?;
+    (&stream).write_all(b"stats\r\n").map_err(io)?;
+    let mut reader = BufReader::new(&stream);
+    let mut stats = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).map_err(io)? == 0 {
+            return Err("it closed the connection before its reply ended (END)".into());
+        }
+        let text = line.trim_end_matches(['\r', '\n']);
+        if text == "END" {
+            return Ok(stats);
+        }
+        match text.strip_prefix("STAT ").and_then(|rest| rest.split_once(' ')) {
+            Some((name, value)) => stats.push((name.to_owned(), value.to_owned())),
+            None => {
+                return Err(format!(
+                    "its reply is not memcached's stats: a line reads {:?}",
+                    text.chars().take(80).collect::<String>()
+                ))
+            }
+        }
+    }
 }
 
 /// What `stats` found, printed as text or as JSON.

@@ -555,6 +555,17 @@ JSON
 
     With --quick, trees, fault_count and lost_page_count are null.
 
+    With --server, one object of the server's counters as it named them (`tier_hits`,
+    `cmd_get`, ...), numbers as numbers, plus `server` (ADDR as given).
+
+A RUNNING SERVER
+    A directory `ferrite serve` is serving is locked by it, and its second cache tier's
+    counters live in its process: --server ADDR asks the server itself (its memcached
+    `stats` command) and prints its connections, commands, and tier use: hits of lookups,
+    pages copied in and the bytes written, copies dropped as their pages changed and
+    pushed out, pages refused, the overhead-bypass ratio (OBP) over the server's life and
+    over its worst window, and the windows over the admission's limit.
+
 NOTES
     The per-tree numbers are counted by walking every page of every tree, as check does,
     so on a large data set they take as long as a check; --quick prints only the numbers
@@ -565,7 +576,8 @@ NOTES
 EXAMPLES
     ferrite stats --db data
     ferrite stats --db data --quick
-    ferrite stats --db data --json";
+    ferrite stats --db data --json
+    ferrite stats --server 127.0.0.1:11211";
 
 const CHECK_AFTER: &str = "\
 OUTPUT
@@ -896,8 +908,21 @@ pub struct StatsCmd {
         long
     )]
     json: bool,
+    /// Ask the `ferrite serve` listening at ADDR for its live counters instead
+    #[arg(
+        long_help = "Ask the `ferrite serve` listening at ADDR (HOST:PORT) for its live \
+            counters instead of opening a directory: connections, commands, and the second \
+            cache tier's use (hits, misses, copies, drops, OBP, bytes written). A served \
+            directory is locked by its server, and the tier's counters live in the server's \
+            process: this is how to see them.",
+        long,
+        value_name = "ADDR",
+        conflicts_with_all = ["dir", "quick"],
+        required_unless_present = "dir"
+    )]
+    server: Option<String>,
     #[command(flatten)]
-    db: DbArgs,
+    db: Option<DbArgs>,
 }
 
 /// `ferrite check`.
@@ -2330,11 +2355,20 @@ pub struct TreesArgs {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatsArgs {
-    pub db: DbArgs,
+    pub source: StatsSource,
     /// Skip the per-tree walk.
     pub quick: bool,
     /// One JSON object instead of the text.
     pub json: bool,
+}
+
+/// Where `ferrite stats` gets its numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatsSource {
+    /// A data directory, opened read-only.
+    Dir(DbArgs),
+    /// A running `ferrite serve`, asked over its `stats` command (`HOST:PORT`).
+    Server(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -2502,7 +2536,12 @@ impl Command {
             Command::Stat(cmd) => key_args("stat", cmd).map(Action::Stat),
             Command::Trees(cmd) => Ok(Action::Trees(trees_args(cmd))),
             Command::Stats(cmd) => {
-                Ok(Action::Stats(StatsArgs { db: cmd.db, quick: cmd.quick, json: cmd.json }))
+                let source = match (cmd.server, cmd.db) {
+                    (Some(addr), _) => StatsSource::Server(addr),
+                    (None, Some(db)) => StatsSource::Dir(db),
+                    (None, None) => unreachable!("clap requires --db or --server"),
+                };
+                Ok(Action::Stats(StatsArgs { source, quick: cmd.quick, json: cmd.json }))
             }
             Command::Check(cmd) => Ok(Action::Check(CheckArgs { db: cmd.db, json: cmd.json })),
             Command::Serve(cmd) => Ok(Action::Serve(serve_args(cmd))),

@@ -62,6 +62,11 @@ pub enum CliError {
         offset: u64,
         written: u64,
     },
+    /// `stats --server ADDR`: asking the server at `addr` failed (`reason`).
+    Server {
+        addr: String,
+        reason: String,
+    },
     /// The operation failed (`error`), and closing the data directory `dir` after it failed
     /// too (`close`).
     AndClose {
@@ -94,7 +99,8 @@ impl fmt::Display for CliError {
                     f,
                     "{e}. It is a running `ferrite serve`: read and write through it \
                      (memcached's protocol; `backup NAME` makes an online backup when it runs \
-                     with --backup-dir), or stop it (SIGTERM) and run this again"
+                     with --backup-dir; `ferrite stats --server ADDR` shows its counters), \
+                     or stop it (SIGTERM) and run this again"
                 )
             }
             CliError::Engine(e) => write!(f, "{e}"),
@@ -105,6 +111,9 @@ impl fmt::Display for CliError {
                 write!(f, "writing the output to {} failed: {source}", path.display())
             }
             CliError::Refused(message) => write!(f, "{message}"),
+            CliError::Server { addr, reason } => {
+                write!(f, "asking the server at {addr} for its stats: {reason}")
+            }
             CliError::Partial { error, offset, written } => write!(
                 f,
                 "{error} (after {written} bytes from offset {offset} were written, up to offset \

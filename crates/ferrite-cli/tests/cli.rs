@@ -2635,3 +2635,91 @@ fn damage_first_inner_node(dir: &Path) -> usize {
     fs::write(&pages, &bytes).unwrap();
     inner
 }
+
+/// `ferrite stats --server ADDR` shows a running server's counters, its second tier's use
+/// among them (the served directory is locked, and the tier's counters live in the server's
+/// process); a directory the server holds says how to reach them; an address with no server
+/// is an error that names it.
+#[test]
+fn stats_asks_a_running_server_for_its_tier_use() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let tmp = TempDir::new("stats-server");
+    let db = tmp.db();
+    let tier = tmp.0.join("tier");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["serve", "--db", &db, "--listen", "127.0.0.1:0", "--workers", "1"])
+        .args(["--memory-mib", "16", "--tier", tier.to_str().unwrap()])
+        .args(["--tier-mib", "64", "--tier-admission", "all"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting ferrite serve");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let Some(addr) = line.trim().strip_prefix("listening on ").map(str::to_owned) else {
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        panic!("first line {line:?}, stderr {err}")
+    };
+    // Items far beyond the pool, read back twice: pages are evicted into the tier and read
+    // from it.
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let value = "v".repeat(3000);
+    let items = 12_000;
+    let mut expect = |request: String, count: usize| {
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reply = String::new();
+        for _ in 0..count {
+            reader.read_line(&mut reply).unwrap();
+        }
+        reply
+    };
+    let mut sets = String::new();
+    for i in 0..items {
+        sets.push_str(&format!("set item{i} 0 0 {}\r\n{value}\r\n", value.len()));
+    }
+    let reply = expect(sets, items);
+    assert_eq!(reply.matches("STORED").count(), items);
+    for _ in 0..2 {
+        for chunk in (0..items).collect::<Vec<_>>().chunks(500) {
+            let gets: String = chunk.iter().map(|i| format!("get item{i}\r\n")).collect();
+            let reply = expect(gets, chunk.len() * 3);
+            assert_eq!(reply.matches("VALUE").count(), chunk.len());
+        }
+    }
+    let o = run(&["stats", "--server", &addr]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains(&format!("server      {addr}: version")), "{out}");
+    assert!(out.contains("gets        24,000 (24,000 hits, 0 misses"), "{out}");
+    let tier_use =
+        out.lines().find(|l| l.starts_with("tier use")).unwrap_or_else(|| panic!("{out}"));
+    assert!(tier_use.contains("hits of") && tier_use.contains("OBP"), "{out}");
+    let o = run(&["stats", "--server", &addr, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["server"], addr.as_str());
+    assert_eq!(json["cmd_get"], 2 * items as u64);
+    let (lookups, hits) =
+        (json["tier_lookups"].as_u64().unwrap(), json["tier_hits"].as_u64().unwrap());
+    assert!(lookups > 0 && hits > 0 && hits <= lookups, "{json}");
+    assert!(json["tier_inserts"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["tier_obp"].as_f64().is_some(), "{json}");
+    // The directory itself is the server's: the refusal says how to see its counters.
+    let o = run(&["stats", "--db", &db, "--quick"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(text(&o.stderr).contains("ferrite stats --server ADDR"), "{}", text(&o.stderr));
+    #[allow(unsafe_code)]
+    // SAFETY: signals a child this test started and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    // Nobody listens there now.
+    let o = run(&["stats", "--server", &addr]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(err.contains(&format!("asking the server at {addr} for its stats")), "{err}");
+}

@@ -325,20 +325,31 @@ fn trees_actions() {
 fn stats_and_check() {
     assert_eq!(
         parse_strs(&["stats", "--db", "d"]).unwrap(),
-        Action::Stats(StatsArgs { db: db("d"), quick: false, json: false })
+        Action::Stats(StatsArgs { source: StatsSource::Dir(db("d")), quick: false, json: false })
     );
     assert_eq!(
         parse_strs(&["stats", "--db", "d", "--quick", "--pool-mib", "8"]).unwrap(),
         Action::Stats(StatsArgs {
-            db: DbArgs { pool_mib: 8, ..db("d") },
+            source: StatsSource::Dir(DbArgs { pool_mib: 8, ..db("d") }),
             quick: true,
             json: false
         })
     );
     assert_eq!(
         parse_strs(&["stats", "--json", "--db", "d", "--quick"]).unwrap(),
-        Action::Stats(StatsArgs { db: db("d"), quick: true, json: true })
+        Action::Stats(StatsArgs { source: StatsSource::Dir(db("d")), quick: true, json: true })
     );
+    assert_eq!(
+        parse_strs(&["stats", "--server", "127.0.0.1:11211", "--json"]).unwrap(),
+        Action::Stats(StatsArgs {
+            source: StatsSource::Server("127.0.0.1:11211".into()),
+            quick: false,
+            json: true
+        })
+    );
+    fails(&["stats"], "--server <ADDR>");
+    fails(&["stats", "--server", "h:1", "--db", "d"], "cannot be used with");
+    fails(&["stats", "--server", "h:1", "--quick"], "cannot be used with");
     assert_eq!(
         parse_strs(&["check", "--db", "d"]).unwrap(),
         Action::Check(CheckArgs { db: db("d"), json: false })
