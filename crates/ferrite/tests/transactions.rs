@@ -139,6 +139,270 @@ fn a_commit_after_a_read_key_changed_is_a_conflict_and_writes_nothing() {
     assert_check(&db);
 }
 
+fn keys(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<&str> {
+    entries.iter().map(|(k, _)| std::str::from_utf8(k).unwrap()).collect()
+}
+
+/// `Transaction::scan`: the transaction's own writes over the tree's entries, both ways,
+/// with limits; at the commit, a key inserted into the part of the range the answer
+/// depended on (a phantom), removed or changed there is a conflict, and a change outside it
+/// is not.
+#[test]
+fn scans_see_own_writes_and_a_phantom_in_the_range_read_is_a_conflict() {
+    let dir = TempDir::with_prefix("txn-scan").unwrap();
+    let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+    let t = db.tree("t").unwrap();
+    let other = db.tree("other").unwrap();
+    for k in ["k1", "k2", "k3", "k4", "k5", "k6"] {
+        t.put(k, format!("v-{k}")).unwrap();
+    }
+    other.put("k25", "another tree").unwrap();
+
+    // Own writes: a put, a delete, an edit; the limit counts what the transaction sees.
+    let mut txn = db.transaction();
+    txn.put(&t, "k25", "mine").unwrap();
+    txn.delete(&t, "k3").unwrap();
+    txn.write_at(&t, "k4", 0, "V").unwrap();
+    let seen = txn.scan(&t, "k2".."k6", 10, false).unwrap();
+    assert_eq!(keys(&seen), ["k2", "k25", "k4", "k5"]);
+    assert_eq!(seen[1].1, b"mine");
+    assert_eq!(seen[2].1, b"V-k4");
+    assert_eq!(keys(&txn.scan(&t, "k2".."k6", 2, false).unwrap()), ["k2", "k25"]);
+    assert_eq!(keys(&txn.scan(&t, "k2".."k6", 2, true).unwrap()), ["k5", "k4"]);
+    assert_eq!(keys(&txn.scan(&t, "k1"..="k1", 5, false).unwrap()), ["k1"]);
+    assert!(txn.scan(&t, "k4".."k4", 5, false).unwrap().is_empty());
+    assert!(txn.scan(&t, "k1"..="k6", 0, false).unwrap().is_empty());
+    assert_eq!(txn.ranges().0, 4, "the empty scans remember nothing");
+    txn.commit().unwrap();
+    assert_eq!(
+        keys(&t.iter().collect::<Result<Vec<_>, _>>().unwrap()),
+        ["k1", "k2", "k25", "k4", "k5", "k6"]
+    );
+
+    // A phantom: a key inserted into the range scanned.
+    let mut txn = db.transaction();
+    assert_eq!(keys(&txn.scan(&t, "k2"..="k4", 10, false).unwrap()), ["k2", "k25", "k4"]);
+    txn.put(&other, "done", "1").unwrap();
+    t.put("k3", "meanwhile").unwrap();
+    let error = txn.commit().unwrap_err();
+    assert!(
+        matches!(&error, Error::Conflict { tree, key } if tree == "t" && key == b"k3"),
+        "{error:?}"
+    );
+    assert_eq!(other.get("done").unwrap(), None, "nothing written");
+
+    // A key removed from it, a value changed in it.
+    for change in [0, 1] {
+        let mut txn = db.transaction();
+        assert_eq!(txn.scan(&t, "k2"..="k4", 10, false).unwrap().len(), 4 - change);
+        match change {
+            0 => assert!(t.delete("k25").unwrap()),
+            _ => t.put("k4", "changed").unwrap(),
+        }
+        txn.put(&other, "done", "1").unwrap();
+        assert!(matches!(txn.commit(), Err(Error::Conflict { .. })), "change {change}");
+    }
+    assert_eq!(other.get("done").unwrap(), None);
+
+    // With a limit, only the part up to the last entry returned counts: forward...
+    let mut txn = db.transaction();
+    assert_eq!(keys(&txn.scan(&t, "k1".., 2, false).unwrap()), ["k1", "k2"]);
+    t.put("k21", "after the answer").unwrap();
+    t.put("k9", "far after").unwrap();
+    txn.put(&other, "forward", "1").unwrap();
+    txn.commit().unwrap();
+    let mut txn = db.transaction();
+    assert_eq!(keys(&txn.scan(&t, "k1".., 2, false).unwrap()), ["k1", "k2"]);
+    t.put("k15", "inside the answer").unwrap();
+    txn.put(&other, "forward", "2").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict { key, .. }) if key == b"k15"));
+    // ... and backward.
+    let mut txn = db.transaction();
+    assert_eq!(keys(&txn.scan(&t, "k1".."k9", 1, true).unwrap()), ["k6"]);
+    t.put("k55", "before the answer").unwrap();
+    txn.put(&other, "backward", "1").unwrap();
+    txn.commit().unwrap();
+    let mut txn = db.transaction();
+    assert_eq!(keys(&txn.scan(&t, "k1".."k9", 1, true).unwrap()), ["k6"]);
+    t.put("k7", "inside the answer").unwrap();
+    txn.put(&other, "backward", "2").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict { key, .. }) if key == b"k7"));
+    assert_eq!(other.get("forward").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(other.get("backward").unwrap().as_deref(), Some(&b"1"[..]));
+
+    // An empty range read stays empty: an insert there is a conflict too.
+    let mut txn = db.transaction();
+    assert!(txn.scan(&t, "m".."n", 10, false).unwrap().is_empty());
+    t.put("m1", "phantom").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict { key, .. }) if key == b"m1"));
+    // A read-only transaction's scan is validated too (it commits no record).
+    let mut txn = db.transaction();
+    assert_eq!(txn.scan(&t, "m".."n", 10, false).unwrap().len(), 1);
+    t.put("m2", "phantom").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::Conflict { .. })));
+    assert_check(&db);
+}
+
+/// `Transaction::scan` against a model: random trees, random writes of the transaction
+/// (puts, deletes, edits in place), random ranges (each bound included, excluded or open),
+/// limits and directions; every answer is the model's, and the commit (nothing changed
+/// meanwhile) succeeds and leaves the model's contents.
+#[test]
+fn scans_answer_as_a_model_of_the_tree_under_the_transactions_writes() {
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+    let key = |rng: &mut Rng| {
+        format!("{}{}", (b'a' + rng.below(6) as u8) as char, rng.below(4)).into_bytes()
+    };
+    let bound = |rng: &mut Rng, key: Vec<u8>| match rng.below(3) {
+        0 => Bound::Included(key),
+        1 => Bound::Excluded(key),
+        _ => Bound::Unbounded,
+    };
+    for seed in seeds(40) {
+        let dir = TempDir::with_prefix("txn-scan-model").unwrap();
+        let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+        let t = db.tree("t").unwrap();
+        let mut rng = Rng::new(seed);
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for _ in 0..rng.below(20) {
+            let (k, v) = (key(&mut rng), format!("tree-{}", rng.below(100)).into_bytes());
+            t.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        let mut txn = db.transaction();
+        for _ in 0..rng.below(12) {
+            let k = key(&mut rng);
+            match rng.below(3) {
+                0 => {
+                    let v = format!("mine-{}", rng.below(100)).into_bytes();
+                    txn.put(&t, &k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                1 => {
+                    txn.delete(&t, &k).unwrap();
+                    model.remove(&k);
+                }
+                _ => {
+                    let offset = rng.below(8);
+                    txn.write_at(&t, &k, offset, b"XY").unwrap();
+                    let v = model.entry(k).or_default();
+                    let end = offset as usize + 2;
+                    if v.len() < end {
+                        v.resize(end, 0);
+                    }
+                    v[offset as usize..end].copy_from_slice(b"XY");
+                }
+            }
+        }
+        for _ in 0..20 {
+            let (low, high) = (key(&mut rng), key(&mut rng));
+            let (lower, upper) = (bound(&mut rng, low), bound(&mut rng, high));
+            let (limit, reverse) = (rng.below(6) as usize, rng.below(2) == 1);
+            let empty = match (&lower, &upper) {
+                (Bound::Included(l), Bound::Included(u)) => l > u,
+                (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
+                | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
+                _ => false,
+            };
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = match empty {
+                true => Vec::new(),
+                false => {
+                    let inside = model.range::<Vec<u8>, _>((lower.clone(), upper.clone()));
+                    let all: Vec<_> = inside.map(|(k, v)| (k.clone(), v.clone())).collect();
+                    match reverse {
+                        false => all.into_iter().take(limit).collect(),
+                        true => all.into_iter().rev().take(limit).collect(),
+                    }
+                }
+            };
+            let got = txn.scan(&t, (lower.clone(), upper.clone()), limit, reverse).unwrap();
+            assert_eq!(
+                got, expected,
+                "seed {seed}: {lower:?}..{upper:?} limit {limit} reverse {reverse}"
+            );
+        }
+        txn.commit().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let now: Vec<_> = t.iter().collect::<Result<_, _>>().unwrap();
+        assert_eq!(now, model.into_iter().collect::<Vec<_>>(), "seed {seed}");
+    }
+}
+
+/// Doctors on call: each transaction scans who is on call and goes off call only if at
+/// least two are (its own key deleted), or on call only if at most two are (its key
+/// inserted). Both constraints hold only if scans are serializable: without the range
+/// validated, two transactions both see two on call and both leave (write skew), or both
+/// see two and both join (a phantom each). Threads and tasks (yielding between the scan
+/// and the commit, so that others commit meanwhile) never break `1 <= on call <= 3`.
+#[test]
+fn scans_keep_a_constraint_over_a_range_under_concurrency() {
+    let dir = TempDir::with_prefix("txn-oncall").unwrap();
+    let options = Options { workers: 2, durability: Durability::None, ..tiny(64) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.tree("oncall").unwrap();
+    let doctor = |i: u64| format!("doctor-{i:02}").into_bytes();
+    tree.put(doctor(0), b"on").unwrap();
+    tree.put(doctor(1), b"on").unwrap();
+    const DOCTORS: u64 = 12;
+    const ROUNDS: u64 = 40;
+    // One step of doctor `i`: returns whether it met a conflict.
+    async fn step(db: &Db, tree: &Tree, me: Vec<u8>, join: bool) -> bool {
+        let mut txn = db.transaction();
+        let on = txn.scan_async(tree, &b"doctor-"[..].., 100, false).await.unwrap();
+        let here = on.iter().any(|(k, _)| *k == me);
+        ferrite::sched::yield_now().await;
+        match (join, here) {
+            (true, false) if on.len() <= 2 => txn.put(tree, &me, b"on").unwrap(),
+            (false, true) if on.len() >= 2 => txn.delete(tree, &me).unwrap(),
+            _ => {}
+        }
+        match txn.commit_async().await {
+            Ok(()) => false,
+            Err(Error::Conflict { .. }) => true,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let audits = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..DOCTORS)
+        .map(|i| {
+            let (task_db, tree, me) = (Arc::clone(&db), tree.clone(), doctor(i));
+            db.spawn(async move {
+                let mut rng = Rng::new(i + 1);
+                let mut conflicts = 0;
+                for _ in 0..ROUNDS {
+                    conflicts +=
+                        u64::from(step(&task_db, &tree, me.clone(), rng.below(2) == 0).await);
+                }
+                conflicts
+            })
+            .unwrap()
+        })
+        .collect();
+    let threads: Vec<_> = (DOCTORS..DOCTORS + 3)
+        .map(|i| {
+            let (db, tree, me, audits) =
+                (Arc::clone(&db), tree.clone(), doctor(i), Arc::clone(&audits));
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(i + 1);
+                for _ in 0..ROUNDS {
+                    ferrite::sched::block_on(step(&db, &tree, me.clone(), rng.below(2) == 0));
+                    // What the tree holds at one moment keeps the constraint too.
+                    let on = db.snapshot().unwrap().range(&tree, &b"doctor-"[..]..).count();
+                    assert!((1..=3).contains(&on), "{on} on call");
+                    audits.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let conflicts: u64 = tasks.into_iter().map(|t| t.wait()).sum();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let on = tree.range(&b"doctor-"[..]..).count();
+    assert!((1..=3).contains(&on), "{on} on call at the end");
+    assert_eq!(audits.load(Ordering::Relaxed), 3 * ROUNDS);
+    assert!(conflicts > 0, "no task met a conflict: the test checked nothing");
+    assert_check(&db);
+}
+
 /// Moves a random amount between two random accounts (spread over `trees`), retrying on
 /// conflicts; returns how many conflicts it met.
 fn transfer(db: &Db, trees: &[Tree], accounts: u64, rng: &mut Rng) -> u64 {

@@ -9,12 +9,16 @@
 //! applied one at a time under that lock, so a committed transaction behaves as if it ran
 //! whole at its commit: transactions are serializable.
 //!
+//! Ranges too ([`Transaction::scan`]): the part of a range an answer covers is remembered
+//! with the entries the tree held there, and read again at the commit, so that a key
+//! inserted there (a phantom), removed or changed since is a conflict as well.
+//!
 //! What is not protected: the values a transaction returned before a failed commit may
 //! not be consistent with each other (they were read at different moments; the commit
-//! finds that out). Ranges are not part of a transaction: a key inserted into a range the
-//! transaction scanned is not a conflict (read the keys with [`Transaction::get`] instead).
+//! finds that out).
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -35,7 +39,19 @@ pub struct Transaction {
     reads: HashMap<TreeKey, (Tree, Option<Vec<u8>>)>,
     /// The last write of each key, by (tree id, key).
     writes: BTreeMap<TreeKey, (Tree, Write)>,
+    /// The ranges read from trees, each with what the tree held there.
+    ranges: Vec<RangeRead>,
     durability: Option<Durability>,
+}
+
+/// A part of a tree a transaction's scan depended on, and the tree's entries there when
+/// read (ascending): at the commit, the same part must hold exactly these.
+#[derive(Debug)]
+struct RangeRead {
+    tree: Tree,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// What a transaction writes to a key.
@@ -88,7 +104,13 @@ impl Edit {
 
 impl Transaction {
     pub(super) fn new(shared: Arc<Shared>) -> Transaction {
-        Transaction { shared, reads: HashMap::new(), writes: BTreeMap::new(), durability: None }
+        Transaction {
+            shared,
+            reads: HashMap::new(),
+            writes: BTreeMap::new(),
+            ranges: Vec::new(),
+            durability: None,
+        }
     }
 
     /// The value of `key` in `tree` as this transaction sees it: its own write if it made
@@ -126,6 +148,142 @@ impl Transaction {
             Some((_, Write::Edits(edits))) => edits.iter().try_fold(value, |v, e| e.apply(v)),
             _ => Ok(value),
         }
+    }
+
+    /// Up to `limit` entries of `tree` with keys in `range`, ascending (descending from the
+    /// range's end with `reverse`), as this transaction sees them: its own writes over the
+    /// tree's entries. The part of the range the answer depends on (all of it; or, when
+    /// `limit` entries came back, up to the last one) is read again at the commit: an entry
+    /// inserted there, removed or changed since fails the commit with [`Error::Conflict`]
+    /// (phantoms included), so that scans are serializable with the rest of the transaction.
+    /// A scan that needs no such guarantee (a report) reads the tree itself instead
+    /// ([`Tree::range`], one moment) and costs the commit nothing.
+    ///
+    /// ```
+    /// use ferrite::{Db, Error, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = Options { workers: 0, pool_bytes: 16 << 20, ..Options::default() };
+    /// let db = Db::open(dir.path(), options)?;
+    /// let orders = db.tree("orders")?;
+    /// orders.put(b"order-0001", b"new")?;
+    /// orders.put(b"order-0002", b"new")?;
+    ///
+    /// // The oldest order, to deliver it.
+    /// let mut txn = db.transaction();
+    /// let oldest = txn.scan(&orders, &b"order-"[..].., 1, false)?;
+    /// assert_eq!(oldest[0].0, b"order-0001");
+    /// txn.delete(&orders, &oldest[0].0)?;
+    ///
+    /// // Meanwhile an older order arrives: the scan's answer is out of date.
+    /// orders.put(b"order-0000", b"new")?;
+    /// assert!(matches!(txn.commit(), Err(Error::Conflict { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scan<K: AsRef<[u8]> + ?Sized>(
+        &mut self,
+        tree: &Tree,
+        range: impl RangeBounds<K>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let lower = super::iter::owned_bound(range.start_bound());
+        let upper = super::iter::owned_bound(range.end_bound());
+        crate::sched::block_on(self.scan_bounds(tree, lower, upper, limit, reverse))
+    }
+
+    /// [`Transaction::scan`] as a future (inside a task, a miss yields instead of blocking).
+    pub async fn scan_async<K: AsRef<[u8]> + ?Sized>(
+        &mut self,
+        tree: &Tree,
+        range: impl RangeBounds<K>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        crate::db::in_task("Transaction::scan_async")?;
+        let lower = super::iter::owned_bound(range.start_bound());
+        let upper = super::iter::owned_bound(range.end_bound());
+        self.scan_bounds(tree, lower, upper, limit, reverse).await
+    }
+
+    async fn scan_bounds(
+        &mut self,
+        tree: &Tree,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_tree(tree)?;
+        if limit == 0 || is_empty_range(&lower, &upper) {
+            return Ok(Vec::new());
+        }
+        let tree_id = tree.btree.tree_id;
+        let inside = |key: &[u8]| contains(&lower, &upper, key);
+        let own: Vec<(&Vec<u8>, &Write)> = self
+            .writes
+            .range((tree_id, Vec::new())..)
+            .take_while(|((id, _), _)| *id == tree_id)
+            .filter(|((_, key), _)| inside(key))
+            .map(|((_, key), (_, write))| (key, write))
+            .collect();
+        // Each of its own deletes hides at most one of the tree's entries: this many of them
+        // give `limit` entries, unless the range has fewer.
+        let deletes = own.iter().filter(|(_, w)| matches!(w, Write::Value(None))).count();
+        let wanted = limit.saturating_add(deletes);
+        let found = tree.collect_range(&lower, &upper, reverse, wanted, false).await?;
+        // How far the tree was read: to its last entry if the scan stopped at `wanted`.
+        let reached = match found.len() == wanted {
+            true => found.last().map(|(key, _)| key.clone()),
+            false => None,
+        };
+        let within = |key: &[u8]| match &reached {
+            None => true,
+            Some(last) if reverse => key >= last.as_slice(),
+            Some(last) => key <= last.as_slice(),
+        };
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+            found.iter().map(|(key, value)| (key.clone(), Some(value.clone()))).collect();
+        for (key, write) in own.into_iter().filter(|(key, _)| within(key)) {
+            let value = match write {
+                Write::Value(value) => value.clone(),
+                // Edits lay over the tree's value (absent if the tree has none: it was read
+                // up to here).
+                Write::Edits(edits) => {
+                    let under = merged.get(key).cloned().flatten();
+                    edits.iter().try_fold(under, |v, e| e.apply(v))?
+                }
+            };
+            merged.insert(key.clone(), value);
+        }
+        let present = merged.into_iter().filter_map(|(key, value)| Some((key, value?)));
+        let answer: Vec<(Vec<u8>, Vec<u8>)> = match reverse {
+            false => present.take(limit).collect(),
+            true => present.rev().take(limit).collect(),
+        };
+        // The part of the range the answer depends on.
+        let (mut depends_lower, mut depends_upper) = (lower, upper);
+        if answer.len() == limit {
+            let last = Bound::Included(answer[limit - 1].0.clone());
+            match reverse {
+                false => depends_upper = last,
+                true => depends_lower = last,
+            }
+        }
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = found
+            .into_iter()
+            .filter(|(key, _)| contains(&depends_lower, &depends_upper, key))
+            .collect();
+        if reverse {
+            entries.reverse();
+        }
+        self.ranges.push(RangeRead {
+            tree: tree.clone(),
+            lower: depends_lower,
+            upper: depends_upper,
+            entries,
+        });
+        Ok(answer)
     }
 
     /// Sets `key` of `tree` to `value` when the transaction commits.
@@ -197,9 +355,16 @@ impl Transaction {
         self
     }
 
-    /// How many keys the transaction read from trees, and how many it writes.
+    /// How many keys the transaction read from trees, and how many it writes (ranges
+    /// scanned: [`Transaction::ranges`]).
     pub fn len(&self) -> (usize, usize) {
         (self.reads.len(), self.writes.len())
+    }
+
+    /// How many ranges the transaction scanned from trees, and the entries its commit will
+    /// read again to validate them.
+    pub fn ranges(&self) -> (usize, usize) {
+        (self.ranges.len(), self.ranges.iter().map(|r| r.entries.len()).sum())
     }
 
     /// Commits: if every key the transaction read still holds what it read, its writes
@@ -222,12 +387,25 @@ impl Transaction {
             tree.prefetch(op.key()).await;
         }
         let objects = self.shared.prepare_objects(&batch.ops)?;
-        let reads = &self.reads;
+        for range in &self.ranges {
+            if let Some((key, _)) = range.entries.first() {
+                range.tree.prefetch(key).await;
+            }
+        }
+        let (reads, ranges) = (&self.reads, &self.ranges);
         let outcome = self
             .shared
             .commit(durability, async || {
                 for ((_, key), (tree, seen)) in reads {
                     if tree.get_in_commit(key).await? != *seen {
+                        return Err(conflict(tree, key));
+                    }
+                }
+                for range in ranges {
+                    let tree = &range.tree;
+                    let now =
+                        tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
+                    if let Some(key) = first_difference(&range.entries, &now.await?) {
                         return Err(conflict(tree, key));
                     }
                 }
@@ -269,7 +447,8 @@ impl Transaction {
     /// The writes as a batch, checked like one, and the durability to commit with; `None`
     /// when there is nothing to check or write.
     fn prepare(&self) -> Result<Option<(WriteBatch, Durability)>> {
-        if self.writes.is_empty() && (self.reads.is_empty() || self.shared.read_only) {
+        let read_nothing = self.reads.is_empty() && self.ranges.is_empty();
+        if self.writes.is_empty() && (read_nothing || self.shared.read_only) {
             // Nothing to write, and (read-only) nothing can have changed what was read.
             self.shared.check_open()?;
             return Ok(None);
@@ -295,11 +474,52 @@ impl Transaction {
             }
         }
         self.shared.check_batch(&batch)?;
-        for (tree, _) in self.reads.values() {
+        for tree in
+            self.reads.values().map(|(tree, _)| tree).chain(self.ranges.iter().map(|r| &r.tree))
+        {
             self.check_tree(tree)?;
         }
         Ok(Some((batch, self.durability.unwrap_or(self.shared.durability))))
     }
+}
+
+/// Whether `key` lies between `lower` and `upper`.
+fn contains(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+    let above = match lower {
+        Bound::Included(low) => key >= low.as_slice(),
+        Bound::Excluded(low) => key > low.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let below = match upper {
+        Bound::Included(high) => key <= high.as_slice(),
+        Bound::Excluded(high) => key < high.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+/// Whether no key lies between `lower` and `upper`.
+fn is_empty_range(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(low), Bound::Included(high)) => low > high,
+        (Bound::Included(low) | Bound::Excluded(low), Bound::Excluded(high))
+        | (Bound::Excluded(low), Bound::Included(high)) => low >= high,
+        _ => false,
+    }
+}
+
+/// The first key at which two ascending lists of entries differ (an entry in one only, or
+/// with another value), if they do.
+fn first_difference<'a>(
+    seen: &'a [(Vec<u8>, Vec<u8>)],
+    now: &'a [(Vec<u8>, Vec<u8>)],
+) -> Option<&'a [u8]> {
+    let differs = seen.iter().zip(now).find(|(a, b)| a != b);
+    if let Some((a, b)) = differs {
+        return Some(a.0.as_slice().min(b.0.as_slice()));
+    }
+    let longer = if seen.len() > now.len() { seen } else { now };
+    longer.get(seen.len().min(now.len())).map(|(key, _)| key.as_slice())
 }
 
 fn conflict(tree: &Tree, key: &[u8]) -> Error {
