@@ -384,3 +384,104 @@ fwt_reset(WT_CURSOR *cursor)
 	fwt_enter();
 	return fwt_leave(cursor->reset(cursor));
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Explicit transactions: fwt_begin, then the fwt_txn_* operations (and fwt_get, fwt_seek,
+ * fwt_seek_before, fwt_next, fwt_prev on the session's cursors), then fwt_commit or
+ * fwt_rollback. Inside one, a WT_ROLLBACK is never retried: the transaction met another one's
+ * update and must be rolled back whole.
+ */
+
+/* Begins a transaction on `session` (`config`: e.g. "isolation=snapshot"). */
+int
+fwt_begin(WT_SESSION *session, const char *config)
+{
+	fwt_enter();
+	return fwt_leave(session->begin_transaction(session, config));
+}
+
+/* Commits the session's transaction; on failure WiredTiger rolls it back. */
+int
+fwt_commit(WT_SESSION *session)
+{
+	fwt_enter();
+	return fwt_leave(session->commit_transaction(session, NULL));
+}
+
+/* Rolls back the session's transaction. */
+int
+fwt_rollback(WT_SESSION *session)
+{
+	fwt_enter();
+	return fwt_leave(session->rollback_transaction(session, NULL));
+}
+
+/* Inserts or overwrites once, inside the session's transaction (cursor reset after). */
+int
+fwt_txn_put(WT_CURSOR *cursor, const void *key, size_t key_len, const void *value,
+    size_t value_len)
+{
+	WT_ITEM k, v;
+	int ret;
+
+	fwt_enter();
+	fwt_item(&k, key, key_len);
+	fwt_item(&v, value, value_len);
+	cursor->set_key(cursor, &k);
+	cursor->set_value(cursor, &v);
+	ret = cursor->insert(cursor);
+	(void)cursor->reset(cursor);
+	return fwt_leave(ret);
+}
+
+/* Removes once, inside the session's transaction; WT_NOTFOUND: no such key. `cursor` is the
+ * session's overwrite=false cursor. */
+int
+fwt_txn_remove(WT_CURSOR *cursor, const void *key, size_t key_len)
+{
+	WT_ITEM k;
+	int ret;
+
+	fwt_enter();
+	fwt_item(&k, key, key_len);
+	cursor->set_key(cursor, &k);
+	ret = cursor->remove(cursor);
+	(void)cursor->reset(cursor);
+	return fwt_leave(ret);
+}
+
+/* Positions the cursor on the last key < `key` (the last key if key_len is 0).
+ * WT_NOTFOUND: there is none (cursor already reset). */
+int
+fwt_seek_before(WT_CURSOR *cursor, const void *key, size_t key_len)
+{
+	WT_ITEM k;
+	int exact, ret;
+
+	fwt_enter();
+	if (key_len == 0)
+		ret = cursor->prev(cursor);
+	else {
+		fwt_item(&k, key, key_len);
+		cursor->set_key(cursor, &k);
+		ret = cursor->search_near(cursor, &exact);
+		if (ret == 0 && exact >= 0)
+			ret = cursor->prev(cursor);
+	}
+	if (ret != 0)
+		(void)cursor->reset(cursor);
+	return fwt_leave(ret);
+}
+
+/* Moves to the previous key; WT_NOTFOUND before the first (cursor already reset). */
+int
+fwt_prev(WT_CURSOR *cursor)
+{
+	int ret;
+
+	fwt_enter();
+	ret = cursor->prev(cursor);
+	if (ret != 0)
+		(void)cursor->reset(cursor);
+	return fwt_leave(ret);
+}

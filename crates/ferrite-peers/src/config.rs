@@ -28,6 +28,10 @@ pub struct PeerConfig {
     /// RocksDB only: a second cache tier under the block cache (WiredTiger and LMDB refuse
     /// one); `None`: the block cache alone.
     pub tier: Option<PeerTier>,
+    /// Open for transactions (`begin`): RocksDB as an `OptimisticTransactionDB` (its
+    /// ordinary calls then go through its base database, unchanged); WiredTiger's sessions
+    /// are transactional anyway; LMDB refuses. Off: `begin` fails.
+    pub transactions: bool,
 }
 
 /// A second cache tier under RocksDB's block cache: blocks the block cache evicts (or reads)
@@ -79,6 +83,7 @@ impl Default for PeerConfig {
             map_bytes: 1 << 30,
             blob_min_bytes: None,
             tier: None,
+            transactions: false,
         }
     }
 }

@@ -22,6 +22,9 @@ pub enum PeerError {
     /// The request cannot be passed to the engine (a path with a NUL byte, options that
     /// contradict each other).
     Invalid { engine: &'static str, reason: String },
+    /// A transaction met another one's change (RocksDB's `Busy` or `TryAgain` at commit,
+    /// WiredTiger's `WT_ROLLBACK`): it wrote nothing and may be run again.
+    Conflict { engine: &'static str, call: &'static str, message: String },
 }
 
 impl PeerError {
@@ -30,8 +33,16 @@ impl PeerError {
         match self {
             PeerError::Engine { engine, .. }
             | PeerError::Io { engine, .. }
-            | PeerError::Invalid { engine, .. } => engine,
+            | PeerError::Invalid { engine, .. }
+            | PeerError::Conflict { engine, .. } => engine,
         }
+    }
+}
+
+impl PeerError {
+    /// Whether this is a transaction's conflict (run the transaction again).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, PeerError::Conflict { .. })
     }
 }
 
@@ -46,6 +57,9 @@ impl fmt::Display for PeerError {
             }
             PeerError::Io { engine, context, source } => write!(f, "{engine}: {context}: {source}"),
             PeerError::Invalid { engine, reason } => write!(f, "{engine}: {reason}"),
+            PeerError::Conflict { engine, call, message } => {
+                write!(f, "{engine}: {call}: a conflict with another transaction: {message}")
+            }
         }
     }
 }

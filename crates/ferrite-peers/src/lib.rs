@@ -7,6 +7,12 @@
 //! (`SqliteBlobs`: a table of BLOBs read and written in place), not behind that API: one
 //! connection per thread, each `Send`.
 //!
+//! Transactions, for the workloads that need them (TPC-C): `Peer::begin` gives a
+//! [`PeerTxn`] (get, put, delete, bounded scans both ways, commit; dropped, it rolls back) on
+//! RocksDB opened with `PeerConfig::transactions` (an `OptimisticTransactionDB`) and on
+//! WiredTiger (snapshot isolation); `Peer::isolation` says in words what each guarantees.
+//! LMDB offers none through this API.
+//!
 //! Keys are 1 to 511 bytes on all three (LMDB's default key limit; WiredTiger refuses empty
 //! keys); values may be empty. `scan` from an empty start visits from the first key.
 //!
@@ -44,6 +50,8 @@ mod sqlite;
 #[cfg(feature = "link")]
 mod sys;
 #[cfg(feature = "link")]
+mod txn;
+#[cfg(feature = "link")]
 mod wiredtiger;
 
 pub use config::{MemoryUse, PeerConfig, PeerTier, PeerTierKind, TierUse};
@@ -54,8 +62,10 @@ pub use lmdb::Lmdb;
 #[cfg(feature = "link")]
 pub use peer::Peer;
 #[cfg(feature = "link")]
-pub use rocksdb::RocksDb;
+pub use rocksdb::{RocksDb, RocksDbTxn, ROCKSDB_ISOLATION};
 #[cfg(feature = "link")]
 pub use sqlite::{SqliteBlobs, SqliteConfig};
 #[cfg(feature = "link")]
-pub use wiredtiger::WiredTiger;
+pub use txn::PeerTxn;
+#[cfg(feature = "link")]
+pub use wiredtiger::{WiredTiger, WiredTigerTxn, WIREDTIGER_ISOLATION};

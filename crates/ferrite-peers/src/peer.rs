@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, RocksDb, TierUse, WiredTiger};
+use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, PeerTxn, RocksDb, TierUse, WiredTiger};
 
 /// One peer engine: the inherent methods of [`RocksDb`], [`WiredTiger`] and [`Lmdb`].
 pub trait Peer: Send + Sync {
@@ -35,6 +35,18 @@ pub trait Peer: Send + Sync {
     }
     /// What its second cache tier did so far, if it was opened with one (RocksDB).
     fn tier(&self) -> Option<TierUse> {
+        None
+    }
+    /// Begins a transaction (RocksDB opened with `PeerConfig::transactions`, WiredTiger);
+    /// LMDB refuses.
+    fn begin(&self) -> Result<Box<dyn PeerTxn + '_>, PeerError> {
+        Err(PeerError::Invalid {
+            engine: self.name(),
+            reason: "transactions are not offered through this API".to_string(),
+        })
+    }
+    /// What its transactions guarantee, in words; `None` where it offers none.
+    fn isolation(&self) -> Option<&'static str> {
         None
     }
 }
@@ -89,7 +101,21 @@ impl_peer!(
     },
     fn tier(&self) -> Option<TierUse> {
         RocksDb::tier(self)
+    },
+    fn begin(&self) -> Result<Box<dyn PeerTxn + '_>, PeerError> {
+        Ok(Box::new(RocksDb::begin(self)?))
+    },
+    fn isolation(&self) -> Option<&'static str> {
+        Some(crate::ROCKSDB_ISOLATION)
     }
 );
-impl_peer!(WiredTiger);
+impl_peer!(
+    WiredTiger,
+    fn begin(&self) -> Result<Box<dyn PeerTxn + '_>, PeerError> {
+        Ok(Box::new(WiredTiger::begin(self)?))
+    },
+    fn isolation(&self) -> Option<&'static str> {
+        Some(crate::WIREDTIGER_ISOLATION)
+    }
+);
 impl_peer!(Lmdb);

@@ -42,7 +42,14 @@ const PERSISTENT_CACHE_FILE_BYTES: u64 = 100 << 20;
 /// A RocksDB database: one column family, the options of [`RocksDb::open`].
 #[derive(Debug)]
 pub struct RocksDb {
+    /// The database (with `transactions`, the base database of `otxn`: ordinary reads and
+    /// writes go through it, outside any transaction).
     db: NonNull<rocksdb_t>,
+    /// With `transactions`: the `OptimisticTransactionDB`, and its transactions' options.
+    otxn: Option<(
+        NonNull<rocksdb_optimistictransactiondb_t>,
+        Owned<rocksdb_optimistictransaction_options_t>,
+    )>,
     // Kept until after `rocksdb_close` (dropped after `Drop::drop` runs): the database holds
     // `shared_ptr`s to the cache and table factory, but keeping the handles costs nothing and
     // keeps the teardown order obvious.
@@ -160,6 +167,15 @@ impl RocksDb {
             rocksdb_options_set_level_compaction_dynamic_level_bytes(options.ptr(), 1);
             rocksdb_options_set_max_background_jobs(options.ptr(), MAX_BACKGROUND_JOBS);
             rocksdb_options_set_compression(options.ptr(), ROCKSDB_NO_COMPRESSION);
+            if config.transactions {
+                // Optimistic transactions check a commit's keys against the memtables written
+                // since the transaction's snapshot; RocksDB's transaction guide sets this so
+                // that a flush does not leave it unable to check ("TryAgain").
+                rocksdb_options_set_max_write_buffer_size_to_maintain(
+                    options.ptr(),
+                    WRITE_BUFFER_BYTES as i64,
+                );
+            }
             if let Some(min) = config.blob_min_bytes {
                 // Integrated BlobDB as its guide sets it for large values: separated into
                 // blob files, their garbage collected by compactions.
@@ -181,10 +197,45 @@ impl RocksDb {
         };
 
         let mut err = ptr::null_mut();
-        // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
-        let db = unsafe { rocksdb_open(options.ptr(), path.as_ptr(), &mut err) };
-        check("rocksdb_open", err)?;
-        let db = NonNull::new(db).ok_or_else(|| null_from("rocksdb_open"))?;
+        let (db, otxn) = if config.transactions {
+            // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
+            let otxn = unsafe {
+                rocksdb_optimistictransactiondb_open(options.ptr(), path.as_ptr(), &mut err)
+            };
+            check("rocksdb_optimistictransactiondb_open", err)?;
+            let otxn = NonNull::new(otxn)
+                .ok_or_else(|| null_from("rocksdb_optimistictransactiondb_open"))?;
+            // SAFETY: (the block) `otxn` is open; the base handle it returns is freed by
+            // `Drop` before `otxn` is closed. The options object is fresh and owned.
+            let (base, txn_options) = unsafe {
+                let base = rocksdb_optimistictransactiondb_get_base_db(otxn.as_ptr());
+                let txn_options = Owned::new(
+                    rocksdb_optimistictransaction_options_create(),
+                    rocksdb_optimistictransaction_options_destroy,
+                );
+                let txn_options = match (NonNull::new(base), txn_options) {
+                    (Some(_), Ok(txn_options)) => txn_options,
+                    (base_handle, failed) => {
+                        if base_handle.is_some() {
+                            rocksdb_optimistictransactiondb_close_base_db(base);
+                        }
+                        rocksdb_optimistictransactiondb_close(otxn.as_ptr());
+                        return Err(failed.err().unwrap_or_else(|| {
+                            null_from("rocksdb_optimistictransactiondb_get_base_db")
+                        }));
+                    }
+                };
+                // Reads see the transaction's first moment; its keys are checked against it.
+                rocksdb_optimistictransaction_options_set_set_snapshot(txn_options.ptr(), 1);
+                (base, txn_options)
+            };
+            (NonNull::new(base).expect("checked above"), Some((otxn, txn_options)))
+        } else {
+            // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
+            let db = unsafe { rocksdb_open(options.ptr(), path.as_ptr(), &mut err) };
+            check("rocksdb_open", err)?;
+            (NonNull::new(db).ok_or_else(|| null_from("rocksdb_open"))?, None)
+        };
 
         let description = format!(
             "rocksdb: block-based table, block_size={BLOCK_SIZE_BYTES}, \
@@ -198,7 +249,13 @@ impl RocksDb {
              use_direct_io_for_flush_and_compaction={direct}, create_if_missing=true, \
              write_buffer_size={WRITE_BUFFER_BYTES}, max_background_jobs={MAX_BACKGROUND_JOBS}, \
              level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, \
-             sync={sync}{blob}{tier}",
+             sync={sync}{blob}{tier}{txn}",
+            txn = match config.transactions {
+                true =>
+                    ", OptimisticTransactionDB (set_snapshot=true, \
+                          max_write_buffer_size_to_maintain=write_buffer_size)",
+                false => "",
+            },
             blob = match config.blob_min_bytes {
                 Some(min) => format!(
                     ", enable_blob_files=true, min_blob_size={min}, \
@@ -214,7 +271,7 @@ impl RocksDb {
             sync = config.sync,
         );
         let tier = secondary.or(persistent);
-        Ok(RocksDb { db, _options: options, _cache: cache, tier, read, write, description })
+        Ok(RocksDb { db, otxn, _options: options, _cache: cache, tier, read, write, description })
     }
 
     /// "rocksdb".
@@ -408,10 +465,231 @@ impl RocksDb {
 
 impl Drop for RocksDb {
     fn drop(&mut self) {
-        // SAFETY: `db` came from `rocksdb_open` and is closed once, here; no iterator or pinned
-        // slice outlives the `&self` borrow that made it. Without the WAL, RocksDB flushes the
-        // memtables on close (`avoid_flush_during_shutdown` is off).
-        unsafe { rocksdb_close(self.db.as_ptr()) };
+        // SAFETY: `db` came from `rocksdb_open` (or is the base handle of `otxn`) and is closed
+        // once, here; no iterator, pinned slice or transaction outlives the `&self` borrow
+        // that made it. Without the WAL, RocksDB flushes the memtables on close
+        // (`avoid_flush_during_shutdown` is off).
+        unsafe {
+            match &self.otxn {
+                None => rocksdb_close(self.db.as_ptr()),
+                Some((otxn, _)) => {
+                    rocksdb_optimistictransactiondb_close_base_db(self.db.as_ptr());
+                    rocksdb_optimistictransactiondb_close(otxn.as_ptr());
+                }
+            }
+        }
+    }
+}
+
+/// What RocksDB's transactions here guarantee, for a benchmark to print.
+pub const ROCKSDB_ISOLATION: &str = "optimistic transactions (OptimisticTransactionDB, \
+    set_snapshot): reads see the transaction's first moment; at the commit, every key it wrote \
+    or read for update must not have changed since then, else the commit fails (Busy); plain \
+    reads and range scans are not checked (no phantom protection)";
+
+impl RocksDb {
+    /// Begins a transaction (the database must have been opened with `transactions`).
+    pub fn begin(&self) -> Result<RocksDbTxn<'_>, PeerError> {
+        let Some((otxn, options)) = &self.otxn else {
+            return Err(invalid("transactions need PeerConfig::transactions"));
+        };
+        // SAFETY: the database and both option objects are live; a fresh transaction comes
+        // back (no old one is reused).
+        let txn = unsafe {
+            rocksdb_optimistictransaction_begin(
+                otxn.as_ptr(),
+                self.write.ptr(),
+                options.ptr(),
+                ptr::null_mut(),
+            )
+        };
+        let txn =
+            NonNull::new(txn).ok_or_else(|| null_from("rocksdb_optimistictransaction_begin"))?;
+        // SAFETY: a fresh read options object, owned; the snapshot belongs to the transaction,
+        // which outlives the read options (they are dropped first, see `RocksDbTxn`).
+        let read = unsafe {
+            let read = Owned::new(rocksdb_readoptions_create(), rocksdb_readoptions_destroy);
+            let read = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    rocksdb_transaction_destroy(txn.as_ptr());
+                    return Err(e);
+                }
+            };
+            rocksdb_readoptions_set_snapshot(
+                read.ptr(),
+                rocksdb_transaction_get_snapshot(txn.as_ptr()),
+            );
+            read
+        };
+        Ok(RocksDbTxn { read, txn, _db: std::marker::PhantomData })
+    }
+}
+
+/// A RocksDB transaction: its writes stay in it until [`commit`](crate::PeerTxn::commit);
+/// dropped uncommitted, it is rolled back.
+#[derive(Debug)]
+pub struct RocksDbTxn<'a> {
+    // Declared before `txn`: dropped first, as they point at its snapshot.
+    read: Owned<rocksdb_readoptions_t>,
+    txn: NonNull<rocksdb_transaction_t>,
+    _db: std::marker::PhantomData<&'a RocksDb>,
+}
+
+impl RocksDbTxn<'_> {
+    fn pinned(&mut self, key: &[u8], for_update: bool) -> Result<Option<PinnedSlice>, PeerError> {
+        let mut err = ptr::null_mut();
+        // SAFETY: transaction and read options are live; the key outlives the call.
+        let slice = unsafe {
+            match for_update {
+                true => rocksdb_transaction_get_pinned_for_update(
+                    self.txn.as_ptr(),
+                    self.read.ptr(),
+                    key.as_ptr().cast(),
+                    key.len(),
+                    1,
+                    &mut err,
+                ),
+                false => rocksdb_transaction_get_pinned(
+                    self.txn.as_ptr(),
+                    self.read.ptr(),
+                    key.as_ptr().cast(),
+                    key.len(),
+                    &mut err,
+                ),
+            }
+        };
+        check_txn("rocksdb_transaction_get_pinned", err)?;
+        Ok(NonNull::new(slice).map(PinnedSlice))
+    }
+}
+
+impl crate::PeerTxn for RocksDbTxn<'_> {
+    fn get(&mut self, key: &[u8], out: &mut Vec<u8>, for_update: bool) -> Result<bool, PeerError> {
+        let Some(slice) = self.pinned(key, for_update)? else { return Ok(false) };
+        out.clear();
+        out.extend_from_slice(slice.value());
+        Ok(true)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
+        let mut err = ptr::null_mut();
+        // SAFETY: the transaction is live; it copies key and value.
+        unsafe {
+            rocksdb_transaction_put(
+                self.txn.as_ptr(),
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+                &mut err,
+            );
+        }
+        check_txn("rocksdb_transaction_put", err)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(), PeerError> {
+        let mut err = ptr::null_mut();
+        // SAFETY: the transaction is live; it copies the key.
+        unsafe {
+            rocksdb_transaction_delete(self.txn.as_ptr(), key.as_ptr().cast(), key.len(), &mut err)
+        };
+        check_txn("rocksdb_transaction_delete", err)
+    }
+
+    fn scan(
+        &mut self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, PeerError> {
+        // SAFETY: transaction and read options are live; the iterator (which sees the
+        // transaction's own writes) is destroyed by `Owned` before either.
+        let iter = unsafe {
+            Owned::new(
+                rocksdb_transaction_create_iterator(self.txn.as_ptr(), self.read.ptr()),
+                rocksdb_iter_destroy,
+            )?
+        };
+        // SAFETY: (the block) a live iterator; seeks copy their keys. Once valid, key and value
+        // point at bytes that stay put until the iterator moves, after `visit` returns.
+        unsafe {
+            match (reverse, upper) {
+                (false, _) => rocksdb_iter_seek(iter.ptr(), lower.as_ptr().cast(), lower.len()),
+                (true, None) => rocksdb_iter_seek_to_last(iter.ptr()),
+                (true, Some(upper)) => {
+                    rocksdb_iter_seek_for_prev(iter.ptr(), upper.as_ptr().cast(), upper.len())
+                }
+            }
+            let mut visited = 0;
+            while visited < limit && rocksdb_iter_valid(iter.ptr()) != 0 {
+                let (mut key_len, mut value_len) = (0, 0);
+                let key = bytes(rocksdb_iter_key(iter.ptr(), &mut key_len), key_len);
+                let below_upper = upper.is_none_or(|upper| key < upper);
+                if reverse && !below_upper {
+                    // `seek_for_prev` lands on `upper` itself when it exists: excluded.
+                    rocksdb_iter_prev(iter.ptr());
+                    continue;
+                }
+                if !below_upper || key < lower {
+                    break;
+                }
+                let value = bytes(rocksdb_iter_value(iter.ptr(), &mut value_len), value_len);
+                visit(key, value);
+                visited += 1;
+                match reverse {
+                    false => rocksdb_iter_next(iter.ptr()),
+                    true => rocksdb_iter_prev(iter.ptr()),
+                }
+            }
+            let mut err = ptr::null_mut();
+            rocksdb_iter_get_error(iter.ptr(), &mut err);
+            check_txn("rocksdb_iter_next", err)?;
+            Ok(visited)
+        }
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), PeerError> {
+        let mut err = ptr::null_mut();
+        // SAFETY: the transaction is live; `Drop` destroys it afterwards (a committed or
+        // failed transaction is only destroyed; rolling it back then is harmless).
+        unsafe { rocksdb_transaction_commit(self.txn.as_ptr(), &mut err) };
+        check_txn("rocksdb_transaction_commit", err)
+    }
+}
+
+impl Drop for RocksDbTxn<'_> {
+    fn drop(&mut self) {
+        let mut err = ptr::null_mut();
+        // SAFETY: the transaction is live and destroyed once, here. Rolling back a committed
+        // transaction does nothing; an error of it is RocksDB's to free and ours to ignore
+        // (nothing more can be undone).
+        unsafe {
+            rocksdb_transaction_rollback(self.txn.as_ptr(), &mut err);
+            if !err.is_null() {
+                rocksdb_free(err.cast());
+            }
+            rocksdb_transaction_destroy(self.txn.as_ptr());
+        }
+    }
+}
+
+// SAFETY: a RocksDB transaction may be used from any thread, one at a time (`&mut self`).
+unsafe impl Send for RocksDbTxn<'_> {}
+
+/// [`check`] for transactions: RocksDB's `Busy` (another transaction changed a key since
+/// the snapshot) and `TryAgain` (it could no longer tell) are conflicts.
+fn check_txn(call: &'static str, err: *mut c_char) -> Result<(), PeerError> {
+    match check(call, err) {
+        Err(PeerError::Engine { message, .. })
+            if message.starts_with("Resource busy")
+                || message.starts_with("Operation failed. Try again") =>
+        {
+            Err(PeerError::Conflict { engine: NAME, call, message })
+        }
+        other => other,
     }
 }
 

@@ -246,8 +246,27 @@ impl WiredTiger {
         self.description.clone()
     }
 
+    /// Begins a transaction, snapshot isolation, on a session of its own (back to the pool
+    /// when the transaction ends).
+    pub fn begin(&self) -> Result<WiredTigerTxn<'_>, PeerError> {
+        let session = self.take_session()?;
+        // SAFETY: the session is ours until given back; the config is NUL-terminated.
+        let rc = unsafe { fwt_begin(session.session.as_ptr(), TXN_CONFIG.as_ptr()) };
+        if let Err(e) = check("WT_SESSION::begin_transaction", rc) {
+            self.lock_idle_sessions().push(session);
+            return Err(e);
+        }
+        Ok(WiredTigerTxn { owner: self, session: Some(session), committed: false })
+    }
+
     /// A session for this call: an idle one from the pool, or a new one.
     fn session(&self) -> Result<PooledSession<'_>, PeerError> {
+        let session = self.take_session()?;
+        Ok(PooledSession { owner: self, inner: Some(session), positioned: false })
+    }
+
+    /// An idle session from the pool, or a new one; the caller gives it back.
+    fn take_session(&self) -> Result<Session, PeerError> {
         let idle = self.lock_idle_sessions().pop();
         let session = match idle {
             Some(session) => session,
@@ -274,7 +293,7 @@ impl WiredTiger {
                 }
             }
         };
-        Ok(PooledSession { owner: self, inner: Some(session), positioned: false })
+        Ok(session)
     }
 
     fn lock_idle_sessions(&self) -> MutexGuard<'_, Vec<Session>> {
@@ -343,6 +362,166 @@ impl Drop for PooledSession<'_> {
             let _ = unsafe { fwt_reset(session.rw.as_ptr()) };
         }
         self.owner.lock_idle_sessions().push(session);
+    }
+}
+
+/// The transactions' configuration.
+const TXN_CONFIG: &CStr = c"isolation=snapshot";
+
+/// What WiredTiger's transactions here guarantee, for a benchmark to print.
+pub const WIREDTIGER_ISOLATION: &str = "snapshot isolation (begin_transaction \
+    \"isolation=snapshot\"): reads see the transaction's first moment; a write to a key another \
+    transaction changed since fails (WT_ROLLBACK) and the transaction is rolled back; keys read \
+    and ranges scanned are not checked (write skew and phantoms possible)";
+
+/// A WiredTiger transaction on a session of its own: its writes stay in it until
+/// [`commit`](crate::PeerTxn::commit); dropped uncommitted, it is rolled back. After a
+/// [`PeerError::Conflict`] it can only be dropped.
+#[derive(Debug)]
+pub struct WiredTigerTxn<'a> {
+    owner: &'a WiredTiger,
+    /// Back to the pool when the transaction ends.
+    session: Option<Session>,
+    committed: bool,
+}
+
+impl WiredTigerTxn<'_> {
+    fn session(&self) -> &Session {
+        self.session.as_ref().expect("the session stays until drop")
+    }
+}
+
+impl crate::PeerTxn for WiredTigerTxn<'_> {
+    fn get(&mut self, key: &[u8], out: &mut Vec<u8>, _for_update: bool) -> Result<bool, PeerError> {
+        let cursor = self.session().rw.as_ptr();
+        let (mut value, mut value_len) = (ptr::null(), 0);
+        // SAFETY: the cursor is this transaction's; the key outlives the call.
+        let rc =
+            unsafe { fwt_get(cursor, key.as_ptr().cast(), key.len(), &mut value, &mut value_len) };
+        if rc == WT_NOTFOUND {
+            return Ok(false);
+        }
+        check_txn("WT_CURSOR::search", rc)?;
+        out.clear();
+        // SAFETY: the value points into WiredTiger's memory until the reset below.
+        out.extend_from_slice(unsafe { bytes(value, value_len) });
+        // SAFETY: the positioned cursor is ours.
+        check("WT_CURSOR::reset", unsafe { fwt_reset(cursor) })?;
+        Ok(true)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), PeerError> {
+        let cursor = self.session().rw.as_ptr();
+        // SAFETY: the cursor is this transaction's; key and value outlive the call (the shim
+        // resets the cursor before returning).
+        let rc = unsafe {
+            fwt_txn_put(cursor, key.as_ptr().cast(), key.len(), value.as_ptr().cast(), value.len())
+        };
+        check_txn("WT_CURSOR::insert", rc)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(), PeerError> {
+        let cursor = self.session().del.as_ptr();
+        // SAFETY: the overwrite=false cursor is this transaction's; the key outlives the call.
+        let rc = unsafe { fwt_txn_remove(cursor, key.as_ptr().cast(), key.len()) };
+        if rc == WT_NOTFOUND {
+            return Ok(());
+        }
+        check_txn("WT_CURSOR::remove", rc)
+    }
+
+    fn scan(
+        &mut self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, PeerError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let cursor = self.session().rw.as_ptr();
+        let upper_bytes = upper.unwrap_or_default();
+        // SAFETY: the cursor is this transaction's; the keys outlive the calls.
+        let mut rc = unsafe {
+            match reverse {
+                false => fwt_seek(cursor, lower.as_ptr().cast(), lower.len()),
+                true => fwt_seek_before(cursor, upper_bytes.as_ptr().cast(), upper_bytes.len()),
+            }
+        };
+        let mut visited = 0;
+        while rc == 0 {
+            let (mut key, mut key_len, mut value, mut value_len) = (ptr::null(), 0, ptr::null(), 0);
+            // SAFETY: the cursor is positioned (rc == 0); the out pointers are ours.
+            let current =
+                unsafe { fwt_current(cursor, &mut key, &mut key_len, &mut value, &mut value_len) };
+            if let Err(e) = check_txn("WT_CURSOR::get_value", current) {
+                // SAFETY: the positioned cursor is ours.
+                unsafe { fwt_reset(cursor) };
+                return Err(e);
+            }
+            // SAFETY: key and value point into WiredTiger's memory until the cursor moves,
+            // which is after `visit` returns.
+            let (key, value) = unsafe { (bytes(key, key_len), bytes(value, value_len)) };
+            let inside = key >= lower && upper.is_none_or(|upper| key < upper);
+            if !inside {
+                break;
+            }
+            visit(key, value);
+            visited += 1;
+            if visited == limit {
+                break;
+            }
+            // SAFETY: the positioned cursor is ours.
+            rc = unsafe {
+                match reverse {
+                    false => fwt_next(cursor),
+                    true => fwt_prev(cursor),
+                }
+            };
+        }
+        if rc == 0 {
+            // Stopped while positioned: let the page go.
+            // SAFETY: the positioned cursor is ours.
+            check("WT_CURSOR::reset", unsafe { fwt_reset(cursor) })?;
+            return Ok(visited);
+        }
+        // The shim resets the cursor when it reports WT_NOTFOUND or an error.
+        if rc == WT_NOTFOUND {
+            return Ok(visited);
+        }
+        check_txn("WT_CURSOR::next", rc).map(|()| visited)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), PeerError> {
+        // SAFETY: the session is this transaction's, in a transaction begun by `begin`.
+        let rc = unsafe { fwt_commit(self.session().session.as_ptr()) };
+        // Committed or (on failure) rolled back by WiredTiger: nothing for `Drop` to undo.
+        self.committed = true;
+        check_txn("WT_SESSION::commit_transaction", rc)
+    }
+}
+
+impl Drop for WiredTigerTxn<'_> {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else { return };
+        if !self.committed {
+            // SAFETY: the session is ours, in a transaction; a failed rollback leaves nothing
+            // for us to do (WiredTiger ends the transaction anyway).
+            let _ = unsafe { fwt_rollback(session.session.as_ptr()) };
+        }
+        self.owner.lock_idle_sessions().push(session);
+    }
+}
+
+/// [`check`] for transactions: `WT_ROLLBACK` is a conflict with another transaction.
+fn check_txn(call: &'static str, rc: c_int) -> Result<(), PeerError> {
+    match check(call, rc) {
+        Err(PeerError::Engine { message, code: Some(WT_ROLLBACK), .. }) => {
+            Err(PeerError::Conflict { engine: NAME, call, message })
+        }
+        other => other,
     }
 }
 

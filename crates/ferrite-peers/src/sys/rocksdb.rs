@@ -32,6 +32,10 @@ opaque!(
     rocksdb_iterator_t,
     rocksdb_flushoptions_t,
     rocksdb_pinnableslice_t,
+    rocksdb_optimistictransactiondb_t,
+    rocksdb_optimistictransaction_options_t,
+    rocksdb_transaction_t,
+    rocksdb_snapshot_t,
     frk_tier,
 );
 
@@ -248,6 +252,99 @@ pub(crate) struct frk_tier_counters {
     pub(crate) inserts: u64,
     pub(crate) refused: u64,
     pub(crate) bytes_written: u64,
+}
+
+// Optimistic transactions (`rocksdb/utilities/optimistic_transaction_db.h` through c.h).
+extern "C" {
+    pub(crate) fn rocksdb_options_set_max_write_buffer_size_to_maintain(
+        options: *mut rocksdb_options_t,
+        v: i64,
+    );
+    pub(crate) fn rocksdb_optimistictransactiondb_open(
+        options: *const rocksdb_options_t,
+        name: *const c_char,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_optimistictransactiondb_t;
+    /// A new handle on the base database (freed by `close_base_db`, which leaves the
+    /// database open).
+    pub(crate) fn rocksdb_optimistictransactiondb_get_base_db(
+        otxn_db: *mut rocksdb_optimistictransactiondb_t,
+    ) -> *mut rocksdb_t;
+    pub(crate) fn rocksdb_optimistictransactiondb_close_base_db(base_db: *mut rocksdb_t);
+    pub(crate) fn rocksdb_optimistictransactiondb_close(
+        otxn_db: *mut rocksdb_optimistictransactiondb_t,
+    );
+    pub(crate) fn rocksdb_optimistictransaction_options_create(
+    ) -> *mut rocksdb_optimistictransaction_options_t;
+    pub(crate) fn rocksdb_optimistictransaction_options_destroy(
+        options: *mut rocksdb_optimistictransaction_options_t,
+    );
+    pub(crate) fn rocksdb_optimistictransaction_options_set_set_snapshot(
+        options: *mut rocksdb_optimistictransaction_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_optimistictransaction_begin(
+        otxn_db: *mut rocksdb_optimistictransactiondb_t,
+        write_options: *const rocksdb_writeoptions_t,
+        otxn_options: *const rocksdb_optimistictransaction_options_t,
+        old_txn: *mut rocksdb_transaction_t,
+    ) -> *mut rocksdb_transaction_t;
+    pub(crate) fn rocksdb_transaction_get_snapshot(
+        txn: *mut rocksdb_transaction_t,
+    ) -> *const rocksdb_snapshot_t;
+    pub(crate) fn rocksdb_readoptions_set_snapshot(
+        options: *mut rocksdb_readoptions_t,
+        snapshot: *const rocksdb_snapshot_t,
+    );
+    pub(crate) fn rocksdb_transaction_get_pinned(
+        txn: *mut rocksdb_transaction_t,
+        options: *const rocksdb_readoptions_t,
+        key: *const c_char,
+        klen: size_t,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_pinnableslice_t;
+    pub(crate) fn rocksdb_transaction_get_pinned_for_update(
+        txn: *mut rocksdb_transaction_t,
+        options: *const rocksdb_readoptions_t,
+        key: *const c_char,
+        klen: size_t,
+        exclusive: c_uchar,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_pinnableslice_t;
+    pub(crate) fn rocksdb_transaction_put(
+        txn: *mut rocksdb_transaction_t,
+        key: *const c_char,
+        klen: size_t,
+        val: *const c_char,
+        vlen: size_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_transaction_delete(
+        txn: *mut rocksdb_transaction_t,
+        key: *const c_char,
+        klen: size_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_transaction_create_iterator(
+        txn: *mut rocksdb_transaction_t,
+        options: *const rocksdb_readoptions_t,
+    ) -> *mut rocksdb_iterator_t;
+    pub(crate) fn rocksdb_transaction_commit(
+        txn: *mut rocksdb_transaction_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_transaction_rollback(
+        txn: *mut rocksdb_transaction_t,
+        errptr: *mut *mut c_char,
+    );
+    pub(crate) fn rocksdb_transaction_destroy(txn: *mut rocksdb_transaction_t);
+    pub(crate) fn rocksdb_iter_seek_for_prev(
+        iter: *mut rocksdb_iterator_t,
+        key: *const c_char,
+        len: size_t,
+    );
+    pub(crate) fn rocksdb_iter_seek_to_last(iter: *mut rocksdb_iterator_t);
+    pub(crate) fn rocksdb_iter_prev(iter: *mut rocksdb_iterator_t);
 }
 
 // RocksDB's cache tiers, from the C++ shim `csrc/rocksdb_tier.cc`, compiled by build.rs.

@@ -37,6 +37,8 @@ pub(crate) struct fwt_entry {
 
 /// The item is not in the table (or the cursor moved past the last one).
 pub(crate) const WT_NOTFOUND: c_int = -31803;
+/// The operation met another transaction's update: roll the transaction back.
+pub(crate) const WT_ROLLBACK: c_int = -31800;
 
 // The shim is compiled by build.rs into a static library; WiredTiger is linked after it.
 extern "C" {
@@ -95,4 +97,25 @@ extern "C" {
         value_len: *mut size_t,
     ) -> c_int;
     pub(crate) fn fwt_reset(cursor: *mut WT_CURSOR) -> c_int;
+    pub(crate) fn fwt_begin(session: *mut WT_SESSION, config: *const c_char) -> c_int;
+    pub(crate) fn fwt_commit(session: *mut WT_SESSION) -> c_int;
+    pub(crate) fn fwt_rollback(session: *mut WT_SESSION) -> c_int;
+    pub(crate) fn fwt_txn_put(
+        cursor: *mut WT_CURSOR,
+        key: *const c_void,
+        key_len: size_t,
+        value: *const c_void,
+        value_len: size_t,
+    ) -> c_int;
+    pub(crate) fn fwt_txn_remove(
+        cursor: *mut WT_CURSOR,
+        key: *const c_void,
+        key_len: size_t,
+    ) -> c_int;
+    pub(crate) fn fwt_seek_before(
+        cursor: *mut WT_CURSOR,
+        key: *const c_void,
+        key_len: size_t,
+    ) -> c_int;
+    pub(crate) fn fwt_prev(cursor: *mut WT_CURSOR) -> c_int;
 }
