@@ -164,7 +164,7 @@ impl ChangeBuffer {
         low: Bound<&[u8]>,
         high: Bound<&[u8]>,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        if self.is_empty() {
+        if self.is_empty() || is_empty_range(low, high) {
             return Vec::new();
         }
         let bounds = map_bounds(tree, low, high);
@@ -181,7 +181,7 @@ impl ChangeBuffer {
         high: Bound<&[u8]>,
         seq: u64,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        if !self.undo_any.load(Ordering::Acquire) {
+        if !self.undo_any.load(Ordering::Acquire) || is_empty_range(low, high) {
             return self.range(tree, low, high);
         }
         let bounds = map_bounds(tree, low, high);
@@ -212,6 +212,17 @@ type MapBounds = (Bound<(u64, Vec<u8>)>, Bound<(u64, Vec<u8>)>);
 
 /// The bounds, in the map's `(tree, key)` order, of tree `tree`'s keys between `low` and
 /// `high`.
+/// Whether no key lies between `low` and `high` (`BTreeMap::range` panics on such bounds when
+/// `low` is past `high`; a caller's range may be so, and a leaf's part of one may be).
+fn is_empty_range(low: Bound<&[u8]>, high: Bound<&[u8]>) -> bool {
+    match (low, high) {
+        (Bound::Included(l), Bound::Included(h)) => l > h,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))
+        | (Bound::Excluded(l), Bound::Included(h)) => l >= h,
+        _ => false,
+    }
+}
+
 fn map_bounds(tree: u64, low: Bound<&[u8]>, high: Bound<&[u8]>) -> MapBounds {
     {
         let at = |b: Bound<&[u8]>, beyond: u64| match b {

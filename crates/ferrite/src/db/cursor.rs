@@ -489,24 +489,21 @@ impl Cursor {
         let node = Node::new(self.leaf.bytes());
         self.loaded = false;
         self.left_behind = Some((self.leaf_id, self.leaf_version));
-        if self.reverse {
+        // Where the next leaf's keys start, unless this leaf ends the tree. When that lies
+        // past the scan's end (a fence beyond it: separators need not be keys of the range),
+        // the scan is over.
+        let next = if self.reverse {
             let lower = node.lower_fence();
-            if lower.is_empty() {
-                self.done = true;
-            } else {
-                // Keys at or below the lower fence live in the leaves to the left.
-                self.resume = Bound::Included(lower.to_vec());
-            }
+            // Keys at or below the lower fence live in the leaves to the left.
+            (!lower.is_empty()).then(|| lower.to_vec())
         } else {
             let upper = node.upper_fence();
-            if upper.is_empty() {
-                self.done = true;
-            } else {
-                // The smallest key above the fence leads into the next leaf.
-                let mut next = upper.to_vec();
-                next.push(0);
-                self.resume = Bound::Included(next);
-            }
+            // The smallest key above the fence leads into the next leaf.
+            (!upper.is_empty()).then(|| [upper, &[0]].concat())
+        };
+        match next {
+            Some(key) if !self.beyond_end(&key) => self.resume = Bound::Included(key),
+            _ => self.done = true,
         }
     }
 
