@@ -71,13 +71,18 @@ impl Shared {
             // The redo LSN before the epoch: an image counted for this epoch follows it.
             let redo_lsn = log.tail();
             let epoch = pool.start_epoch();
+            // Object data pages free, in limbo, or allocated for a commit to come are free
+            // after a crash; read with the page count, none of them halfway through an
+            // allocation (object data is allocated outside the commit lock).
+            let (page_count, free) = self.object_space.with_free_pages(|object_free| {
+                (pool.page_count(), [pool.free_pages(), object_free].concat())
+            });
             let snapshot = Checkpoint {
                 redo_lsn,
-                page_count: pool.page_count(),
+                page_count,
                 next_tree_id: self.next_tree_id.load(Ordering::Acquire),
                 catalog_root: self.catalog.root,
-                // Object data pages free or in limbo are free after a crash.
-                free: [pool.free_pages(), self.object_space.free_pages()].concat(),
+                free,
                 buffered: Vec::new(),
             };
             (epoch, snapshot)
