@@ -2,6 +2,7 @@
 //! write each use once for all of them.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, PeerTxn, RocksDb, TierUse, WiredTiger};
 
@@ -37,9 +38,9 @@ pub trait Peer: Send + Sync {
     fn tier(&self) -> Option<TierUse> {
         None
     }
-    /// Begins a transaction (RocksDB opened with `PeerConfig::transactions`, WiredTiger);
-    /// LMDB refuses.
-    fn begin(&self) -> Result<Box<dyn PeerTxn + '_>, PeerError> {
+    /// Begins a transaction (RocksDB opened with `PeerConfig::transactions`, WiredTiger),
+    /// which keeps the engine open while it lives; LMDB refuses.
+    fn begin(self: Arc<Self>) -> Result<Box<dyn PeerTxn>, PeerError> {
         Err(PeerError::Invalid {
             engine: self.name(),
             reason: "transactions are not offered through this API".to_string(),
@@ -102,8 +103,8 @@ impl_peer!(
     fn tier(&self) -> Option<TierUse> {
         RocksDb::tier(self)
     },
-    fn begin(&self) -> Result<Box<dyn PeerTxn + '_>, PeerError> {
-        Ok(Box::new(RocksDb::begin(self)?))
+    fn begin(self: Arc<Self>) -> Result<Box<dyn PeerTxn>, PeerError> {
+        Ok(Box::new(RocksDb::begin(&self)?))
     },
     fn isolation(&self) -> Option<&'static str> {
         Some(crate::ROCKSDB_ISOLATION)
@@ -111,8 +112,8 @@ impl_peer!(
 );
 impl_peer!(
     WiredTiger,
-    fn begin(&self) -> Result<Box<dyn PeerTxn + '_>, PeerError> {
-        Ok(Box::new(WiredTiger::begin(self)?))
+    fn begin(self: Arc<Self>) -> Result<Box<dyn PeerTxn>, PeerError> {
+        Ok(Box::new(WiredTiger::begin(&self)?))
     },
     fn isolation(&self) -> Option<&'static str> {
         Some(crate::WIREDTIGER_ISOLATION)

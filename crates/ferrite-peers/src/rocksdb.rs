@@ -7,6 +7,7 @@ use std::ffi::{c_char, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
 use crate::sys::bytes;
 use crate::sys::rocksdb::*;
@@ -488,8 +489,9 @@ pub const ROCKSDB_ISOLATION: &str = "optimistic transactions (OptimisticTransact
     reads and range scans are not checked (no phantom protection)";
 
 impl RocksDb {
-    /// Begins a transaction (the database must have been opened with `transactions`).
-    pub fn begin(&self) -> Result<RocksDbTxn<'_>, PeerError> {
+    /// Begins a transaction (the database must have been opened with `transactions`); it
+    /// keeps the database open while it lives.
+    pub fn begin(self: &Arc<Self>) -> Result<RocksDbTxn, PeerError> {
         let Some((otxn, options)) = &self.otxn else {
             return Err(invalid("transactions need PeerConfig::transactions"));
         };
@@ -522,21 +524,23 @@ impl RocksDb {
             );
             read
         };
-        Ok(RocksDbTxn { read, txn, _db: std::marker::PhantomData })
+        Ok(RocksDbTxn { read, txn, _db: Arc::clone(self) })
     }
 }
 
 /// A RocksDB transaction: its writes stay in it until [`commit`](crate::PeerTxn::commit);
 /// dropped uncommitted, it is rolled back.
 #[derive(Debug)]
-pub struct RocksDbTxn<'a> {
-    // Declared before `txn`: dropped first, as they point at its snapshot.
+pub struct RocksDbTxn {
+    /// Read options set to the transaction's snapshot (a pointer they never follow once the
+    /// transaction is destroyed, in `Drop`, before they are).
     read: Owned<rocksdb_readoptions_t>,
     txn: NonNull<rocksdb_transaction_t>,
-    _db: std::marker::PhantomData<&'a RocksDb>,
+    /// Open while the transaction lives (dropped last).
+    _db: Arc<RocksDb>,
 }
 
-impl RocksDbTxn<'_> {
+impl RocksDbTxn {
     fn pinned(&mut self, key: &[u8], for_update: bool) -> Result<Option<PinnedSlice>, PeerError> {
         let mut err = ptr::null_mut();
         // SAFETY: transaction and read options are live; the key outlives the call.
@@ -564,7 +568,7 @@ impl RocksDbTxn<'_> {
     }
 }
 
-impl crate::PeerTxn for RocksDbTxn<'_> {
+impl crate::PeerTxn for RocksDbTxn {
     fn get(&mut self, key: &[u8], out: &mut Vec<u8>, for_update: bool) -> Result<bool, PeerError> {
         let Some(slice) = self.pinned(key, for_update)? else { return Ok(false) };
         out.clear();
@@ -660,7 +664,7 @@ impl crate::PeerTxn for RocksDbTxn<'_> {
     }
 }
 
-impl Drop for RocksDbTxn<'_> {
+impl Drop for RocksDbTxn {
     fn drop(&mut self) {
         let mut err = ptr::null_mut();
         // SAFETY: the transaction is live and destroyed once, here. Rolling back a committed
@@ -677,7 +681,7 @@ impl Drop for RocksDbTxn<'_> {
 }
 
 // SAFETY: a RocksDB transaction may be used from any thread, one at a time (`&mut self`).
-unsafe impl Send for RocksDbTxn<'_> {}
+unsafe impl Send for RocksDbTxn {}
 
 /// [`check`] for transactions: RocksDB's `Busy` (another transaction changed a key since
 /// the snapshot) and `TryAgain` (it could no longer tell) are conflicts.

@@ -11,7 +11,7 @@
 use std::ffi::{c_int, CStr, CString};
 use std::path::Path;
 use std::ptr::{self, NonNull};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::sys::bytes;
 use crate::sys::wiredtiger::*;
@@ -248,7 +248,7 @@ impl WiredTiger {
 
     /// Begins a transaction, snapshot isolation, on a session of its own (back to the pool
     /// when the transaction ends).
-    pub fn begin(&self) -> Result<WiredTigerTxn<'_>, PeerError> {
+    pub fn begin(self: &Arc<Self>) -> Result<WiredTigerTxn, PeerError> {
         let session = self.take_session()?;
         // SAFETY: the session is ours until given back; the config is NUL-terminated.
         let rc = unsafe { fwt_begin(session.session.as_ptr(), TXN_CONFIG.as_ptr()) };
@@ -256,7 +256,7 @@ impl WiredTiger {
             self.lock_idle_sessions().push(session);
             return Err(e);
         }
-        Ok(WiredTigerTxn { owner: self, session: Some(session), committed: false })
+        Ok(WiredTigerTxn { owner: Arc::clone(self), session: Some(session), committed: false })
     }
 
     /// A session for this call: an idle one from the pool, or a new one.
@@ -378,20 +378,21 @@ pub const WIREDTIGER_ISOLATION: &str = "snapshot isolation (begin_transaction \
 /// [`commit`](crate::PeerTxn::commit); dropped uncommitted, it is rolled back. After a
 /// [`PeerError::Conflict`] it can only be dropped.
 #[derive(Debug)]
-pub struct WiredTigerTxn<'a> {
-    owner: &'a WiredTiger,
+pub struct WiredTigerTxn {
+    /// Open while the transaction lives.
+    owner: Arc<WiredTiger>,
     /// Back to the pool when the transaction ends.
     session: Option<Session>,
     committed: bool,
 }
 
-impl WiredTigerTxn<'_> {
+impl WiredTigerTxn {
     fn session(&self) -> &Session {
         self.session.as_ref().expect("the session stays until drop")
     }
 }
 
-impl crate::PeerTxn for WiredTigerTxn<'_> {
+impl crate::PeerTxn for WiredTigerTxn {
     fn get(&mut self, key: &[u8], out: &mut Vec<u8>, _for_update: bool) -> Result<bool, PeerError> {
         let cursor = self.session().rw.as_ptr();
         let (mut value, mut value_len) = (ptr::null(), 0);
@@ -503,7 +504,7 @@ impl crate::PeerTxn for WiredTigerTxn<'_> {
     }
 }
 
-impl Drop for WiredTigerTxn<'_> {
+impl Drop for WiredTigerTxn {
     fn drop(&mut self) {
         let Some(session) = self.session.take() else { return };
         if !self.committed {

@@ -40,7 +40,7 @@ fn get(txn: &mut dyn PeerTxn, key: &str) -> Option<String> {
     txn.get(key.as_bytes(), &mut out, false).unwrap().then(|| String::from_utf8(out).unwrap())
 }
 
-fn read(peer: &dyn Peer, key: &str) -> Option<String> {
+fn read(peer: &Arc<dyn Peer>, key: &str) -> Option<String> {
     let mut out = Vec::new();
     peer.get(key.as_bytes(), &mut out).unwrap().then(|| String::from_utf8(out).unwrap())
 }
@@ -63,13 +63,13 @@ fn scan(
 }
 
 /// The checks of one transaction at a time.
-fn one_at_a_time(peer: &dyn Peer) {
+fn one_at_a_time(peer: &Arc<dyn Peer>) {
     assert!(peer.isolation().is_some());
     for k in ["a1", "a2", "a3", "b1"] {
         peer.put(k.as_bytes(), format!("v-{k}").as_bytes()).unwrap();
     }
     // Own writes first; nobody else sees them before the commit.
-    let mut txn = peer.begin().unwrap();
+    let mut txn = Arc::clone(peer).begin().unwrap();
     assert_eq!(get(&mut *txn, "a1").as_deref(), Some("v-a1"));
     txn.put(b"a1", b"mine").unwrap();
     txn.put(b"a25", b"new").unwrap();
@@ -95,7 +95,7 @@ fn one_at_a_time(peer: &dyn Peer) {
     assert_eq!(read(peer, "a3"), None);
 
     // Dropped uncommitted: nothing stays.
-    let mut txn = peer.begin().unwrap();
+    let mut txn = Arc::clone(peer).begin().unwrap();
     txn.put(b"a1", b"dropped").unwrap();
     txn.delete(b"a2").unwrap();
     drop(txn);
@@ -104,8 +104,8 @@ fn one_at_a_time(peer: &dyn Peer) {
 
     // Two transactions write one key: one of them fails with a conflict (at its write or
     // its commit) and leaves nothing; the other commits.
-    let mut first = peer.begin().unwrap();
-    let mut second = peer.begin().unwrap();
+    let mut first = Arc::clone(peer).begin().unwrap();
+    let mut second = Arc::clone(peer).begin().unwrap();
     let mut out = Vec::new();
     first.get(b"a2", &mut out, true).unwrap();
     second.get(b"a2", &mut out, true).unwrap();
@@ -128,9 +128,9 @@ fn one_at_a_time(peer: &dyn Peer) {
     }
 
     let lmdb_dir = TempDir::new("lmdb");
-    let lmdb = Lmdb::open(&lmdb_dir.0, &config()).unwrap();
-    assert!(matches!(Peer::begin(&lmdb), Err(PeerError::Invalid { .. })));
-    assert!(Peer::isolation(&lmdb).is_none());
+    let lmdb: Arc<dyn Peer> = Arc::new(Lmdb::open(&lmdb_dir.0, &config()).unwrap());
+    assert!(lmdb.isolation().is_none());
+    assert!(matches!(lmdb.begin(), Err(PeerError::Invalid { .. })));
 }
 
 /// Threads increment counters in read-modify-write transactions, retrying on conflicts.
@@ -145,7 +145,7 @@ fn counters(peer: Arc<dyn Peer>) {
                 let mut conflicts = 0u64;
                 for _ in 0..EACH {
                     loop {
-                        let mut txn = peer.begin().unwrap();
+                        let mut txn = Arc::clone(&peer).begin().unwrap();
                         let mut out = Vec::new();
                         let step = txn.get(b"counter", &mut out, true).and_then(|found| {
                             assert!(found);
@@ -180,10 +180,10 @@ fn rocksdb_transactions() {
     let dir = TempDir::new("rocksdb");
     let peer: Arc<dyn Peer> = Arc::new(RocksDb::open(&dir.0, &config()).unwrap());
     assert!(peer.describe_config().contains("OptimisticTransactionDB"));
-    one_at_a_time(&*peer);
+    one_at_a_time(&peer);
     counters(peer);
     let plain_dir = TempDir::new("rocksdb-plain");
-    let plain = RocksDb::open(&plain_dir.0, &PeerConfig::default()).unwrap();
+    let plain = Arc::new(RocksDb::open(&plain_dir.0, &PeerConfig::default()).unwrap());
     assert!(matches!(plain.begin(), Err(PeerError::Invalid { .. })));
 }
 
@@ -191,6 +191,6 @@ fn rocksdb_transactions() {
 fn wiredtiger_transactions() {
     let dir = TempDir::new("wiredtiger");
     let peer: Arc<dyn Peer> = Arc::new(WiredTiger::open(&dir.0, &config()).unwrap());
-    one_at_a_time(&*peer);
+    one_at_a_time(&peer);
     counters(peer);
 }
