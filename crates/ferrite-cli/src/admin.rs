@@ -189,7 +189,7 @@ fn server_stats(addr: &str, json: bool, out: &mut dyn Write) -> Result<Outcome, 
 /// Sends `stats` to the memcached server at `addr` and reads its `STAT name value` lines up
 /// to `END`.
 fn ask_stats(addr: &str) -> Result<Vec<(String, String)>, String> {
-    use std::io::{BufRead, BufReader};
+    use std::io::BufReader;
     use std::net::{TcpStream, ToSocketAddrs};
     let targets: Vec<_> = addr
         .to_socket_addrs()
@@ -213,7 +213,12 @@ fn ask_stats(addr: &str) -> Result<Vec<(String, String)>, String> {
     stream.set_read_timeout(Some(SERVER_TIMEOUT)).map_err(io)?;
     stream.set_write_timeout(Some(SERVER_TIMEOUT)).map_err(io)?;
     (&stream).write_all(b"stats\r\n").map_err(io)?;
-    let mut reader = BufReader::new(&stream);
+    read_stats(BufReader::new(&stream))
+}
+
+/// A `stats` reply: `STAT name value` lines up to `END`.
+fn read_stats(mut reader: impl std::io::BufRead) -> Result<Vec<(String, String)>, String> {
+    let io = |e: std::io::Error| format!("talking to it failed: {e}");
     let mut stats = Vec::new();
     let mut line = String::new();
     loop {
@@ -1173,6 +1178,26 @@ mod tests {
 
     /// The JSON of `stats`: the numbers behind each text line, `null` for what `--quick`
     /// skips.
+    #[test]
+    fn a_stats_reply_is_read_to_its_end_and_anything_else_is_refused() {
+        let read = |reply: &[u8]| read_stats(reply);
+        assert_eq!(
+            read(b"STAT pid 7\r\nSTAT tier_obp 0.090\r\nSTAT version 1.6 ferrite\r\nEND\r\n"),
+            Ok(vec![
+                ("pid".into(), "7".into()),
+                ("tier_obp".into(), "0.090".into()),
+                ("version".into(), "1.6 ferrite".into()),
+            ])
+        );
+        assert_eq!(read(b"END\r\n"), Ok(vec![]));
+        let cut = read(b"STAT pid 7\r\n").unwrap_err();
+        assert!(cut.contains("before its reply ended"), "{cut}");
+        let other = read(b"ERROR\r\n").unwrap_err();
+        assert!(other.contains("not memcached's stats") && other.contains("ERROR"), "{other}");
+        let binary = read(&[0xff, 0xfe, b'\n']).unwrap_err();
+        assert!(binary.contains("failed"), "{binary}");
+    }
+
     #[test]
     fn stats_json_holds_what_the_text_says() {
         let mut stats = DbStats::default();
