@@ -14,4 +14,5 @@ pub mod objects;
 pub mod recovery;
 pub mod run;
 pub mod serve;
+pub mod tpcc;
 pub mod ycsb;
