@@ -113,11 +113,12 @@ fn load_warehouse<S: TpccStore>(
         name: a_string(&mut rng, 6, 10),
         address: address(&mut rng),
         tax: uniform(&mut rng, 0, 2000) as i32,
-        // 300,000.00 at TPC-C's scale: the districts' sum (condition 1), and the load's
-        // history of the warehouse (condition 8) at any scale.
-        ytd: i64::from(DISTRICTS) * district_ytd(scale),
     };
     batch.put(Table::Warehouse, warehouse_key(w), warehouse.encode())?;
+    // 300,000.00 at TPC-C's scale: the districts' sum (condition 1), and the load's history
+    // of the warehouse (condition 8) at any scale.
+    let ytd = i64::from(DISTRICTS) * district_ytd(scale);
+    batch.put(Table::WarehouseYtd, warehouse_key(w), encode_money(ytd))?;
     for i in 1..=scale.items {
         let stock = Stock {
             quantity: uniform(&mut rng, 10, 100) as i32,
@@ -135,10 +136,11 @@ fn load_warehouse<S: TpccStore>(
             name: a_string(&mut rng, 6, 10),
             address: address(&mut rng),
             tax: uniform(&mut rng, 0, 2000) as i32,
-            ytd: district_ytd(scale),
-            next_o_id: scale.customers + 1,
         };
         batch.put(Table::District, district_key(w, d), district.encode())?;
+        batch.put(Table::DistrictYtd, district_key(w, d), encode_money(district_ytd(scale)))?;
+        let next_o_id = encode_order_id(scale.customers + 1);
+        batch.put(Table::DistrictNextOrderId, district_key(w, d), next_o_id)?;
         for c in 1..=scale.customers {
             let last = match c <= 1000 {
                 true => last_name(c - 1),

@@ -94,22 +94,19 @@ fn the_load_is_consistent_and_a_broken_database_fails_the_right_check() {
     assert!(dump(&store) == dump(&model), "the load is deterministic on every store");
 
     // A district's next order id moved: condition 2, and only it.
+    let next = store.tree(Table::DistrictNextOrderId);
     let key = district_key(2, 3);
-    let mut district =
-        District::decode(&store.tree(Table::District).get(&key).unwrap().unwrap()).unwrap();
-    district.next_o_id += 1;
-    store.tree(Table::District).put(&key, district.encode()).unwrap();
+    let next_o_id = decode_order_id(&next.get(&key).unwrap().unwrap()).unwrap();
+    next.put(&key, encode_order_id(next_o_id + 1)).unwrap();
     let violations = check(&store, &set.scale).unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(violations[0].condition, 2);
     assert!(violations[0].what.contains("(2, 3)"), "{}", violations[0]);
 
     // A warehouse's year-to-date changed: conditions 1 and 8.
-    let mut warehouse =
-        Warehouse::decode(&store.tree(Table::Warehouse).get(warehouse_key(1)).unwrap().unwrap())
-            .unwrap();
-    warehouse.ytd += 1;
-    store.tree(Table::Warehouse).put(warehouse_key(1), warehouse.encode()).unwrap();
+    let ytd = store.tree(Table::WarehouseYtd);
+    let w_ytd = decode_money(&ytd.get(warehouse_key(1)).unwrap().unwrap()).unwrap();
+    ytd.put(warehouse_key(1), encode_money(w_ytd + 1)).unwrap();
     let mut conditions: Vec<u8> =
         check(&store, &set.scale).unwrap().iter().map(|v| v.condition).collect();
     conditions.sort_unstable();
