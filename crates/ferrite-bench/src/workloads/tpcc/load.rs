@@ -18,7 +18,8 @@ struct Batch<'a, S: TpccStore> {
     store: &'a S,
     rows: Vec<(Table, Vec<u8>, Vec<u8>)>,
     max_rows: usize,
-    written: u64,
+    /// Districts loaded so far, for `progress`.
+    districts: u64,
     progress: &'a mut Progress,
 }
 
@@ -34,16 +35,15 @@ impl<S: TpccStore> Batch<'_, S> {
     fn flush(&mut self) -> Result<(), TxnError> {
         if !self.rows.is_empty() {
             self.store.write_rows(&self.rows)?;
-            self.written += self.rows.len() as u64;
             self.rows.clear();
-            self.progress.set(self.written);
         }
         Ok(())
     }
 }
 
 /// Loads a data set of `scale` into `store` (empty) in batches of `batch_rows` rows, dated
-/// `now`; returns its record (also written to the `meta` table, last).
+/// `now`, counting the districts done on `progress` (`Scale::districts` of them); returns
+/// its record (also written to the `meta` table, last).
 pub fn load<S: TpccStore>(
     store: &S,
     scale: Scale,
@@ -55,7 +55,7 @@ pub fn load<S: TpccStore>(
     scale.check().map_err(TxnError::Failed)?;
     let c_load = NuRandC::for_load(&mut Rng::stream(seed, 0));
     let mut batch =
-        Batch { store, rows: Vec::new(), max_rows: batch_rows.max(1), written: 0, progress };
+        Batch { store, rows: Vec::new(), max_rows: batch_rows.max(1), districts: 0, progress };
     let mut rng = Rng::stream(seed, 1);
     for i in 1..=scale.items {
         let item = Item {
@@ -208,6 +208,8 @@ fn load_warehouse<S: TpccStore>(
                 batch.put(Table::NewOrder, new_order_key(w, d, o), Vec::new())?;
             }
         }
+        batch.districts += 1;
+        batch.progress.set(batch.districts);
     }
     Ok(())
 }

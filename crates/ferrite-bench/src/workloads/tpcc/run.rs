@@ -476,8 +476,8 @@ pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
             let _ = std::fs::remove_file(dir.join(META_FILE));
             let scale = config.scale();
             let mut progress = match show {
-                true => Progress::stderr("loading tpcc", "rows", scale.rows()),
-                false => Progress::hidden(scale.rows()),
+                true => Progress::stderr("loading tpcc", "districts", scale.districts()),
+                false => Progress::hidden(scale.districts()),
             };
             let start = Instant::now();
             // A batch's operations must fit a quarter of the pool.
@@ -709,6 +709,10 @@ async fn terminal_loop<S: TpccStore>(
         let kind = input.kind();
         if spec_times {
             pause(kind.spec_times().0, &phase).await;
+            if phase.load(Ordering::Relaxed) == STOP {
+                // The run ended while the terminal was keying: no transaction.
+                break;
+            }
         }
         let start_ns = now_ns();
         let outcome = match execute(&store, &input, &scale).await {

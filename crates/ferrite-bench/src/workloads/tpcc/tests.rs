@@ -34,7 +34,7 @@ fn ferrite(dir: &TempDir) -> FerriteTpcc {
 
 fn loaded<S: TpccStore>(store: &S, warehouses: u16) -> DataSet {
     let scale = Scale::reduced(warehouses);
-    load(store, scale, SEED, NOW, 500, &mut Progress::hidden(scale.rows())).unwrap()
+    load(store, scale, SEED, NOW, 500, &mut Progress::hidden(scale.districts())).unwrap()
 }
 
 /// Every row of every table, in key order.
@@ -267,4 +267,28 @@ fn concurrent_terminals_keep_the_data_consistent() {
     assert!(!dir.path().join("tpcc").exists(), "removed without --keep");
     let json = std::fs::read_to_string(dir.path().join("runs.jsonl")).unwrap();
     assert_eq!(json.lines().count(), 2);
+}
+
+/// With the specification's keying and think times, a terminal waits seconds before each
+/// transaction: a short run completes none, and the waits end when the run does.
+#[test]
+fn spec_times_wait_and_stop_with_the_run() {
+    let dir = TempDir::new().unwrap();
+    let config = TpccConfig {
+        dir: dir.path().join("tpcc"),
+        reduced: true,
+        cache_mib: 16,
+        seconds: 0.4,
+        workers: 1,
+        terminals_per_warehouse: 2,
+        spec_times: true,
+        direct_io: false,
+        ..TpccConfig::default()
+    };
+    let start = std::time::Instant::now();
+    let report = run(&config, false).unwrap();
+    assert_eq!(report.transactions(), 0, "the shortest keying time is 2 s");
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "the waits stopped");
+    assert!(report.consistent());
+    assert_eq!(report.result_line().get("spec_times"), Some("1"));
 }
