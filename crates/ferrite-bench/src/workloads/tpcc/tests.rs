@@ -221,8 +221,8 @@ fn the_mix_and_the_remote_shares_are_the_specs() {
     assert!((0.6..1.4).contains(&rollback), "{rollback} % rollbacks");
 }
 
-/// Several terminals per warehouse on two workers, with and without affinity: the data stay
-/// consistent and the report says so.
+/// Several terminals per warehouse on two workers, with affinity and without (then with
+/// durable commits): the data stay consistent and the report says so.
 #[test]
 fn concurrent_terminals_keep_the_data_consistent() {
     let dir = TempDir::new().unwrap();
@@ -236,6 +236,7 @@ fn concurrent_terminals_keep_the_data_consistent() {
             workers: 2,
             terminals_per_warehouse: 4,
             affinity,
+            sync: !affinity,
             direct_io: false,
             keep: affinity,
             json: Some(dir.path().join("runs.jsonl")),
@@ -248,6 +249,7 @@ fn concurrent_terminals_keep_the_data_consistent() {
         let line = report.result_line();
         assert_eq!(line.get("consistency"), Some("ok"));
         assert_eq!(line.get("scale"), Some("reduced"));
+        assert_eq!(line.get("durability"), Some(if affinity { "none" } else { "sync" }));
         assert!(report.summary().contains("NOT TPC-C"), "{}", report.summary());
         let fields: Vec<&str> = line.fields().iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -282,6 +284,7 @@ fn spec_times_wait_and_stop_with_the_run() {
         workers: 1,
         terminals_per_warehouse: 2,
         spec_times: true,
+        no_log: true,
         direct_io: false,
         ..TpccConfig::default()
     };
@@ -291,4 +294,6 @@ fn spec_times_wait_and_stop_with_the_run() {
     assert!(start.elapsed() < std::time::Duration::from_secs(20), "the waits stopped");
     assert!(report.consistent());
     assert_eq!(report.result_line().get("spec_times"), Some("1"));
+    assert_eq!(report.result_line().get("no_log"), Some("1"));
+    assert!(report.summary().contains("Ferrite cannot turn its log off"), "{}", report.summary());
 }
