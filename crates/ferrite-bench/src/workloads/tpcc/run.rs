@@ -216,6 +216,8 @@ pub struct TpccReport {
     pub pool_writes: u64,
     pub disk: Option<(String, DiskCounters)>,
     pub workers: Option<WorkerTimes>,
+    /// Per worker, the share of the window it spent running tasks (affinity shows here).
+    pub worker_task_shares: Vec<f64>,
     pub worker_count: usize,
 }
 
@@ -343,6 +345,11 @@ impl TpccReport {
                 share(w.complete),
                 share(w.idle)
             );
+        }
+        if !self.worker_task_shares.is_empty() {
+            let shares: Vec<String> =
+                self.worker_task_shares.iter().map(|s| format!("{:.0} %", 100.0 * s)).collect();
+            let _ = writeln!(s, "running tasks, per worker: {}", shares.join(", "));
         }
         let conditions: Vec<String> = CHECKED.iter().map(u8::to_string).collect();
         let checked =
@@ -520,6 +527,7 @@ pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
         pool_writes: measured.pool_writes,
         disk,
         workers: measured.workers,
+        worker_task_shares: measured.worker_task_shares,
         worker_count: db.worker_count(),
     };
     drop(store);
@@ -542,6 +550,7 @@ struct Measured {
     disk_name: Option<String>,
     disk: Option<DiskCounters>,
     workers: Option<WorkerTimes>,
+    worker_task_shares: Vec<f64>,
 }
 
 /// Runs the terminals through warm-up and the measured window.
@@ -629,6 +638,10 @@ fn measure(
     let disk_before = disk.as_ref().and_then(Disk::counters);
     let pool_before = db.pool().stats();
     let workers_before = WorkerTimes::of(&db.worker_stats());
+    let task_ns = || -> Vec<u64> {
+        db.worker_stats().iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect()
+    };
+    let task_ns_before = task_ns();
     let cpu_before = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
     let start = Instant::now();
@@ -658,6 +671,11 @@ fn measure(
     let cpu = CpuTime::now().since(cpu_before);
     let pool_after = db.pool().stats();
     let workers_after = WorkerTimes::of(&db.worker_stats());
+    let worker_task_shares = task_ns()
+        .iter()
+        .zip(&task_ns_before)
+        .map(|(after, before)| after.saturating_sub(*before) as f64 / (seconds * 1e9))
+        .collect();
     let disk_after = disk.as_ref().and_then(Disk::counters);
     let mut tally: Tally = Default::default();
     let mut failure = None;
@@ -681,6 +699,7 @@ fn measure(
         disk_name: disk.map(|d| d.name),
         disk: disk_before.zip(disk_after).map(|(b, a)| a.since(b)),
         workers: Some(workers_after.since(workers_before)),
+        worker_task_shares,
     })
 }
 

@@ -299,3 +299,33 @@ fn spec_times_wait_and_stop_with_the_run() {
     assert_eq!(report.result_line().get("no_log"), Some("1"));
     assert!(report.summary().contains("Ferrite cannot turn its log off"), "{}", report.summary());
 }
+
+/// With affinity the terminals of one warehouse run on one worker, the other runs none;
+/// without, both run terminals.
+#[test]
+fn affinity_places_a_warehouse_on_one_worker() {
+    let dir = TempDir::new().unwrap();
+    for affinity in [true, false] {
+        let config = TpccConfig {
+            dir: dir.path().join("tpcc"),
+            reduced: true,
+            cache_mib: 16,
+            seconds: 0.4,
+            workers: 2,
+            terminals_per_warehouse: 4,
+            affinity,
+            direct_io: false,
+            keep: true,
+            ..TpccConfig::default()
+        };
+        let report = run(&config, false).unwrap();
+        let shares = &report.worker_task_shares;
+        assert_eq!(shares.len(), 2);
+        let least = shares.iter().copied().fold(f64::MAX, f64::min);
+        match affinity {
+            true => assert!(least < 0.02, "{shares:?}"),
+            false => assert!(least > 0.05, "{shares:?}"),
+        }
+        assert!(report.summary().contains("running tasks, per worker: "));
+    }
+}
