@@ -2318,8 +2318,8 @@ MEASUREMENT
 
 OUTPUT
     Progress on stderr. On stdout a summary (tx/s, tpmC, per type: count, share, p50,
-    p99, conflicts, rollbacks; reads, writes and CPU per transaction; the consistency
-    checks) and one line:
+    p99, conflicts, rollbacks; reads, writes and CPU per transaction; the workers' time
+    and each one's share running tasks; the consistency checks) and one line:
 
     result store=ferrite workload=tpcc warehouses=W tx_per_s=N tpmc=N reads_per_tx=X
            writes_per_tx=X consistency=ok|failed scale=spec|reduced ops_per_s=N tx=N seconds=S
