@@ -9,12 +9,14 @@
 //! - `load`: the initial database;
 //! - `txns`: the five transactions and the terminal's draws;
 //! - `check`: the consistency conditions;
-//! - `run`: `ferrite bench tpcc` (terminals, measurement, report).
+//! - `run`: `ferrite bench tpcc` (the data directory, terminals, measurement);
+//! - `report`: what a run reports (summary, result line).
 
 pub mod check;
 pub mod load;
 pub mod model;
 pub mod random;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod store;
@@ -23,4 +25,5 @@ pub mod txns;
 #[cfg(test)]
 mod tests;
 
-pub use run::{run, TpccConfig, TpccReport};
+pub use report::TpccReport;
+pub use run::{run, TpccConfig};
