@@ -203,7 +203,12 @@ impl TpccReport {
             );
         }
         if let Some(w) = self.workers.filter(|w| w.total() > 0) {
-            let share = |ns: u64| 100.0 * ns as f64 / w.total() as f64;
+            // Of the workers' whole time in the window (workers x window): a worker records
+            // its idle time only when it wakes, so one asleep through the window would be
+            // missing from the recorded total. Idle is what the rest leaves.
+            let whole_ns = self.worker_count as f64 * self.seconds * 1e9;
+            let share = |ns: u64| 100.0 * ns as f64 / whole_ns;
+            let busy = w.task + w.evict + w.submit + w.complete;
             let _ = writeln!(
                 s,
                 "worker time: tasks {:.0} %, eviction {:.0} %, submitting {:.0} %, completions \
@@ -212,7 +217,7 @@ impl TpccReport {
                 share(w.evict),
                 share(w.submit),
                 share(w.complete),
-                share(w.idle)
+                (100.0 - share(busy)).max(0.0)
             );
         }
         if !self.worker_task_shares.is_empty() {
