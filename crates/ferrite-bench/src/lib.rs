@@ -1,11 +1,11 @@
 //! Workloads and measurement behind `ferrite bench`. The `ferrite` command only parses
 //! arguments and prints what comes back.
 //!
-//! - `runner`: the one runner every workload runs on (threads or Ferrite's tasks, closed or
-//!   open loop), HdrHistogram for latency;
+//! - `runner`: the one runner the key-value workloads run on (threads or Ferrite's tasks,
+//!   closed or open loop), HdrHistogram for latency;
 //! - `workloads`: Ferrite's lookup benchmark, the comparison workloads (YCSB, fills) on any
-//!   store, `io` (the device's ceiling, fio beside it), `recovery`, `compare` (suites) and
-//!   the data directory they run in;
+//!   store, `io` (the device's ceiling, fio beside it), `recovery`, `tpcc`, `compare`
+//!   (suites) and the data directory they run in;
 //! - `stores`: the stores behind `KvStore` (Ferrite, and the peers with feature `peers`);
 //! - `gen`: what the workloads draw (the seeded generator, key choosers, self-checking values);
 //! - `measure`: processor time, device counters, the memory cap, progress, run phases;

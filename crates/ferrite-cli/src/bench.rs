@@ -288,6 +288,34 @@ pub fn serve(
     Ok(Outcome::Done)
 }
 
+/// `ferrite bench tpcc`: the summary and the result line on `out`, the load's and the run's
+/// progress on stderr. A consistency violation makes the command fail (exit status 1)
+/// after the result line.
+pub fn tpcc(
+    config: &ferrite_bench::workloads::tpcc::TpccConfig,
+    out: &mut dyn Write,
+) -> Result<Outcome, CliError> {
+    open_json(config.json.as_deref())?;
+    eprintln!(
+        "bench tpcc: {} warehouse{}{} in {}, cache {} MiB, {} terminals on {} workers, {} \
+         measured after {} of warm-up",
+        config.warehouses,
+        if config.warehouses == 1 { "" } else { "s" },
+        if config.reduced { " at a reduced scale (NOT TPC-C)" } else { "" },
+        config.dir.display(),
+        config.cache_mib,
+        config.terminals(),
+        config.workers,
+        duration(config.seconds),
+        duration(config.warmup().as_secs_f64())
+    );
+    let report = ferrite_bench::workloads::tpcc::run(config, true)?;
+    write!(out, "{}", report.summary())?;
+    writeln!(out, "{}", report.result_line())?;
+    out.flush()?;
+    Ok(if report.consistent() { Outcome::Done } else { Outcome::Faults })
+}
+
 /// Opens `--json FILE` (creating it) before the run: a file that cannot be appended to fails
 /// the command now.
 fn open_json(path: Option<&Path>) -> Result<(), CliError> {

@@ -27,6 +27,7 @@ use ferrite_bench::workloads::objects::{self, ObjectsConfig};
 use ferrite_bench::workloads::recovery::RecoveryConfig;
 use ferrite_bench::workloads::run::{RocksDbTier, RunConfig, TierConfig};
 use ferrite_bench::workloads::serve::{self as serve_bench, ServeConfig, ServeStore};
+use ferrite_bench::workloads::tpcc::{run::MAX_WAREHOUSES, TpccConfig};
 use ferrite_bench::workloads::ycsb::{Distribution, Workload};
 
 use crate::encoding::decode_arg;
@@ -1222,6 +1223,9 @@ WORKLOADS
                SQLite, with write and space amplification (ferrite bench objects --help)
     serve      memcached load (GET/SET mixes, open or closed loop) against ferrite serve or
                memcached with extstore (ferrite bench serve --help)
+    tpcc       TPC-C: the five transactions over W warehouses as tasks, serializable, the
+               consistency conditions checked after the load and the run (ferrite bench
+               tpcc --help)
 
 EXAMPLES
     ferrite bench lookup --db DIR --keys 4.6M --pool-mib 64 --seconds 20
@@ -1230,7 +1234,8 @@ EXAMPLES
     ferrite bench fill --sync --committers 64 --store ferrite
     ferrite bench ycsb-a --store ferrite --records 1M --cache-mib 64
     ferrite bench compare quick --stores ferrite --records 1M --seconds 10
-    ferrite bench recovery --seconds 5,10,20";
+    ferrite bench recovery --seconds 5,10,20
+    ferrite bench tpcc --warehouses 10 --cache-mib 256 --seconds 60";
 
 #[derive(Debug, Subcommand)]
 enum BenchWorkload {
@@ -1320,6 +1325,18 @@ enum BenchWorkload {
             read is checked.",
         after_long_help = SERVE_BENCH_AFTER)]
     Serve(ServeBenchCmd),
+    /// TPC-C on Ferrite: the five transactions, consistency checked after load and run
+    #[command(
+        long_about = "Load a TPC-C database of W warehouses (about 100 MB each: nine tables and \
+            two secondary indexes as trees), then run the five transactions in the standard \
+            mix (45 % New-Order, 43 % Payment, 4 % each Order-Status, Delivery, Stock-Level) \
+            from 10 terminals per warehouse, each a task on Ferrite's workers, for S seconds \
+            after a warm-up of min(5, S/4) seconds. Transactions are serializable (optimistic, \
+            retried on conflict; Stock-Level reads read-committed, as the specification \
+            allows). The consistency conditions are checked after the load and after the run; \
+            a violation fails the command.",
+        after_long_help = TPCC_AFTER)]
+    Tpcc(TpccCmd),
 }
 
 /// `ferrite bench lookup`: one declaration for both runners (see [`lookup_action`]). Where
@@ -2213,6 +2230,113 @@ EXAMPLES
     ferrite bench recovery
     ferrite bench recovery --seconds 10,30,60 --committers 64 --checkpoint-mib 4 --keep";
 
+/// `ferrite bench tpcc`.
+#[derive(Debug, Args)]
+pub struct TpccCmd {
+    /// The data directory (default ferrite-data/bench-tpcc)
+    #[arg(
+        long_help = "The data directory (default ferrite-data/bench-tpcc). With --keep the \
+            loaded database stays, and a later run with the same warehouses (and scale) \
+            reuses it; otherwise it is removed at the end. A directory that ferrite bench did \
+            not make is never removed: the run stops instead.",
+        long = "db", value_name = "DIR",
+          value_parser = OsStringValueParser::new().try_map(value::path))]
+    dir: Option<PathBuf>,
+    /// Warehouses (default 1; each ~100 MB of data)
+    #[arg(long, value_name = "W",
+          value_parser = |s: &str| value::whole(s, 1, u64::from(MAX_WAREHOUSES)))]
+    warehouses: Option<u64>,
+    /// Ferrite's pool, MiB (default 1024)
+    #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
+    cache_mib: Option<u64>,
+    /// Seconds measured, after the warm-up (default 30)
+    #[arg(long, value_name = "S", value_parser = value::seconds)]
+    seconds: Option<f64>,
+    /// Ferrite's workers (default: the number of cores)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1024))]
+    workers: Option<usize>,
+    /// Terminals per warehouse (default 10, one per district)
+    #[arg(long, value_name = "N", value_parser = |s: &str| value::whole(s, 1, 1000))]
+    terminals_per_warehouse: Option<u64>,
+    /// Terminals of a warehouse on one worker (on, the default) or spread (off)
+    #[arg(long, value_name = "on|off", value_parser = value::on_off)]
+    affinity: Option<bool>,
+    /// Keying and think times per the specification (default: none, back to back)
+    #[arg(long)]
+    spec_times: bool,
+    /// Durable commits: each returns once its log record is synced (group commit)
+    #[arg(long)]
+    sync: bool,
+    /// Paper parity, without a log: Ferrite keeps its log but syncs no commit
+    #[arg(
+        long_help = "Paper parity, without a log. Ferrite cannot turn its log off: commits \
+            are logged but never synced (Durability::None, as without --sync), and the \
+            summary says so.",
+        long
+    )]
+    no_log: bool,
+    /// The seed of the load and of the terminals (default 42)
+    #[arg(long, value_name = "X", value_parser = value::seed)]
+    seed: Option<u64>,
+    /// Keep the loaded database for the next run
+    #[arg(long)]
+    keep: bool,
+    /// Buffered I/O instead of O_DIRECT
+    #[arg(long = "no-direct", action = ArgAction::SetFalse)]
+    direct_io: bool,
+    /// A reduced data set for tests (1,000 items, 30 customers per district): NOT TPC-C
+    #[arg(long)]
+    reduced_scale: bool,
+    /// Append the result line's fields as one JSON object to FILE
+    #[arg(
+        long_help = "Append the result line's fields as one JSON object to FILE; opened, or \
+            created, before the run: a FILE that cannot be appended to fails at once.",
+        long,
+        value_name = "FILE"
+    )]
+    json: Option<PathBuf>,
+}
+
+const TPCC_AFTER: &str = "\
+SCHEMA
+    Nine tables as trees, with order-preserving big-endian composite keys, plus the
+    customer-by-last-name and order-by-customer indexes; rows in a compact binary form,
+    money in integer cents. History rows are keyed by warehouse, run, terminal and the
+    terminal's sequence. NURand constants follow clause 2.1.6 (the run's C for C_LAST
+    differs from the load's by 65..119, not 96 or 112). 1 % of New-Orders roll back (an
+    unused item: nothing is written), 1 % of order lines and 15 % of Payments are remote
+    when there are several warehouses; 60 % of Payments and Order-Status find the
+    customer by last name. Delivery runs in the terminal, all ten districts in one
+    transaction.
+
+MEASUREMENT
+    Transactions conflicting at the commit are run again and counted per type. Latency is
+    per transaction type, from its start to its commit (conflicts and retries included).
+    Page reads and writes are the buffer pool's; the device's counters (whole device, the
+    log's writes included) are shown beside them when /proc/diskstats has the device.
+    CPU is the process's user + system time in the window.
+
+OUTPUT
+    Progress on stderr. On stdout a summary (tx/s, tpmC, per type: count, share, p50,
+    p99, conflicts, rollbacks; reads, writes and CPU per transaction; the workers' time
+    and each one's share running tasks; the consistency checks) and one line:
+
+    result store=ferrite workload=tpcc warehouses=W tx_per_s=N tpmc=N reads_per_tx=X
+           writes_per_tx=X consistency=ok|failed scale=spec|reduced ops_per_s=N tx=N seconds=S
+           cpu_us_per_tx=X [disk_reads_per_tx=X disk_writes_per_tx=X]
+           new_order=N new_order_p50_us=X new_order_p99_us=X new_order_conflicts=N
+           (the same four for payment, order_status, delivery, stock_level)
+           rollbacks=N isolation=serializable durability=sync|none no_log=0|1
+           affinity=0|1 spec_times=0|1 terminals=N workers=N cache_mib=M seed=X
+
+    tpmc counts the New-Orders committed per minute. A consistency violation is listed,
+    the line says consistency=failed and the command exits with status 1.
+
+EXAMPLES
+    ferrite bench tpcc --warehouses 1 --cache-mib 256 --seconds 20
+    ferrite bench tpcc --warehouses 10 --cache-mib 100 --seconds 60 --keep
+    ferrite bench tpcc --warehouses 4 --sync --affinity off";
+
 // ---------------------------------------------------------------------------------------
 // What the command line asks for, after conversion.
 
@@ -2244,6 +2368,7 @@ pub enum Action {
     BenchCompare(CompareArgs),
     BenchRecovery(RecoveryConfig),
     BenchServe(ServeConfig),
+    BenchTpcc(TpccConfig),
     Serve(ServeArgs),
     /// Print the completion script of this shell.
     Completions(Shell),
@@ -2673,6 +2798,7 @@ impl BenchWorkload {
             BenchWorkload::Objects(cmd) => objects_config(cmd).map(Action::BenchObjects),
             BenchWorkload::Recovery(cmd) => recovery_config(cmd).map(Action::BenchRecovery),
             BenchWorkload::Serve(cmd) => serve_bench_config(cmd).map(Action::BenchServe),
+            BenchWorkload::Tpcc(cmd) => tpcc_config(cmd).map(Action::BenchTpcc),
         }
     }
 }
@@ -3105,6 +3231,32 @@ fn recovery_config(cmd: RecoveryCmd) -> Result<RecoveryConfig, UsageError> {
         json: cmd.json,
     };
     config.validate().map_err(|e| refuse("bench recovery", e.to_string()))?;
+    Ok(config)
+}
+
+/// `bench tpcc`: its [`TpccConfig`].
+fn tpcc_config(cmd: TpccCmd) -> Result<TpccConfig, UsageError> {
+    let defaults = TpccConfig::default();
+    let config = TpccConfig {
+        dir: cmd.dir.unwrap_or(defaults.dir),
+        warehouses: cmd.warehouses.map_or(defaults.warehouses, |w| w as u16),
+        reduced: cmd.reduced_scale,
+        cache_mib: cmd.cache_mib.unwrap_or(defaults.cache_mib),
+        seconds: cmd.seconds.unwrap_or(defaults.seconds),
+        workers: cmd.workers.unwrap_or(defaults.workers),
+        terminals_per_warehouse: cmd
+            .terminals_per_warehouse
+            .map_or(defaults.terminals_per_warehouse, |n| n as u32),
+        affinity: cmd.affinity.unwrap_or(defaults.affinity),
+        spec_times: cmd.spec_times,
+        sync: cmd.sync,
+        no_log: cmd.no_log,
+        seed: cmd.seed.unwrap_or(defaults.seed),
+        keep: cmd.keep,
+        direct_io: cmd.direct_io,
+        json: cmd.json,
+    };
+    config.validate().map_err(|e| refuse("bench tpcc", e))?;
     Ok(config)
 }
 

@@ -102,6 +102,7 @@ fn run(command: Action) -> Result<Outcome, CliError> {
         Action::BenchCompare(args) => bench::compare(&args, out),
         Action::BenchRecovery(config) => bench::recovery(&config, out),
         Action::BenchServe(config) => bench::serve(&config, out),
+        Action::BenchTpcc(config) => bench::tpcc(&config, out),
         Action::Serve(args) => serve::serve(&args, out),
         Action::Completions(shell) => {
             clap_complete::generate(shell, &mut cli::command(), "ferrite", out);

@@ -152,6 +152,15 @@ pub fn seconds_list(list: &str) -> Result<Vec<f64>, String> {
     Ok(lengths)
 }
 
+/// `on` or `off`.
+pub fn on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{text:?} is not on or off")),
+    }
+}
+
 /// A seed: decimal, or hexadecimal after `0x`.
 pub fn parse_seed(text: &str) -> Option<u64> {
     match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {

@@ -453,6 +453,7 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "ycsb-c", "--tier", "t", "--tier-admission", "sometimes"],
         vec!["bench", "recovery", "--seconds", "1,,2"],
         vec!["bench", "recovery", "--checkpoint-mib", "0"],
+        vec!["bench", "tpcc", "--affinity", "sideways"],
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{}", describe(&args, &o));
@@ -474,6 +475,7 @@ fn argument_errors_exit_2_and_help_exits_0() {
         vec!["bench", "lookup", "--help"],
         vec!["bench", "io", "--help"],
         vec!["bench", "recovery", "--help"],
+        vec!["bench", "tpcc", "--help"],
     ] {
         let out = ok(&args);
         assert!(out.contains("Usage: ferrite"), "{out}");
@@ -590,6 +592,71 @@ fn bench_fill_sync_ends_with_a_result_line() {
     assert!(runs.starts_with("{\"store\":\"ferrite\",\"workload\":\"fill-sync\""), "{runs}");
     assert!(runs.contains("\"committers\":4"), "{runs}");
     assert!(!Path::new(&format!("{db}-fill")).exists(), "the fill's directory is removed");
+}
+
+/// `bench tpcc` at the reduced scale: a short run on two workers prints the summary, the
+/// consistency checks and a result line that begins with the fields scripts read; `--keep`
+/// leaves the loaded database, which the next run reuses.
+#[test]
+fn bench_tpcc_prints_its_result_line_with_consistency_ok() {
+    let tmp = TempDir::new("bench-tpcc");
+    let db = tmp.db();
+    let json = tmp.0.join("runs.jsonl");
+    let args = [
+        "bench",
+        "tpcc",
+        "--db",
+        &db,
+        "--reduced-scale",
+        "--warehouses",
+        "2",
+        "--terminals-per-warehouse",
+        "3",
+        "--workers",
+        "2",
+        "--cache-mib",
+        "16",
+        "--seconds",
+        "0.4",
+        "--no-direct",
+        "--keep",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    for round in 0..2 {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", describe(&args, &o));
+        let out = text(&o.stdout);
+        let last = out.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("result store=ferrite workload=tpcc warehouses=2 tx_per_s="),
+            "{out}"
+        );
+        let fields = parse_result(last);
+        let names: Vec<&str> = fields.iter().take(8).map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "store",
+                "workload",
+                "warehouses",
+                "tx_per_s",
+                "tpmc",
+                "reads_per_tx",
+                "writes_per_tx",
+                "consistency"
+            ]
+        );
+        assert_eq!(field(&fields, "consistency"), "ok", "{out}");
+        assert_eq!(field(&fields, "scale"), "reduced", "{out}");
+        assert!(field(&fields, "tx").parse::<u64>().unwrap() > 0, "{out}");
+        assert!(out.contains("NOT TPC-C"), "{out}");
+        assert!(out.contains("consistency after the run: ok"), "{out}");
+        assert_eq!(out.contains("consistency after the load: ok"), round == 0, "{out}");
+    }
+    let runs = fs::read_to_string(&json).unwrap();
+    assert_eq!(runs.lines().count(), 2);
+    assert!(runs.starts_with("{\"store\":\"ferrite\",\"workload\":\"tpcc\""), "{runs}");
 }
 
 /// `bench recovery`: two short runs, each ended by a crash and a reopen; the table has a

@@ -127,6 +127,15 @@ fn runnable(line: &str, tmp: &Path) -> Vec<String> {
                 ("--committers", Some("2".into())),
                 ("--workers", Some("1".into())),
             ]),
+            "tpcc" => set.extend([
+                ("--db", Some(path("tpcc"))),
+                ("--reduced-scale", None),
+                ("--warehouses", Some("1".into())),
+                ("--terminals-per-warehouse", Some("2".into())),
+                ("--cache-mib", Some("16".into())),
+                ("--seconds", Some("0.3".into())),
+                ("--workers", Some("1".into())),
+            ]),
             "compare" => set.extend([
                 ("--db", Some(path("compare"))),
                 ("--out", Some(path("compare-out"))),

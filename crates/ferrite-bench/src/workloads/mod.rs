@@ -2,7 +2,8 @@
 //! Those that issue operations run on `crate::runner`: Ferrite's own lookup benchmark
 //! (`lookup`), the comparison workloads on any store (`run`: one workload on one store, over
 //! the operation streams of `ycsb`, fills included) and the fills' read-back (`fill`); and
-//! fio-like I/O into large objects on Ferrite, files, RocksDB and SQLite (`objects`).
+//! fio-like I/O into large objects on Ferrite, files, RocksDB and SQLite (`objects`); and
+//! TPC-C (`tpcc`), whose terminals run transactions as tasks of their own.
 
 pub mod compare;
 pub mod compare_serve;
@@ -14,4 +15,5 @@ pub mod objects;
 pub mod recovery;
 pub mod run;
 pub mod serve;
+pub mod tpcc;
 pub mod ycsb;

@@ -593,7 +593,7 @@ fn help_and_version() {
         // Help wins over errors in the same command line.
         assert!(help_of(&[command, "--bogus", "--help"]).contains("Usage:"), "{command}");
     }
-    for workload in ["lookup", "io", "recovery", "compare", "fill", "ycsb-a"] {
+    for workload in ["lookup", "io", "recovery", "compare", "fill", "ycsb-a", "tpcc"] {
         let text = help_of(&["bench", workload, "--help"]);
         assert!(text.contains(&format!("Usage: ferrite bench {workload} ")), "{text}");
         assert_eq!(help_of(&["help", "bench", workload]), text, "{workload}");
@@ -985,4 +985,61 @@ fn bench_serve_defaults_and_options() {
     fails(&["bench", "serve", "--store", "memcached", "--tier", "/dev/shm/t"], "--tier is for");
     fails(&["bench", "serve", "--server", "127.0.0.1:1", "--tier", "/dev/shm/t"], "--tier is");
     fails(&["bench", "serve", "--tier-mib", "8"], "--tier");
+}
+
+#[test]
+fn bench_tpcc_defaults_options_and_errors() {
+    let tpcc = |args: &[&str]| {
+        let mut all = vec!["bench", "tpcc"];
+        all.extend_from_slice(args);
+        match parse_strs(&all).unwrap() {
+            Action::BenchTpcc(c) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    };
+    let c = tpcc(&[]);
+    assert_eq!(c, TpccConfig::default());
+    assert_eq!((c.warehouses, c.terminals_per_warehouse, c.cache_mib), (1, 10, 1024));
+    assert!(c.affinity && !c.spec_times && !c.sync && !c.no_log && !c.keep && !c.reduced);
+    assert!(c.direct_io && c.json.is_none());
+    let c = tpcc(&[
+        "--db",
+        "/tmp/t",
+        "--warehouses",
+        "12",
+        "--cache-mib",
+        "100",
+        "--seconds",
+        "2.5",
+        "--workers=3",
+        "--terminals-per-warehouse",
+        "4",
+        "--affinity",
+        "off",
+        "--spec-times",
+        "--sync",
+        "--seed",
+        "0x10",
+        "--keep",
+        "--no-direct",
+        "--reduced-scale",
+        "--json",
+        "runs.jsonl",
+    ]);
+    assert_eq!(c.dir, PathBuf::from("/tmp/t"));
+    assert_eq!((c.warehouses, c.cache_mib, c.seconds), (12, 100, 2.5));
+    assert_eq!((c.workers, c.terminals_per_warehouse, c.seed), (3, 4, 16));
+    assert!(!c.affinity && c.spec_times && c.sync && c.keep && !c.direct_io && c.reduced);
+    assert_eq!(c.json.as_deref(), Some(std::path::Path::new("runs.jsonl")));
+    assert!(tpcc(&["--no-log"]).no_log);
+    assert!(tpcc(&["--affinity", "on"]).affinity);
+    let e = fails(&["bench", "tpcc", "--sync", "--no-log"], "contradict");
+    assert_eq!(e.command, "bench tpcc");
+    assert!(e.to_string().contains("usage: ferrite bench tpcc"), "{e}");
+    fails(&["bench", "tpcc", "--affinity", "maybe"], "is not on or off");
+    fails(&["bench", "tpcc", "--warehouses", "0"], "0 is out of range");
+    fails(&["bench", "tpcc", "--warehouses", "10001"], "out of range");
+    fails(&["bench", "tpcc", "--terminals-per-warehouse", "0"], "0 is out of range");
+    fails(&["bench", "tpcc", "--seconds", "0"], "is not a positive number of seconds");
+    fails(&["bench", "tpcc", "--sync=1"], "unexpected value '1'");
 }

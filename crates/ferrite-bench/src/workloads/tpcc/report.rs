@@ -1,0 +1,303 @@
+//! What a TPC-C run reports: per transaction type the counts, conflicts, rollbacks and
+//! latencies (`KindTally`), and the run's figures as a summary and a result line
+//! (`TpccReport`).
+
+use super::check::{Violation, CHECKED};
+use super::run::TpccConfig;
+use super::schema::DataSet;
+use super::txns::{Kind, Outcome};
+use crate::measure::cpu::CpuTime;
+use crate::measure::diskstats::DiskCounters;
+use crate::report::{duration, latency, thousands, ResultLine};
+use crate::runner::{new_histogram, record, Hdr};
+use crate::stores::WorkerTimes;
+
+/// Per transaction type: what the terminals counted while measuring.
+#[derive(Debug, Clone)]
+pub struct KindTally {
+    pub committed: u64,
+    pub conflicts: u64,
+    /// New-Orders rolled back (their unused item).
+    pub rolled_back: u64,
+    /// Deliveries: districts skipped (no new order).
+    pub skipped: u64,
+    pub latency_ns: Hdr,
+}
+
+impl Default for KindTally {
+    fn default() -> Self {
+        KindTally {
+            committed: 0,
+            conflicts: 0,
+            rolled_back: 0,
+            skipped: 0,
+            latency_ns: new_histogram(),
+        }
+    }
+}
+
+impl KindTally {
+    pub fn add(&mut self, o: &KindTally) {
+        self.committed += o.committed;
+        self.conflicts += o.conflicts;
+        self.rolled_back += o.rolled_back;
+        self.skipped += o.skipped;
+        self.latency_ns.add(&o.latency_ns).expect("same histogram bounds");
+    }
+
+    /// Transactions done: committed or rolled back.
+    pub fn done(&self) -> u64 {
+        self.committed + self.rolled_back
+    }
+}
+
+/// The tallies of the five types, in `Kind::ALL` order.
+pub type Tally = [KindTally; 5];
+
+pub fn record_outcome(tally: &mut Tally, kind: Kind, outcome: Outcome, nanos: u64) {
+    let t = &mut tally[kind.index()];
+    match outcome.rolled_back {
+        true => t.rolled_back += 1,
+        false => t.committed += 1,
+    }
+    t.conflicts += u64::from(outcome.conflicts);
+    t.skipped += u64::from(outcome.skipped);
+    record(&mut t.latency_ns, nanos);
+}
+
+/// What a run measured and found.
+#[derive(Debug, Clone)]
+pub struct TpccReport {
+    pub config: TpccConfig,
+    pub data_set: DataSet,
+    pub isolation: &'static str,
+    pub store_name: &'static str,
+    /// Seconds the load took (`None`: a kept data set reused).
+    pub load_seconds: Option<f64>,
+    /// Violations after the load (fresh loads only) and after the run.
+    pub load_violations: Option<Vec<Violation>>,
+    pub run_violations: Vec<Violation>,
+    pub tally: Tally,
+    pub seconds: f64,
+    pub cpu: CpuTime,
+    /// Pages the pool read and wrote in the window.
+    pub pool_reads: u64,
+    pub pool_writes: u64,
+    pub disk: Option<(String, DiskCounters)>,
+    pub workers: Option<WorkerTimes>,
+    /// Per worker, the share of the window it spent running tasks (affinity shows here).
+    pub worker_task_shares: Vec<f64>,
+    pub worker_count: usize,
+}
+
+impl TpccReport {
+    pub fn transactions(&self) -> u64 {
+        self.tally.iter().map(KindTally::done).sum()
+    }
+
+    pub fn tx_per_s(&self) -> f64 {
+        self.transactions() as f64 / self.seconds.max(1e-9)
+    }
+
+    /// New-Orders per minute (committed, as tpmC counts them).
+    pub fn tpmc(&self) -> f64 {
+        self.tally[Kind::NewOrder.index()].committed as f64 * 60.0 / self.seconds.max(1e-9)
+    }
+
+    pub fn consistent(&self) -> bool {
+        self.run_violations.is_empty() && self.load_violations.as_ref().is_none_or(Vec::is_empty)
+    }
+
+    fn per_tx(&self, n: u64) -> f64 {
+        n as f64 / self.transactions().max(1) as f64
+    }
+
+    pub fn summary(&self) -> String {
+        use std::fmt::Write;
+        let c = &self.config;
+        let mut s = String::new();
+        let scale = self.data_set.scale;
+        let _ = writeln!(
+            s,
+            "tpcc on {}: {} warehouse{}{}, cache {} MiB, {} terminals on {} workers (affinity \
+             {}), think and keying time {}",
+            self.store_name,
+            c.warehouses,
+            if c.warehouses == 1 { "" } else { "s" },
+            if scale.is_spec() {
+                String::new()
+            } else {
+                format!(
+                    " at a REDUCED scale, NOT TPC-C ({} items, {} customers and orders per \
+                     district)",
+                    scale.items, scale.customers
+                )
+            },
+            c.cache_mib,
+            c.terminals(),
+            self.worker_count,
+            if c.affinity { "on" } else { "off" },
+            if c.spec_times { "per the specification" } else { "zero" },
+        );
+        let _ = writeln!(s, "isolation: {}", self.isolation);
+        let _ = writeln!(s, "durability: {}", c.durability_text());
+        match self.load_seconds {
+            Some(secs) => {
+                let _ = writeln!(s, "load: {}", duration(secs));
+            }
+            None => {
+                let _ = writeln!(s, "load: the kept data set in {}", c.dir.display());
+            }
+        }
+        let _ = writeln!(
+            s,
+            "{} transactions in {}: {:.0} tx/s, {:.0} tpmC (New-Orders per minute)",
+            thousands(self.transactions()),
+            duration(self.seconds),
+            self.tx_per_s(),
+            self.tpmc()
+        );
+        let _ = writeln!(
+            s,
+            "{:<13} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "type", "done", "share", "p50", "p99", "conflicts", "rollbacks"
+        );
+        for kind in Kind::ALL {
+            let t = &self.tally[kind.index()];
+            let p = |q: f64| match t.latency_ns.is_empty() {
+                true => "-".to_owned(),
+                false => latency(t.latency_ns.value_at_quantile(q)),
+            };
+            let _ = writeln!(
+                s,
+                "{:<13} {:>10} {:>6.1}% {:>10} {:>10} {:>10} {:>10}",
+                kind.name(),
+                thousands(t.done()),
+                100.0 * self.per_tx(t.done()),
+                p(0.5),
+                p(0.99),
+                thousands(t.conflicts),
+                thousands(t.rolled_back)
+            );
+        }
+        let delivery = &self.tally[Kind::Delivery.index()];
+        if delivery.skipped > 0 {
+            let _ =
+                writeln!(s, "deliveries skipped {} empty districts", thousands(delivery.skipped));
+        }
+        let _ = writeln!(
+            s,
+            "per transaction: {:.2} page reads and {:.2} page writes by the pool, {:.0} µs CPU \
+             (process, user + system)",
+            self.per_tx(self.pool_reads),
+            self.per_tx(self.pool_writes),
+            self.cpu.total_s() * 1e6 / self.transactions().max(1) as f64
+        );
+        if let Some((name, disk)) = &self.disk {
+            let _ = writeln!(
+                s,
+                "device {name} (all its traffic, the log's included): {:.2} reads and {:.2} \
+                 writes per transaction",
+                self.per_tx(disk.reads),
+                self.per_tx(disk.writes)
+            );
+        }
+        if let Some(w) = self.workers.filter(|w| w.total() > 0) {
+            // Of the workers' whole time in the window (workers x window): a worker records
+            // its idle time only when it wakes, so one asleep through the window would be
+            // missing from the recorded total. Idle is what the rest leaves.
+            let whole_ns = self.worker_count as f64 * self.seconds * 1e9;
+            let share = |ns: u64| 100.0 * ns as f64 / whole_ns;
+            let busy = w.task + w.evict + w.submit + w.complete;
+            let _ = writeln!(
+                s,
+                "worker time: tasks {:.0} %, eviction {:.0} %, submitting {:.0} %, completions \
+                 {:.0} %, idle {:.0} %",
+                share(w.task),
+                share(w.evict),
+                share(w.submit),
+                share(w.complete),
+                (100.0 - share(busy)).max(0.0)
+            );
+        }
+        if !self.worker_task_shares.is_empty() {
+            let shares: Vec<String> =
+                self.worker_task_shares.iter().map(|s| format!("{:.0} %", 100.0 * s)).collect();
+            let _ = writeln!(s, "running tasks, per worker: {}", shares.join(", "));
+        }
+        let conditions: Vec<String> = CHECKED.iter().map(u8::to_string).collect();
+        let checked =
+            format!("conditions {} of clause 3.3.2 and the indexes", conditions.join(", "));
+        for (when, violations) in [
+            ("after the load", self.load_violations.as_ref()),
+            ("after the run", Some(&self.run_violations)),
+        ] {
+            match violations {
+                None => {}
+                Some(v) if v.is_empty() => {
+                    let _ = writeln!(s, "consistency {when}: ok ({checked})");
+                }
+                Some(v) => {
+                    let _ = writeln!(
+                        s,
+                        "consistency {when}: FAILED, {} violations ({checked})",
+                        v.len()
+                    );
+                    for violation in v.iter().take(20) {
+                        let _ = writeln!(s, "  {violation}");
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    pub fn result_line(&self) -> ResultLine {
+        let c = &self.config;
+        let mut line = ResultLine::new()
+            .word("store", self.store_name)
+            .word("workload", "tpcc")
+            .int("warehouses", u64::from(c.warehouses))
+            .real("tx_per_s", self.tx_per_s(), 0)
+            .real("tpmc", self.tpmc(), 0)
+            .real("reads_per_tx", self.per_tx(self.pool_reads), 2)
+            .real("writes_per_tx", self.per_tx(self.pool_writes), 2)
+            .word("consistency", if self.consistent() { "ok" } else { "failed" })
+            .word("scale", if self.data_set.scale.is_spec() { "spec" } else { "reduced" })
+            // (The name every other workload's line gives its rate: a transaction is the
+            // operation here.)
+            .real("ops_per_s", self.tx_per_s(), 0)
+            .int("tx", self.transactions())
+            .real("seconds", self.seconds, 1)
+            .real("cpu_us_per_tx", self.cpu.total_s() * 1e6 / self.transactions().max(1) as f64, 1);
+        if let Some((_, disk)) = &self.disk {
+            line = line.real("disk_reads_per_tx", self.per_tx(disk.reads), 2).real(
+                "disk_writes_per_tx",
+                self.per_tx(disk.writes),
+                2,
+            );
+        }
+        for kind in Kind::ALL {
+            let t = &self.tally[kind.index()];
+            let us = |q: f64| match t.latency_ns.is_empty() {
+                true => 0.0,
+                false => t.latency_ns.value_at_quantile(q) as f64 / 1000.0,
+            };
+            line = line
+                .int(kind.name(), t.done())
+                .real(&format!("{}_p50_us", kind.name()), us(0.5), 1)
+                .real(&format!("{}_p99_us", kind.name()), us(0.99), 1)
+                .int(&format!("{}_conflicts", kind.name()), t.conflicts);
+        }
+        line.int("rollbacks", self.tally[Kind::NewOrder.index()].rolled_back)
+            .word("isolation", "serializable")
+            .word("durability", if c.sync { "sync" } else { "none" })
+            .flag("no_log", c.no_log)
+            .flag("affinity", c.affinity)
+            .flag("spec_times", c.spec_times)
+            .int("terminals", u64::from(c.terminals()))
+            .int("workers", self.worker_count as u64)
+            .int("cache_mib", c.cache_mib)
+            .int("seed", c.seed)
+    }
+}

@@ -1,0 +1,487 @@
+//! `ferrite bench tpcc` on Ferrite: the data directory (loaded once, reused with `--keep`),
+//! the terminals as tasks on Ferrite's workers, the measured window, and the consistency
+//! checks after the load and after the run (the report: `report.rs`).
+//!
+//! **Terminals.** Each warehouse has `terminals_per_warehouse` terminals (10 by default: one
+//! per district, as the specification's), each a task running one transaction after the
+//! other, closed loop. `Db::spawn` places tasks on the workers round robin, so the order of
+//! the spawns decides where each terminal runs: with affinity (the default) every terminal
+//! of a warehouse runs on worker `(w - 1) mod workers`, so that its transactions, which
+//! mostly touch that warehouse, do not conflict with those of other workers; without it the
+//! terminals of a warehouse are spread over the workers. (An empty task fills a turn of the
+//! rotation where a worker has no terminal left.)
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrite::{Db, Durability, Options};
+
+use super::check::check;
+use super::load::{data_set, load, next_run};
+use super::random::NuRandC;
+use super::report::{record_outcome, Tally, TpccReport};
+use super::schema::{DataSet, Scale, DISTRICTS};
+use super::store::{FerriteTpcc, TpccStore, TxnError};
+use super::txns::{execute, Clock, Terminal};
+use crate::error::BenchError;
+use crate::gen::Rng;
+use crate::measure::cpu::CpuTime;
+use crate::measure::diskstats::{Disk, DiskCounters};
+use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
+use crate::measure::Progress;
+use crate::report::{duration, thousands};
+use crate::runner::now_ns;
+use crate::stores::WorkerTimes;
+use crate::workloads::run::{append_json, remove_bench_dir, MARKER_FILE};
+
+/// The most warehouses a run takes (about 1 TB of data at the specification's scale).
+pub const MAX_WAREHOUSES: u16 = 10_000;
+
+/// What `ferrite bench tpcc` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TpccConfig {
+    pub dir: PathBuf,
+    pub warehouses: u16,
+    /// The specification's cardinalities, or the reduced ones of tests (not TPC-C).
+    pub reduced: bool,
+    pub cache_mib: u64,
+    pub seconds: f64,
+    pub workers: usize,
+    pub terminals_per_warehouse: u32,
+    /// The terminals of a warehouse on one worker.
+    pub affinity: bool,
+    /// Keying and think times per the specification (clause 5.2.5); zero otherwise.
+    pub spec_times: bool,
+    /// Every commit durable before it returns (`Durability::Sync`: group commit).
+    pub sync: bool,
+    /// Paper parity: no log. Ferrite's log cannot be turned off: commits are not synced.
+    pub no_log: bool,
+    pub seed: u64,
+    pub keep: bool,
+    pub direct_io: bool,
+    pub json: Option<PathBuf>,
+}
+
+impl Default for TpccConfig {
+    fn default() -> Self {
+        TpccConfig {
+            dir: PathBuf::from("ferrite-data/bench-tpcc"),
+            warehouses: 1,
+            reduced: false,
+            cache_mib: 1024,
+            seconds: 30.0,
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            terminals_per_warehouse: 10,
+            affinity: true,
+            spec_times: false,
+            sync: false,
+            no_log: false,
+            seed: 42,
+            keep: false,
+            direct_io: true,
+            json: None,
+        }
+    }
+}
+
+impl TpccConfig {
+    pub fn scale(&self) -> Scale {
+        match self.reduced {
+            true => Scale::reduced(self.warehouses),
+            false => Scale::spec(self.warehouses),
+        }
+    }
+
+    pub fn warmup(&self) -> Duration {
+        Duration::from_secs_f64((self.seconds / 4.0).min(5.0))
+    }
+
+    pub fn terminals(&self) -> u32 {
+        u32::from(self.warehouses) * self.terminals_per_warehouse
+    }
+
+    /// What each commit asks for.
+    pub fn durability(&self) -> Durability {
+        match self.sync {
+            true => Durability::Sync,
+            false => Durability::None,
+        }
+    }
+
+    /// The durability in words, for the summary.
+    pub fn durability_text(&self) -> &'static str {
+        match (self.sync, self.no_log) {
+            (true, _) => {
+                "durable: each commit returns once its log record is synced (group commit)"
+            }
+            (false, true) => {
+                "--no-log: Ferrite cannot turn its log off; commits are logged but not synced \
+                 (Durability::None), a crash loses the last commits, never part of one"
+            }
+            (false, false) => {
+                "commits logged but not synced (Durability::None): a crash loses the last \
+                 commits, never part of one"
+            }
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.warehouses == 0 || self.warehouses > MAX_WAREHOUSES {
+            return Err(format!("--warehouses must be 1..={MAX_WAREHOUSES}"));
+        }
+        if self.sync && self.no_log {
+            return Err("--sync and --no-log contradict each other".into());
+        }
+        if self.workers == 0 || self.terminals_per_warehouse == 0 {
+            return Err("a run needs at least one worker and one terminal per warehouse".into());
+        }
+        if self.seconds.is_nan() || self.seconds <= 0.0 {
+            return Err("--seconds must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The record beside a loaded data set: a later run with `--keep` reuses the set if it is
+/// the same.
+const META_FILE: &str = "ferrite-bench-meta";
+
+fn meta_text(config: &TpccConfig) -> String {
+    let s = config.scale();
+    format!(
+        "format=tpcc-1 store=ferrite warehouses={} items={} customers={} new_orders={}\n",
+        s.warehouses, s.items, s.customers, s.new_orders
+    )
+}
+
+fn io_error(context: String) -> impl FnOnce(std::io::Error) -> BenchError {
+    move |source| BenchError::Io { context, source }
+}
+
+fn store_error(e: TxnError) -> BenchError {
+    BenchError::Content(format!("tpcc: {e}"))
+}
+
+/// Runs the benchmark on Ferrite; `show`: progress on stderr.
+pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
+    config.validate().map_err(BenchError::Config)?;
+    let dir = &config.dir;
+    let reuse = reusable(dir, config);
+    if !reuse && dir.exists() {
+        remove_bench_dir(dir)?;
+    }
+    std::fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
+    let terminals_per_worker = config.terminals().div_ceil(config.workers as u32) as usize;
+    let options = Options {
+        pool_bytes: config.cache_mib << 20,
+        direct_io: config.direct_io,
+        create_if_missing: true,
+        workers: config.workers,
+        io_depth: terminals_per_worker.clamp(2, 4096),
+        durability: Durability::None,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(dir, options)?);
+    std::fs::write(dir.join(MARKER_FILE), "made by `ferrite bench`, which removes it\n")
+        .map_err(io_error(format!("marking {}", dir.display())))?;
+    let durability = config.sync.then_some(Durability::Sync);
+    let store = FerriteTpcc::new(Arc::clone(&db), durability).map_err(store_error)?;
+    let (data_set, load_seconds, load_violations) = match reuse {
+        true => {
+            let set = data_set(&store).map_err(store_error)?.ok_or_else(|| {
+                BenchError::Config(format!("{} holds no finished TPC-C load", dir.display()))
+            })?;
+            (set, None, None)
+        }
+        false => {
+            let _ = std::fs::remove_file(dir.join(META_FILE));
+            let scale = config.scale();
+            let mut progress = match show {
+                true => Progress::stderr("loading tpcc", "districts", scale.districts()),
+                false => Progress::hidden(scale.districts()),
+            };
+            let start = Instant::now();
+            // A batch's operations must fit a quarter of the pool.
+            let batch_rows = ((config.cache_mib << 20) / 4096 / 4).clamp(1, 20_000) as usize;
+            let set =
+                load(&store, scale, config.seed, Clock::Wall.now(), batch_rows, &mut progress)
+                    .map_err(store_error)?;
+            db.flush()?;
+            let load_seconds = start.elapsed().as_secs_f64();
+            if show {
+                eprintln!("checking the consistency of the load");
+            }
+            let violations = check(&store, &set.scale).map_err(store_error)?;
+            if violations.is_empty() {
+                std::fs::write(dir.join(META_FILE), meta_text(config))
+                    .map_err(io_error("writing the data set's record".into()))?;
+            }
+            (set, Some(load_seconds), Some(violations))
+        }
+    };
+    let run_number = next_run(&store).map_err(store_error)?;
+    let measured = measure(&store, config, &data_set, run_number, show)?;
+    if show {
+        eprintln!("checking the consistency after the run");
+    }
+    let run_violations = check(&store, &data_set.scale).map_err(store_error)?;
+    let disk = measured.disk_name.zip(measured.disk);
+    let report = TpccReport {
+        config: config.clone(),
+        data_set,
+        isolation: store.isolation(),
+        store_name: store.name(),
+        load_seconds,
+        load_violations,
+        run_violations,
+        tally: measured.tally,
+        seconds: measured.seconds,
+        cpu: measured.cpu,
+        pool_reads: measured.pool_reads,
+        pool_writes: measured.pool_writes,
+        disk,
+        workers: measured.workers,
+        worker_task_shares: measured.worker_task_shares,
+        worker_count: db.worker_count(),
+    };
+    drop(store);
+    drop(db);
+    if let Some(path) = &config.json {
+        append_json(path, &report.result_line().to_json())?;
+    }
+    if !config.keep {
+        remove_bench_dir(dir)?;
+    }
+    Ok(report)
+}
+
+struct Measured {
+    tally: Tally,
+    seconds: f64,
+    cpu: CpuTime,
+    pool_reads: u64,
+    pool_writes: u64,
+    disk_name: Option<String>,
+    disk: Option<DiskCounters>,
+    workers: Option<WorkerTimes>,
+    worker_task_shares: Vec<f64>,
+}
+
+/// Runs the terminals through warm-up and the measured window.
+fn measure(
+    store: &FerriteTpcc,
+    config: &TpccConfig,
+    data_set: &DataSet,
+    run_number: u32,
+    show: bool,
+) -> Result<Measured, BenchError> {
+    let db = &store.db;
+    let phase = Arc::new(AtomicU8::new(WARMUP));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut seed_rng = Rng::stream(config.seed, u64::from(run_number) << 32);
+    let load_c = NuRandC {
+        c_last: data_set.c_last_load,
+        c_id: data_set.c_id_load,
+        ol_i_id: data_set.ol_i_id_load,
+    };
+    let run_c = NuRandC::for_run(load_c, &mut seed_rng);
+    let workers = db.worker_count().max(1);
+    let mut groups: Vec<Vec<Terminal>> = vec![Vec::new(); workers];
+    let mut id = 0;
+    for w in 1..=config.warehouses {
+        for t in 0..config.terminals_per_warehouse {
+            id += 1;
+            let d = (t % u32::from(DISTRICTS)) as u8 + 1;
+            let terminal = Terminal::new(
+                w,
+                d,
+                id,
+                run_number,
+                config.seed ^ u64::from(run_number),
+                run_c,
+                data_set.scale,
+                Clock::Wall,
+            );
+            let home = usize::from(w - 1);
+            let group = match config.affinity {
+                true => home % workers,
+                false => (home + t as usize) % workers,
+            };
+            groups[group].push(terminal);
+        }
+    }
+    // Spawned round robin: slot i goes to worker (first + i) mod workers, so a group's
+    // terminals share a worker.
+    let mut handles = Vec::new();
+    let mut queues: Vec<std::vec::IntoIter<Terminal>> =
+        groups.into_iter().map(Vec::into_iter).collect();
+    while queues.iter().any(|q| q.len() > 0) {
+        for queue in &mut queues {
+            let spawned = match queue.next() {
+                Some(terminal) => db
+                    .spawn(terminal_loop(
+                        store.clone(),
+                        terminal,
+                        data_set.scale,
+                        Arc::clone(&phase),
+                        Arc::clone(&done),
+                        config.spec_times,
+                    ))
+                    .map(|handle| handles.push(handle)),
+                None => db.spawn(async {}).map(drop),
+            };
+            if let Err(e) = spawned {
+                phase.store(STOP, Ordering::Release);
+                for handle in handles {
+                    let _ = handle.wait();
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    // Warm-up, then the window.
+    if show {
+        eprintln!(
+            "running tpcc: {} of warm-up, then {} measured",
+            duration(config.warmup().as_secs_f64()),
+            duration(config.seconds)
+        );
+    }
+    wait(&phase, config.warmup());
+    let disk = Disk::of(&config.dir);
+    let disk_before = disk.as_ref().and_then(Disk::counters);
+    let pool_before = db.pool().stats();
+    let workers_before = WorkerTimes::of(&db.worker_stats());
+    let task_ns = || -> Vec<u64> {
+        db.worker_stats().iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect()
+    };
+    let task_ns_before = task_ns();
+    let cpu_before = CpuTime::now();
+    let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
+    let start = Instant::now();
+    let done_before = done.load(Ordering::Relaxed);
+    let window = Duration::from_secs_f64(config.seconds);
+    let step = (window / 10).clamp(Duration::from_millis(100), Duration::from_secs(10));
+    loop {
+        let left = window.saturating_sub(start.elapsed());
+        if left.is_zero() || phase.load(Ordering::Acquire) == STOP {
+            break;
+        }
+        wait(&phase, left.min(step));
+        if show {
+            let txs = done.load(Ordering::Relaxed) - done_before;
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "tpcc: {} of {}, {} transactions, {:.0} tx/s",
+                duration(secs),
+                duration(config.seconds),
+                thousands(txs),
+                txs as f64 / secs.max(1e-9)
+            );
+        }
+    }
+    phase.store(STOP, Ordering::Release);
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = CpuTime::now().since(cpu_before);
+    let pool_after = db.pool().stats();
+    let workers_after = WorkerTimes::of(&db.worker_stats());
+    let worker_task_shares = task_ns()
+        .iter()
+        .zip(&task_ns_before)
+        .map(|(after, before)| after.saturating_sub(*before) as f64 / (seconds * 1e9))
+        .collect();
+    let disk_after = disk.as_ref().and_then(Disk::counters);
+    let mut tally: Tally = Default::default();
+    let mut failure = None;
+    for handle in handles {
+        match handle.wait() {
+            Ok(part) => tally.iter_mut().zip(&part).for_each(|(t, p)| t.add(p)),
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Measured {
+        tally,
+        seconds,
+        cpu,
+        pool_reads: pool_after.reads - pool_before.reads,
+        pool_writes: pool_after.writes - pool_before.writes,
+        disk_name: disk.map(|d| d.name),
+        disk: disk_before.zip(disk_after).map(|(b, a)| a.since(b)),
+        workers: Some(workers_after.since(workers_before)),
+        worker_task_shares,
+    })
+}
+
+/// One terminal: transactions one after the other until the phase says stop; counts once
+/// the phase is `MEASURE`.
+async fn terminal_loop<S: TpccStore>(
+    store: S,
+    mut terminal: Terminal,
+    scale: Scale,
+    phase: Arc<AtomicU8>,
+    done: Arc<AtomicU64>,
+    spec_times: bool,
+) -> Result<Tally, BenchError> {
+    let mut tally: Tally = Default::default();
+    let mut seen = WARMUP;
+    loop {
+        let current = phase.load(Ordering::Relaxed);
+        if current != seen {
+            if current == STOP {
+                break;
+            }
+            tally = Default::default();
+            seen = current;
+        }
+        let input = terminal.next_input();
+        let kind = input.kind();
+        if spec_times {
+            pause(kind.spec_times().0, &phase).await;
+            if phase.load(Ordering::Relaxed) == STOP {
+                // The run ended while the terminal was keying: no transaction.
+                break;
+            }
+        }
+        let start_ns = now_ns();
+        let outcome = match execute(&store, &input, &scale).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                phase.store(STOP, Ordering::Release);
+                return Err(store_error(e));
+            }
+        };
+        record_outcome(&mut tally, kind, outcome, now_ns().saturating_sub(start_ns));
+        done.fetch_add(1, Ordering::Relaxed);
+        if spec_times {
+            // Negative exponential, at most ten times its mean (clause 5.2.5.4).
+            let mean = kind.spec_times().1;
+            let unit = ((terminal.rng().next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            pause((-unit.ln() * mean).min(10.0 * mean), &phase).await;
+        }
+    }
+    Ok(tally)
+}
+
+/// Waits `seconds` without holding the worker, or less if the run stops.
+async fn pause(seconds: f64, phase: &AtomicU8) {
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    while phase.load(Ordering::Relaxed) != STOP {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        ferrite::sched::net::sleep(left.min(Duration::from_millis(100))).await;
+    }
+}
+
+/// Whether `dir` holds a data set a run with `config` would reuse.
+fn reusable(dir: &Path, config: &TpccConfig) -> bool {
+    std::fs::read_to_string(dir.join(META_FILE)).is_ok_and(|text| text == meta_text(config))
+}

@@ -1,0 +1,331 @@
+//! TPC-C at the reduced scale: the load is consistent, a broken database is caught, a
+//! single terminal leaves the same rows on Ferrite as on the model, rollbacks write nothing,
+//! Delivery skips empty districts, and concurrent terminals keep the data consistent.
+
+use std::sync::Arc;
+
+use ferrite::{Db, Durability, Options};
+use tempfile::TempDir;
+
+use super::check::check;
+use super::load::load;
+use super::model::Model;
+use super::random::NuRandC;
+use super::run::{run, TpccConfig};
+use super::schema::*;
+use super::store::{FerriteTpcc, TpccStore};
+use super::txns::{execute, Clock, Input, Kind, OrderLineInput, Outcome, Terminal};
+use crate::gen::Rng;
+use crate::measure::Progress;
+
+const SEED: u64 = 11;
+const NOW: u64 = 1_790_000_000;
+
+fn ferrite(dir: &TempDir) -> FerriteTpcc {
+    let options = Options {
+        pool_bytes: 16 << 20,
+        workers: 1,
+        durability: Durability::None,
+        direct_io: false,
+        ..Options::default()
+    };
+    FerriteTpcc::new(Arc::new(Db::open(dir.path(), options).unwrap()), None).unwrap()
+}
+
+fn loaded<S: TpccStore>(store: &S, warehouses: u16) -> DataSet {
+    let scale = Scale::reduced(warehouses);
+    load(store, scale, SEED, NOW, 500, &mut Progress::hidden(scale.districts())).unwrap()
+}
+
+/// Every row of every table, in key order.
+fn dump<S: TpccStore>(store: &S) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    Table::ALL
+        .iter()
+        .map(|&table| {
+            let mut rows = Vec::new();
+            store
+                .for_each(table, &[], &[0xFF; 32], &mut |k, v| {
+                    rows.push((k.to_vec(), v.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+            rows
+        })
+        .collect()
+}
+
+/// A terminal of warehouse 1 with fixed dates, as every deterministic test uses.
+fn terminal(set: &DataSet, seed: u64) -> Terminal {
+    let load_c =
+        NuRandC { c_last: set.c_last_load, c_id: set.c_id_load, ol_i_id: set.ol_i_id_load };
+    let run_c = NuRandC::for_run(load_c, &mut Rng::new(seed));
+    Terminal::new(1, 1, 1, 1, seed, run_c, set.scale, Clock::Fixed(NOW + 100))
+}
+
+/// Runs `inputs` one after the other on Ferrite's worker, in one task.
+fn on_ferrite(store: &FerriteTpcc, inputs: Vec<Input>, scale: Scale) -> Vec<Outcome> {
+    let task_store = store.clone();
+    let handle = store.db.spawn(async move {
+        let mut outcomes = Vec::new();
+        for input in &inputs {
+            outcomes.push(execute(&task_store, input, &scale).await.unwrap());
+        }
+        outcomes
+    });
+    handle.unwrap().wait()
+}
+
+fn on_model(model: &Model, inputs: &[Input], scale: Scale) -> Vec<Outcome> {
+    inputs
+        .iter()
+        .map(|input| ferrite::sched::block_on(execute(model, input, &scale)).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_load_is_consistent_and_a_broken_database_fails_the_right_check() {
+    let dir = TempDir::new().unwrap();
+    let store = ferrite(&dir);
+    let set = loaded(&store, 2);
+    assert_eq!(set.scale, Scale::reduced(2));
+    assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
+    let model = Model::new();
+    loaded(&model, 2);
+    assert!(dump(&store) == dump(&model), "the load is deterministic on every store");
+
+    // A district's next order id moved: condition 2, and only it.
+    let next = store.tree(Table::DistrictNextOrderId);
+    let key = district_key(2, 3);
+    let next_o_id = decode_order_id(&next.get(&key).unwrap().unwrap()).unwrap();
+    next.put(&key, encode_order_id(next_o_id + 1)).unwrap();
+    let violations = check(&store, &set.scale).unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].condition, 2);
+    assert!(violations[0].what.contains("(2, 3)"), "{}", violations[0]);
+
+    // A warehouse's year-to-date changed: conditions 1 and 8.
+    let ytd = store.tree(Table::WarehouseYtd);
+    let w_ytd = decode_money(&ytd.get(warehouse_key(1)).unwrap().unwrap()).unwrap();
+    ytd.put(warehouse_key(1), encode_money(w_ytd + 1)).unwrap();
+    let mut conditions: Vec<u8> =
+        check(&store, &set.scale).unwrap().iter().map(|v| v.condition).collect();
+    conditions.sort_unstable();
+    assert_eq!(conditions, vec![1, 2, 8]);
+
+    // A new order deleted from the middle: conditions 3 and 5.
+    store.tree(Table::NewOrder).delete(new_order_key(1, 5, 25)).unwrap();
+    let conditions: Vec<u8> =
+        check(&store, &set.scale).unwrap().iter().map(|v| v.condition).collect();
+    assert!(conditions.contains(&3) && conditions.contains(&5), "{conditions:?}");
+}
+
+/// One terminal, a fixed seed: Ferrite and the model end with the same rows in every table,
+/// and both are consistent.
+#[test]
+fn a_single_terminal_leaves_the_same_rows_on_ferrite_and_on_the_model() {
+    let dir = TempDir::new().unwrap();
+    let store = ferrite(&dir);
+    let model = Model::new();
+    let set = loaded(&store, 2);
+    assert_eq!(loaded(&model, 2), set);
+    let loaded_rows = dump(&store);
+    let mut draws = terminal(&set, 5);
+    let inputs: Vec<Input> = (0..400).map(|_| draws.next_input()).collect();
+    for kind in Kind::ALL {
+        assert!(inputs.iter().any(|i| i.kind() == kind), "{kind:?} drawn");
+    }
+    let on_store = on_ferrite(&store, inputs.clone(), set.scale);
+    let on_reference = on_model(&model, &inputs, set.scale);
+    assert_eq!(on_store, on_reference);
+    assert!(on_store.iter().all(|o| o.conflicts == 0), "one terminal never conflicts");
+    let after = dump(&store);
+    assert!(after != loaded_rows, "the run changed the tables");
+    assert!(after == dump(&model), "every table the same on both");
+    assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
+    assert_eq!(check(&model, &set.scale).unwrap(), vec![]);
+}
+
+#[test]
+fn a_rolled_back_new_order_writes_nothing() {
+    let dir = TempDir::new().unwrap();
+    let store = ferrite(&dir);
+    let set = loaded(&store, 1);
+    let before = dump(&store);
+    let lines = |last: u32| {
+        [1, 2, last].map(|i_id| OrderLineInput { i_id, supply_w: 1, quantity: 3 }).to_vec()
+    };
+    let unused = set.scale.items + 1;
+    let rollback = Input::NewOrder { w: 1, d: 4, c_id: 7, lines: lines(unused), entry_d: NOW };
+    let outcomes = on_ferrite(&store, vec![rollback], set.scale);
+    assert!(outcomes[0].rolled_back);
+    assert!(dump(&store) == before, "nothing written");
+    // The same order with a real item commits: three lines more, a new order more.
+    let order = Input::NewOrder { w: 1, d: 4, c_id: 7, lines: lines(3), entry_d: NOW };
+    assert!(!on_ferrite(&store, vec![order], set.scale)[0].rolled_back);
+    let after = dump(&store);
+    let rows = |dump: &[Vec<(Vec<u8>, Vec<u8>)>], table: Table| dump[table.index()].len();
+    assert_eq!(rows(&after, Table::OrderLine), rows(&before, Table::OrderLine) + 3);
+    assert_eq!(rows(&after, Table::NewOrder), rows(&before, Table::NewOrder) + 1);
+    assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
+}
+
+#[test]
+fn delivery_skips_districts_without_new_orders() {
+    let dir = TempDir::new().unwrap();
+    let store = ferrite(&dir);
+    let set = loaded(&store, 1);
+    let delivery = Input::Delivery { w: 1, carrier: 3, date: NOW + 5 };
+    let rounds = set.scale.new_orders as usize + 1;
+    let outcomes = on_ferrite(&store, vec![delivery; rounds], set.scale);
+    assert!(outcomes[..rounds - 1].iter().all(|o| o.skipped == 0));
+    assert_eq!(outcomes[rounds - 1].skipped, DISTRICTS, "every district empty at the end");
+    assert_eq!(dump(&store)[Table::NewOrder.index()], vec![]);
+    assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
+    let status = Input::StockLevel { w: 1, d: 2, threshold: 20 };
+    let low = on_ferrite(&store, vec![status], set.scale)[0].low_stock;
+    assert!(low <= 20 * 15, "{low}");
+}
+
+#[test]
+fn the_mix_and_the_remote_shares_are_the_specs() {
+    let set =
+        DataSet { scale: Scale::spec(10), c_last_load: 100, c_id_load: 200, ol_i_id_load: 300 };
+    let mut t = terminal(&set, 9);
+    let (mut kinds, mut lines, mut remote_lines, mut payments, mut remote_payments) =
+        ([0u32; 5], 0, 0, 0, 0);
+    let mut rollbacks = 0;
+    for _ in 0..40_000 {
+        let input = t.next_input();
+        kinds[input.kind().index()] += 1;
+        match input {
+            Input::NewOrder { lines: l, .. } => {
+                assert!((5..=15).contains(&l.len()));
+                rollbacks += u32::from(l.last().unwrap().i_id == 100_001);
+                lines += l.len();
+                remote_lines += l.iter().filter(|l| l.supply_w != 1).count();
+            }
+            Input::Payment { w, c_w, amount, .. } => {
+                assert!((100..=500_000).contains(&amount) && w == 1);
+                payments += 1;
+                remote_payments += u32::from(c_w != 1);
+            }
+            _ => {}
+        }
+    }
+    let percent = kinds.map(|n| (f64::from(n) / 400.0).round() as u32);
+    assert_eq!(percent, [45, 43, 4, 4, 4]);
+    let share = |part: f64, all: f64| 100.0 * part / all;
+    let remote = share(remote_lines as f64, lines as f64);
+    assert!((0.7..1.3).contains(&remote), "{remote} % remote lines");
+    let remote = share(f64::from(remote_payments), f64::from(payments));
+    assert!((13.5..16.5).contains(&remote), "{remote} % remote payments");
+    let rollback = share(f64::from(rollbacks), f64::from(kinds[0]));
+    assert!((0.6..1.4).contains(&rollback), "{rollback} % rollbacks");
+}
+
+/// Several terminals per warehouse on two workers, with affinity and without (then with
+/// durable commits): the data stay consistent and the report says so.
+#[test]
+fn concurrent_terminals_keep_the_data_consistent() {
+    let dir = TempDir::new().unwrap();
+    for affinity in [true, false] {
+        let config = TpccConfig {
+            dir: dir.path().join("tpcc"),
+            warehouses: 2,
+            reduced: true,
+            cache_mib: 16,
+            seconds: 0.6,
+            workers: 2,
+            terminals_per_warehouse: 4,
+            affinity,
+            sync: !affinity,
+            direct_io: false,
+            keep: affinity,
+            json: Some(dir.path().join("runs.jsonl")),
+            ..TpccConfig::default()
+        };
+        let report = run(&config, false).unwrap();
+        assert!(report.consistent(), "{}", report.summary());
+        assert_eq!(report.load_seconds.is_some(), affinity, "the second run reuses the load");
+        assert!(report.transactions() > 0);
+        let line = report.result_line();
+        assert_eq!(line.get("consistency"), Some("ok"));
+        assert_eq!(line.get("scale"), Some("reduced"));
+        assert_eq!(line.get("durability"), Some(if affinity { "none" } else { "sync" }));
+        assert!(report.summary().contains("NOT TPC-C"), "{}", report.summary());
+        let fields: Vec<&str> = line.fields().iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            fields[..8],
+            [
+                "store",
+                "workload",
+                "warehouses",
+                "tx_per_s",
+                "tpmc",
+                "reads_per_tx",
+                "writes_per_tx",
+                "consistency"
+            ]
+        );
+    }
+    assert!(!dir.path().join("tpcc").exists(), "removed without --keep");
+    let json = std::fs::read_to_string(dir.path().join("runs.jsonl")).unwrap();
+    assert_eq!(json.lines().count(), 2);
+}
+
+/// With the specification's keying and think times, a terminal waits seconds before each
+/// transaction: a short run completes none, and the waits end when the run does.
+#[test]
+fn spec_times_wait_and_stop_with_the_run() {
+    let dir = TempDir::new().unwrap();
+    let config = TpccConfig {
+        dir: dir.path().join("tpcc"),
+        reduced: true,
+        cache_mib: 16,
+        seconds: 0.4,
+        workers: 1,
+        terminals_per_warehouse: 2,
+        spec_times: true,
+        no_log: true,
+        direct_io: false,
+        ..TpccConfig::default()
+    };
+    let start = std::time::Instant::now();
+    let report = run(&config, false).unwrap();
+    assert_eq!(report.transactions(), 0, "the shortest keying time is 2 s");
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "the waits stopped");
+    assert!(report.consistent());
+    assert_eq!(report.result_line().get("spec_times"), Some("1"));
+    assert_eq!(report.result_line().get("no_log"), Some("1"));
+    assert!(report.summary().contains("Ferrite cannot turn its log off"), "{}", report.summary());
+}
+
+/// With affinity the terminals of one warehouse run on one worker, the other runs none;
+/// without, both run terminals.
+#[test]
+fn affinity_places_a_warehouse_on_one_worker() {
+    let dir = TempDir::new().unwrap();
+    for affinity in [true, false] {
+        let config = TpccConfig {
+            dir: dir.path().join("tpcc"),
+            reduced: true,
+            cache_mib: 16,
+            seconds: 0.4,
+            workers: 2,
+            terminals_per_warehouse: 4,
+            affinity,
+            direct_io: false,
+            keep: true,
+            ..TpccConfig::default()
+        };
+        let report = run(&config, false).unwrap();
+        let shares = &report.worker_task_shares;
+        assert_eq!(shares.len(), 2);
+        let least = shares.iter().copied().fold(f64::MAX, f64::min);
+        match affinity {
+            true => assert!(least < 0.02, "{shares:?}"),
+            false => assert!(least > 0.05, "{shares:?}"),
+        }
+        assert!(report.summary().contains("running tasks, per worker: "));
+    }
+}
