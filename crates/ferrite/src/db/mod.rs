@@ -333,6 +333,39 @@ impl Db {
         }
     }
 
+    /// Runs `future` as a task on worker `worker` (0 to [`Db::worker_count`] - 1), where
+    /// [`Db::spawn`] takes the workers in turn: for callers that keep related tasks on one
+    /// worker (a warehouse's terminals, whose transactions would otherwise meet each other's
+    /// changes from the other worker). A worker past the last is refused.
+    ///
+    /// ```
+    /// use ferrite::{Db, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options { workers: 2, ..Options::default() })?;
+    /// let handle = db.spawn_on(1, async { std::thread::current().name().map(str::to_owned) })?;
+    /// assert_eq!(handle.wait().as_deref(), Some("ferrite-worker-1"));
+    /// assert!(db.spawn_on(2, async {}).is_err()); // two workers: 0 and 1
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn_on<F, T>(&self, worker: usize, future: F) -> Result<TaskHandle<T>>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.shared.check_open()?;
+        match self.shared.workers.lock().unwrap().as_ref() {
+            Some(workers) if worker < workers.count() => Ok(workers.spawn_on(worker, future)),
+            Some(workers) => Err(Error::BadOptions {
+                reason: format!(
+                    "spawn_on: worker {worker} does not exist (the database runs {})",
+                    workers.count()
+                ),
+            }),
+            None => Err(Error::NoWorkers),
+        }
+    }
+
     /// The engine the workers issue their I/O with (after any fallback), if there are workers.
     pub fn engine(&self) -> Option<crate::io::EngineKind> {
         *self.shared.engine.lock().unwrap()

@@ -4,12 +4,10 @@
 //!
 //! **Terminals.** Each warehouse has `terminals_per_warehouse` terminals (10 by default: one
 //! per district, as the specification's), each a task running one transaction after the
-//! other, closed loop. `Db::spawn` places tasks on the workers round robin, so the order of
-//! the spawns decides where each terminal runs: with affinity (the default) every terminal
+//! other, closed loop, placed with `Db::spawn_on`: with affinity (the default) every terminal
 //! of a warehouse runs on worker `(w - 1) mod workers`, so that its transactions, which
 //! mostly touch that warehouse, do not conflict with those of other workers; without it the
-//! terminals of a warehouse are spread over the workers. (An empty task fills a turn of the
-//! rotation where a worker has no terminal left.)
+//! terminals of a warehouse are spread over the workers.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -312,32 +310,29 @@ fn measure(
             groups[group].push(terminal);
         }
     }
-    // Spawned round robin: slot i goes to worker (first + i) mod workers, so a group's
-    // terminals share a worker.
     let mut handles = Vec::new();
-    let mut queues: Vec<std::vec::IntoIter<Terminal>> =
-        groups.into_iter().map(Vec::into_iter).collect();
-    while queues.iter().any(|q| q.len() > 0) {
-        for queue in &mut queues {
-            let spawned = match queue.next() {
-                Some(terminal) => db
-                    .spawn(terminal_loop(
-                        store.clone(),
-                        terminal,
-                        data_set.scale,
-                        Arc::clone(&phase),
-                        Arc::clone(&done),
-                        config.spec_times,
-                    ))
-                    .map(|handle| handles.push(handle)),
-                None => db.spawn(async {}).map(drop),
-            };
-            if let Err(e) = spawned {
-                phase.store(STOP, Ordering::Release);
-                for handle in handles {
-                    let _ = handle.wait();
+    for (worker, group) in groups.into_iter().enumerate() {
+        for terminal in group {
+            let spawned = db.spawn_on(
+                worker,
+                terminal_loop(
+                    store.clone(),
+                    terminal,
+                    data_set.scale,
+                    Arc::clone(&phase),
+                    Arc::clone(&done),
+                    config.spec_times,
+                ),
+            );
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    phase.store(STOP, Ordering::Release);
+                    for handle in handles {
+                        let _ = handle.wait();
+                    }
+                    return Err(e.into());
                 }
-                return Err(e.into());
             }
         }
     }
