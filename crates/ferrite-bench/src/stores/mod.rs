@@ -286,7 +286,7 @@ impl WorkerTimes {
             t.evict += s.evict_ns.load(Relaxed);
             t.submit += s.submit_ns.load(Relaxed);
             t.complete += s.complete_ns.load(Relaxed);
-            t.idle += s.idle_ns.load(Relaxed);
+            t.idle += s.idle_ns_now();
         }
         t
     }

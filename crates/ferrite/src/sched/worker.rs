@@ -183,8 +183,12 @@ pub struct WorkerStats {
     pub submit_ns: AtomicU64,
     /// Reaping completions and finishing loads and write-backs.
     pub complete_ns: AtomicU64,
-    /// Waiting in the kernel with nothing to run.
+    /// Waiting in the kernel with nothing to run: the waits that ended (read it with
+    /// [`WorkerStats::idle_ns_now`], which adds the wait under way).
     pub idle_ns: AtomicU64,
+    /// When the wait under way began, in nanoseconds since [`stats_epoch`] plus one; 0
+    /// while the worker is not waiting.
+    idle_since: AtomicU64,
     /// Page reads completed on this worker's ring.
     pub reads: AtomicU64,
     /// Page writes (write-backs) completed on this worker's ring.
@@ -201,6 +205,34 @@ pub struct WorkerStats {
     pub tier_writes: AtomicU64,
     /// Whether the engine took the pool's frames as registered (fixed) buffers.
     pub fixed_buffers: std::sync::atomic::AtomicBool,
+}
+
+/// The instant `WorkerStats::idle_since` counts from (the first use).
+fn stats_epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl WorkerStats {
+    /// The worker's idle time so far, the wait under way included: a worker asleep through
+    /// a whole measured window shows it idle, not missing.
+    pub fn idle_ns_now(&self) -> u64 {
+        let ended = self.idle_ns.load(Ordering::Relaxed);
+        match self.idle_since.load(Ordering::Acquire) {
+            0 => ended,
+            since => {
+                let now = Instant::now().saturating_duration_since(stats_epoch()).as_nanos();
+                ended + (now as u64).saturating_sub(since - 1)
+            }
+        }
+    }
+
+    /// Marks the start of a wait (`Some(at)`, the worker's clock) or its end (`None`).
+    fn set_idle_since(&self, at: Option<Instant>) {
+        let since =
+            at.map_or(0, |at| at.saturating_duration_since(stats_epoch()).as_nanos() as u64 + 1);
+        self.idle_since.store(since, Ordering::Release);
+    }
 }
 
 /// A worker's I/O state, reachable from the tasks it runs through a thread-local.
@@ -1071,6 +1103,9 @@ impl Worker {
                         .kick_fd()
                         .is_some_and(|fd| with_io(|io| io.engine.arm_wake(fd)) == Some(true));
                 let wait = idle && !holding && (!armed || self.inbox.enter_kernel());
+                if wait {
+                    self.stats.set_idle_since(Some(clock));
+                }
                 let reaped =
                     with_io(|io| io.engine.reap(&mut completions, wait)).expect("worker I/O state");
                 if armed {
@@ -1081,6 +1116,9 @@ impl Worker {
                     self.inbox.drain_kick();
                 }
                 if wait {
+                    // (Ended before it is charged: a reader meanwhile may miss the wait, never
+                    // count it twice.)
+                    self.stats.set_idle_since(None);
                     clock = self.charge(&self.stats.idle_ns, clock);
                 }
                 with_io(|io| {
@@ -1098,7 +1136,9 @@ impl Worker {
                 if shutdown && self.live == 0 {
                     break;
                 }
+                self.stats.set_idle_since(Some(clock));
                 self.sleep();
+                self.stats.set_idle_since(None);
                 clock = self.charge(&self.stats.idle_ns, clock);
             }
         }

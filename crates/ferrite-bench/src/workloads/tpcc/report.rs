@@ -203,9 +203,8 @@ impl TpccReport {
             );
         }
         if let Some(w) = self.workers.filter(|w| w.total() > 0) {
-            // Of the workers' whole time in the window (workers x window): a worker records
-            // its idle time only when it wakes, so one asleep through the window would be
-            // missing from the recorded total. Idle is what the rest leaves.
+            // Of the workers' whole time in the window (workers x window); idle is what the
+            // rest leaves.
             let whole_ns = self.worker_count as f64 * self.seconds * 1e9;
             let share = |ns: u64| 100.0 * ns as f64 / whole_ns;
             let busy = w.task + w.evict + w.submit + w.complete;
