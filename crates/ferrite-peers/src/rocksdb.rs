@@ -168,15 +168,6 @@ impl RocksDb {
             rocksdb_options_set_level_compaction_dynamic_level_bytes(options.ptr(), 1);
             rocksdb_options_set_max_background_jobs(options.ptr(), MAX_BACKGROUND_JOBS);
             rocksdb_options_set_compression(options.ptr(), ROCKSDB_NO_COMPRESSION);
-            if config.transactions {
-                // Optimistic transactions check a commit's keys against the memtables written
-                // since the transaction's snapshot; RocksDB's transaction guide sets this so
-                // that a flush does not leave it unable to check ("TryAgain").
-                rocksdb_options_set_max_write_buffer_size_to_maintain(
-                    options.ptr(),
-                    WRITE_BUFFER_BYTES as i64,
-                );
-            }
             if let Some(min) = config.blob_min_bytes {
                 // Integrated BlobDB as its guide sets it for large values: separated into
                 // blob files, their garbage collected by compactions.
@@ -252,9 +243,12 @@ impl RocksDb {
              level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, \
              sync={sync}{blob}{tier}{txn}",
             txn = match config.transactions {
+                // `max_write_buffer_size_to_maintain`, the memtable history commits are
+                // checked against, stays at what a transaction database defaults it to:
+                // max_write_buffer_number x write_buffer_size (`advanced_options.h`).
                 true =>
                     ", OptimisticTransactionDB (set_snapshot=true, \
-                          max_write_buffer_size_to_maintain=write_buffer_size)",
+                          max_write_buffer_size_to_maintain at its transaction default)",
                 false => "",
             },
             blob = match config.blob_min_bytes {

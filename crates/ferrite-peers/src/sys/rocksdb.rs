@@ -256,10 +256,6 @@ pub(crate) struct frk_tier_counters {
 
 // Optimistic transactions (`rocksdb/utilities/optimistic_transaction_db.h` through c.h).
 extern "C" {
-    pub(crate) fn rocksdb_options_set_max_write_buffer_size_to_maintain(
-        options: *mut rocksdb_options_t,
-        v: i64,
-    );
     pub(crate) fn rocksdb_optimistictransactiondb_open(
         options: *const rocksdb_options_t,
         name: *const c_char,
