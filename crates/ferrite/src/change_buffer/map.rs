@@ -213,8 +213,8 @@ type MapBounds = (Bound<(u64, Vec<u8>)>, Bound<(u64, Vec<u8>)>);
 /// The bounds, in the map's `(tree, key)` order, of tree `tree`'s keys between `low` and
 /// `high`.
 /// Whether no key lies between `low` and `high` (`BTreeMap::range` panics on such bounds when
-/// `low` is past `high`; a caller's range may be so, and a leaf's part of one may be).
-fn is_empty_range(low: Bound<&[u8]>, high: Bound<&[u8]>) -> bool {
+/// `low` is past `high`). Scans (`db/`'s cursor) and transactions' range reads ask it too.
+pub fn is_empty_range(low: Bound<&[u8]>, high: Bound<&[u8]>) -> bool {
     match (low, high) {
         (Bound::Included(l), Bound::Included(h)) => l > h,
         (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))

@@ -8,4 +8,4 @@
 mod map;
 mod policy;
 
-pub use map::{entry_cost, ChangeBuffer};
+pub use map::{entry_cost, is_empty_range, ChangeBuffer};

@@ -132,6 +132,8 @@ fn max_lower(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
 impl Cursor {
     /// A scan over the keys between `lower` and `upper`, ascending, or descending if `reverse`.
     pub fn new(tree: BTree, lower: Bound<Vec<u8>>, upper: Bound<Vec<u8>>, reverse: bool) -> Self {
+        // A range whose start lies past its end holds nothing: done before any leaf.
+        let done = crate::change_buffer::is_empty_range(as_slice(&lower), as_slice(&upper));
         let (resume, end) = if reverse { (upper, lower) } else { (lower, upper) };
         Cursor {
             tree,
@@ -143,7 +145,7 @@ impl Cursor {
             leaf_version: 0,
             loaded: false,
             pos: 0,
-            done: false,
+            done,
             change_buffer: None,
             extra: Vec::new(),
             extra_used: 0,

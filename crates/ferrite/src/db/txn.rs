@@ -215,7 +215,11 @@ impl Transaction {
         reverse: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.check_tree(tree)?;
-        if limit == 0 || is_empty_range(&lower, &upper) {
+        let empty = crate::change_buffer::is_empty_range(
+            super::cursor::as_slice(&lower),
+            super::cursor::as_slice(&upper),
+        );
+        if limit == 0 || empty {
             return Ok(Vec::new());
         }
         let tree_id = tree.btree.tree_id;
@@ -496,16 +500,6 @@ fn contains(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, key: &[u8]) -> bool 
         Bound::Unbounded => true,
     };
     above && below
-}
-
-/// Whether no key lies between `lower` and `upper`.
-fn is_empty_range(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
-    match (lower, upper) {
-        (Bound::Included(low), Bound::Included(high)) => low > high,
-        (Bound::Included(low) | Bound::Excluded(low), Bound::Excluded(high))
-        | (Bound::Excluded(low), Bound::Included(high)) => low >= high,
-        _ => false,
-    }
 }
 
 /// The first key at which two ascending lists of entries differ (an entry in one only, or
