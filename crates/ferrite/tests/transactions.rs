@@ -120,6 +120,17 @@ fn a_commit_after_a_read_key_changed_is_a_conflict_and_writes_nothing() {
     txn.commit().unwrap();
     assert_eq!(b.get(b"after").unwrap().as_deref(), Some(&b"1"[..]));
 
+    // A neighbour in the read key's leaf changed: the leaf's version moved on, but the key
+    // holds what was read (the commit reads it again to tell), so the commit is fine.
+    let mut txn = db.transaction();
+    txn.get(&a, b"seat-1").unwrap();
+    assert_eq!(txn.get(&a, b"seat-2").unwrap(), None);
+    a.put(b"seat-0", b"frank").unwrap();
+    a.put(b"seat-3", b"gina").unwrap();
+    txn.put(&b, b"neighbours", b"1").unwrap();
+    txn.commit().unwrap();
+    assert_eq!(b.get(b"neighbours").unwrap().as_deref(), Some(&b"1"[..]));
+
     // Writes without reads never conflict; a read-only transaction commits nothing.
     let mut txn = db.transaction();
     txn.put(&a, b"seat-1", b"dave").unwrap();

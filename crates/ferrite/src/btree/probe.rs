@@ -20,11 +20,6 @@ use crate::buffer::FrameView;
 use crate::error::PageId;
 use crate::format::page::{PageKind, OFFSET_KIND, PAGE_SIZE};
 
-/// Bytes compared per step when a page range is ordered against a key.
-const COMPARE_CHUNK: usize = 64;
-/// Ranges up to this long are compared from one fixed-size read.
-const SHORT: usize = 16;
-
 /// A node read in place: its header copied, everything else read on demand.
 #[derive(Debug)]
 pub struct Probe<'a> {
@@ -97,28 +92,30 @@ impl<'a> Probe<'a> {
     }
 
     /// Orders the page bytes `offset..offset + len` against `other`; a range that leaves the
-    /// page counts as empty (as `Node` reads it).
+    /// page counts as empty (as `Node` reads it). Eight bytes at a time, as big-endian words
+    /// (whose order is their bytes' order), read straight from the frame: no copy to a
+    /// buffer and no call to `memcmp`, which cost a fifth of a TPC-C transaction's lookups.
+    #[inline]
     fn compare_range(&self, offset: usize, len: usize, other: &[u8]) -> Ordering {
         if offset + len > PAGE_SIZE {
             return [].as_slice().cmp(other);
         }
-        if len <= SHORT {
-            // Short keys and suffixes (the common case): one inlined read.
-            let bytes: [u8; SHORT] = self.view.array(offset);
-            return bytes[..len].cmp(other);
-        }
-        let mut chunk = [0u8; COMPARE_CHUNK];
+        let common = len.min(other.len());
         let mut done = 0;
-        while done < len {
-            let step = (len - done).min(COMPARE_CHUNK);
-            self.view.copy(offset + done, &mut chunk[..step]);
-            let theirs = &other[done.min(other.len())..(done + step).min(other.len())];
-            match chunk[..step].cmp(theirs) {
-                Ordering::Equal if theirs.len() == step => done += step,
-                // `theirs` ran out: it is a proper prefix of ours.
-                Ordering::Equal => return Ordering::Greater,
-                unequal => return unequal,
+        while done + 8 <= common {
+            let ours = u64::from_be_bytes(self.view.array(offset + done));
+            let theirs = u64::from_be_bytes(other[done..done + 8].try_into().unwrap());
+            if ours != theirs {
+                return ours.cmp(&theirs);
             }
+            done += 8;
+        }
+        while done < common {
+            let [ours] = self.view.array::<1>(offset + done);
+            if ours != other[done] {
+                return ours.cmp(&other[done]);
+            }
+            done += 1;
         }
         len.cmp(&other.len())
     }
@@ -273,6 +270,52 @@ mod tests {
         let mut key = Vec::new();
         node.key_into(slot, &mut key);
         key
+    }
+
+    /// The word-wise comparison orders a page range against a key exactly as slices are
+    /// ordered: equal prefixes of every length, a difference in each byte of a word, either
+    /// side a prefix of the other, and ranges at the page's end or leaving it.
+    #[test]
+    fn compare_range_orders_as_slices() {
+        let dir = TempDir::with_prefix("probe").unwrap();
+        let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
+        let pool = BufferPool::new(file, 16, 4096, 0, Vec::new()).unwrap();
+        let mut guard = pool.allocate().unwrap();
+        let id = guard.page_id();
+        let page = guard.page_mut();
+        for (i, byte) in page.iter_mut().enumerate() {
+            *byte = (i * 7 % 5) as u8;
+        }
+        drop(guard);
+        let (_, view) = pool.read_begin(id).unwrap();
+        let mut image = vec![0; PAGE_SIZE];
+        view.copy(0, &mut image);
+        let probe = Probe::new(view);
+        for offset in [0, 1, 13, PAGE_SIZE - 40, PAGE_SIZE - 9, PAGE_SIZE - 1] {
+            for len in 0..=40.min(PAGE_SIZE - offset) {
+                let ours = &image[offset..offset + len];
+                let mut others = vec![ours.to_vec(), ours[..len / 2].to_vec(), Vec::new()];
+                let mut longer = ours.to_vec();
+                longer.push(0);
+                others.push(longer);
+                for at in 0..len {
+                    for delta in [1u8, 255] {
+                        let mut other = ours.to_vec();
+                        other[at] = other[at].wrapping_add(delta);
+                        others.push(other.clone());
+                        other.truncate(at + 1);
+                        others.push(other);
+                    }
+                }
+                for other in &others {
+                    let order = probe.compare_range(offset, len, other);
+                    assert_eq!(order, ours.cmp(other.as_slice()), "{offset} {len} {other:?}");
+                }
+            }
+        }
+        // A range that leaves the page reads as empty.
+        assert_eq!(probe.compare_range(PAGE_SIZE - 4, 8, b""), Ordering::Equal);
+        assert_eq!(probe.compare_range(PAGE_SIZE - 4, 8, b"a"), Ordering::Less);
     }
 
     /// Builds nodes of several shapes in a pool frame and checks that a probe answers every

@@ -78,6 +78,19 @@ pub struct Descent {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Resume {
     at: Option<(PageId, (PageId, u64, u16))>,
+    /// The leaf that answered a finished lookup, and its version then, when its answer lies
+    /// wholly in that leaf (the key's absence, or a value held in the leaf itself).
+    leaf: Option<(PageId, u64)>,
+}
+
+impl Resume {
+    /// The leaf (page, version) that answered the lookup, if the answer lies wholly in it:
+    /// while the page keeps that version, the tree's answer for the key is the same (any
+    /// change to the key, a split or a merge changes the leaf, and so its version). `None`
+    /// for a value on a Value page of its own, which can change without the leaf.
+    pub fn leaf(&self) -> Option<(PageId, u64)> {
+        self.leaf
+    }
 }
 
 /// One B+tree, known by its root page, which never changes.
@@ -488,6 +501,7 @@ impl BTree {
         committed: bool,
     ) -> Attempt<Option<R>> {
         let mut page_id = self.root;
+        resume.leaf = None;
         let resumed = resume.at.take().and_then(|(child, parent)| {
             // `probe_node` validates the parent: the child is still where the key goes.
             self.probe_node(pool, child, Some(parent), key).ok().map(|found| (child, found))
@@ -520,6 +534,7 @@ impl BTree {
             if committed {
                 pool.committed(page_id)?;
             }
+            resume.leaf = Some((page_id, version));
             return Ok(None);
         }
         let (value_buf, other) = scratch.pages.split_at_mut(1);
@@ -533,6 +548,7 @@ impl BTree {
             pool.committed(page_id)?;
         }
         if !out_of_line {
+            resume.leaf = Some((page_id, version));
             return Ok(Some(read(&value_buf[..len])));
         }
         let (id, tail) = value_buf[..len].split_at(8.min(len));

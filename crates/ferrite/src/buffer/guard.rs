@@ -78,6 +78,15 @@ impl BufferPool {
         now.version() == version && now.readable() || version == super::IMAGE_VERSION
     }
 
+    /// Whether page `page_id`, read at `version` some time ago, is still at it and in memory:
+    /// nobody changed, evicted or freed it since (each of those moves the version on). A
+    /// snapshot's image (`IMAGE_VERSION`) is never such evidence: it is not the live page.
+    #[inline]
+    pub fn unchanged_since(&self, page_id: PageId, version: u64) -> bool {
+        let now = self.table.load(page_id);
+        version != super::IMAGE_VERSION && now.version() == version && now.readable()
+    }
+
     /// Latches page `page_id` exclusively if it is still at `version` (an upgrade from an
     /// optimistic read); `Restart` otherwise.
     #[inline(always)]

@@ -255,7 +255,38 @@ impl Tree {
         }
     }
 
-    /// `key`'s value as stored, for the holder of the commit lock.
+    /// [`Tree::get_async`] for a transaction's read, with the leaf that answered it and the
+    /// leaf's version then, when the answer lies wholly in that leaf (see [`Resume::leaf`]):
+    /// while the leaf keeps that version and the change buffer holds nothing for the key
+    /// ([`Tree::unchanged_since`]), the key's value is the same, and the commit need not
+    /// read it again. A value from the change buffer, an object's or one on a Value page of
+    /// its own has no such leaf.
+    pub(super) async fn get_witnessed(
+        &self,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, Option<(PageId, u64)>)> {
+        if let Some(done) = self.read_first(key, &mut |value: &[u8]| value.to_vec()) {
+            return done.map(|value| (value, None));
+        }
+        let mut resume = Resume::default();
+        let mut read = |value: &[u8]| value.to_vec();
+        let attempt = self.lookup(key, &mut read, &mut resume);
+        let found =
+            run_async_with(&self.shared.pool, true, attempt).await.map_err(|e| self.error(e))?;
+        match found {
+            Some(value) if is_stub(&value) => Ok((self.get_async(key).await?, None)),
+            found => Ok((found, resume.leaf())),
+        }
+    }
+
+    /// Whether `key`'s value is the one a read of it found in `leaf` (its page and version,
+    /// from [`Tree::get_witnessed`]): the leaf is unchanged since, and the change buffer holds
+    /// nothing for the key (a put there leaves the leaf as it is). False when it cannot tell.
+    pub(super) fn unchanged_since(&self, key: &[u8], (page, version): (PageId, u64)) -> bool {
+        self.shared.pool.unchanged_since(page, version)
+            && self.shared.change_buffer.get(self.btree.tree_id, key).is_none()
+    }
+
     /// `key`'s value as stored (an object's stub is not followed), as a future: on a
     /// worker, a miss queues a read and yields.
     pub(super) async fn stored_async(&self, key: &[u8]) -> Result<super::object::Stored> {

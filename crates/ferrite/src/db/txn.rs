@@ -3,8 +3,10 @@
 //!
 //! Concurrency control is optimistic. A transaction's writes stay in the transaction until
 //! it commits, and its reads see them first (read-your-writes). Every value it read from a
-//! tree is remembered. The commit takes the commit lock, reads each of those keys again and
-//! compares: if one changed, the commit fails with [`Error::Conflict`] and changes nothing;
+//! tree is remembered, with the leaf that answered and the leaf's version. The commit takes
+//! the commit lock and checks each key: a key whose leaf still has that version holds what
+//! was read (every change to a leaf moves its version on); any other is read again and
+//! compared. If one changed, the commit fails with [`Error::Conflict`] and changes nothing;
 //! otherwise the writes apply as one commit, exactly as a [`WriteBatch`] would. Commits are
 //! applied one at a time under that lock, so a committed transaction behaves as if it ran
 //! whole at its commit: transactions are serializable.
@@ -17,14 +19,14 @@
 //! not be consistent with each other (they were read at different moments; the commit
 //! finds that out).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::batch::{apply_ops, BatchOp};
 use super::{check_key, check_value, Shared, Tree, WriteBatch};
-use crate::error::{Error, Result};
+use crate::error::{Error, PageId, Result};
 use crate::options::Durability;
 
 /// A key of one tree: (tree id, key).
@@ -36,12 +38,30 @@ type TreeKey = (u64, Vec<u8>);
 pub struct Transaction {
     shared: Arc<Shared>,
     /// What each key read from a tree held then, by (tree id, key).
-    reads: HashMap<TreeKey, (Tree, Option<Vec<u8>>)>,
+    reads: HashMap<TreeKey, Read>,
     /// The last write of each key, by (tree id, key).
     writes: BTreeMap<TreeKey, (Tree, Write)>,
     /// The ranges read from trees, each with what the tree held there.
     ranges: Vec<RangeRead>,
     durability: Option<Durability>,
+}
+
+/// A key a transaction read from a tree: what it held then, and the leaf that answered
+/// (page, version) when the answer lay wholly in it (`Tree::get_witnessed`). While that leaf
+/// is unchanged, so is the key: the commit checks the leaf's version instead of reading the
+/// key again.
+#[derive(Debug)]
+struct Read {
+    tree: Tree,
+    value: Option<Vec<u8>>,
+    leaf: Option<(PageId, u64)>,
+}
+
+impl Read {
+    /// Whether the key certainly still holds what was read (false: read it again to tell).
+    fn unchanged(&self, key: &[u8]) -> bool {
+        self.leaf.is_some_and(|leaf| self.tree.unchanged_since(key, leaf))
+    }
 }
 
 /// A part of a tree a transaction's scan depended on, and the tree's entries there when
@@ -136,10 +156,11 @@ impl Transaction {
         }
         let id = (tree.btree.tree_id, key.to_vec());
         let value = match self.reads.get(&id) {
-            Some((_, value)) => value.clone(),
+            Some(read) => read.value.clone(),
             None => {
-                let value = tree.get_async(key).await?;
-                self.reads.insert(id.clone(), (tree.clone(), value.clone()));
+                let (value, leaf) = tree.get_witnessed(key).await?;
+                self.reads
+                    .insert(id.clone(), Read { tree: tree.clone(), value: value.clone(), leaf });
                 value
             }
         };
@@ -384,11 +405,19 @@ impl Transaction {
     pub async fn commit_async(self) -> Result<()> {
         crate::db::in_task("Transaction::commit_async")?;
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
-        for ((_, key), (tree, _)) in &self.reads {
-            tree.prefetch(key).await;
+        // Loads before the commit lock what the commit will read or change, unless it is
+        // certainly in memory: a key whose leaf is unchanged since the transaction read it.
+        let mut read_unchanged = HashSet::new();
+        for ((tree_id, key), read) in &self.reads {
+            match read.unchanged(key) {
+                true => drop(read_unchanged.insert((*tree_id, key.as_slice()))),
+                false => read.tree.prefetch(key).await,
+            }
         }
         for (tree, op) in &batch.ops {
-            tree.prefetch(op.key()).await;
+            if !read_unchanged.contains(&(tree.btree.tree_id, op.key())) {
+                tree.prefetch(op.key()).await;
+            }
         }
         let objects = self.shared.prepare_objects(&batch.ops)?;
         for range in &self.ranges {
@@ -400,9 +429,9 @@ impl Transaction {
         let outcome = self
             .shared
             .commit(durability, async || {
-                for ((_, key), (tree, seen)) in reads {
-                    if tree.get_in_commit(key).await? != *seen {
-                        return Err(conflict(tree, key));
+                for ((_, key), read) in reads {
+                    if !read.unchanged(key) && read.tree.get_in_commit(key).await? != read.value {
+                        return Err(conflict(&read.tree, key));
                     }
                 }
                 for range in ranges {
@@ -432,7 +461,7 @@ impl Transaction {
             Some((_, Write::Value(value))) => Ok(Some(value.clone())),
             // (Edits need the key's value under them: `get_async`.)
             Some((_, Write::Edits(_))) => Ok(None),
-            None => Ok(self.reads.get(&id).map(|(_, value)| value.clone())),
+            None => Ok(self.reads.get(&id).map(|read| read.value.clone())),
         }
     }
 
@@ -479,7 +508,7 @@ impl Transaction {
         }
         self.shared.check_batch(&batch)?;
         for tree in
-            self.reads.values().map(|(tree, _)| tree).chain(self.ranges.iter().map(|r| &r.tree))
+            self.reads.values().map(|read| &read.tree).chain(self.ranges.iter().map(|r| &r.tree))
         {
             self.check_tree(tree)?;
         }
