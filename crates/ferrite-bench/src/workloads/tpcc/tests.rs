@@ -418,6 +418,7 @@ mod peers {
                 assert_eq!(line.get("consistency"), Some("ok"));
                 assert!(matches!(line.get("io_source"), Some("device" | "unknown")));
                 assert_eq!(line.get("terminals"), Some(terminals.to_string().as_str()));
+                assert_eq!(line.get("affinity"), Some("0"), "no workers to place terminals on");
                 if terminals == 1 {
                     let conflicts: u64 = report.tally.iter().map(|t| t.conflicts).sum();
                     assert_eq!(conflicts, 0, "one terminal never conflicts");
