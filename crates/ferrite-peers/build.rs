@@ -1,6 +1,7 @@
 //! Without the `link` feature: nothing (no C compiled, nothing linked), so the workspace builds
 //! on a machine without the peers' libraries. With it: compiles the WiredTiger shim, the
-//! header-constant checks and RocksDB's cache tiers (C++, `csrc/rocksdb_tier.cc`) in `csrc/`,
+//! header-constant checks, RocksDB's cache tiers and its TransactionDB handle (C++,
+//! `csrc/rocksdb_tier.cc`, `csrc/rocksdb_txn.cc`) in `csrc/`,
 //! and links the system RocksDB, WiredTiger, LMDB and SQLite.
 
 fn main() {
@@ -16,7 +17,9 @@ fn main() {
 #[cfg(feature = "link")]
 fn link() {
     println!("cargo:rerun-if-changed=build.rs");
-    for file in ["csrc/wt_shim.c", "csrc/header_checks.c", "csrc/rocksdb_tier.cc"] {
+    for file in
+        ["csrc/wt_shim.c", "csrc/header_checks.c", "csrc/rocksdb_tier.cc", "csrc/rocksdb_txn.cc"]
+    {
         println!("cargo:rerun-if-changed={file}");
     }
     cc::Build::new()
@@ -32,6 +35,7 @@ fn link() {
         .cpp(true)
         .std("c++17")
         .file("csrc/rocksdb_tier.cc")
+        .file("csrc/rocksdb_txn.cc")
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 
 use ferrite_bench::report::{bytes, duration, thousands};
-use ferrite_bench::stores::open_store;
+use ferrite_bench::stores::{open_store, StoreKind};
 use ferrite_bench::workloads::compare;
 use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
@@ -194,10 +194,56 @@ fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, Cli
     Ok(if failed == 0 { Outcome::Done } else { Outcome::Faults })
 }
 
+/// `ferrite bench compare tpcc`: `bench tpcc` on every store of `--stores` that can run it
+/// (`compare_tpcc.rs`), from the compare options: `--warehouses`, `--cache-mib`, `--seconds`,
+/// `--seed`, `--db`, `--no-direct`.
+fn compare_tpcc(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
+    use ferrite_bench::workloads::compare_tpcc;
+    use ferrite_bench::workloads::tpcc::TpccConfig;
+    let b = &args.base;
+    let base = TpccConfig {
+        dir: b.dir.clone(),
+        warehouses: args.warehouses,
+        cache_mib: b.cache_mib,
+        seconds: b.seconds,
+        seed: b.seed,
+        direct_io: b.direct_io,
+        ..TpccConfig::default()
+    };
+    base.validate().map_err(BenchError::Config)?;
+    let names: Vec<&str> = args.stores.iter().map(|s| s.name()).collect();
+    eprintln!(
+        "bench compare tpcc: {} warehouse{} on {}, cache {} MiB, {} measured per store, \
+         results in {}",
+        base.warehouses,
+        if base.warehouses == 1 { "" } else { "s" },
+        names.join(", "),
+        base.cache_mib,
+        duration(base.seconds),
+        args.out.display()
+    );
+    let output = compare_tpcc::run(&base, &args.stores, &args.out, &mut |l| eprintln!("{l}"))?;
+    write_outputs(out, &output.markdown, &output.json, &output.charts)?;
+    let ran: Vec<&str> = output.runs.iter().map(|(s, _)| s.name()).collect();
+    writeln!(
+        out,
+        "result suite=tpcc stores={} runs={} failed={} skipped={}",
+        ran.join(","),
+        output.runs.len(),
+        output.failed(),
+        output.skipped.len()
+    )?;
+    out.flush()?;
+    Ok(if output.failed() == 0 { Outcome::Done } else { Outcome::Faults })
+}
+
 /// `ferrite bench compare SUITE`: every step of the suite on every store, then the tables.
 pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     if args.suite == "serve" {
         return compare_serve(args, out);
+    }
+    if args.suite == "tpcc" {
+        return compare_tpcc(args, out);
     }
     let steps = compare::suite(&args.suite).expect("suite checked by the parser");
     // The directory, and the JSON lines the runs append to as they end.
@@ -296,16 +342,20 @@ pub fn tpcc(
     out: &mut dyn Write,
 ) -> Result<Outcome, CliError> {
     open_json(config.json.as_deref())?;
+    let placement = match config.store {
+        StoreKind::Ferrite => format!("on {} workers", config.workers),
+        _ => "each on a thread".to_owned(),
+    };
     eprintln!(
-        "bench tpcc: {} warehouse{}{} in {}, cache {} MiB, {} terminals on {} workers, {} \
+        "bench tpcc: {} on {} warehouse{}{} in {}, cache {} MiB, {} terminals {placement}, {} \
          measured after {} of warm-up",
+        config.store.name(),
         config.warehouses,
         if config.warehouses == 1 { "" } else { "s" },
         if config.reduced { " at a reduced scale (NOT TPC-C)" } else { "" },
         config.dir.display(),
         config.cache_mib,
         config.terminals(),
-        config.workers,
         duration(config.seconds),
         duration(config.warmup().as_secs_f64())
     );

@@ -1223,9 +1223,9 @@ WORKLOADS
                SQLite, with write and space amplification (ferrite bench objects --help)
     serve      memcached load (GET/SET mixes, open or closed loop) against ferrite serve or
                memcached with extstore (ferrite bench serve --help)
-    tpcc       TPC-C: the five transactions over W warehouses as tasks, serializable, the
-               consistency conditions checked after the load and the run (ferrite bench
-               tpcc --help)
+    tpcc       TPC-C: the five transactions over W warehouses on Ferrite (tasks,
+               serializable) or a peer (--store rocksdb|wiredtiger), the consistency
+               conditions checked after the load and the run (ferrite bench tpcc --help)
 
 EXAMPLES
     ferrite bench lookup --db DIR --keys 4.6M --pool-mib 64 --seconds 20
@@ -1806,7 +1806,7 @@ EXAMPLES
 /// `ferrite bench compare SUITE`.
 #[derive(Debug, Args)]
 pub struct CompareCmd {
-    /// quick, ycsb, lookup-sweep, ycsb-sweep, sync, all or serve
+    /// quick, ycsb, lookup-sweep, ycsb-sweep, sync, all, serve or tpcc
     #[arg(value_name = "SUITE", value_parser = value::suite)]
     suite: String,
     /// The stores to run (default: every store built in)
@@ -1832,6 +1832,10 @@ pub struct CompareCmd {
         long, value_name = "N", default_value_t = 1,
           value_parser = |s: &str| value::whole_usize(s, 1, MAX_ROUNDS as usize))]
     rounds: usize,
+    /// tpcc only: warehouses (default 1; each ~100 MB of data)
+    #[arg(long, value_name = "W",
+          value_parser = |s: &str| value::whole(s, 1, u64::from(MAX_WAREHOUSES)))]
+    warehouses: Option<u64>,
     /// serve only: bytes per value (default 1024)
     #[arg(long, value_name = "B", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
     value_size: Option<u64>,
@@ -1861,6 +1865,14 @@ SUITES
                    for --seconds each (--distribution, --db and --out apply; --stores and
                    --rounds do not): serve.md with the highest rate each served with a
                    p99 of at most 1 ms, serve.jsonl, serve-p99.svg and serve-ops.svg
+    tpcc           ferrite bench tpcc on ferrite, rocksdb and wiredtiger (lmdb has no
+                   transactions adapter: skipped, and the table says so) with
+                   --warehouses W (default 1), --cache-mib, --seconds, --seed, --db and
+                   --out (--stores picks the stores; --rounds does not apply): tpcc.md
+                   with the stores as columns (tx/s, tpmC, reads and writes per
+                   transaction and their source, CPU µs per transaction, New-Order p50
+                   and p99, conflicts, consistency, isolation), tpcc.jsonl, tpcc-tx.svg
+                   and tpcc-p99.svg; exit status 1 if a run failed or was inconsistent
 
     The other options are those of the workloads (ferrite bench ycsb-a --help) and apply
     to every run; each store's data set is loaded once and kept for the suite's runs.
@@ -1873,7 +1885,8 @@ OUTPUT
 
 EXAMPLES
     ferrite bench compare quick --records 1M --seconds 10
-    ferrite bench compare sync --stores ferrite,rocksdb --rounds 3 --out bench-results";
+    ferrite bench compare sync --stores ferrite,rocksdb --rounds 3 --out bench-results
+    ferrite bench compare tpcc --warehouses 1 --cache-mib 256 --seconds 20";
 
 /// `ferrite bench io`.
 #[derive(Debug, Args)]
@@ -2233,6 +2246,14 @@ EXAMPLES
 /// `ferrite bench tpcc`.
 #[derive(Debug, Args)]
 pub struct TpccCmd {
+    /// ferrite (the default), rocksdb or wiredtiger
+    #[arg(
+        long_help = "ferrite (the default), rocksdb or wiredtiger (the peers need a build with \
+            --features peers; lmdb has no transactions adapter). RocksDB runs pessimistic \
+            transactions (TransactionDB), WiredTiger snapshot isolation; each peer terminal \
+            runs on a thread of its own.",
+        long, value_name = "STORE", value_parser = value::store)]
+    store: Option<StoreKind>,
     /// The data directory (default ferrite-data/bench-tpcc)
     #[arg(
         long_help = "The data directory (default ferrite-data/bench-tpcc). With --keep the \
@@ -2246,7 +2267,7 @@ pub struct TpccCmd {
     #[arg(long, value_name = "W",
           value_parser = |s: &str| value::whole(s, 1, u64::from(MAX_WAREHOUSES)))]
     warehouses: Option<u64>,
-    /// Ferrite's pool, MiB (default 1024)
+    /// The store's cache, MiB (default 1024): pool, block cache or cache_size
     #[arg(long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, MAX_POOL_MIB))]
     cache_mib: Option<u64>,
     /// Seconds measured, after the warm-up (default 30)
@@ -2267,11 +2288,13 @@ pub struct TpccCmd {
     /// Durable commits: each returns once its log record is synced (group commit)
     #[arg(long)]
     sync: bool,
-    /// Paper parity, without a log: Ferrite keeps its log but syncs no commit
+    /// Paper parity, without a log: the peers' logs off; Ferrite keeps its log but syncs no commit
     #[arg(
-        long_help = "Paper parity, without a log. Ferrite cannot turn its log off: commits \
-            are logged but never synced (Durability::None, as without --sync), and the \
-            summary says so.",
+        long_help = "Paper parity, without a log. The peers turn theirs off (RocksDB \
+            disableWAL, WiredTiger log=(enabled=false)). Ferrite cannot turn its log off: \
+            commits are logged but never synced (Durability::None, as without --sync), and \
+            the summary says so. Without --sync or --no-log every store logs its commits \
+            without syncing them.",
         long
     )]
     no_log: bool,
@@ -2309,25 +2332,38 @@ SCHEMA
     customer by last name. Delivery runs in the terminal, all ten districts in one
     transaction.
 
+STORES
+    ferrite: terminals are tasks on its workers (--workers, --affinity). rocksdb: a
+    pessimistic TransactionDB (a snapshot per transaction, rows read for update locked,
+    deadlock detection, 1 s lock timeout). wiredtiger: snapshot isolation. On a peer each
+    terminal is a thread of its own, every table is one key prefix of the one key space,
+    and the cache (--cache-mib) is its block cache or cache_size; its data go in
+    DIR/STORE. The summary prints each store's options and isolation.
+
 MEASUREMENT
-    Transactions conflicting at the commit are run again and counted per type. Latency is
-    per transaction type, from its start to its commit (conflicts and retries included).
-    Page reads and writes are the buffer pool's; the device's counters (whole device, the
-    log's writes included) are shown beside them when /proc/diskstats has the device.
-    CPU is the process's user + system time in the window.
+    Transactions conflicting (at the commit, or a peer's lock) are run again and counted
+    per type. Latency is per transaction type, from its start to its commit (conflicts and
+    retries included). On Ferrite reads_per_tx and writes_per_tx are the buffer pool's
+    pages; on a peer, which counts none, they are the device's (whole device, the log's
+    writes included; zero when /proc/diskstats does not have it), and io_source says
+    which. CPU is the process's user + system time in the window.
 
 OUTPUT
     Progress on stderr. On stdout a summary (tx/s, tpmC, per type: count, share, p50,
     p99, conflicts, rollbacks; reads, writes and CPU per transaction; the workers' time
     and each one's share running tasks; the consistency checks) and one line:
 
-    result store=ferrite workload=tpcc warehouses=W tx_per_s=N tpmc=N reads_per_tx=X
-           writes_per_tx=X consistency=ok|failed scale=spec|reduced ops_per_s=N tx=N seconds=S
-           cpu_us_per_tx=X [disk_reads_per_tx=X disk_writes_per_tx=X]
+    result store=ferrite|rocksdb|wiredtiger workload=tpcc warehouses=W tx_per_s=N tpmc=N
+           reads_per_tx=X writes_per_tx=X consistency=ok|failed scale=spec|reduced
+           ops_per_s=N tx=N seconds=S cpu_us_per_tx=X
+           [disk_reads_per_tx=X disk_writes_per_tx=X]
            new_order=N new_order_p50_us=X new_order_p99_us=X new_order_conflicts=N
            (the same four for payment, order_status, delivery, stock_level)
-           rollbacks=N isolation=serializable durability=sync|none no_log=0|1
-           affinity=0|1 spec_times=0|1 terminals=N workers=N cache_mib=M seed=X
+           rollbacks=N isolation=serializable|snapshot-locking|snapshot
+           durability=sync|none no_log=0|1 affinity=0|1 spec_times=0|1 terminals=N
+           workers=N cache_mib=M seed=X io_source=pool|device|unknown
+
+    (workers: on a peer, the terminals' threads.)
 
     tpmc counts the New-Orders committed per minute. A consistency violation is listed,
     the line says consistency=failed and the command exits with status 1.
@@ -2335,7 +2371,8 @@ OUTPUT
 EXAMPLES
     ferrite bench tpcc --warehouses 1 --cache-mib 256 --seconds 20
     ferrite bench tpcc --warehouses 10 --cache-mib 100 --seconds 60 --keep
-    ferrite bench tpcc --warehouses 4 --sync --affinity off";
+    ferrite bench tpcc --warehouses 4 --sync --affinity off
+    ferrite bench tpcc --store rocksdb --warehouses 1 --cache-mib 256 --seconds 20";
 
 // ---------------------------------------------------------------------------------------
 // What the command line asks for, after conversion.
@@ -2516,6 +2553,8 @@ pub struct CompareArgs {
     pub rounds: usize,
     /// The serve suite's own options.
     pub serve: ServeSweep,
+    /// The tpcc suite's warehouses.
+    pub warehouses: u16,
 }
 
 /// What `bench compare serve` takes beyond the common options.
@@ -3078,7 +3117,19 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
             "--value-size, --mix and --rates apply to the serve suite only",
         ));
     }
-    Ok(CompareArgs { suite: cmd.suite, out: cmd.out, base, stores, rounds: cmd.rounds, serve })
+    if cmd.warehouses.is_some() && cmd.suite != "tpcc" {
+        return Err(refuse("bench compare", "--warehouses applies to the tpcc suite only"));
+    }
+    let warehouses = cmd.warehouses.map_or(1, |w| w as u16);
+    Ok(CompareArgs {
+        suite: cmd.suite,
+        out: cmd.out,
+        base,
+        stores,
+        rounds: cmd.rounds,
+        serve,
+        warehouses,
+    })
 }
 
 /// `bench io`: its [`IoBenchConfig`].
@@ -3238,6 +3289,7 @@ fn recovery_config(cmd: RecoveryCmd) -> Result<RecoveryConfig, UsageError> {
 fn tpcc_config(cmd: TpccCmd) -> Result<TpccConfig, UsageError> {
     let defaults = TpccConfig::default();
     let config = TpccConfig {
+        store: cmd.store.unwrap_or(defaults.store),
         dir: cmd.dir.unwrap_or(defaults.dir),
         warehouses: cmd.warehouses.map_or(defaults.warehouses, |w| w as u16),
         reduced: cmd.reduced_scale,

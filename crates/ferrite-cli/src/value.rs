@@ -274,10 +274,10 @@ pub fn order(text: &str) -> Result<Order, String> {
 pub fn suite(text: &str) -> Result<String, String> {
     match ferrite_bench::workloads::compare::suite(text) {
         Some(_) => Ok(text.to_owned()),
-        // (The memcached server's sweep: `compare_serve.rs`.)
-        None if text == "serve" => Ok(text.to_owned()),
+        // (The memcached server's sweep: `compare_serve.rs`; TPC-C: `compare_tpcc.rs`.)
+        None if text == "serve" || text == "tpcc" => Ok(text.to_owned()),
         None => Err(format!(
-            "unknown suite {text:?} (known: {}, serve)",
+            "unknown suite {text:?} (known: {}, serve, tpcc)",
             ferrite_bench::workloads::compare::SUITES.join(", ")
         )),
     }

@@ -245,9 +245,11 @@ fn readme_command_block_runs() {
     for (line, comment) in &lines {
         let args = runnable(line, tmp.path());
         let mut runs = vec![args.clone()];
-        // `--store A|B|C`: every store built in.
+        // `--store A|B|C`: every store the line lists that is built in.
         if line.contains("--store ferrite|") {
-            for peer in ["rocksdb", "wiredtiger", "lmdb"].into_iter().filter(|s| built_in(s)) {
+            let listed = line.split("--store ").nth(1).unwrap_or("");
+            let listed = listed.split([' ', ']']).next().unwrap_or("");
+            for peer in listed.split('|').skip(1).filter(|s| built_in(s)) {
                 let i = args.iter().position(|a| a == "--store").unwrap();
                 let mut other = args.clone();
                 other[i + 1] = peer.to_owned();

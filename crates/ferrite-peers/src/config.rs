@@ -28,10 +28,34 @@ pub struct PeerConfig {
     /// RocksDB only: a second cache tier under the block cache (WiredTiger and LMDB refuse
     /// one); `None`: the block cache alone.
     pub tier: Option<PeerTier>,
-    /// Open for transactions (`begin`): RocksDB as an `OptimisticTransactionDB` (its
-    /// ordinary calls then go through its base database, unchanged); WiredTiger's sessions
-    /// are transactional anyway; LMDB refuses. Off: `begin` fails.
-    pub transactions: bool,
+    /// Open for transactions (`begin`), and which kind: RocksDB as an
+    /// `OptimisticTransactionDB` or a (pessimistic, locking) `TransactionDB`; WiredTiger's
+    /// sessions are transactional anyway (either mode: snapshot isolation); LMDB refuses.
+    /// `None`: `begin` fails on RocksDB.
+    pub transactions: Option<TxnMode>,
+}
+
+/// How RocksDB's transactions meet each other (its wiki, "Transactions"): checked at the
+/// commit, or by locks taken as the transaction goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnMode {
+    /// `OptimisticTransactionDB`: no locks; the commit fails if a key written or read for
+    /// update changed since the transaction began. The wiki's choice for few conflicts.
+    Optimistic,
+    /// `TransactionDB`: every key written or read for update is locked until the end, with
+    /// deadlock detection and a lock timeout. The wiki's choice under heavy concurrency and
+    /// many conflicts (TPC-C's district and warehouse rows).
+    Pessimistic,
+}
+
+impl TxnMode {
+    /// `optimistic` or `pessimistic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnMode::Optimistic => "optimistic",
+            TxnMode::Pessimistic => "pessimistic",
+        }
+    }
 }
 
 /// A second cache tier under RocksDB's block cache: blocks the block cache evicts (or reads)
@@ -83,7 +107,7 @@ impl Default for PeerConfig {
             map_bytes: 1 << 30,
             blob_min_bytes: None,
             tier: None,
-            transactions: false,
+            transactions: None,
         }
     }
 }

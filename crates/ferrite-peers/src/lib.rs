@@ -9,8 +9,8 @@
 //!
 //! Transactions, for the workloads that need them (TPC-C): `Peer::begin` gives a
 //! [`PeerTxn`] (get, put, delete, bounded scans both ways, commit; dropped, it rolls back) on
-//! RocksDB opened with `PeerConfig::transactions` (an `OptimisticTransactionDB`) and on
-//! WiredTiger (snapshot isolation); `Peer::isolation` says in words what each guarantees.
+//! RocksDB opened with `PeerConfig::transactions` (an `OptimisticTransactionDB`, or a locking
+//! `TransactionDB`: [`TxnMode`]) and on WiredTiger (snapshot isolation); `Peer::isolation` says in words what each guarantees.
 //! LMDB offers none through this API.
 //!
 //! Keys are 1 to 511 bytes on all three (LMDB's default key limit; WiredTiger refuses empty
@@ -54,7 +54,7 @@ mod txn;
 #[cfg(feature = "link")]
 mod wiredtiger;
 
-pub use config::{MemoryUse, PeerConfig, PeerTier, PeerTierKind, TierUse};
+pub use config::{MemoryUse, PeerConfig, PeerTier, PeerTierKind, TierUse, TxnMode};
 pub use error::PeerError;
 
 #[cfg(feature = "link")]
@@ -62,7 +62,9 @@ pub use lmdb::Lmdb;
 #[cfg(feature = "link")]
 pub use peer::Peer;
 #[cfg(feature = "link")]
-pub use rocksdb::{RocksDb, RocksDbTxn, ROCKSDB_ISOLATION};
+pub use rocksdb::{
+    RocksDb, RocksDbTxn, ROCKSDB_OPTIMISTIC_ISOLATION, ROCKSDB_PESSIMISTIC_ISOLATION,
+};
 #[cfg(feature = "link")]
 pub use sqlite::{SqliteBlobs, SqliteConfig};
 #[cfg(feature = "link")]

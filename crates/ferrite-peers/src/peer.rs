@@ -107,7 +107,7 @@ impl_peer!(
         Ok(Box::new(RocksDb::begin(&self)?))
     },
     fn isolation(&self) -> Option<&'static str> {
-        Some(crate::ROCKSDB_ISOLATION)
+        RocksDb::isolation(self)
     }
 );
 impl_peer!(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::sys::bytes;
 use crate::sys::rocksdb::*;
-use crate::{dir, MemoryUse, PeerConfig, PeerError, PeerTier, PeerTierKind, TierUse};
+use crate::{dir, MemoryUse, PeerConfig, PeerError, PeerTier, PeerTierKind, TierUse, TxnMode};
 
 const NAME: &str = "rocksdb";
 const BLOCK_SIZE_BYTES: usize = 4096;
@@ -43,14 +43,12 @@ const PERSISTENT_CACHE_FILE_BYTES: u64 = 100 << 20;
 /// A RocksDB database: one column family, the options of [`RocksDb::open`].
 #[derive(Debug)]
 pub struct RocksDb {
-    /// The database (with `transactions`, the base database of `otxn`: ordinary reads and
-    /// writes go through it, outside any transaction).
+    /// The database: ordinary reads and writes go through it, outside any transaction.
+    /// With `transactions`, a handle on the transaction database `txn` (optimistic: its base
+    /// database; pessimistic: the `TransactionDB` itself, whose writes lock their keys).
     db: NonNull<rocksdb_t>,
-    /// With `transactions`: the `OptimisticTransactionDB`, and its transactions' options.
-    otxn: Option<(
-        NonNull<rocksdb_optimistictransactiondb_t>,
-        Owned<rocksdb_optimistictransaction_options_t>,
-    )>,
+    /// With `transactions`: the transaction database and its transactions' options.
+    txn: Option<TxnDb>,
     // Kept until after `rocksdb_close` (dropped after `Drop::drop` runs): the database holds
     // `shared_ptr`s to the cache and table factory, but keeping the handles costs nothing and
     // keeps the teardown order obvious.
@@ -188,45 +186,17 @@ impl RocksDb {
             (read, write)
         };
 
-        let mut err = ptr::null_mut();
-        let (db, otxn) = if config.transactions {
-            // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
-            let otxn = unsafe {
-                rocksdb_optimistictransactiondb_open(options.ptr(), path.as_ptr(), &mut err)
-            };
-            check("rocksdb_optimistictransactiondb_open", err)?;
-            let otxn = NonNull::new(otxn)
-                .ok_or_else(|| null_from("rocksdb_optimistictransactiondb_open"))?;
-            // SAFETY: (the block) `otxn` is open; the base handle it returns is freed by
-            // `Drop` before `otxn` is closed. The options object is fresh and owned.
-            let (base, txn_options) = unsafe {
-                let base = rocksdb_optimistictransactiondb_get_base_db(otxn.as_ptr());
-                let txn_options = Owned::new(
-                    rocksdb_optimistictransaction_options_create(),
-                    rocksdb_optimistictransaction_options_destroy,
-                );
-                let txn_options = match (NonNull::new(base), txn_options) {
-                    (Some(_), Ok(txn_options)) => txn_options,
-                    (base_handle, failed) => {
-                        if base_handle.is_some() {
-                            rocksdb_optimistictransactiondb_close_base_db(base);
-                        }
-                        rocksdb_optimistictransactiondb_close(otxn.as_ptr());
-                        return Err(failed.err().unwrap_or_else(|| {
-                            null_from("rocksdb_optimistictransactiondb_get_base_db")
-                        }));
-                    }
-                };
-                // Reads see the transaction's first moment; its keys are checked against it.
-                rocksdb_optimistictransaction_options_set_set_snapshot(txn_options.ptr(), 1);
-                (base, txn_options)
-            };
-            (NonNull::new(base).expect("checked above"), Some((otxn, txn_options)))
-        } else {
-            // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
-            let db = unsafe { rocksdb_open(options.ptr(), path.as_ptr(), &mut err) };
-            check("rocksdb_open", err)?;
-            (NonNull::new(db).ok_or_else(|| null_from("rocksdb_open"))?, None)
+        let (db, txn) = match config.transactions {
+            None => {
+                let mut err = ptr::null_mut();
+                // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to
+                // fill in.
+                let db = unsafe { rocksdb_open(options.ptr(), path.as_ptr(), &mut err) };
+                check("rocksdb_open", err)?;
+                (NonNull::new(db).ok_or_else(|| null_from("rocksdb_open"))?, None)
+            }
+            Some(TxnMode::Optimistic) => open_optimistic(&options, &path)?,
+            Some(TxnMode::Pessimistic) => open_pessimistic(&options, &path)?,
         };
 
         let description = format!(
@@ -246,10 +216,18 @@ impl RocksDb {
                 // `max_write_buffer_size_to_maintain`, the memtable history commits are
                 // checked against, stays at what a transaction database defaults it to:
                 // max_write_buffer_number x write_buffer_size (`advanced_options.h`).
-                true =>
-                    ", OptimisticTransactionDB (set_snapshot=true, \
-                          max_write_buffer_size_to_maintain at its transaction default)",
-                false => "",
+                Some(TxnMode::Optimistic) => ", OptimisticTransactionDB (set_snapshot=true, \
+                          max_write_buffer_size_to_maintain at its transaction default)"
+                    .to_string(),
+                Some(TxnMode::Pessimistic) => format!(
+                    ", TransactionDB (pessimistic: TransactionDBOptions \
+                     transaction_lock_timeout={LOCK_TIMEOUT_MS} ms, \
+                     default_lock_timeout={LOCK_TIMEOUT_MS} ms, the rest the defaults; \
+                     TransactionOptions set_snapshot=true, deadlock_detect=true, \
+                     lock_timeout={LOCK_TIMEOUT_MS} ms; ordinary calls through the \
+                     TransactionDB, its writes locking their keys)"
+                ),
+                None => String::new(),
             },
             blob = match config.blob_min_bytes {
                 Some(min) => format!(
@@ -266,7 +244,7 @@ impl RocksDb {
             sync = config.sync,
         );
         let tier = secondary.or(persistent);
-        Ok(RocksDb { db, otxn, _options: options, _cache: cache, tier, read, write, description })
+        Ok(RocksDb { db, txn, _options: options, _cache: cache, tier, read, write, description })
     }
 
     /// "rocksdb".
@@ -440,6 +418,14 @@ impl RocksDb {
         self.description.clone()
     }
 
+    /// What its transactions guarantee, in words; `None` without `transactions`.
+    pub fn isolation(&self) -> Option<&'static str> {
+        match self.txn.as_ref()? {
+            TxnDb::Optimistic { .. } => Some(ROCKSDB_OPTIMISTIC_ISOLATION),
+            TxnDb::Pessimistic { .. } => Some(ROCKSDB_PESSIMISTIC_ISOLATION),
+        }
+    }
+
     /// The value of `key`, pinned in RocksDB's memory (no copy) until the slice is dropped.
     fn get_pinned(&self, key: &[u8]) -> Result<Option<PinnedSlice>, PeerError> {
         let mut err = ptr::null_mut();
@@ -460,47 +446,172 @@ impl RocksDb {
 
 impl Drop for RocksDb {
     fn drop(&mut self) {
-        // SAFETY: `db` came from `rocksdb_open` (or is the base handle of `otxn`) and is closed
-        // once, here; no iterator, pinned slice or transaction outlives the `&self` borrow
-        // that made it. Without the WAL, RocksDB flushes the memtables on close
-        // (`avoid_flush_during_shutdown` is off).
+        // SAFETY: `db` came from `rocksdb_open` (or is a handle on `txn`, freed before `txn`
+        // is closed) and is closed once, here; no iterator, pinned slice or transaction
+        // outlives the `&self` borrow that made it (a transaction holds an `Arc` of this).
+        // Without the WAL, RocksDB flushes the memtables on close (`avoid_flush_during_shutdown`
+        // is off).
         unsafe {
-            match &self.otxn {
+            match &self.txn {
                 None => rocksdb_close(self.db.as_ptr()),
-                Some((otxn, _)) => {
+                Some(TxnDb::Optimistic { db, .. }) => {
                     rocksdb_optimistictransactiondb_close_base_db(self.db.as_ptr());
-                    rocksdb_optimistictransactiondb_close(otxn.as_ptr());
+                    rocksdb_optimistictransactiondb_close(db.as_ptr());
+                }
+                Some(TxnDb::Pessimistic { db, .. }) => {
+                    frk_db_handle_free(self.db.as_ptr());
+                    rocksdb_transactiondb_close(db.as_ptr());
                 }
             }
         }
     }
 }
 
-/// What RocksDB's transactions here guarantee, for a benchmark to print.
-pub const ROCKSDB_ISOLATION: &str = "optimistic transactions (OptimisticTransactionDB, \
-    set_snapshot): reads see the transaction's first moment; at the commit, every key it wrote \
-    or read for update must not have changed since then, else the commit fails (Busy); plain \
-    reads and range scans are not checked (no phantom protection)";
+/// The transaction database behind [`RocksDb`] opened with `transactions`, and the options
+/// each of its transactions begins with.
+#[derive(Debug)]
+enum TxnDb {
+    Optimistic {
+        db: NonNull<rocksdb_optimistictransactiondb_t>,
+        options: Owned<rocksdb_optimistictransaction_options_t>,
+    },
+    Pessimistic {
+        db: NonNull<rocksdb_transactiondb_t>,
+        options: Owned<rocksdb_transaction_options_t>,
+    },
+}
+
+/// How long a pessimistic transaction (or a write outside one) waits for a key's lock before
+/// giving up with `TimedOut` (a conflict here): RocksDB's own default for both, written out
+/// so the printed configuration says it. Deadlocks are detected at once, without waiting.
+const LOCK_TIMEOUT_MS: i64 = 1000;
+
+/// Opens `path` as an `OptimisticTransactionDB`; returns its base database's handle (the
+/// ordinary calls) and the transaction database.
+fn open_optimistic(
+    options: &Owned<rocksdb_options_t>,
+    path: &CStr,
+) -> Result<(NonNull<rocksdb_t>, Option<TxnDb>), PeerError> {
+    let mut err = ptr::null_mut();
+    // SAFETY: `options` is live, `path` NUL-terminated, `err` a null pointer to fill in.
+    let otxn =
+        unsafe { rocksdb_optimistictransactiondb_open(options.ptr(), path.as_ptr(), &mut err) };
+    check("rocksdb_optimistictransactiondb_open", err)?;
+    let otxn =
+        NonNull::new(otxn).ok_or_else(|| null_from("rocksdb_optimistictransactiondb_open"))?;
+    // SAFETY: (the block) `otxn` is open; the base handle it returns is freed by `Drop`
+    // before `otxn` is closed. The options object is fresh and owned.
+    unsafe {
+        let base = rocksdb_optimistictransactiondb_get_base_db(otxn.as_ptr());
+        let txn_options = Owned::new(
+            rocksdb_optimistictransaction_options_create(),
+            rocksdb_optimistictransaction_options_destroy,
+        );
+        let (base, txn_options) = match (NonNull::new(base), txn_options) {
+            (Some(base), Ok(txn_options)) => (base, txn_options),
+            (base_handle, failed) => {
+                if base_handle.is_some() {
+                    rocksdb_optimistictransactiondb_close_base_db(base);
+                }
+                rocksdb_optimistictransactiondb_close(otxn.as_ptr());
+                return Err(failed
+                    .err()
+                    .unwrap_or_else(|| null_from("rocksdb_optimistictransactiondb_get_base_db")));
+            }
+        };
+        // Reads see the transaction's first moment; its keys are checked against it.
+        rocksdb_optimistictransaction_options_set_set_snapshot(txn_options.ptr(), 1);
+        Ok((base, Some(TxnDb::Optimistic { db: otxn, options: txn_options })))
+    }
+}
+
+/// Opens `path` as a (pessimistic) `TransactionDB`; returns a handle on it for the ordinary
+/// calls (`csrc/rocksdb_txn.cc`: the C API has no other way to compact it) and the
+/// transaction database. Transactions take a snapshot at their start (`set_snapshot`), detect
+/// deadlocks and wait at most [`LOCK_TIMEOUT_MS`] for a lock.
+fn open_pessimistic(
+    options: &Owned<rocksdb_options_t>,
+    path: &CStr,
+) -> Result<(NonNull<rocksdb_t>, Option<TxnDb>), PeerError> {
+    // SAFETY: (the block) fresh option objects, owned; the setters take live objects. The
+    // database copies its `TransactionDBOptions` at the open, so they are dropped after it.
+    let (db_options, txn_options) = unsafe {
+        let db_options = Owned::new(
+            rocksdb_transactiondb_options_create(),
+            rocksdb_transactiondb_options_destroy,
+        )?;
+        rocksdb_transactiondb_options_set_transaction_lock_timeout(
+            db_options.ptr(),
+            LOCK_TIMEOUT_MS,
+        );
+        rocksdb_transactiondb_options_set_default_lock_timeout(db_options.ptr(), LOCK_TIMEOUT_MS);
+        let txn_options =
+            Owned::new(rocksdb_transaction_options_create(), rocksdb_transaction_options_destroy)?;
+        rocksdb_transaction_options_set_set_snapshot(txn_options.ptr(), 1);
+        rocksdb_transaction_options_set_deadlock_detect(txn_options.ptr(), 1);
+        rocksdb_transaction_options_set_lock_timeout(txn_options.ptr(), LOCK_TIMEOUT_MS);
+        (db_options, txn_options)
+    };
+    let mut err = ptr::null_mut();
+    // SAFETY: both option objects are live, `path` NUL-terminated, `err` a null pointer.
+    let txn_db = unsafe {
+        rocksdb_transactiondb_open(options.ptr(), db_options.ptr(), path.as_ptr(), &mut err)
+    };
+    check("rocksdb_transactiondb_open", err)?;
+    let txn_db = NonNull::new(txn_db).ok_or_else(|| null_from("rocksdb_transactiondb_open"))?;
+    // SAFETY: an open TransactionDB; the handle is freed by `Drop` before it is closed.
+    let db = unsafe { frk_transactiondb_as_db(txn_db.as_ptr()) };
+    let Some(db) = NonNull::new(db) else {
+        // SAFETY: opened above, used by nothing else yet.
+        unsafe { rocksdb_transactiondb_close(txn_db.as_ptr()) };
+        return Err(null_from("frk_transactiondb_as_db"));
+    };
+    Ok((db, Some(TxnDb::Pessimistic { db: txn_db, options: txn_options })))
+}
+
+/// What RocksDB's optimistic transactions here guarantee, for a benchmark to print.
+pub const ROCKSDB_OPTIMISTIC_ISOLATION: &str = "optimistic transactions \
+    (OptimisticTransactionDB, set_snapshot): reads see the transaction's first moment; at the \
+    commit, every key it wrote or read for update must not have changed since then, else the \
+    commit fails (Busy); plain reads and range scans are not checked (no phantom protection)";
+
+/// What RocksDB's pessimistic transactions here guarantee, for a benchmark to print.
+pub const ROCKSDB_PESSIMISTIC_ISOLATION: &str = "pessimistic transactions (TransactionDB, \
+    set_snapshot, deadlock detection, 1 s lock timeout): every key written or read for update \
+    is locked until the commit and must not have changed since the transaction's first moment \
+    (else Busy), so those keys are serialized; plain reads see that first moment unlocked; \
+    range scans take no locks and are not checked (phantoms and write skew through scanned \
+    ranges possible): snapshot isolation with locking writes, not fully serializable";
 
 impl RocksDb {
     /// Begins a transaction (the database must have been opened with `transactions`); it
     /// keeps the database open while it lives.
     pub fn begin(self: &Arc<Self>) -> Result<RocksDbTxn, PeerError> {
-        let Some((otxn, options)) = &self.otxn else {
-            return Err(invalid("transactions need PeerConfig::transactions"));
+        let (txn, call) = match &self.txn {
+            None => return Err(invalid("transactions need PeerConfig::transactions")),
+            // SAFETY: the database and option objects are live; a fresh transaction comes
+            // back (no old one is reused).
+            Some(TxnDb::Optimistic { db, options }) => unsafe {
+                let txn = rocksdb_optimistictransaction_begin(
+                    db.as_ptr(),
+                    self.write.ptr(),
+                    options.ptr(),
+                    ptr::null_mut(),
+                );
+                (txn, "rocksdb_optimistictransaction_begin")
+            },
+            // SAFETY: as above.
+            Some(TxnDb::Pessimistic { db, options }) => unsafe {
+                let txn = rocksdb_transaction_begin(
+                    db.as_ptr(),
+                    self.write.ptr(),
+                    options.ptr(),
+                    ptr::null_mut(),
+                );
+                (txn, "rocksdb_transaction_begin")
+            },
         };
-        // SAFETY: the database and both option objects are live; a fresh transaction comes
-        // back (no old one is reused).
-        let txn = unsafe {
-            rocksdb_optimistictransaction_begin(
-                otxn.as_ptr(),
-                self.write.ptr(),
-                options.ptr(),
-                ptr::null_mut(),
-            )
-        };
-        let txn =
-            NonNull::new(txn).ok_or_else(|| null_from("rocksdb_optimistictransaction_begin"))?;
+        let txn = NonNull::new(txn).ok_or_else(|| null_from(call))?;
         // SAFETY: a fresh read options object, owned; the snapshot belongs to the transaction,
         // which outlives the read options (they are dropped first, see `RocksDbTxn`).
         let read = unsafe {
@@ -678,11 +789,13 @@ impl Drop for RocksDbTxn {
 unsafe impl Send for RocksDbTxn {}
 
 /// [`check`] for transactions: RocksDB's `Busy` (another transaction changed a key since
-/// the snapshot) and `TryAgain` (it could no longer tell) are conflicts.
+/// the snapshot, or a deadlock), `TimedOut` (a lock not granted in time, pessimistic) and
+/// `TryAgain` (it could no longer tell) are conflicts.
 fn check_txn(call: &'static str, err: *mut c_char) -> Result<(), PeerError> {
     match check(call, err) {
         Err(PeerError::Engine { message, .. })
             if message.starts_with("Resource busy")
+                || message.starts_with("Operation timed out")
                 || message.starts_with("Operation failed. Try again") =>
         {
             Err(PeerError::Conflict { engine: NAME, call, message })

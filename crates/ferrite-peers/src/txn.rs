@@ -10,8 +10,10 @@ use crate::PeerError;
 pub trait PeerTxn: Send {
     /// Copies the value of `key` as this transaction sees it (its own writes first) into
     /// `out`, replacing its content; false if there is none. `for_update`: the transaction
-    /// means to write the key (RocksDB then checks at the commit that nobody changed it
-    /// since the transaction began; WiredTiger's writes meet such changes on their own).
+    /// means to write the key (optimistic RocksDB then checks at the commit that nobody
+    /// changed it since the transaction began; pessimistic RocksDB locks it until the end,
+    /// waiting for another holder, and fails if it changed since the transaction began;
+    /// WiredTiger's writes meet such changes on their own).
     fn get(&mut self, key: &[u8], out: &mut Vec<u8>, for_update: bool) -> Result<bool, PeerError>;
 
     /// Sets `key` to `value` when the transaction commits.

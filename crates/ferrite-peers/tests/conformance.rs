@@ -54,7 +54,7 @@ fn config(log: bool, sync: bool, direct_io: bool) -> PeerConfig {
         map_bytes: 256 << 20,
         blob_min_bytes: None,
         tier: None,
-        transactions: false,
+        transactions: None,
     }
 }
 

@@ -1,9 +1,11 @@
 //! The peers' transactions (`Peer::begin`, `PeerTxn`), the same checks on RocksDB (opened
-//! with `PeerConfig::transactions`) and WiredTiger: a transaction reads its own writes, and
+//! with `PeerConfig::transactions`, optimistic and pessimistic) and WiredTiger: a transaction reads its own writes, and
 //! nobody else sees them before the commit; a dropped one leaves nothing; scans both ways
 //! within their bounds see the transaction's writes; two transactions writing one key do not
 //! both commit; counters incremented by threads, retrying on conflicts, lose no increment;
-//! LMDB and a RocksDB opened without `transactions` refuse to begin. Needs the libraries:
+//! LMDB and a RocksDB opened without `transactions` refuse to begin. Pessimistic RocksDB's
+//! locks: a second locker waits out the lock timeout and gets a conflict, a deadlock is
+//! found at once, plain reads take no lock. Needs the libraries:
 //! `cargo test -p ferrite-peers --features link`.
 
 #![cfg(feature = "link")]
@@ -11,7 +13,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerError, PeerTxn, RocksDb, WiredTiger};
+use std::time::{Duration, Instant};
+
+use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerError, PeerTxn, RocksDb, TxnMode, WiredTiger};
 
 /// A fresh directory under the temp dir, removed when dropped.
 struct TempDir(PathBuf);
@@ -31,8 +35,8 @@ impl Drop for TempDir {
     }
 }
 
-fn config() -> PeerConfig {
-    PeerConfig { cache_bytes: 8 << 20, transactions: true, ..PeerConfig::default() }
+fn config(mode: TxnMode) -> PeerConfig {
+    PeerConfig { cache_bytes: 8 << 20, transactions: Some(mode), ..PeerConfig::default() }
 }
 
 fn get(txn: &mut dyn PeerTxn, key: &str) -> Option<String> {
@@ -102,16 +106,18 @@ fn one_at_a_time(peer: &Arc<dyn Peer>) {
     assert_eq!(read(peer, "a1").as_deref(), Some("mine"));
     assert_eq!(read(peer, "a2").as_deref(), Some("v-a2"));
 
-    // Two transactions write one key: one of them fails with a conflict (at its write or
-    // its commit) and leaves nothing; the other commits.
+    // Two transactions write one key: one of them fails with a conflict (at its read for
+    // update, after a pessimistic lock's timeout, at its write or at its commit) and leaves
+    // nothing; the other commits.
     let mut first = Arc::clone(peer).begin().unwrap();
     let mut second = Arc::clone(peer).begin().unwrap();
     let mut out = Vec::new();
     first.get(b"a2", &mut out, true).unwrap();
-    second.get(b"a2", &mut out, true).unwrap();
+    let second_read = second.get(b"a2", &mut out, true);
     first.put(b"a2", b"first").unwrap();
     first.put(b"first-only", b"1").unwrap();
-    let second_result = second.put(b"a2", b"second").and_then(|()| second.commit());
+    let second_result =
+        second_read.and_then(|_| second.put(b"a2", b"second")).and_then(|()| second.commit());
     let second_won = match second_result {
         Ok(()) => true,
         Err(e) if e.is_conflict() => false,
@@ -128,7 +134,8 @@ fn one_at_a_time(peer: &Arc<dyn Peer>) {
     }
 
     let lmdb_dir = TempDir::new("lmdb");
-    let lmdb: Arc<dyn Peer> = Arc::new(Lmdb::open(&lmdb_dir.0, &config()).unwrap());
+    let lmdb: Arc<dyn Peer> =
+        Arc::new(Lmdb::open(&lmdb_dir.0, &config(TxnMode::Optimistic)).unwrap());
     assert!(lmdb.isolation().is_none());
     assert!(matches!(lmdb.begin(), Err(PeerError::Invalid { .. })));
 }
@@ -176,10 +183,12 @@ fn counters(peer: Arc<dyn Peer>) {
 }
 
 #[test]
-fn rocksdb_transactions() {
+fn rocksdb_optimistic_transactions() {
     let dir = TempDir::new("rocksdb");
-    let peer: Arc<dyn Peer> = Arc::new(RocksDb::open(&dir.0, &config()).unwrap());
+    let peer: Arc<dyn Peer> =
+        Arc::new(RocksDb::open(&dir.0, &config(TxnMode::Optimistic)).unwrap());
     assert!(peer.describe_config().contains("OptimisticTransactionDB"));
+    assert!(peer.isolation().unwrap().starts_with("optimistic"));
     one_at_a_time(&peer);
     counters(peer);
     let plain_dir = TempDir::new("rocksdb-plain");
@@ -188,9 +197,75 @@ fn rocksdb_transactions() {
 }
 
 #[test]
+fn rocksdb_pessimistic_transactions() {
+    let dir = TempDir::new("rocksdb-pessimistic");
+    let peer: Arc<dyn Peer> =
+        Arc::new(RocksDb::open(&dir.0, &config(TxnMode::Pessimistic)).unwrap());
+    assert!(peer.describe_config().contains("TransactionDB (pessimistic"));
+    assert!(peer.isolation().unwrap().starts_with("pessimistic"));
+    one_at_a_time(&peer);
+    counters(Arc::clone(&peer));
+    // The ordinary calls go through the TransactionDB: flush, compaction and properties too.
+    peer.settle().unwrap();
+    assert!(peer.memory().is_some());
+    assert_eq!(read(&peer, "a25").as_deref(), Some("new"));
+}
+
+/// Pessimistic RocksDB: a key read for update is locked until the transaction ends. A
+/// second locker waits the lock timeout (1 s) and gets a conflict; a plain read takes no
+/// lock and sees the committed value; two transactions each waiting for the other's lock
+/// are a deadlock, found without waiting out the timeout.
+#[test]
+fn rocksdb_pessimistic_locks_time_out_and_deadlocks_are_found() {
+    let dir = TempDir::new("rocksdb-locks");
+    let peer: Arc<dyn Peer> =
+        Arc::new(RocksDb::open(&dir.0, &config(TxnMode::Pessimistic)).unwrap());
+    peer.put(b"x", b"0").unwrap();
+    peer.put(b"y", b"0").unwrap();
+    let mut out = Vec::new();
+
+    let mut holder = Arc::clone(&peer).begin().unwrap();
+    assert!(holder.get(b"x", &mut out, true).unwrap());
+    holder.put(b"x", b"held").unwrap();
+    let mut waiter = Arc::clone(&peer).begin().unwrap();
+    assert_eq!(get(&mut *waiter, "x").as_deref(), Some("0"), "a plain read takes no lock");
+    let start = Instant::now();
+    let e = waiter.get(b"x", &mut out, true).unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(start.elapsed() >= Duration::from_millis(900), "{:?}", start.elapsed());
+    drop(waiter);
+    holder.commit().unwrap();
+    assert_eq!(read(&peer, "x").as_deref(), Some("held"));
+
+    // A deadlock: `first` holds x and waits for y (on a thread); `second` holds y and asks
+    // for x.
+    let mut first = Arc::clone(&peer).begin().unwrap();
+    let mut second = Arc::clone(&peer).begin().unwrap();
+    assert!(first.get(b"x", &mut out, true).unwrap());
+    assert!(second.get(b"y", &mut out, true).unwrap());
+    let waiting = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let got = first.get(b"y", &mut out, true);
+        (first, got)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    let e = second.get(b"x", &mut out, true).unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert!(e.to_string().contains("Deadlock"), "{e}");
+    assert!(start.elapsed() < Duration::from_millis(900), "found without the timeout");
+    drop(second);
+    let (first, got) = waiting.join().unwrap();
+    assert!(got.unwrap(), "the lock passes to the waiter once the loser is dropped");
+    first.commit().unwrap();
+}
+
+#[test]
 fn wiredtiger_transactions() {
     let dir = TempDir::new("wiredtiger");
-    let peer: Arc<dyn Peer> = Arc::new(WiredTiger::open(&dir.0, &config()).unwrap());
+    let peer: Arc<dyn Peer> =
+        Arc::new(WiredTiger::open(&dir.0, &config(TxnMode::Pessimistic)).unwrap());
     one_at_a_time(&peer);
     counters(peer);
 }

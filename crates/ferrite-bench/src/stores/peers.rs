@@ -139,7 +139,7 @@ pub fn peer_config(config: &RunConfig) -> PeerConfig {
             path: tier.path.clone(),
             bytes: tier.mib << 20,
         }),
-        transactions: false,
+        transactions: None,
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod compare_serve;
+pub mod compare_tpcc;
 pub mod datadir;
 pub mod fill;
 pub mod io;

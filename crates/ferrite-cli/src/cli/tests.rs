@@ -718,6 +718,13 @@ fn bench_compare_defaults_and_options() {
     fails(&["bench", "compare", "quick", "--mix", "50:50"], "apply to the serve suite only");
     fails(&["bench", "compare", "serve", "--rates", "0"], "--rates");
     fails(&["bench", "compare", "serve", "--mix", "50:60"], "add to 110");
+    let c = compare(&["tpcc", "--warehouses", "3", "--stores", "ferrite", "--seconds", "5"]);
+    assert_eq!((c.suite.as_str(), c.warehouses, c.base.seconds), ("tpcc", 3, 5.0));
+    assert_eq!(c.stores, [StoreKind::Ferrite]);
+    assert_eq!(compare(&["tpcc"]).warehouses, 1);
+    assert_eq!(compare(&["tpcc"]).stores, built_in);
+    fails(&["bench", "compare", "quick", "--warehouses", "2"], "tpcc suite only");
+    fails(&["bench", "compare", "tpcc", "--warehouses", "0"], "0 is out of range");
     fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
     fails(&["bench", "compare"], "<SUITE>");
     fails(&["bench", "compare", "quick", "--stores", "x"], "unknown store \"x\"");
@@ -1042,4 +1049,23 @@ fn bench_tpcc_defaults_options_and_errors() {
     fails(&["bench", "tpcc", "--terminals-per-warehouse", "0"], "0 is out of range");
     fails(&["bench", "tpcc", "--seconds", "0"], "is not a positive number of seconds");
     fails(&["bench", "tpcc", "--sync=1"], "unexpected value '1'");
+}
+
+#[test]
+fn bench_tpcc_store() {
+    assert_eq!(TpccConfig::default().store, StoreKind::Ferrite);
+    for store in [StoreKind::RocksDb, StoreKind::WiredTiger] {
+        let args = ["bench", "tpcc", "--store", store.name(), "--no-log"];
+        match cfg!(feature = "peers") {
+            true => match parse_strs(&args).unwrap() {
+                Action::BenchTpcc(c) => assert_eq!((c.store, c.no_log), (store, true)),
+                other => panic!("{other:?}"),
+            },
+            false => {
+                fails(&args, "this build has no peers");
+            }
+        }
+    }
+    fails(&["bench", "tpcc", "--store", "lmdb"], "lmdb has no transactions adapter");
+    fails(&["bench", "tpcc", "--store", "sqlite"], "unknown store \"sqlite\"");
 }

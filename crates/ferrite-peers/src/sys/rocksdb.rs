@@ -36,6 +36,9 @@ opaque!(
     rocksdb_optimistictransaction_options_t,
     rocksdb_transaction_t,
     rocksdb_snapshot_t,
+    rocksdb_transactiondb_t,
+    rocksdb_transactiondb_options_t,
+    rocksdb_transaction_options_t,
     frk_tier,
 );
 
@@ -343,6 +346,53 @@ extern "C" {
     pub(crate) fn rocksdb_iter_prev(iter: *mut rocksdb_iterator_t);
 }
 
+// Pessimistic transactions (`rocksdb/utilities/transaction_db.h` through c.h). The
+// transactions themselves are `rocksdb_transaction_t`, as above.
+extern "C" {
+    pub(crate) fn rocksdb_transactiondb_options_create() -> *mut rocksdb_transactiondb_options_t;
+    pub(crate) fn rocksdb_transactiondb_options_destroy(
+        options: *mut rocksdb_transactiondb_options_t,
+    );
+    /// The lock timeout, ms, of a write outside a transaction (`default_lock_timeout`).
+    pub(crate) fn rocksdb_transactiondb_options_set_default_lock_timeout(
+        options: *mut rocksdb_transactiondb_options_t,
+        default_lock_timeout: i64,
+    );
+    /// The default lock timeout, ms, of transactions (`transaction_lock_timeout`).
+    pub(crate) fn rocksdb_transactiondb_options_set_transaction_lock_timeout(
+        options: *mut rocksdb_transactiondb_options_t,
+        txn_lock_timeout: i64,
+    );
+    pub(crate) fn rocksdb_transactiondb_open(
+        options: *const rocksdb_options_t,
+        txn_db_options: *const rocksdb_transactiondb_options_t,
+        name: *const c_char,
+        errptr: *mut *mut c_char,
+    ) -> *mut rocksdb_transactiondb_t;
+    pub(crate) fn rocksdb_transactiondb_close(txn_db: *mut rocksdb_transactiondb_t);
+    pub(crate) fn rocksdb_transaction_options_create() -> *mut rocksdb_transaction_options_t;
+    pub(crate) fn rocksdb_transaction_options_destroy(options: *mut rocksdb_transaction_options_t);
+    pub(crate) fn rocksdb_transaction_options_set_set_snapshot(
+        options: *mut rocksdb_transaction_options_t,
+        v: c_uchar,
+    );
+    pub(crate) fn rocksdb_transaction_options_set_deadlock_detect(
+        options: *mut rocksdb_transaction_options_t,
+        v: c_uchar,
+    );
+    /// Ms a lock request waits before `TimedOut` (negative: forever).
+    pub(crate) fn rocksdb_transaction_options_set_lock_timeout(
+        options: *mut rocksdb_transaction_options_t,
+        lock_timeout: i64,
+    );
+    pub(crate) fn rocksdb_transaction_begin(
+        txn_db: *mut rocksdb_transactiondb_t,
+        write_options: *const rocksdb_writeoptions_t,
+        txn_options: *const rocksdb_transaction_options_t,
+        old_txn: *mut rocksdb_transaction_t,
+    ) -> *mut rocksdb_transaction_t;
+}
+
 // RocksDB's cache tiers, from the C++ shim `csrc/rocksdb_tier.cc`, compiled by build.rs.
 extern "C" {
     /// An LRU block cache of `capacity_bytes` over a CompressedSecondaryCache of
@@ -363,6 +413,13 @@ extern "C" {
         tier: *mut *mut frk_tier,
         errptr: *mut *mut c_char,
     ) -> c_int;
+    /// A new `rocksdb_t` handle on the `TransactionDB` itself (a `DB`): the C API's ordinary
+    /// calls (`rocksdb_get_pinned`, `rocksdb_put`, `rocksdb_write`, `rocksdb_flush`,
+    /// `rocksdb_compact_range`, ...) then go through it, its writes taking the keys' locks.
+    /// Freed by `frk_db_handle_free`, which leaves the database open. Null if `txn_db` is.
+    pub(crate) fn frk_transactiondb_as_db(txn_db: *mut rocksdb_transactiondb_t) -> *mut rocksdb_t;
+    /// Frees a handle of `frk_transactiondb_as_db` (not the database).
+    pub(crate) fn frk_db_handle_free(db: *mut rocksdb_t);
     pub(crate) fn frk_tier_counters_read(tier: *const frk_tier, out: *mut frk_tier_counters);
     pub(crate) fn frk_tier_destroy(tier: *mut frk_tier);
 }

@@ -99,8 +99,12 @@ impl TpccStore for Model {
         "model"
     }
 
-    fn isolation(&self) -> &'static str {
-        "one transaction at a time (a reference for single-terminal runs)"
+    fn isolation(&self) -> String {
+        "one transaction at a time (a reference for single-terminal runs)".into()
+    }
+
+    fn isolation_name(&self) -> &'static str {
+        "serial"
     }
 
     fn begin(&self, _isolation: Isolation) -> ModelTxn {

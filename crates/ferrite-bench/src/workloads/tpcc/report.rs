@@ -70,8 +70,12 @@ pub fn record_outcome(tally: &mut Tally, kind: Kind, outcome: Outcome, nanos: u6
 pub struct TpccReport {
     pub config: TpccConfig,
     pub data_set: DataSet,
-    pub isolation: &'static str,
+    pub isolation: String,
+    /// The isolation in one word, for the result line (`TpccStore::isolation_name`).
+    pub isolation_name: &'static str,
     pub store_name: &'static str,
+    /// Every option the store was opened with, on one line.
+    pub store_description: String,
     /// Seconds the load took (`None`: a kept data set reused).
     pub load_seconds: Option<f64>,
     /// Violations after the load (fresh loads only) and after the run.
@@ -80,14 +84,38 @@ pub struct TpccReport {
     pub tally: Tally,
     pub seconds: f64,
     pub cpu: CpuTime,
-    /// Pages the pool read and wrote in the window.
-    pub pool_reads: u64,
-    pub pool_writes: u64,
+    /// Pages the pool read and wrote in the window (Ferrite's; `None`: the store has no
+    /// such count, the peers).
+    pub pool_reads: Option<u64>,
+    pub pool_writes: Option<u64>,
     pub disk: Option<(String, DiskCounters)>,
     pub workers: Option<WorkerTimes>,
     /// Per worker, the share of the window it spent running tasks (affinity shows here).
     pub worker_task_shares: Vec<f64>,
-    pub worker_count: usize,
+    /// The workers the terminals ran on (Ferrite's); `None`: each terminal on a thread of
+    /// its own (the peers).
+    pub worker_count: Option<usize>,
+}
+
+/// Where a report's `reads_per_tx` and `writes_per_tx` come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoSource {
+    /// The buffer pool's page reads and writes (Ferrite).
+    Pool,
+    /// The device's reads and writes, all its traffic (the peers, which count no pages).
+    Device,
+    /// Neither is known (a peer on a device /proc/diskstats does not list): zeros.
+    Unknown,
+}
+
+impl IoSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoSource::Pool => "pool",
+            IoSource::Device => "device",
+            IoSource::Unknown => "unknown",
+        }
+    }
 }
 
 impl TpccReport {
@@ -112,6 +140,29 @@ impl TpccReport {
         n as f64 / self.transactions().max(1) as f64
     }
 
+    /// Reads and writes per transaction as the result line gives them, and their source:
+    /// the pool's pages where the store counts them, else the device's requests.
+    pub fn io_per_tx(&self) -> (f64, f64, IoSource) {
+        match (self.pool_reads.zip(self.pool_writes), &self.disk) {
+            (Some((r, w)), _) => (self.per_tx(r), self.per_tx(w), IoSource::Pool),
+            (None, Some((_, d))) => (self.per_tx(d.reads), self.per_tx(d.writes), IoSource::Device),
+            (None, None) => (0.0, 0.0, IoSource::Unknown),
+        }
+    }
+
+    /// Where the terminals ran, for the summary.
+    fn placement(&self) -> String {
+        let c = &self.config;
+        match self.worker_count {
+            Some(workers) => format!(
+                "{} terminals on {workers} workers (affinity {})",
+                c.terminals(),
+                if c.affinity { "on" } else { "off" }
+            ),
+            None => format!("{} terminals, each on a thread of its own", c.terminals()),
+        }
+    }
+
     pub fn summary(&self) -> String {
         use std::fmt::Write;
         let c = &self.config;
@@ -119,8 +170,7 @@ impl TpccReport {
         let scale = self.data_set.scale;
         let _ = writeln!(
             s,
-            "tpcc on {}: {} warehouse{}{}, cache {} MiB, {} terminals on {} workers (affinity \
-             {}), think and keying time {}",
+            "tpcc on {}: {} warehouse{}{}, cache {} MiB, {}, think and keying time {}",
             self.store_name,
             c.warehouses,
             if c.warehouses == 1 { "" } else { "s" },
@@ -134,11 +184,10 @@ impl TpccReport {
                 )
             },
             c.cache_mib,
-            c.terminals(),
-            self.worker_count,
-            if c.affinity { "on" } else { "off" },
+            self.placement(),
             if c.spec_times { "per the specification" } else { "zero" },
         );
+        let _ = writeln!(s, "store: {}", self.store_description);
         let _ = writeln!(s, "isolation: {}", self.isolation);
         let _ = writeln!(s, "durability: {}", c.durability_text());
         match self.load_seconds {
@@ -185,14 +234,27 @@ impl TpccReport {
             let _ =
                 writeln!(s, "deliveries skipped {} empty districts", thousands(delivery.skipped));
         }
-        let _ = writeln!(
-            s,
-            "per transaction: {:.2} page reads and {:.2} page writes by the pool, {:.0} µs CPU \
-             (process, user + system)",
-            self.per_tx(self.pool_reads),
-            self.per_tx(self.pool_writes),
-            self.cpu.total_s() * 1e6 / self.transactions().max(1) as f64
-        );
+        let cpu_us = self.cpu.total_s() * 1e6 / self.transactions().max(1) as f64;
+        match self.pool_reads.zip(self.pool_writes) {
+            Some((reads, writes)) => {
+                let _ = writeln!(
+                    s,
+                    "per transaction: {:.2} page reads and {:.2} page writes by the pool, {:.0} \
+                     µs CPU (process, user + system)",
+                    self.per_tx(reads),
+                    self.per_tx(writes),
+                    cpu_us
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "per transaction: {cpu_us:.0} µs CPU (process, user + system); the store \
+                     counts no page reads or writes: reads_per_tx and writes_per_tx are the \
+                     device's"
+                );
+            }
+        }
         if let Some((name, disk)) = &self.disk {
             let _ = writeln!(
                 s,
@@ -205,7 +267,7 @@ impl TpccReport {
         if let Some(w) = self.workers.filter(|w| w.total() > 0) {
             // Of the workers' whole time in the window (workers x window); idle is what the
             // rest leaves.
-            let whole_ns = self.worker_count as f64 * self.seconds * 1e9;
+            let whole_ns = self.worker_count.unwrap_or(1) as f64 * self.seconds * 1e9;
             let share = |ns: u64| 100.0 * ns as f64 / whole_ns;
             let busy = w.task + w.evict + w.submit + w.complete;
             let _ = writeln!(
@@ -253,14 +315,15 @@ impl TpccReport {
 
     pub fn result_line(&self) -> ResultLine {
         let c = &self.config;
+        let (reads_per_tx, writes_per_tx, io_source) = self.io_per_tx();
         let mut line = ResultLine::new()
             .word("store", self.store_name)
             .word("workload", "tpcc")
             .int("warehouses", u64::from(c.warehouses))
             .real("tx_per_s", self.tx_per_s(), 0)
             .real("tpmc", self.tpmc(), 0)
-            .real("reads_per_tx", self.per_tx(self.pool_reads), 2)
-            .real("writes_per_tx", self.per_tx(self.pool_writes), 2)
+            .real("reads_per_tx", reads_per_tx, 2)
+            .real("writes_per_tx", writes_per_tx, 2)
             .word("consistency", if self.consistent() { "ok" } else { "failed" })
             .word("scale", if self.data_set.scale.is_spec() { "spec" } else { "reduced" })
             // (The name every other workload's line gives its rate: a transaction is the
@@ -289,14 +352,17 @@ impl TpccReport {
                 .int(&format!("{}_conflicts", kind.name()), t.conflicts);
         }
         line.int("rollbacks", self.tally[Kind::NewOrder.index()].rolled_back)
-            .word("isolation", "serializable")
+            .word("isolation", self.isolation_name)
             .word("durability", if c.sync { "sync" } else { "none" })
             .flag("no_log", c.no_log)
-            .flag("affinity", c.affinity)
+            // (Placement on workers: the peers have none.)
+            .flag("affinity", c.affinity && self.worker_count.is_some())
             .flag("spec_times", c.spec_times)
             .int("terminals", u64::from(c.terminals()))
-            .int("workers", self.worker_count as u64)
+            // (Without workers, the peers: the threads, one per terminal.)
+            .int("workers", self.worker_count.unwrap_or(c.terminals() as usize) as u64)
             .int("cache_mib", c.cache_mib)
             .int("seed", c.seed)
+            .word("io_source", io_source.name())
     }
 }

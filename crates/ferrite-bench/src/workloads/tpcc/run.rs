@@ -1,27 +1,31 @@
-//! `ferrite bench tpcc` on Ferrite: the data directory (loaded once, reused with `--keep`),
-//! the terminals as tasks on Ferrite's workers, the measured window, and the consistency
-//! checks after the load and after the run (the report: `report.rs`).
+//! `ferrite bench tpcc` on any store (`--store ferrite|rocksdb|wiredtiger`): the data
+//! directory (loaded once, reused with `--keep`), the terminals, the measured window, and the
+//! consistency checks after the load and after the run (the report: `report.rs`). Written
+//! once over `engine::Engine`: what differs between Ferrite and the peers (where terminals
+//! run, what the store counts) is behind it.
 //!
 //! **Terminals.** Each warehouse has `terminals_per_warehouse` terminals (10 by default: one
-//! per district, as the specification's), each a task running one transaction after the
-//! other, closed loop, placed with `Db::spawn_on`: with affinity (the default) every terminal
-//! of a warehouse runs on worker `(w - 1) mod workers`, so that its transactions, which
-//! mostly touch that warehouse, do not conflict with those of other workers; without it the
-//! terminals of a warehouse are spread over the workers.
+//! per district, as the specification's), each running one transaction after the other,
+//! closed loop. On Ferrite each is a task placed with `Db::spawn_on`: with affinity (the
+//! default) every terminal of a warehouse runs on worker `(w - 1) mod workers`, so that its
+//! transactions, which mostly touch that warehouse, do not conflict with those of other
+//! workers; without it the terminals of a warehouse are spread over the workers. On a peer,
+//! whose calls block, each terminal is a thread of its own (`peer.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite::{Db, Durability, Options};
+use ferrite::Durability;
 
 use super::check::check;
+use super::engine::{Counters, Engine, FerriteEngine, Running};
 use super::load::{data_set, load, next_run};
 use super::random::NuRandC;
 use super::report::{record_outcome, Tally, TpccReport};
 use super::schema::{DataSet, Scale, DISTRICTS};
-use super::store::{FerriteTpcc, TpccStore, TxnError};
+use super::store::{TpccStore, TxnError};
 use super::txns::{execute, Clock, Terminal};
 use crate::error::BenchError;
 use crate::gen::Rng;
@@ -31,7 +35,7 @@ use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::Progress;
 use crate::report::{duration, thousands};
 use crate::runner::now_ns;
-use crate::stores::WorkerTimes;
+use crate::stores::StoreKind;
 use crate::workloads::run::{append_json, remove_bench_dir, MARKER_FILE};
 
 /// The most warehouses a run takes (about 1 TB of data at the specification's scale).
@@ -40,21 +44,28 @@ pub const MAX_WAREHOUSES: u16 = 10_000;
 /// What `ferrite bench tpcc` runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TpccConfig {
+    /// Ferrite, RocksDB or WiredTiger (the peers need the `peers` feature; LMDB has no
+    /// transactions here).
+    pub store: StoreKind,
     pub dir: PathBuf,
     pub warehouses: u16,
     /// The specification's cardinalities, or the reduced ones of tests (not TPC-C).
     pub reduced: bool,
+    /// Ferrite's pool, RocksDB's block cache, WiredTiger's `cache_size`.
     pub cache_mib: u64,
     pub seconds: f64,
+    /// Ferrite's workers (the peers run each terminal on a thread of its own).
     pub workers: usize,
     pub terminals_per_warehouse: u32,
-    /// The terminals of a warehouse on one worker.
+    /// The terminals of a warehouse on one worker (Ferrite).
     pub affinity: bool,
     /// Keying and think times per the specification (clause 5.2.5); zero otherwise.
     pub spec_times: bool,
-    /// Every commit durable before it returns (`Durability::Sync`: group commit).
+    /// Every commit durable before it returns (Ferrite: `Durability::Sync`, group commit;
+    /// the peers: their log synced per commit).
     pub sync: bool,
-    /// Paper parity: no log. Ferrite's log cannot be turned off: commits are not synced.
+    /// Paper parity: no log. Ferrite's log cannot be turned off: commits are not synced;
+    /// the peers' logs are off (RocksDB `disableWAL`, WiredTiger `log=(enabled=false)`).
     pub no_log: bool,
     pub seed: u64,
     pub keep: bool,
@@ -65,6 +76,7 @@ pub struct TpccConfig {
 impl Default for TpccConfig {
     fn default() -> Self {
         TpccConfig {
+            store: StoreKind::Ferrite,
             dir: PathBuf::from("ferrite-data/bench-tpcc"),
             warehouses: 1,
             reduced: false,
@@ -110,6 +122,9 @@ impl TpccConfig {
 
     /// The durability in words, for the summary.
     pub fn durability_text(&self) -> &'static str {
+        if self.store != StoreKind::Ferrite {
+            return self.peer_durability_text();
+        }
         match (self.sync, self.no_log) {
             (true, _) => {
                 "durable: each commit returns once its log record is synced (group commit)"
@@ -125,7 +140,40 @@ impl TpccConfig {
         }
     }
 
+    /// `durability_text` of the peers: their logs as `peer::peer_config` sets them.
+    fn peer_durability_text(&self) -> &'static str {
+        match (self.sync, self.no_log) {
+            (true, _) => {
+                "durable: each commit returns once the log is synced (RocksDB: WAL on, \
+                 sync=true; WiredTiger: log on, transaction_sync=(enabled=true,method=fsync))"
+            }
+            (false, true) => {
+                "--no-log: the log off (RocksDB disableWAL=true; WiredTiger \
+                 log=(enabled=false)): a crash loses every commit since the last flush or \
+                 checkpoint"
+            }
+            (false, false) => {
+                "commits logged but not synced (RocksDB: WAL on, sync=false; WiredTiger: log \
+                 on, transaction_sync off): a crash loses the last commits, never part of one"
+            }
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        match self.store {
+            StoreKind::Ferrite | StoreKind::RocksDb | StoreKind::WiredTiger => {}
+            StoreKind::Lmdb => {
+                return Err("tpcc runs on ferrite, rocksdb and wiredtiger: lmdb has no \
+                            transactions adapter"
+                    .into())
+            }
+        }
+        if !self.store.built_in() {
+            return Err(format!(
+                "--store {}: this build has no peers (build with --features peers)",
+                self.store.name()
+            ));
+        }
         if self.warehouses == 0 || self.warehouses > MAX_WAREHOUSES {
             return Err(format!("--warehouses must be 1..={MAX_WAREHOUSES}"));
         }
@@ -149,8 +197,12 @@ const META_FILE: &str = "ferrite-bench-meta";
 fn meta_text(config: &TpccConfig) -> String {
     let s = config.scale();
     format!(
-        "format=tpcc-1 store=ferrite warehouses={} items={} customers={} new_orders={}\n",
-        s.warehouses, s.items, s.customers, s.new_orders
+        "format=tpcc-1 store={} warehouses={} items={} customers={} new_orders={}\n",
+        config.store.name(),
+        s.warehouses,
+        s.items,
+        s.customers,
+        s.new_orders
     )
 }
 
@@ -162,7 +214,7 @@ fn store_error(e: TxnError) -> BenchError {
     BenchError::Content(format!("tpcc: {e}"))
 }
 
-/// Runs the benchmark on Ferrite; `show`: progress on stderr.
+/// Runs the benchmark on `config.store`; `show`: progress on stderr.
 pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
     config.validate().map_err(BenchError::Config)?;
     let dir = &config.dir;
@@ -171,24 +223,39 @@ pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
         remove_bench_dir(dir)?;
     }
     std::fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
-    let terminals_per_worker = config.terminals().div_ceil(config.workers as u32) as usize;
-    let options = Options {
-        pool_bytes: config.cache_mib << 20,
-        direct_io: config.direct_io,
-        create_if_missing: true,
-        workers: config.workers,
-        io_depth: terminals_per_worker.clamp(2, 4096),
-        durability: Durability::None,
-        ..Options::default()
+    let report = match config.store {
+        StoreKind::Ferrite => run_on(FerriteEngine::open(config)?, config, reuse, show)?,
+        #[cfg(feature = "peers")]
+        StoreKind::RocksDb | StoreKind::WiredTiger => {
+            run_on(super::peer::PeerEngine::open(config)?, config, reuse, show)?
+        }
+        other => unreachable!("validate refuses {}", other.name()),
     };
-    let db = Arc::new(Db::open(dir, options)?);
+    if let Some(path) = &config.json {
+        append_json(path, &report.result_line().to_json())?;
+    }
+    if !config.keep {
+        remove_bench_dir(dir)?;
+    }
+    Ok(report)
+}
+
+/// Loads (or reuses) the data set on `engine`, checks it, measures, checks again; the
+/// engine is closed when this returns.
+fn run_on<E: Engine>(
+    engine: E,
+    config: &TpccConfig,
+    reuse: bool,
+    show: bool,
+) -> Result<TpccReport, BenchError> {
+    let dir = &config.dir;
+    // (After the open: Ferrite opens only an empty directory or its own.)
     std::fs::write(dir.join(MARKER_FILE), "made by `ferrite bench`, which removes it\n")
         .map_err(io_error(format!("marking {}", dir.display())))?;
-    let durability = config.sync.then_some(Durability::Sync);
-    let store = FerriteTpcc::new(Arc::clone(&db), durability).map_err(store_error)?;
+    let store = engine.store();
     let (data_set, load_seconds, load_violations) = match reuse {
         true => {
-            let set = data_set(&store).map_err(store_error)?.ok_or_else(|| {
+            let set = data_set(store).map_err(store_error)?.ok_or_else(|| {
                 BenchError::Config(format!("{} holds no finished TPC-C load", dir.display()))
             })?;
             (set, None, None)
@@ -203,15 +270,14 @@ pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
             let start = Instant::now();
             // A batch's operations must fit a quarter of the pool.
             let batch_rows = ((config.cache_mib << 20) / 4096 / 4).clamp(1, 20_000) as usize;
-            let set =
-                load(&store, scale, config.seed, Clock::Wall.now(), batch_rows, &mut progress)
-                    .map_err(store_error)?;
-            db.flush()?;
+            let set = load(store, scale, config.seed, Clock::Wall.now(), batch_rows, &mut progress)
+                .map_err(store_error)?;
+            engine.settle()?;
             let load_seconds = start.elapsed().as_secs_f64();
             if show {
                 eprintln!("checking the consistency of the load");
             }
-            let violations = check(&store, &set.scale).map_err(store_error)?;
+            let violations = check(store, &set.scale).map_err(store_error)?;
             if violations.is_empty() {
                 std::fs::write(dir.join(META_FILE), meta_text(config))
                     .map_err(io_error("writing the data set's record".into()))?;
@@ -219,63 +285,61 @@ pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
             (set, Some(load_seconds), Some(violations))
         }
     };
-    let run_number = next_run(&store).map_err(store_error)?;
-    let measured = measure(&store, config, &data_set, run_number, show)?;
+    let run_number = next_run(store).map_err(store_error)?;
+    let measured = measure(&engine, config, &data_set, run_number, show)?;
     if show {
         eprintln!("checking the consistency after the run");
     }
-    let run_violations = check(&store, &data_set.scale).map_err(store_error)?;
+    let run_violations = check(store, &data_set.scale).map_err(store_error)?;
     let disk = measured.disk_name.zip(measured.disk);
-    let report = TpccReport {
+    let (before, after) = (measured.before, measured.after);
+    let pool = before.pool.zip(after.pool);
+    Ok(TpccReport {
         config: config.clone(),
         data_set,
         isolation: store.isolation(),
+        isolation_name: store.isolation_name(),
         store_name: store.name(),
+        store_description: engine.describe(),
         load_seconds,
         load_violations,
         run_violations,
         tally: measured.tally,
         seconds: measured.seconds,
         cpu: measured.cpu,
-        pool_reads: measured.pool_reads,
-        pool_writes: measured.pool_writes,
+        pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
+        pool_writes: pool.map(|((_, w0), (_, w1))| w1 - w0),
         disk,
-        workers: measured.workers,
-        worker_task_shares: measured.worker_task_shares,
-        worker_count: db.worker_count(),
-    };
-    drop(store);
-    drop(db);
-    if let Some(path) = &config.json {
-        append_json(path, &report.result_line().to_json())?;
-    }
-    if !config.keep {
-        remove_bench_dir(dir)?;
-    }
-    Ok(report)
+        workers: before.workers.zip(after.workers).map(|(b, a)| a.since(b)),
+        worker_task_shares: after
+            .task_ns
+            .iter()
+            .zip(&before.task_ns)
+            .map(|(a, b)| a.saturating_sub(*b) as f64 / (measured.seconds * 1e9))
+            .collect(),
+        worker_count: engine.workers(),
+    })
 }
 
 struct Measured {
     tally: Tally,
     seconds: f64,
     cpu: CpuTime,
-    pool_reads: u64,
-    pool_writes: u64,
     disk_name: Option<String>,
     disk: Option<DiskCounters>,
-    workers: Option<WorkerTimes>,
-    worker_task_shares: Vec<f64>,
+    /// The store's own counters at the window's start and end.
+    before: Counters,
+    after: Counters,
 }
 
 /// Runs the terminals through warm-up and the measured window.
-fn measure(
-    store: &FerriteTpcc,
+fn measure<E: Engine>(
+    engine: &E,
     config: &TpccConfig,
     data_set: &DataSet,
     run_number: u32,
     show: bool,
 ) -> Result<Measured, BenchError> {
-    let db = &store.db;
     let phase = Arc::new(AtomicU8::new(WARMUP));
     let done = Arc::new(AtomicU64::new(0));
     let mut seed_rng = Rng::stream(config.seed, u64::from(run_number) << 32);
@@ -285,7 +349,7 @@ fn measure(
         ol_i_id: data_set.ol_i_id_load,
     };
     let run_c = NuRandC::for_run(load_c, &mut seed_rng);
-    let workers = db.worker_count().max(1);
+    let workers = engine.workers().unwrap_or(1);
     let mut groups: Vec<Vec<Terminal>> = vec![Vec::new(); workers];
     let mut id = 0;
     for w in 1..=config.warehouses {
@@ -310,28 +374,28 @@ fn measure(
             groups[group].push(terminal);
         }
     }
-    let mut handles = Vec::new();
+    let mut handles: Vec<Running> = Vec::new();
     for (worker, group) in groups.into_iter().enumerate() {
         for terminal in group {
-            let spawned = db.spawn_on(
+            let started = engine.start(
                 worker,
-                terminal_loop(
-                    store.clone(),
+                Box::pin(terminal_loop(
+                    engine.store().clone(),
                     terminal,
                     data_set.scale,
                     Arc::clone(&phase),
                     Arc::clone(&done),
                     config.spec_times,
-                ),
+                )),
             );
-            match spawned {
+            match started {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
                     phase.store(STOP, Ordering::Release);
                     for handle in handles {
-                        let _ = handle.wait();
+                        let _ = handle();
                     }
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
         }
@@ -347,12 +411,7 @@ fn measure(
     wait(&phase, config.warmup());
     let disk = Disk::of(&config.dir);
     let disk_before = disk.as_ref().and_then(Disk::counters);
-    let pool_before = db.pool().stats();
-    let workers_before = WorkerTimes::of(&db.worker_stats());
-    let task_ns = || -> Vec<u64> {
-        db.worker_stats().iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect()
-    };
-    let task_ns_before = task_ns();
+    let before = engine.counters();
     let cpu_before = CpuTime::now();
     let _ = phase.compare_exchange(WARMUP, MEASURE, Ordering::AcqRel, Ordering::Acquire);
     let start = Instant::now();
@@ -380,18 +439,12 @@ fn measure(
     phase.store(STOP, Ordering::Release);
     let seconds = start.elapsed().as_secs_f64();
     let cpu = CpuTime::now().since(cpu_before);
-    let pool_after = db.pool().stats();
-    let workers_after = WorkerTimes::of(&db.worker_stats());
-    let worker_task_shares = task_ns()
-        .iter()
-        .zip(&task_ns_before)
-        .map(|(after, before)| after.saturating_sub(*before) as f64 / (seconds * 1e9))
-        .collect();
+    let after = engine.counters();
     let disk_after = disk.as_ref().and_then(Disk::counters);
     let mut tally: Tally = Default::default();
     let mut failure = None;
     for handle in handles {
-        match handle.wait() {
+        match handle() {
             Ok(part) => tally.iter_mut().zip(&part).for_each(|(t, p)| t.add(p)),
             Err(e) => {
                 failure.get_or_insert(e);
@@ -405,12 +458,10 @@ fn measure(
         tally,
         seconds,
         cpu,
-        pool_reads: pool_after.reads - pool_before.reads,
-        pool_writes: pool_after.writes - pool_before.writes,
         disk_name: disk.map(|d| d.name),
         disk: disk_before.zip(disk_after).map(|(b, a)| a.since(b)),
-        workers: Some(workers_after.since(workers_before)),
-        worker_task_shares,
+        before,
+        after,
     })
 }
 

@@ -1,6 +1,7 @@
 //! What the transactions need of a store (`TpccStore`, `TpccTxn`), and Ferrite behind it.
 //! The same transaction code runs on Ferrite (as tasks on its workers), on the in-memory
-//! reference model (`model.rs`) and, through the same two traits, on other engines.
+//! reference model (`model.rs`) and, through the same two traits, on the peers
+//! (`peer.rs`: RocksDB and WiredTiger, terminals on threads).
 //!
 //! A transaction reads (`get`, `scan` of a key range, either direction, at most `limit`
 //! entries), buffers its writes, and commits; a commit may fail with `TxnError::Conflict`,
@@ -71,6 +72,18 @@ pub trait TpccTxn: Send {
         key: &[u8],
     ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send;
 
+    /// `get` of a row the transaction will then write: a store that locks (pessimistic
+    /// RocksDB) takes the row's lock now, so that a concurrent writer waits instead of
+    /// making one of the two fail later. By default a plain `get` (Ferrite, the model,
+    /// WiredTiger: their commits check such rows anyway).
+    fn get_for_update(
+        &mut self,
+        table: Table,
+        key: &[u8],
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send {
+        self.get(table, key)
+    }
+
     /// Up to `limit` entries with keys in `lower..upper`, ascending (from the top with
     /// `reverse`), as the transaction sees them. In a serializable transaction, what the
     /// answer depended on must be unchanged at the commit (phantoms included).
@@ -99,7 +112,10 @@ pub trait TpccStore: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// The isolation its transactions give, in words for the output.
-    fn isolation(&self) -> &'static str;
+    fn isolation(&self) -> String;
+
+    /// The same in one word, for the result line: `serializable`, `snapshot`, ...
+    fn isolation_name(&self) -> &'static str;
 
     fn begin(&self, isolation: Isolation) -> Self::Txn;
 
@@ -195,9 +211,14 @@ impl TpccStore for FerriteTpcc {
         "ferrite"
     }
 
-    fn isolation(&self) -> &'static str {
+    fn isolation(&self) -> String {
         "serializable (optimistic: keys and scanned ranges validated at the commit); \
          Stock-Level read-committed"
+            .into()
+    }
+
+    fn isolation_name(&self) -> &'static str {
+        "serializable"
     }
 
     fn begin(&self, isolation: Isolation) -> FerriteTxn {

@@ -1,6 +1,8 @@
 //! TPC-C at the reduced scale: the load is consistent, a broken database is caught, a
 //! single terminal leaves the same rows on Ferrite as on the model, rollbacks write nothing,
-//! Delivery skips empty districts, and concurrent terminals keep the data consistent.
+//! Delivery skips empty districts, and concurrent terminals keep the data consistent. With
+//! the `peers` feature, the same on RocksDB (pessimistic) and WiredTiger: a single terminal
+//! leaves the model's rows, and runs of one and of several terminals stay consistent.
 
 use std::sync::Arc;
 
@@ -64,6 +66,7 @@ fn terminal(set: &DataSet, seed: u64) -> Terminal {
 
 /// Runs `inputs` one after the other on Ferrite's worker, in one task.
 fn on_ferrite(store: &FerriteTpcc, inputs: Vec<Input>, scale: Scale) -> Vec<Outcome> {
+    // (By value: the inputs move into the task.)
     let task_store = store.clone();
     let handle = store.db.spawn(async move {
         let mut outcomes = Vec::new();
@@ -75,11 +78,16 @@ fn on_ferrite(store: &FerriteTpcc, inputs: Vec<Input>, scale: Scale) -> Vec<Outc
     handle.unwrap().wait()
 }
 
-fn on_model(model: &Model, inputs: &[Input], scale: Scale) -> Vec<Outcome> {
+/// Runs `inputs` one after the other on this thread (the model, the peers).
+fn on_thread<S: TpccStore>(store: &S, inputs: &[Input], scale: Scale) -> Vec<Outcome> {
     inputs
         .iter()
-        .map(|input| ferrite::sched::block_on(execute(model, input, &scale)).unwrap())
+        .map(|input| ferrite::sched::block_on(execute(store, input, &scale)).unwrap())
         .collect()
+}
+
+fn on_model(model: &Model, inputs: &[Input], scale: Scale) -> Vec<Outcome> {
+    on_thread(model, inputs, scale)
 }
 
 #[test]
@@ -119,30 +127,36 @@ fn the_load_is_consistent_and_a_broken_database_fails_the_right_check() {
     assert!(conditions.contains(&3) && conditions.contains(&5), "{conditions:?}");
 }
 
-/// One terminal, a fixed seed: Ferrite and the model end with the same rows in every table,
-/// and both are consistent.
-#[test]
-fn a_single_terminal_leaves_the_same_rows_on_ferrite_and_on_the_model() {
-    let dir = TempDir::new().unwrap();
-    let store = ferrite(&dir);
+/// One terminal, a fixed seed: `store` (run by `on_store`) and the model end with the same
+/// rows in every table, and both are consistent.
+fn same_rows_as_the_model<S: TpccStore>(
+    store: &S,
+    on_store: impl Fn(&S, Vec<Input>, Scale) -> Vec<Outcome>,
+) {
     let model = Model::new();
-    let set = loaded(&store, 2);
+    let set = loaded(store, 2);
     assert_eq!(loaded(&model, 2), set);
-    let loaded_rows = dump(&store);
+    let loaded_rows = dump(store);
     let mut draws = terminal(&set, 5);
     let inputs: Vec<Input> = (0..400).map(|_| draws.next_input()).collect();
     for kind in Kind::ALL {
         assert!(inputs.iter().any(|i| i.kind() == kind), "{kind:?} drawn");
     }
-    let on_store = on_ferrite(&store, inputs.clone(), set.scale);
     let on_reference = on_model(&model, &inputs, set.scale);
+    let on_store = on_store(store, inputs, set.scale);
     assert_eq!(on_store, on_reference);
     assert!(on_store.iter().all(|o| o.conflicts == 0), "one terminal never conflicts");
-    let after = dump(&store);
+    let after = dump(store);
     assert!(after != loaded_rows, "the run changed the tables");
     assert!(after == dump(&model), "every table the same on both");
-    assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
+    assert_eq!(check(store, &set.scale).unwrap(), vec![]);
     assert_eq!(check(&model, &set.scale).unwrap(), vec![]);
+}
+
+#[test]
+fn a_single_terminal_leaves_the_same_rows_on_ferrite_and_on_the_model() {
+    let dir = TempDir::new().unwrap();
+    same_rows_as_the_model(&ferrite(&dir), on_ferrite);
 }
 
 #[test]
@@ -327,5 +341,98 @@ fn affinity_places_a_warehouse_on_one_worker() {
             false => assert!(least > 0.05, "{shares:?}"),
         }
         assert!(report.summary().contains("running tasks, per worker: "));
+    }
+}
+
+#[cfg(feature = "peers")]
+mod peers {
+    use std::sync::Arc;
+
+    use ferrite_peers::{Peer, RocksDb, WiredTiger};
+    use tempfile::TempDir;
+
+    use super::super::peer::{peer_config, PeerTpcc};
+    use super::*;
+    use crate::stores::StoreKind;
+
+    const PEERS: [StoreKind; 2] = [StoreKind::RocksDb, StoreKind::WiredTiger];
+
+    /// `kind` in `dir`, as a run opens it (small cache, buffered I/O).
+    fn peer(kind: StoreKind, dir: &TempDir) -> PeerTpcc {
+        let config =
+            TpccConfig { store: kind, cache_mib: 16, direct_io: false, ..TpccConfig::default() };
+        let options = peer_config(&config);
+        let peer: Arc<dyn Peer> = match kind {
+            StoreKind::RocksDb => Arc::new(RocksDb::open(dir.path(), &options).unwrap()),
+            _ => Arc::new(WiredTiger::open(dir.path(), &options).unwrap()),
+        };
+        PeerTpcc::new(peer)
+    }
+
+    #[test]
+    fn a_single_terminal_leaves_the_same_rows_on_each_peer_and_on_the_model() {
+        for kind in PEERS {
+            let dir = TempDir::new().unwrap();
+            let store = peer(kind, &dir);
+            assert!(store.isolation().contains(if kind == StoreKind::RocksDb {
+                "pessimistic"
+            } else {
+                "snapshot isolation"
+            }));
+            same_rows_as_the_model(&store, |s, inputs, scale| on_thread(s, &inputs, scale));
+        }
+    }
+
+    /// One terminal, then four, on a warehouse at the reduced scale: every run ends
+    /// consistent, the second reuses the kept load, and the line names the store and where
+    /// its reads per transaction come from.
+    #[test]
+    fn runs_on_each_peer_stay_consistent() {
+        for kind in PEERS {
+            let dir = TempDir::new().unwrap();
+            for (terminals, keep) in [(1, true), (4, false)] {
+                let config = TpccConfig {
+                    store: kind,
+                    dir: dir.path().join("tpcc"),
+                    warehouses: 1,
+                    reduced: true,
+                    cache_mib: 16,
+                    seconds: 0.4,
+                    terminals_per_warehouse: terminals,
+                    direct_io: false,
+                    keep,
+                    json: Some(dir.path().join("runs.jsonl")),
+                    ..TpccConfig::default()
+                };
+                let report =
+                    run(&config, false).unwrap_or_else(|e| panic!("tpcc on {}: {e}", kind.name()));
+                let summary = report.summary();
+                assert!(report.consistent(), "{summary}");
+                assert_eq!(report.load_seconds.is_some(), keep, "the second run reuses the load");
+                assert!(report.transactions() > 0, "{summary}");
+                assert!(report.worker_task_shares.is_empty() && report.worker_count.is_none());
+                assert!(summary.contains("each on a thread of its own"), "{summary}");
+                assert!(summary.contains(&format!("store: {}", kind.name())), "{summary}");
+                let line = report.result_line();
+                assert_eq!(line.get("store"), Some(kind.name()));
+                assert_eq!(line.get("consistency"), Some("ok"));
+                assert!(matches!(line.get("io_source"), Some("device" | "unknown")));
+                assert_eq!(line.get("terminals"), Some(terminals.to_string().as_str()));
+                assert_eq!(line.get("affinity"), Some("0"), "no workers to place terminals on");
+                if terminals == 1 {
+                    let conflicts: u64 = report.tally.iter().map(|t| t.conflicts).sum();
+                    assert_eq!(conflicts, 0, "one terminal never conflicts");
+                }
+            }
+            assert!(!dir.path().join("tpcc").exists(), "removed without --keep");
+        }
+    }
+
+    /// LMDB has no transactions adapter: refused before anything is made.
+    #[test]
+    fn lmdb_is_refused() {
+        let config = TpccConfig { store: StoreKind::Lmdb, ..TpccConfig::default() };
+        let e = config.validate().unwrap_err();
+        assert!(e.contains("lmdb has no transactions adapter"), "{e}");
     }
 }

@@ -5,7 +5,8 @@
 //! transaction; a conflict at the commit runs the body again on the same input, as many
 //! times as it takes (`execute`), and each conflict is counted. A New-Order whose last item
 //! is the unused id (1 %) ends with a rollback: its transaction is dropped uncommitted, so it
-//! writes nothing. Stock-Level reads read-committed; the four others are serializable.
+//! writes nothing. Stock-Level reads read-committed; the four others are serializable. A row
+//! read and then written is read with `get_for_update` (a locking store locks it there).
 //!
 //! Simplified: the terminal output (the screens, New-Order's total with taxes) is not
 //! produced; Delivery runs in the terminal instead of being queued (clause 2.7.2 allows
@@ -354,7 +355,26 @@ async fn row<T: TpccTxn, R>(
     key: &[u8],
     decode: fn(&[u8]) -> Result<R, BadRow>,
 ) -> Result<R, TxnError> {
-    match txn.get(table, key).await? {
+    decoded(txn.get(table, key).await?, table, key, decode)
+}
+
+/// `row` of a row the transaction then writes (`TpccTxn::get_for_update`).
+async fn row_for_update<T: TpccTxn, R>(
+    txn: &mut T,
+    table: Table,
+    key: &[u8],
+    decode: fn(&[u8]) -> Result<R, BadRow>,
+) -> Result<R, TxnError> {
+    decoded(txn.get_for_update(table, key).await?, table, key, decode)
+}
+
+fn decoded<R>(
+    found: Option<Vec<u8>>,
+    table: Table,
+    key: &[u8],
+    decode: fn(&[u8]) -> Result<R, BadRow>,
+) -> Result<R, TxnError> {
+    match found {
         Some(bytes) => Ok(decode(&bytes)?),
         None => Err(TxnError::Failed(format!("{table} has no row with key {key:02x?}"))),
     }
@@ -409,7 +429,7 @@ pub async fn new_order<T: TpccTxn>(
         };
         let item = Item::decode(&item)?;
         let stock_key = stock_key(line.supply_w, line.i_id);
-        let mut stock = row(txn, Table::Stock, &stock_key, Stock::decode).await?;
+        let mut stock = row_for_update(txn, Table::Stock, &stock_key, Stock::decode).await?;
         let quantity = i32::from(line.quantity);
         stock.quantity = match stock.quantity >= quantity + 10 {
             true => stock.quantity - quantity,
@@ -430,7 +450,8 @@ pub async fn new_order<T: TpccTxn>(
             dist_info: stock.dist[usize::from(d) - 1].clone(),
         });
     }
-    let o_id = row(txn, Table::DistrictNextOrderId, &district_key, decode_order_id).await?;
+    let o_id =
+        row_for_update(txn, Table::DistrictNextOrderId, &district_key, decode_order_id).await?;
     txn.put(Table::DistrictNextOrderId, &district_key, &encode_order_id(o_id + 1))?;
     let order = Order {
         c_id,
@@ -462,7 +483,7 @@ pub async fn payment<T: TpccTxn>(
     let (w, d, c_w, c_d, amount) = (*w, *d, *c_w, *c_d, *amount);
     let c_id = customer_id(txn, c_w, c_d, customer, scale).await?;
     let customer_key = customer_key(c_w, c_d, c_id);
-    let mut c = row(txn, Table::Customer, &customer_key, Customer::decode).await?;
+    let mut c = row_for_update(txn, Table::Customer, &customer_key, Customer::decode).await?;
     c.balance -= amount;
     c.ytd_payment += amount;
     c.payment_cnt += 1;
@@ -476,9 +497,9 @@ pub async fn payment<T: TpccTxn>(
     let (warehouse_key, district_key) = (warehouse_key(w), district_key(w, d));
     let warehouse = row(txn, Table::Warehouse, &warehouse_key, Warehouse::decode).await?;
     let district = row(txn, Table::District, &district_key, District::decode).await?;
-    let d_ytd = row(txn, Table::DistrictYtd, &district_key, decode_money).await?;
+    let d_ytd = row_for_update(txn, Table::DistrictYtd, &district_key, decode_money).await?;
     txn.put(Table::DistrictYtd, &district_key, &encode_money(d_ytd + amount))?;
-    let w_ytd = row(txn, Table::WarehouseYtd, &warehouse_key, decode_money).await?;
+    let w_ytd = row_for_update(txn, Table::WarehouseYtd, &warehouse_key, decode_money).await?;
     txn.put(Table::WarehouseYtd, &warehouse_key, &encode_money(w_ytd + amount))?;
     let mut data = warehouse.name;
     data.extend_from_slice(b"    ");
@@ -532,7 +553,7 @@ pub async fn delivery<T: TpccTxn>(
         let o_id = district_row_id(new_order);
         txn.delete(Table::NewOrder, new_order)?;
         let order_key = order_key(w, d, o_id);
-        let mut order = row(txn, Table::Order, &order_key, Order::decode).await?;
+        let mut order = row_for_update(txn, Table::Order, &order_key, Order::decode).await?;
         order.carrier_id = carrier;
         txn.put(Table::Order, &order_key, &order.encode())?;
         let end = prefix_end(&order_key);
@@ -544,7 +565,8 @@ pub async fn delivery<T: TpccTxn>(
             txn.put(Table::OrderLine, &key, &line.encode())?;
         }
         let customer_key = customer_key(w, d, order.c_id);
-        let mut customer = row(txn, Table::Customer, &customer_key, Customer::decode).await?;
+        let mut customer =
+            row_for_update(txn, Table::Customer, &customer_key, Customer::decode).await?;
         customer.balance += total;
         customer.delivery_cnt += 1;
         txn.put(Table::Customer, &customer_key, &customer.encode())?;

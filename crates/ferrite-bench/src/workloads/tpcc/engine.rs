@@ -1,0 +1,136 @@
+//! What a TPC-C run needs of the store it measures beyond `TpccStore` (`Engine`): how the
+//! load is settled, where the terminals run, and what the store counts. `run.rs` is written
+//! once over it; Ferrite's side is here (`FerriteEngine`: terminals as tasks on its
+//! workers, the pool's and the workers' counters), the peers' in `peer.rs` (terminals on
+//! threads, no counters of their own).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ferrite::{Db, Durability, Options};
+
+use super::report::Tally;
+use super::run::TpccConfig;
+use super::store::FerriteTpcc;
+use crate::error::BenchError;
+use crate::stores::WorkerTimes;
+
+/// One terminal's loop, as a run hands it to an engine.
+pub type TerminalFuture = Pin<Box<dyn Future<Output = Result<Tally, BenchError>> + Send>>;
+
+/// A started terminal: waits for its end and gives its tally.
+pub type Running = Box<dyn FnOnce() -> Result<Tally, BenchError> + Send>;
+
+/// What the store counts of its own work, at one moment (a window is two of them).
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// The pool's page reads and writes (Ferrite).
+    pub pool: Option<(u64, u64)>,
+    /// The workers' time by activity (Ferrite).
+    pub workers: Option<WorkerTimes>,
+    /// Per worker, nanoseconds spent running tasks (Ferrite; empty for the peers).
+    pub task_ns: Vec<u64>,
+}
+
+/// A store opened for a run.
+pub trait Engine {
+    type Store: super::store::TpccStore + Clone;
+
+    fn store(&self) -> &Self::Store;
+
+    /// Every option it was opened with, on one line.
+    fn describe(&self) -> String;
+
+    /// After the load: everything written is on disk, background work done.
+    fn settle(&self) -> Result<(), BenchError>;
+
+    /// The workers terminals are placed on, if it has any; `None`: each terminal gets a
+    /// thread of its own.
+    fn workers(&self) -> Option<usize>;
+
+    /// Starts `terminal` (on `worker`, below `workers()`, where there are workers).
+    fn start(&self, worker: usize, terminal: TerminalFuture) -> Result<Running, BenchError>;
+
+    fn counters(&self) -> Counters;
+}
+
+/// Ferrite opened for a run: the database and its tables.
+#[derive(Debug)]
+pub struct FerriteEngine {
+    db: Arc<Db>,
+    store: FerriteTpcc,
+    description: String,
+}
+
+impl FerriteEngine {
+    /// Opens (making it if missing) the database in `config.dir`: a pool of `cache_mib`, the
+    /// run's workers, I/O depth for its terminals per worker; commits `Durability::Sync` with
+    /// `--sync`, else the database's `Durability::None`.
+    pub fn open(config: &TpccConfig) -> Result<FerriteEngine, BenchError> {
+        let terminals_per_worker = config.terminals().div_ceil(config.workers as u32) as usize;
+        let options = Options {
+            pool_bytes: config.cache_mib << 20,
+            direct_io: config.direct_io,
+            create_if_missing: true,
+            workers: config.workers,
+            io_depth: terminals_per_worker.clamp(2, 4096),
+            durability: Durability::None,
+            ..Options::default()
+        };
+        let description = format!(
+            "ferrite: pool_bytes={} ({} MiB), workers={}, io_depth={}, direct_io={}, \
+             commits {}",
+            options.pool_bytes,
+            config.cache_mib,
+            options.workers,
+            options.io_depth,
+            options.direct_io,
+            match config.sync {
+                true => "Durability::Sync",
+                false => "Durability::None",
+            }
+        );
+        let db = Arc::new(Db::open(&config.dir, options)?);
+        let durability = config.sync.then_some(Durability::Sync);
+        let store = FerriteTpcc::new(Arc::clone(&db), durability)
+            .map_err(|e| BenchError::Content(format!("tpcc: {e}")))?;
+        Ok(FerriteEngine { db, store, description })
+    }
+}
+
+impl Engine for FerriteEngine {
+    type Store = FerriteTpcc;
+
+    fn store(&self) -> &FerriteTpcc {
+        &self.store
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    fn settle(&self) -> Result<(), BenchError> {
+        Ok(self.db.flush()?)
+    }
+
+    fn workers(&self) -> Option<usize> {
+        Some(self.db.worker_count().max(1))
+    }
+
+    fn start(&self, worker: usize, terminal: TerminalFuture) -> Result<Running, BenchError> {
+        let handle = self.db.spawn_on(worker, terminal)?;
+        Ok(Box::new(move || handle.wait()))
+    }
+
+    fn counters(&self) -> Counters {
+        let pool = self.db.pool().stats();
+        let stats = self.db.worker_stats();
+        Counters {
+            pool: Some((pool.reads, pool.writes)),
+            workers: Some(WorkerTimes::of(&stats)),
+            task_ns: stats.iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect(),
+        }
+    }
+}
