@@ -119,6 +119,15 @@ pub trait TpccStore: Send + Sync + 'static {
 
     fn begin(&self, isolation: Isolation) -> Self::Txn;
 
+    /// Waits before a transaction that met its `conflicts`-th conflict runs again. Nothing
+    /// by default: Ferrite's terminals are tasks, which give their worker's turn away at the
+    /// commit already. A store whose terminals are threads backs off, as its own drivers do
+    /// (`PeerTpcc`).
+    fn back_off(&self, conflicts: u32) -> impl Future<Output = ()> + Send {
+        let _ = conflicts;
+        async {}
+    }
+
     /// Writes rows outside any transaction, all at once (the load; blocking).
     fn write_rows(&self, rows: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), TxnError>;
 

@@ -341,7 +341,10 @@ pub async fn execute<S: TpccStore>(
         };
         match result {
             Ok(outcome) => return Ok(Outcome { conflicts, ..outcome }),
-            Err(TxnError::Conflict) => conflicts += 1,
+            Err(TxnError::Conflict) => {
+                conflicts += 1;
+                store.back_off(conflicts).await;
+            }
             Err(e) => return Err(e),
         }
     }
