@@ -2304,6 +2304,17 @@ pub struct TpccCmd {
     /// Keep the loaded database for the next run
     #[arg(long)]
     keep: bool,
+    /// Only check the consistency of the data set kept in --db (after a crash, say)
+    #[arg(
+        long_help = "Only check the consistency of the data set kept in --db, after a crash \
+            for instance: open the store (which recovers it first; Ferrite says what its \
+            recovery replayed), check every condition, print the outcome and one result \
+            line (workload=tpcc-check), and exit 1 if a condition fails. Nothing is loaded, \
+            run or removed. The directory must hold a load of the same --warehouses, \
+            --reduced-scale and --store, made with --keep.",
+        long
+    )]
+    check: bool,
     /// Buffered I/O instead of O_DIRECT
     #[arg(long = "no-direct", action = ArgAction::SetFalse)]
     direct_io: bool,
@@ -2367,6 +2378,18 @@ OUTPUT
 
     tpmc counts the New-Orders committed per minute. A consistency violation is listed,
     the line says consistency=failed and the command exits with status 1.
+
+    With --check, only the kept data set is checked, and the line is:
+
+    result store=S workload=tpcc-check warehouses=W consistency=ok|failed violations=N
+           scale=spec|reduced open_seconds=X check_seconds=X
+
+CRASHES
+    A run killed in the middle (or a machine that lost power) leaves the kept data set
+    as the store recovers it. To check that it is still consistent:
+
+    ferrite bench tpcc --db DIR --warehouses 2 --keep --seconds 600   (killed meanwhile)
+    ferrite bench tpcc --db DIR --warehouses 2 --check
 
 EXAMPLES
     ferrite bench tpcc --warehouses 1 --cache-mib 256 --seconds 20
@@ -3307,6 +3330,7 @@ fn tpcc_config(cmd: TpccCmd) -> Result<TpccConfig, UsageError> {
         keep: cmd.keep,
         direct_io: cmd.direct_io,
         json: cmd.json,
+        check_only: cmd.check,
     };
     config.validate().map_err(|e| refuse("bench tpcc", e))?;
     Ok(config)

@@ -1008,7 +1008,8 @@ fn bench_tpcc_defaults_options_and_errors() {
     assert_eq!(c, TpccConfig::default());
     assert_eq!((c.warehouses, c.terminals_per_warehouse, c.cache_mib), (1, 10, 1024));
     assert!(c.affinity && !c.spec_times && !c.sync && !c.no_log && !c.keep && !c.reduced);
-    assert!(c.direct_io && c.json.is_none());
+    assert!(c.direct_io && c.json.is_none() && !c.check_only);
+    assert!(tpcc(&["--check", "--warehouses", "2"]).check_only);
     let c = tpcc(&[
         "--db",
         "/tmp/t",

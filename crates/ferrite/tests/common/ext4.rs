@@ -88,7 +88,9 @@ impl Image {
     /// An image in a new temporary directory named after `label` (see
     /// [`clean_up_after_killed_runs`]); not made yet.
     pub fn new(label: &str) -> Image {
-        let base = TempDir::with_prefix(label).unwrap();
+        // (The name `clean_up_after_killed_runs` looks for: label, then this process's id.)
+        let prefix = format!("ferrite-test-{label}-{}-", std::process::id());
+        let base = TempDir::with_prefix(prefix).unwrap();
         let image = base.path().join("ext4.img");
         let mount = base.path().join("mnt");
         std::fs::create_dir(&mount).expect("creating the mount point");

@@ -12,12 +12,15 @@
 //! | 7 | OL_DELIVERY_D is null exactly for the lines of orders whose carrier is null      |
 //! | 8 | W_YTD = sum(H_AMOUNT) of its history                                             |
 //! | 9 | D_YTD = sum(H_AMOUNT) of its history                                             |
+//! | 10 | C_BALANCE = sum(OL_AMOUNT) of the customer's delivered lines - sum(H_AMOUNT) of |
+//! |    | the customer's payments (in any warehouse's history)                           |
 //! | 12 | C_BALANCE + C_YTD_PAYMENT = sum(OL_AMOUNT) of the customer's delivered lines   |
 //!
 //! and, for the two indexes this schema adds: every customer and order has its index
-//! entry and every index entry its row ("index" in the output). Conditions 10 and 11 are
-//! not checked (10 needs every customer's history across warehouses in memory; 11 holds
-//! only until the first Delivery).
+//! entry and every index entry its row ("index" in the output). Condition 10 reads the
+//! whole history first, keeping one sum per customer who paid (a remote payment's row lies
+//! in the paying warehouse's history). Condition 11 is not checked: it holds only until
+//! the first Delivery.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -42,16 +45,32 @@ impl std::fmt::Display for Violation {
 }
 
 /// The conditions checked, by number.
-pub const CHECKED: [u8; 10] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12];
+pub const CHECKED: [u8; 11] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12];
 
 /// Checks every condition over `scale`'s warehouses; returns the violations found (none:
 /// consistent). A row that does not decode is an error.
 pub fn check<S: TpccStore>(store: &S, scale: &Scale) -> Result<Vec<Violation>, TxnError> {
     let mut found = Vec::new();
+    let payments = payments_by_customer(store)?;
     for w in 1..=scale.warehouses {
-        check_warehouse(store, w, &mut found)?;
+        check_warehouse(store, w, &payments, &mut found)?;
     }
     Ok(found)
+}
+
+/// Sum(H_AMOUNT) per customer (warehouse, district, customer), over every warehouse's
+/// history.
+type Payments = HashMap<(u16, u8, u32), i64>;
+
+fn payments_by_customer<S: TpccStore>(store: &S) -> Result<Payments, TxnError> {
+    let mut payments = Payments::new();
+    // (History keys begin with H_W_ID, at most MAX_WAREHOUSES: below 0xffff.)
+    store.for_each(Table::History, &[], &[0xff, 0xff], &mut |_, v| {
+        let h = History::decode(v).map_err(|e| e.to_string())?;
+        *payments.entry((h.c_w_id, h.c_d_id, h.c_id)).or_default() += h.amount;
+        Ok(())
+    })?;
+    Ok(payments)
 }
 
 /// Every entry of `table` whose key starts with `prefix`.
@@ -83,6 +102,7 @@ fn failed(e: BadRow) -> TxnError {
 fn check_warehouse<S: TpccStore>(
     store: &S,
     w: u16,
+    payments: &Payments,
     found: &mut Vec<Violation>,
 ) -> Result<(), TxnError> {
     let mut violation = |condition, what: String| found.push(Violation { condition, what });
@@ -125,7 +145,7 @@ fn check_warehouse<S: TpccStore>(
             violation(9, format!("({w}, {d}): D_YTD {d_ytd} != history {from_history}"));
         }
         let next_o_id = decode_order_id(&next_o_id).map_err(failed)?;
-        check_district(store, w, d, next_o_id, &mut violation)?;
+        check_district(store, w, d, next_o_id, payments, &mut violation)?;
     }
     if sum_d_ytd != w_ytd {
         violation(1, format!("warehouse {w}: W_YTD {w_ytd} != sum(D_YTD) {sum_d_ytd}"));
@@ -138,6 +158,7 @@ fn check_district<S: TpccStore>(
     w: u16,
     d: u8,
     next_o_id: u32,
+    payments: &Payments,
     violation: &mut impl FnMut(u8, String),
 ) -> Result<(), TxnError> {
     let prefix = district_key(w, d);
@@ -219,12 +240,22 @@ fn check_district<S: TpccStore>(
             violation(6, format!("{at} order {o}: O_OL_CNT {} but {lines} lines", order.ol_cnt));
         }
     }
-    // 12 and the customer-by-name index.
+    // 10, 12 and the customer-by-name index.
     let mut names = BTreeSet::new();
     for (k, v) in entries(store, Table::Customer, &prefix)? {
         let c = district_row_id(&k);
         let customer = Customer::decode(&v).map_err(failed)?;
         let paid = delivered.get(&c).copied().unwrap_or(0);
+        let history = payments.get(&(w, d, c)).copied().unwrap_or(0);
+        if customer.balance != paid - history {
+            violation(
+                10,
+                format!(
+                    "{at} customer {c}: C_BALANCE {} != delivered {paid} - payments {history}",
+                    customer.balance
+                ),
+            );
+        }
         if customer.balance + customer.ytd_payment != paid {
             violation(
                 12,

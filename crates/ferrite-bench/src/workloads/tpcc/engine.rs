@@ -54,6 +54,12 @@ pub trait Engine {
     fn start(&self, worker: usize, terminal: TerminalFuture) -> Result<Running, BenchError>;
 
     fn counters(&self) -> Counters;
+
+    /// What opening the store had to do first (a recovery), in words; `None` if it does not
+    /// say.
+    fn recovery(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Ferrite opened for a run: the database and its tables.
@@ -122,6 +128,21 @@ impl Engine for FerriteEngine {
     fn start(&self, worker: usize, terminal: TerminalFuture) -> Result<Running, BenchError> {
         let handle = self.db.spawn_on(worker, terminal)?;
         Ok(Box::new(move || handle.wait()))
+    }
+
+    fn recovery(&self) -> Option<String> {
+        let r = self.db.recovery_report();
+        Some(match r.closed_cleanly {
+            true => "it had been closed cleanly".to_owned(),
+            false => format!(
+                "recovered: {} log records replayed, {} page changes applied, {} torn bytes cut, \
+                 in {}",
+                r.records,
+                r.pages_applied,
+                r.torn_bytes,
+                crate::report::duration(r.duration.as_secs_f64())
+            ),
+        })
     }
 
     fn counters(&self) -> Counters {

@@ -33,4 +33,4 @@ pub mod txns;
 mod tests;
 
 pub use report::TpccReport;
-pub use run::{run, TpccConfig};
+pub use run::{check_kept, run, KeptCheck, TpccConfig};

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ferrite::Durability;
 
-use super::check::check;
+use super::check::{check, Violation, CHECKED};
 use super::engine::{Counters, Engine, FerriteEngine, Running};
 use super::load::{data_set, load, next_run};
 use super::random::NuRandC;
@@ -33,7 +33,7 @@ use crate::measure::cpu::CpuTime;
 use crate::measure::diskstats::{Disk, DiskCounters};
 use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::Progress;
-use crate::report::{duration, thousands};
+use crate::report::{duration, thousands, ResultLine};
 use crate::runner::now_ns;
 use crate::stores::StoreKind;
 use crate::workloads::run::{append_json, remove_bench_dir, MARKER_FILE};
@@ -71,6 +71,9 @@ pub struct TpccConfig {
     pub keep: bool,
     pub direct_io: bool,
     pub json: Option<PathBuf>,
+    /// Only check the consistency of the data set kept in `dir` (after a crash, say): no
+    /// load, no run, nothing removed (`check_kept`).
+    pub check_only: bool,
 }
 
 impl Default for TpccConfig {
@@ -92,6 +95,7 @@ impl Default for TpccConfig {
             keep: false,
             direct_io: true,
             json: None,
+            check_only: false,
         }
     }
 }
@@ -240,6 +244,121 @@ pub fn run(config: &TpccConfig, show: bool) -> Result<TpccReport, BenchError> {
     Ok(report)
 }
 
+/// What `check_kept` found in a kept data set.
+#[derive(Debug)]
+pub struct KeptCheck {
+    pub store_name: &'static str,
+    pub data_set: DataSet,
+    pub violations: Vec<Violation>,
+    /// What opening the store did first (Ferrite: its recovery), in words.
+    pub recovery: Option<String>,
+    pub open_seconds: f64,
+    pub check_seconds: f64,
+}
+
+impl KeptCheck {
+    pub fn consistent(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// What was checked and found, for a person.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "tpcc check on {}: {} warehouse{} ({} scale), opened in {}{}\n",
+            self.store_name,
+            self.data_set.scale.warehouses,
+            if self.data_set.scale.warehouses == 1 { "" } else { "s" },
+            if self.data_set.scale.is_spec() { "the specification's" } else { "a reduced" },
+            duration(self.open_seconds),
+            self.recovery.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+        );
+        let conditions: Vec<String> = CHECKED.iter().map(u8::to_string).collect();
+        let checked = format!(
+            "conditions {} of clause 3.3.2 and the indexes, in {}",
+            conditions.join(", "),
+            duration(self.check_seconds)
+        );
+        match self.violations.is_empty() {
+            true => text.push_str(&format!("consistency: ok ({checked})\n")),
+            false => {
+                text.push_str(&format!(
+                    "consistency: FAILED, {} violations ({checked})\n",
+                    self.violations.len()
+                ));
+                for v in self.violations.iter().take(20) {
+                    text.push_str(&format!("  {v}\n"));
+                }
+                if self.violations.len() > 20 {
+                    text.push_str(&format!("  ... and {} more\n", self.violations.len() - 20));
+                }
+            }
+        }
+        text
+    }
+
+    /// `result store=S workload=tpcc-check warehouses=W consistency=ok|failed violations=N
+    /// scale=spec|reduced open_seconds=X check_seconds=X`.
+    pub fn result_line(&self) -> ResultLine {
+        ResultLine::new()
+            .word("store", self.store_name)
+            .word("workload", "tpcc-check")
+            .int("warehouses", u64::from(self.data_set.scale.warehouses))
+            .word("consistency", if self.consistent() { "ok" } else { "failed" })
+            .int("violations", self.violations.len() as u64)
+            .word("scale", if self.data_set.scale.is_spec() { "spec" } else { "reduced" })
+            .real("open_seconds", self.open_seconds, 2)
+            .real("check_seconds", self.check_seconds, 2)
+    }
+}
+
+/// Checks the consistency of the data set kept in `config.dir` and runs nothing: the way
+/// to look at a database after a crash. Opening the store recovers it first (Ferrite
+/// replays its log). The directory must hold a finished load of the same warehouses, scale
+/// and store; it stays as it is.
+pub fn check_kept(config: &TpccConfig, show: bool) -> Result<KeptCheck, BenchError> {
+    config.validate().map_err(BenchError::Config)?;
+    if !reusable(&config.dir, config) {
+        return Err(BenchError::Config(format!(
+            "{} holds no finished TPC-C load of {} warehouse{} at this scale on {} (made by \
+             ferrite bench tpcc --keep with the same --warehouses, --reduced-scale and --store)",
+            config.dir.display(),
+            config.warehouses,
+            if config.warehouses == 1 { "" } else { "s" },
+            config.store.name()
+        )));
+    }
+    let start = Instant::now();
+    match config.store {
+        StoreKind::Ferrite => check_on(FerriteEngine::open(config)?, start, show),
+        #[cfg(feature = "peers")]
+        StoreKind::RocksDb | StoreKind::WiredTiger => {
+            check_on(super::peer::PeerEngine::open(config)?, start, show)
+        }
+        other => unreachable!("validate refuses {}", other.name()),
+    }
+}
+
+fn check_on<E: Engine>(engine: E, start: Instant, show: bool) -> Result<KeptCheck, BenchError> {
+    let open_seconds = start.elapsed().as_secs_f64();
+    let store = engine.store();
+    let data_set = data_set(store)
+        .map_err(store_error)?
+        .ok_or_else(|| BenchError::Content("tpcc: the kept data set has no load record".into()))?;
+    if show {
+        eprintln!("checking the consistency of the kept data set");
+    }
+    let start = Instant::now();
+    let violations = check(store, &data_set.scale).map_err(store_error)?;
+    Ok(KeptCheck {
+        store_name: store.name(),
+        data_set,
+        violations,
+        recovery: engine.recovery(),
+        open_seconds,
+        check_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
 /// Loads (or reuses) the data set on `engine`, checks it, measures, checks again; the
 /// engine is closed when this returns.
 fn run_on<E: Engine>(
@@ -279,7 +398,7 @@ fn run_on<E: Engine>(
             }
             let violations = check(store, &set.scale).map_err(store_error)?;
             if violations.is_empty() {
-                std::fs::write(dir.join(META_FILE), meta_text(config))
+                write_durably(dir, META_FILE, &meta_text(config))
                     .map_err(io_error("writing the data set's record".into()))?;
             }
             (set, Some(load_seconds), Some(violations))
@@ -525,6 +644,21 @@ async fn pause(seconds: f64, phase: &AtomicU8) {
         }
         ferrite::sched::net::sleep(left.min(Duration::from_millis(100))).await;
     }
+}
+
+/// Writes `text` to `dir/name` so that it survives a power cut once this returns: a new
+/// file synced, renamed over the old one, and the directory synced. (The record of a
+/// finished load, written after the load itself is durable; without the syncs a power cut
+/// could keep the load and lose its record, and the kept data set could not be checked.)
+fn write_durably(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let temporary = dir.join(format!("{name}.new"));
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Whether `dir` holds a data set a run with `config` would reuse.

@@ -125,6 +125,23 @@ fn the_load_is_consistent_and_a_broken_database_fails_the_right_check() {
     let conditions: Vec<u8> =
         check(&store, &set.scale).unwrap().iter().map(|v| v.condition).collect();
     assert!(conditions.contains(&3) && conditions.contains(&5), "{conditions:?}");
+
+    // A customer's balance and year-to-date payment moved together (12 still holds), so
+    // the balance no longer matches the history's payments: condition 10, at that customer.
+    let customers = store.tree(Table::Customer);
+    let key = customer_key(2, 7, 11);
+    let mut customer = Customer::decode(&customers.get(&key).unwrap().unwrap()).unwrap();
+    customer.balance += 500;
+    customer.ytd_payment -= 500;
+    customers.put(&key, customer.encode()).unwrap();
+    let tens: Vec<String> = check(&store, &set.scale)
+        .unwrap()
+        .iter()
+        .filter(|v| v.condition == 10)
+        .map(|v| v.what.clone())
+        .collect();
+    assert_eq!(tens.len(), 1, "{tens:?}");
+    assert!(tens[0].contains("(2, 7) customer 11"), "{}", tens[0]);
 }
 
 /// One terminal, a fixed seed: `store` (run by `on_store`) and the model end with the same
