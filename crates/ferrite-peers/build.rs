@@ -1,7 +1,8 @@
 //! Without the `link` feature: nothing (no C compiled, nothing linked), so the workspace builds
 //! on a machine without the peers' libraries. With it: compiles the WiredTiger shim, the
-//! header-constant checks, RocksDB's cache tiers and its TransactionDB handle (C++,
-//! `csrc/rocksdb_tier.cc`, `csrc/rocksdb_txn.cc`) in `csrc/`,
+//! header-constant checks, RocksDB's cache tiers, its TransactionDB handle and its write buffer
+//! manager (C++, `csrc/rocksdb_tier.cc`, `csrc/rocksdb_txn.cc`, `csrc/rocksdb_memory.cc`) in
+//! `csrc/`,
 //! and links the system RocksDB, WiredTiger, LMDB and SQLite.
 
 fn main() {
@@ -17,9 +18,13 @@ fn main() {
 #[cfg(feature = "link")]
 fn link() {
     println!("cargo:rerun-if-changed=build.rs");
-    for file in
-        ["csrc/wt_shim.c", "csrc/header_checks.c", "csrc/rocksdb_tier.cc", "csrc/rocksdb_txn.cc"]
-    {
+    for file in [
+        "csrc/wt_shim.c",
+        "csrc/header_checks.c",
+        "csrc/rocksdb_tier.cc",
+        "csrc/rocksdb_txn.cc",
+        "csrc/rocksdb_memory.cc",
+    ] {
         println!("cargo:rerun-if-changed={file}");
     }
     cc::Build::new()
@@ -36,6 +41,7 @@ fn link() {
         .std("c++17")
         .file("csrc/rocksdb_tier.cc")
         .file("csrc/rocksdb_txn.cc")
+        .file("csrc/rocksdb_memory.cc")
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)

@@ -33,6 +33,11 @@ pub struct PeerConfig {
     /// sessions are transactional anyway (either mode: snapshot isolation); LMDB refuses.
     /// `None`: `begin` fails on RocksDB.
     pub transactions: Option<TxnMode>,
+    /// RocksDB only: its memtables are charged to the block cache (a `WriteBufferManager`
+    /// with `cost_to_cache`), so block cache and memtables together stay within `cache_bytes`,
+    /// as WiredTiger's cache holds its dirty pages; off, the memtables (64 MiB each, two and
+    /// more) come on top of it. WiredTiger and LMDB ignore it.
+    pub memtables_in_cache: bool,
 }
 
 /// How RocksDB's transactions meet each other (its wiki, "Transactions"): checked at the
@@ -108,6 +113,7 @@ impl Default for PeerConfig {
             blob_min_bytes: None,
             tier: None,
             transactions: None,
+            memtables_in_cache: false,
         }
     }
 }
@@ -115,7 +121,9 @@ impl Default for PeerConfig {
 /// What an engine holds of the data in its own memory now (`Peer::memory`), in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryUse {
-    /// Its cache of data pages or blocks (RocksDB: `rocksdb.block-cache-usage`).
+    /// Its cache of data pages or blocks (RocksDB: `rocksdb.block-cache-usage`, less what the
+    /// memtables are charged there with `PeerConfig::memtables_in_cache`, so that `cache` +
+    /// `write_buffers` counts each byte once).
     pub cache: u64,
     /// Recent writes held beside the cache (RocksDB: its memtables, active and immutable,
     /// `rocksdb.size-all-mem-tables`).

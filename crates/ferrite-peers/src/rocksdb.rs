@@ -24,6 +24,22 @@ const BLOOM_BITS_PER_KEY: f64 = 10.0;
 /// `rocksdb_cache_create_lru` uses and the C API cannot change. Printed, not set.
 const HIGH_PRI_POOL_RATIO: f64 = 0.5;
 const WRITE_BUFFER_BYTES: usize = 64 << 20;
+/// With `memtables_in_cache`: the memtables' budget is the block cache's capacity divided by
+/// this. RocksDB's guides name no ratio (its wiki's "Write Buffer Manager" only says that the
+/// block cache's capacity then covers both), so this is ours: three quarters stay for blocks,
+/// which reads need; the price on write-heavy runs (TPC-C) is memtables of an eighth of the
+/// cache instead of 64 MiB, so more and smaller flushes and L0 files. The manager flushes the
+/// active memtable when it passes 7/8 of the budget, or when everything passes the budget and
+/// the active memtable holds half of it (`write_buffer_manager.h`).
+const MEMTABLE_BUDGET_DIVISOR: usize = 4;
+/// With `memtables_in_cache`: memtables per budget, `write_buffer_size` = budget / this, so an
+/// active memtable and one being flushed fit in it; `max_write_buffer_number` is set to it
+/// (RocksDB's default, 2), so the memtables do not outgrow the budget while flushes lag.
+const MEMTABLES_PER_BUDGET: usize = 2;
+const MEMTABLES_PER_BUDGET_I32: i32 = MEMTABLES_PER_BUDGET as i32;
+/// RocksDB raises a smaller `write_buffer_size` to this (its sanitizing, 64 KiB): written out
+/// so the printed size is the one in use.
+const WRITE_BUFFER_MIN_BYTES: usize = 64 << 10;
 const MAX_BACKGROUND_JOBS: i32 = 2;
 /// Blob file size with BlobDB on (RocksDB's default, 256 MiB).
 const BLOB_FILE_BYTES: u64 = 256 << 20;
@@ -53,7 +69,9 @@ pub struct RocksDb {
     // `shared_ptr`s to the cache and table factory, but keeping the handles costs nothing and
     // keeps the teardown order obvious.
     _options: Owned<rocksdb_options_t>,
-    _cache: Owned<rocksdb_cache_t>,
+    cache: Owned<rocksdb_cache_t>,
+    /// With `memtables_in_cache`: the write buffer manager charging the memtables to `cache`.
+    memtables: Option<Owned<frk_write_buffer_manager>>,
     /// The second tier's counters, when `open` was given one.
     tier: Option<Owned<frk_tier>>,
     read: Owned<rocksdb_readoptions_t>,
@@ -86,6 +104,14 @@ impl RocksDb {
     /// - `use_direct_reads` and `use_direct_io_for_flush_and_compaction` = `direct_io`;
     /// - `create_if_missing`, `write_buffer_size` 64 MiB, `max_background_jobs` 2, no compression,
     ///   `level_compaction_dynamic_level_bytes` on;
+    /// - with `memtables_in_cache` (wiki: "Write Buffer Manager"): a `WriteBufferManager` of a
+    ///   quarter of `cache_bytes` ([`MEMTABLE_BUDGET_DIVISOR`]) built with the block cache
+    ///   (`cost_to_cache`, made by `csrc/rocksdb_memory.cc`), `write_buffer_size` half of that
+    ///   budget, `max_write_buffer_number` 2 (with `transactions`, the memtable history kept for
+    ///   conflict checks, `max_write_buffer_size_to_maintain`, the budget, as a transaction
+    ///   database would default it): the memtables' memory, that history included, is charged
+    ///   to the block cache as pinned dummy entries, and blocks are evicted to make room, so
+    ///   both stay within `cache_bytes`;
     /// - write options: `disableWAL` = !`log`, `sync` = `sync` (RocksDB rejects sync without
     ///   the WAL, so that combination is refused here). Without the WAL, writes reach disk at
     ///   [`flush`](Self::flush), memtable switches, or close.
@@ -116,6 +142,11 @@ impl RocksDb {
         let path = dir::prepare(NAME, dir)?;
 
         let (cache, secondary) = block_cache(cache_bytes, config.tier.as_ref())?;
+        let memtable_budget_bytes = cache_bytes / MEMTABLE_BUDGET_DIVISOR;
+        let write_buffer_bytes = match config.memtables_in_cache {
+            true => (memtable_budget_bytes / MEMTABLES_PER_BUDGET).max(WRITE_BUFFER_MIN_BYTES),
+            false => WRITE_BUFFER_BYTES,
+        };
         // SAFETY: (the whole block) each create function returns a fresh object we own (checked
         // non-null by `Owned::new`); setters only take those live objects. The filter policy's
         // ownership passes to the table options (`set_filter_policy` wraps it in a
@@ -159,7 +190,21 @@ impl RocksDb {
                 options.ptr(),
                 config.direct_io.into(),
             );
-            rocksdb_options_set_write_buffer_size(options.ptr(), WRITE_BUFFER_BYTES);
+            rocksdb_options_set_write_buffer_size(options.ptr(), write_buffer_bytes);
+            if config.memtables_in_cache {
+                rocksdb_options_set_max_write_buffer_number(
+                    options.ptr(),
+                    MEMTABLES_PER_BUDGET_I32,
+                );
+                if config.transactions.is_some() {
+                    // What a transaction database would default it to from the two setters
+                    // above, written out: the history is charged to the cache like the rest.
+                    rocksdb_options_set_max_write_buffer_size_to_maintain(
+                        options.ptr(),
+                        i64::try_from(memtable_budget_bytes).unwrap_or(i64::MAX),
+                    );
+                }
+            }
             // Levels sized from the bottom up (RocksDB's recommended setting, the default from
             // 8.4): a full compaction (`settle`) leaves the data in the last level, with no
             // follow-up compactions to run during a measurement.
@@ -176,6 +221,11 @@ impl RocksDb {
                 rocksdb_options_set_blob_gc_age_cutoff(options.ptr(), BLOB_GC_AGE_CUTOFF);
             }
             (options, persistent)
+        };
+        // After the options' setters above: the shim checks its copied layouts against them.
+        let memtables = match config.memtables_in_cache {
+            true => Some(set_write_buffer_manager(&options, &cache, memtable_budget_bytes)?),
+            false => None,
         };
         // SAFETY: fresh objects from their create functions; the setters take live objects.
         let (read, write) = unsafe {
@@ -209,9 +259,11 @@ impl RocksDb {
              pin_top_level_index_and_filter=true, pin_l0_filter_and_index_blocks_in_cache=true, \
              max_open_files=-1, use_direct_reads={direct}, \
              use_direct_io_for_flush_and_compaction={direct}, create_if_missing=true, \
-             write_buffer_size={WRITE_BUFFER_BYTES}, max_background_jobs={MAX_BACKGROUND_JOBS}, \
+             write_buffer_size={write_buffer_bytes}{memtables}, \
+             max_background_jobs={MAX_BACKGROUND_JOBS}, \
              level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, \
              sync={sync}{blob}{tier}{txn}",
+            memtables = describe_memtables(config, cache_bytes, write_buffer_bytes),
             txn = match config.transactions {
                 // `max_write_buffer_size_to_maintain`, the memtable history commits are
                 // checked against, stays at what a transaction database defaults it to:
@@ -244,7 +296,7 @@ impl RocksDb {
             sync = config.sync,
         );
         let tier = secondary.or(persistent);
-        Ok(RocksDb { db, txn, _options: options, _cache: cache, tier, read, write, description })
+        Ok(RocksDb { db, txn, _options: options, cache, memtables, tier, read, write, description })
     }
 
     /// "rocksdb".
@@ -383,7 +435,9 @@ impl RocksDb {
         Ok(())
     }
 
-    /// The block cache's usage and the memtables' size now (`None` if RocksDB does not answer).
+    /// The block cache's usage and the memtables' size now (`None` if RocksDB does not answer);
+    /// memtables charged to the block cache (`memtables_in_cache`) are counted in
+    /// `write_buffers` only.
     pub fn memory(&self) -> Option<MemoryUse> {
         let property = |name: &CStr| {
             let mut value = 0u64;
@@ -392,9 +446,34 @@ impl RocksDb {
             (rc == 0).then_some(value)
         };
         Some(MemoryUse {
-            cache: property(c"rocksdb.block-cache-usage")?,
+            cache: property(c"rocksdb.block-cache-usage")?
+                .saturating_sub(self.memtables_charge().unwrap_or(0)),
             write_buffers: property(c"rocksdb.size-all-mem-tables")?,
         })
+    }
+
+    /// Everything the block cache holds now: blocks, and with `memtables_in_cache` the
+    /// memtables' charge ([`memtables_charge`](Self::memtables_charge)).
+    pub fn block_cache_usage(&self) -> u64 {
+        // SAFETY: a live cache, owned by `self`.
+        unsafe { rocksdb_cache_get_usage(self.cache.ptr()) as u64 }
+    }
+
+    /// With `memtables_in_cache`: what the memtables take of the block cache now (the write
+    /// buffer manager's dummy entries, 256 KiB each); `None` without.
+    pub fn memtables_charge(&self) -> Option<u64> {
+        let memtables = self.memtables.as_ref()?;
+        // SAFETY: a live manager handle, destroyed only when `self` drops.
+        Some(unsafe { frk_write_buffer_manager_cache_charge(memtables.ptr()) } as u64)
+    }
+
+    /// With `memtables_in_cache`: the memtables' memory as the write buffer manager counts it
+    /// (their arenas' allocations, the history a transaction database keeps included until it
+    /// is freed); `None` without.
+    pub fn memtables_counted(&self) -> Option<u64> {
+        let memtables = self.memtables.as_ref()?;
+        // SAFETY: as in `memtables_charge`.
+        Some(unsafe { frk_write_buffer_manager_memory_usage(memtables.ptr()) } as u64)
     }
 
     /// What the second cache tier did since `open`, if it has one.
@@ -836,6 +915,24 @@ fn block_cache(
     }
 }
 
+/// Gives `options` a write buffer manager of `budget_bytes` charging the memtables to `cache`;
+/// returns a handle on it.
+fn set_write_buffer_manager(
+    options: &Owned<rocksdb_options_t>,
+    cache: &Owned<rocksdb_cache_t>,
+    budget_bytes: usize,
+) -> Result<Owned<frk_write_buffer_manager>, PeerError> {
+    let mut err = ptr::null_mut();
+    // SAFETY: live options and cache; `err` is a null pointer for the shim to fill in. The
+    // options share the manager and the manager the cache (`shared_ptr`s).
+    let manager = unsafe {
+        frk_options_set_write_buffer_manager(options.ptr(), cache.ptr(), budget_bytes, &mut err)
+    };
+    check("frk_options_set_write_buffer_manager", err)?;
+    // SAFETY: on success a fresh handle we own.
+    unsafe { Owned::new(manager, frk_write_buffer_manager_destroy) }
+}
+
 /// Gives `table` a persistent cache in `tier.path` (made if missing); returns its counters.
 fn set_persistent_cache(
     table: &Owned<rocksdb_block_based_table_options_t>,
@@ -871,6 +968,32 @@ fn set_persistent_cache(
     check("frk_table_set_persistent_cache", err)?;
     // SAFETY: on success a fresh counters object we own.
     unsafe { Owned::new(counters, frk_tier_destroy) }
+}
+
+/// With `memtables_in_cache`, the memtables' options as `describe_config` prints them, after
+/// `write_buffer_size`: how the budget is split.
+fn describe_memtables(
+    config: &PeerConfig,
+    cache_bytes: usize,
+    write_buffer_bytes: usize,
+) -> String {
+    if !config.memtables_in_cache {
+        return String::new();
+    }
+    let budget_bytes = cache_bytes / MEMTABLE_BUDGET_DIVISOR;
+    let history = match config.transactions {
+        Some(_) => format!(
+            ", max_write_buffer_size_to_maintain={budget_bytes} (the memtable history kept for \
+             conflict checks, charged to the block cache too)"
+        ),
+        None => String::new(),
+    };
+    format!(
+        ", max_write_buffer_number={MEMTABLES_PER_BUDGET}, write_buffer_manager={budget_bytes} B \
+         charged to the block cache (cost_to_cache, allow_stall=false: memtables of \
+         {write_buffer_bytes} B flushed as they near a quarter of the block cache, their memory \
+         taken from it, block cache + memtables within {cache_bytes} B){history}"
+    )
 }
 
 /// The tier's options as `describe_config` prints them.

@@ -55,6 +55,7 @@ fn config(log: bool, sync: bool, direct_io: bool) -> PeerConfig {
         blob_min_bytes: None,
         tier: None,
         transactions: None,
+        memtables_in_cache: false,
     }
 }
 

@@ -140,6 +140,7 @@ pub fn peer_config(config: &RunConfig) -> PeerConfig {
             bytes: tier.mib << 20,
         }),
         transactions: None,
+        memtables_in_cache: false,
     }
 }
 

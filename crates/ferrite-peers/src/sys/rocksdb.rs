@@ -40,6 +40,7 @@ opaque!(
     rocksdb_transactiondb_options_t,
     rocksdb_transaction_options_t,
     frk_tier,
+    frk_write_buffer_manager,
 );
 
 /// `rocksdb_no_compression` of the compression enum.
@@ -60,6 +61,16 @@ extern "C" {
     pub(crate) fn rocksdb_options_set_level_compaction_dynamic_level_bytes(
         options: *mut rocksdb_options_t,
         v: c_uchar,
+    );
+    pub(crate) fn rocksdb_options_set_max_write_buffer_number(
+        options: *mut rocksdb_options_t,
+        v: c_int,
+    );
+    /// The memtable history a transaction database keeps for its conflict checks (0: none;
+    /// a transaction database defaults it to `max_write_buffer_number` x `write_buffer_size`).
+    pub(crate) fn rocksdb_options_set_max_write_buffer_size_to_maintain(
+        options: *mut rocksdb_options_t,
+        v: i64,
     );
     pub(crate) fn rocksdb_options_set_max_background_jobs(
         options: *mut rocksdb_options_t,
@@ -138,6 +149,8 @@ extern "C" {
     /// `rocksdb/cache.h`) `high_pri_pool_ratio` 0.5. The C API has no setter for the ratio.
     pub(crate) fn rocksdb_cache_create_lru(capacity: size_t) -> *mut rocksdb_cache_t;
     pub(crate) fn rocksdb_cache_destroy(cache: *mut rocksdb_cache_t);
+    /// What the cache holds now, pinned entries (and charged dummies) included.
+    pub(crate) fn rocksdb_cache_get_usage(cache: *mut rocksdb_cache_t) -> size_t;
     pub(crate) fn rocksdb_filterpolicy_create_bloom_full(
         bits_per_key: f64,
     ) -> *mut rocksdb_filterpolicy_t;
@@ -422,4 +435,28 @@ extern "C" {
     pub(crate) fn frk_db_handle_free(db: *mut rocksdb_t);
     pub(crate) fn frk_tier_counters_read(tier: *const frk_tier, out: *mut frk_tier_counters);
     pub(crate) fn frk_tier_destroy(tier: *mut frk_tier);
+}
+
+// RocksDB's write buffer manager, from the C++ shim `csrc/rocksdb_memory.cc`.
+extern "C" {
+    /// Sets the options' `write_buffer_manager` to `WriteBufferManager(buffer_bytes, cache,
+    /// allow_stall = false)`: memtables flushed as their memory nears `buffer_bytes`, all of it
+    /// charged to `cache` (shared, a `shared_ptr` copy). A handle on the manager, or null and
+    /// `*errptr` (also when the copied layouts do not match the C API's getters).
+    pub(crate) fn frk_options_set_write_buffer_manager(
+        options: *mut rocksdb_options_t,
+        cache: *mut rocksdb_cache_t,
+        buffer_bytes: size_t,
+        errptr: *mut *mut c_char,
+    ) -> *mut frk_write_buffer_manager;
+    /// The memory the memtables' arenas hold now, as the manager counts it.
+    pub(crate) fn frk_write_buffer_manager_memory_usage(
+        manager: *const frk_write_buffer_manager,
+    ) -> size_t;
+    /// What the manager's dummy entries take of the block cache now.
+    pub(crate) fn frk_write_buffer_manager_cache_charge(
+        manager: *const frk_write_buffer_manager,
+    ) -> size_t;
+    /// Frees the handle (the options and database keep their own reference).
+    pub(crate) fn frk_write_buffer_manager_destroy(manager: *mut frk_write_buffer_manager);
 }

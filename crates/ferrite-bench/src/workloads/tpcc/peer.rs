@@ -257,8 +257,9 @@ pub fn peer_dir(config: &TpccConfig) -> PathBuf {
 
 /// The peer options of a run: the cache of `--cache-mib` (RocksDB's block cache,
 /// WiredTiger's `cache_size`), O_DIRECT as asked, the log on (`--no-log`: off) and synced
-/// per commit with `--sync`, transactions on (RocksDB pessimistic). Each engine's own
-/// tuning is its `open`'s (the comparison workloads' too: `stores/peers.rs`).
+/// per commit with `--sync`, transactions on (RocksDB pessimistic), RocksDB's memtables
+/// charged to its block cache. Each engine's own tuning is its `open`'s (the comparison
+/// workloads' too: `stores/peers.rs`).
 pub fn peer_config(config: &TpccConfig) -> PeerConfig {
     PeerConfig {
         cache_bytes: config.cache_mib << 20,
@@ -266,6 +267,8 @@ pub fn peer_config(config: &TpccConfig) -> PeerConfig {
         log: !config.no_log,
         sync: config.sync,
         transactions: Some(TxnMode::Pessimistic),
+        // Write-heavy: RocksDB's memtables within `--cache-mib`, like the others' dirty pages.
+        memtables_in_cache: true,
         ..PeerConfig::default()
     }
 }
