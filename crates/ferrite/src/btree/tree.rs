@@ -465,12 +465,16 @@ impl BTree {
     /// of `key` has nothing to load. One node probed, not a descent (sorted batches meet the
     /// same leaf again and again). A page that moved on is simply not the leaf.
     pub fn resident_leaf_holds(&self, pool: &BufferPool, leaf: PageId, key: &[u8]) -> bool {
-        let Ok((version, view)) = pool.read_begin(leaf) else {
-            return false;
-        };
+        self.resident_leaf_version(pool, leaf, key).is_some()
+    }
+
+    /// The version of page `leaf` if it is in memory, a leaf of this tree, and its range
+    /// holds `key` (all read at that version).
+    fn resident_leaf_version(&self, pool: &BufferPool, leaf: PageId, key: &[u8]) -> Option<u64> {
+        let (version, view) = pool.read_begin(leaf).ok()?;
         let probe = Probe::new(view);
         let holds = probe.is_leaf() && probe.tree_id() == self.tree_id && probe.holds(key);
-        holds && pool.validate(leaf, version)
+        (holds && pool.validate(leaf, version)).then_some(version)
     }
 
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
@@ -628,7 +632,28 @@ impl BTree {
         value: &[u8],
         scratch: &mut Scratch,
     ) -> Attempt<()> {
-        let (leaf_id, version) = self.locate_leaf(pool, key)?;
+        self.put_near(pool, key, value, scratch, None).map(drop)
+    }
+
+    /// [`BTree::put`] that first tries page `near` (a leaf the caller met lately: the one the
+    /// previous key of a sorted batch went to, or the one a transaction read this key from)
+    /// instead of descending from the root: when it is in memory, a leaf of this tree, and
+    /// its range holds `key`, it is the leaf for `key` (a leaf that leaves the tree is freed,
+    /// and a split or merge changes the fences of those it keeps, all under their latches).
+    /// Returns the leaf the entry went into.
+    pub fn put_near(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        value: &[u8],
+        scratch: &mut Scratch,
+        near: Option<PageId>,
+    ) -> Attempt<PageId> {
+        let found = near.and_then(|leaf| self.resident_leaf_version(pool, leaf, key));
+        let (leaf_id, version) = match found {
+            Some(version) => (near.expect("found through it"), version),
+            None => self.locate_leaf(pool, key)?,
+        };
         let out_of_line = key.len() + value.len() > MAX_INLINE_ENTRY;
         let (in_page, tail) = value::split(value);
         let payload_len = if out_of_line { 8 + tail.len() } else { value.len() };
@@ -681,7 +706,7 @@ impl BTree {
             leaf.insert(key, payload, out_of_line)
         };
         assert!(done, "leaf {leaf_id} had room for the entry but refused it");
-        Ok(())
+        Ok(leaf_id)
     }
 
     /// Removes `key`; returns whether it was there, and the leaf to offer to
@@ -1011,6 +1036,68 @@ mod tests {
 
     fn key(i: u64) -> Vec<u8> {
         format!("key-{i:06}").into_bytes()
+    }
+
+    /// `put_near` puts into the leaf a descent finds whatever page it is handed: the right
+    /// leaf, another leaf of the tree, a leaf of another tree, an inner node, a freed leaf
+    /// (whose fences would hold every key), a page never allocated; and what it put reads
+    /// back through descents.
+    #[test]
+    fn put_near_takes_only_the_leaf_that_holds_the_key() {
+        let dir = TempDir::with_prefix("put-near").unwrap();
+        let (pool, tree) = tree_of(&dir, 3000);
+        let mut guard = pool.allocate().unwrap();
+        let other = BTree { root: guard.page_id(), tree_id: 4 };
+        BTree::init_root(guard.page_mut(), other.root, other.tree_id);
+        drop(guard);
+        for i in 0..1000 {
+            run(&pool, |scratch| other.put(&pool, &key(i), &[1; 100], scratch)).unwrap();
+        }
+        // A leaf of the tree, with infinite fences, freed.
+        let mut guard = pool.allocate().unwrap();
+        let freed = guard.page_id();
+        BTree::init_root(guard.page_mut(), freed, tree.tree_id);
+        pool.free(guard);
+        let pages = freed + 3;
+        let mut rng = 0x9e37_79b9_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut expected: Vec<u8> = (0..4000).map(|i| i as u8).collect();
+        for i in (0..3000).step_by(60) {
+            let value = [i as u8; 100];
+            let put =
+                |scratch: &mut Scratch| tree.put_near(&pool, &key(i), &value, scratch, Some(freed));
+            assert_ne!(run(&pool, put).unwrap(), freed, "a freed page is not the tree's");
+        }
+        let mut hits = 0;
+        for round in 0..4000u64 {
+            let i = next() % 4000;
+            let near = match round % 3 {
+                0 => freed,
+                1 => next() % (pages + 1),
+                _ => run(&pool, |_| tree.locate_leaf(&pool, &key(i))).unwrap().0,
+            };
+            let value = [round as u8; 100];
+            let leaf =
+                run(&pool, |scratch| tree.put_near(&pool, &key(i), &value, scratch, Some(near)))
+                    .unwrap();
+            // (The freed page may be a leaf of the tree again, once a split reused it.)
+            assert_eq!(leaf, run(&pool, |_| tree.locate_leaf(&pool, &key(i))).unwrap().0);
+            hits += usize::from(leaf == near);
+            expected[i as usize] = round as u8;
+        }
+        assert!(hits > 1000, "the right leaf was taken {hits} times: put_near never used it");
+        for (i, want) in expected.iter().enumerate() {
+            let found = run(&pool, |scratch| {
+                tree.get(&pool, &key(i as u64), scratch, &mut |v: &[u8]| v[0])
+            });
+            let unset = i >= 3000 && found.as_ref().unwrap().is_none();
+            assert!(unset || found.unwrap() == Some(*want), "key {i}");
+        }
     }
 
     /// Fails unless `result` is `Error::Corrupt` naming `page` for `wanted`.

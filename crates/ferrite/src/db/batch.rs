@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{check_key, check_value, Db, Shared, Tree};
-use crate::error::{Error, Result};
+use crate::error::{Error, PageId, Result};
 use crate::options::Durability;
 
 /// Changes to one or more trees, committed all together or not at all ([`Db::write`]).
@@ -55,7 +55,15 @@ impl BatchOp {
 }
 
 /// Applies `ops` in order, inside a commit.
-pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)], objects: &PreparedObjects) -> Result<()> {
+/// Applies `ops` inside a commit. A put goes to `near[i]` (a leaf the caller knows for op
+/// `i`'s key; an empty `near` knows none) or else to the leaf the previous put of the same
+/// tree went to, if that leaf holds the key ([`Tree::apply_put_near`]): a sorted batch puts
+/// runs of keys into one leaf without descending from the root for each.
+pub(super) async fn apply_ops(
+    ops: &[(Tree, BatchOp)],
+    objects: &PreparedObjects,
+    near: &[Option<PageId>],
+) -> Result<()> {
     // A tree dropped since the batch was checked fails the batch before anything changes
     // (failing midway would fail the log: the ops before would have changed pages). Under
     // the commit lock, as the drop's own commit, so no drop comes in between.
@@ -69,12 +77,19 @@ pub(super) async fn apply_ops(ops: &[(Tree, BatchOp)], objects: &PreparedObjects
     if let Some((tree, _)) = ops.first().filter(|_| writes > 0) {
         tree.shared.pool.ensure_room(8 + 3 * writes)?;
     }
+    // The leaf of the last put: (tree id, page).
+    let mut last: Option<(u64, PageId)> = None;
     for (i, (tree, op)) in ops.iter().enumerate() {
         match (op, &objects[i]) {
             (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {
                 tree.shared.apply_prepared(tree, key, prepared).await?
             }
-            (BatchOp::Put(key, value), _) => tree.apply_put(key, value).await?,
+            (BatchOp::Put(key, value), _) => {
+                let tree_id = tree.btree.tree_id;
+                let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, leaf)| leaf);
+                let hint = near.get(i).copied().flatten().or(after_last);
+                last = Some((tree_id, tree.apply_put_near(key, value, hint).await?));
+            }
             (BatchOp::Delete(key), _) => {
                 tree.apply_delete(key).await?;
             }
@@ -298,7 +313,7 @@ impl Db {
             last = tree.prefetch_leaf(op.key(), leaf).await.map(|leaf| (tree.btree.tree_id, leaf));
         }
         let outcome =
-            shared.commit(durability, async || apply_ops(&batch.ops, &objects).await).await;
+            shared.commit(durability, async || apply_ops(&batch.ops, &objects, &[]).await).await;
         if outcome.is_err() {
             shared.abandon_objects(&objects);
         }

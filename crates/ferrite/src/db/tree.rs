@@ -528,9 +528,24 @@ impl Tree {
     /// The put itself, inside a commit (the key leaves the change buffer, if there; an
     /// object it held is freed).
     pub(super) async fn apply_put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.apply_put_near(key, value, None).await.map(drop)
+    }
+
+    /// [`Tree::apply_put`] trying leaf `near` first ([`BTree::put_near`]); returns the leaf
+    /// the entry went into.
+    pub(super) async fn apply_put_near(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        near: Option<PageId>,
+    ) -> Result<PageId> {
         let replaced = self.replaced_object(key).await?;
-        self.apply_put_raw(key, value).await?;
-        self.free_replaced(replaced).await
+        let btree = self.btree;
+        self.shared.change_buffer.stage_remove(btree.tree_id, key);
+        let leaf = self.run(true, |pool, scratch| btree.put_near(pool, key, value, scratch, near));
+        let leaf = leaf.await?;
+        self.free_replaced(replaced).await?;
+        Ok(leaf)
     }
 
     /// [`Tree::apply_put`] of a value that replaces no object (the caller knows).

@@ -19,7 +19,7 @@
 //! not be consistent with each other (they were read at different moments; the commit
 //! finds that out).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -407,17 +407,30 @@ impl Transaction {
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
         // Loads before the commit lock what the commit will read or change, unless it is
         // certainly in memory: a key whose leaf is unchanged since the transaction read it.
-        let mut read_unchanged = HashSet::new();
+        let mut read_unchanged = HashMap::new();
         for ((tree_id, key), read) in &self.reads {
-            match read.unchanged(key) {
-                true => drop(read_unchanged.insert((*tree_id, key.as_slice()))),
-                false => read.tree.prefetch(key).await,
+            match read.leaf.filter(|_| read.unchanged(key)) {
+                Some((leaf, _)) => drop(read_unchanged.insert((*tree_id, key.as_slice()), leaf)),
+                None => read.tree.prefetch(key).await,
             }
         }
+        // The leaves the writes go to, loaded now and handed to the commit: the one a key
+        // was read from, where unchanged; else the one the previous key of the tree went to,
+        // if it holds the key (the writes are sorted); else the one a descent finds.
+        let mut near = Vec::with_capacity(batch.ops.len());
+        let mut last: Option<(u64, PageId)> = None;
         for (tree, op) in &batch.ops {
-            if !read_unchanged.contains(&(tree.btree.tree_id, op.key())) {
-                tree.prefetch(op.key()).await;
-            }
+            let tree_id = tree.btree.tree_id;
+            let read_leaf = read_unchanged.get(&(tree_id, op.key())).copied();
+            let leaf = match read_leaf {
+                Some(leaf) => Some(leaf),
+                None => {
+                    let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, l)| l);
+                    tree.prefetch_leaf(op.key(), after_last).await
+                }
+            };
+            last = leaf.map(|leaf| (tree_id, leaf));
+            near.push(leaf);
         }
         let objects = self.shared.prepare_objects(&batch.ops)?;
         for range in &self.ranges {
@@ -442,7 +455,7 @@ impl Transaction {
                         return Err(conflict(tree, key));
                     }
                 }
-                apply_ops(&batch.ops, &objects).await
+                apply_ops(&batch.ops, &objects, &near).await
             })
             .await;
         if outcome.is_err() {
