@@ -175,6 +175,14 @@ fn table(
     for (store, why) in skipped {
         let _ = writeln!(md, "- {}: skipped: {why}", store.name());
     }
+    // Every option each store ran with, so that a reader can check each was configured
+    // the way its own guide says.
+    md.push_str("\nOptions:\n\n");
+    for (_, result) in runs {
+        if let Ok(report) = result {
+            let _ = writeln!(md, "- {}", report.store_description);
+        }
+    }
     md
 }
 
@@ -246,6 +254,7 @@ mod tests {
         let header = built.iter().map(|s| format!(" {} |", s.name())).collect::<String>();
         assert!(md.contains(&format!("| |{header}")), "{md}");
         assert!(md.contains("| consistency |") && md.contains("- lmdb: skipped"), "{md}");
+        assert!(md.contains("Options:") && md.contains("- ferrite: pool_bytes="), "{md}");
         assert!(md.contains("REDUCED scale"), "{md}");
         let json = std::fs::read_to_string(&output.json).unwrap();
         assert_eq!(json.lines().count(), built.len());
