@@ -2341,7 +2341,7 @@ SCHEMA
     unused item: nothing is written), 1 % of order lines and 15 % of Payments are remote
     when there are several warehouses; 60 % of Payments and Order-Status find the
     customer by last name. Delivery runs in the terminal, all ten districts in one
-    transaction.
+    transaction, one at a time per warehouse (as a deferred queue would run them).
 
 STORES
     ferrite: terminals are tasks on its workers (--workers, --affinity). rocksdb: a

@@ -16,7 +16,7 @@ use super::random::NuRandC;
 use super::run::{run, TpccConfig};
 use super::schema::*;
 use super::store::{FerriteTpcc, TpccStore};
-use super::txns::{execute, Clock, Input, Kind, OrderLineInput, Outcome, Terminal};
+use super::txns::{execute, Clock, DeliveryTurn, Input, Kind, OrderLineInput, Outcome, Terminal};
 use crate::gen::Rng;
 use crate::measure::Progress;
 
@@ -453,3 +453,31 @@ mod peers {
         assert!(e.contains("lmdb has no transactions adapter"), "{e}");
     }
 }
+
+/// Deliveries of one warehouse take turns: a second waits until the first is done, one of
+/// another warehouse does not.
+#[test]
+fn deliveries_of_a_warehouse_take_turns() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let model = Model::new();
+    let first = ferrite::sched::block_on(DeliveryTurn::take(&model, MAX_TEST_WAREHOUSE));
+    // Another warehouse's turn is free.
+    drop(ferrite::sched::block_on(DeliveryTurn::take(&model, MAX_TEST_WAREHOUSE - 1)));
+    let second_ran = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (model, second_ran) = (model.clone(), Arc::clone(&second_ran));
+        std::thread::spawn(move || {
+            let turn = ferrite::sched::block_on(DeliveryTurn::take(&model, MAX_TEST_WAREHOUSE));
+            second_ran.store(true, Ordering::SeqCst);
+            drop(turn);
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(!second_ran.load(Ordering::SeqCst), "two Deliveries of one warehouse at once");
+    drop(first);
+    waiter.join().unwrap();
+    assert!(second_ran.load(Ordering::SeqCst));
+}
+
+/// A warehouse no other test uses (the turns are process-wide).
+const MAX_TEST_WAREHOUSE: u16 = super::run::MAX_WAREHOUSES;
