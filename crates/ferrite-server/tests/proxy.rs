@@ -36,7 +36,10 @@ impl Drop for Proxy {
 
 /// One request, one reply line (or the whole reply up to `END`), read within `limit`.
 fn ask(stream: &mut TcpStream, request: &[u8]) -> String {
-    stream.write_all(request).unwrap();
+    if stream.write_all(request).is_err() {
+        // (The proxy closed the connection: as a reply, nothing.)
+        return String::new();
+    }
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -151,14 +154,20 @@ fn three_servers_behind_nutcracker_spread_keys_and_fail_fast() {
     for i in 0..300 {
         let request = format!("get key{i}\r\n");
         let mut reply = ask(&mut client, request.as_bytes());
-        if reply.is_empty() {
-            // nutcracker may close a client's connection when a server's goes away (an
-            // error a client sees at once, too): connect again and ask again.
+        // nutcracker may close a client's connection when a server's goes away (an error a
+        // client sees at once, too): connect again and ask again. Under load it closed the
+        // new connection as well now and then, while still ejecting the server: a few tries,
+        // and a connection closed every time counts as the error it is.
+        for _ in 0..5 {
+            if !reply.is_empty() {
+                break;
+            }
             closed += 1;
+            std::thread::sleep(Duration::from_millis(20));
             client = connect();
             reply = ask(&mut client, request.as_bytes());
         }
-        if reply.contains("ERROR") {
+        if reply.is_empty() || reply.contains("ERROR") {
             errors += 1;
         } else {
             assert_eq!(reply, format!("VALUE key{i} {i} 6\r\nv{i:05}\r\nEND\r\n"));
