@@ -94,7 +94,8 @@ impl<'a> Probe<'a> {
     /// Orders the page bytes `offset..offset + len` against `other`; a range that leaves the
     /// page counts as empty (as `Node` reads it). Eight bytes at a time, as big-endian words
     /// (whose order is their bytes' order), read straight from the frame: no copy to a
-    /// buffer and no call to `memcmp`, which cost a fifth of a TPC-C transaction's lookups.
+    /// buffer and no call to `memcmp` (perf, TPC-C in memory: `memcmp` 8 % of the CPU, the copies
+    /// for it about 4 %).
     #[inline]
     fn compare_range(&self, offset: usize, len: usize, other: &[u8]) -> Ordering {
         if offset + len > PAGE_SIZE {
