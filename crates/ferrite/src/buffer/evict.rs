@@ -24,8 +24,11 @@
 //! are about half the pool.
 //!
 //! Two ways in: `evict_batch`, run inline (blocking) by whoever runs short of frames, and
-//! `pick_victims` + `write_back_start` + `finish_evict_many` / `abort_evict`, the workers'
-//! way, cut where the write happens and run on each worker's own share of the clock.
+//! `pick_victims` + `write_back_start` + `finish_write_back` / `abort_evict`, the workers'
+//! way, cut where the write happens and run on each worker's own share of the clock. A
+//! worker writes a dirty victim from a copy and unlatches it for the write's length; the
+//! page is evicted when the write lands only if nothing touched it meanwhile (a cooling
+//! stage: a victim still in use is kept, and nobody waits for its write).
 
 use std::sync::atomic::{fence, Ordering};
 

@@ -519,6 +519,58 @@ mod tests {
         pool.check_invariants();
     }
 
+    /// Latches every resident page as a worker's eviction does: swept twice (marked, then
+    /// chosen); returns the victims.
+    fn latch_victims(pool: &BufferPool) -> Vec<PageId> {
+        let mut victims = Vec::new();
+        for _ in 0..2 {
+            pool.pick_victims(0, pool.clock_slots(), usize::MAX, &mut victims);
+        }
+        victims.sort_unstable();
+        victims
+    }
+
+    #[test]
+    fn a_victim_is_written_from_a_copy_and_evicted_only_if_untouched_meanwhile() {
+        use crate::buffer::write_back::{WriteCheck, WriteStart};
+        let dir = TempDir::with_prefix("pool-write-copy").unwrap();
+        let pool = pool(&dir, 16);
+        // Untouched, read, changed while written; and one whose write fails.
+        let ids = new_leaves(&pool, 4);
+        let (untouched, read_meanwhile, changed, failing) = (ids[0], ids[1], ids[2], ids[3]);
+        assert_eq!(latch_victims(&pool), ids, "every dirty leaf chosen");
+        let mut copies: Vec<AlignedPage> = (0..4).map(|_| AlignedPage::zeroed()).collect();
+        for (&id, copy) in ids.iter().zip(&mut copies) {
+            let started = pool.write_back_start(id, copy.bytes_mut());
+            assert!(matches!(started, WriteStart::Write), "page {id}: dirty, so written");
+            assert!(page::verify(copy.bytes(), id).is_ok(), "the copy is sealed");
+            // The write is in flight: no second write of the page starts meanwhile.
+            assert_eq!(pool.write_check(id).unwrap(), WriteCheck::Pinned);
+        }
+        // Not latched while written: readers and writers go on.
+        assert_eq!(read_u64(read(&pool, read_meanwhile).bytes(), 100), 1);
+        let mut copy = AlignedPage::zeroed();
+        let version = pool.read_copy(changed, &mut copy).unwrap();
+        let mut guard = pool.lock_exclusive(changed, version).unwrap();
+        write_u64(guard.page_mut(), 100, 99);
+        drop(guard);
+        // The writes land (the failing one fails), as the worker would see them.
+        for (&id, copy) in ids.iter().zip(&copies).take(3) {
+            pool.file.write_page(id, copy.bytes()).unwrap();
+        }
+        pool.finish_write_back(&ids[..3]);
+        pool.fail_write_back(failing, "injected".into());
+        assert!(matches!(pool.read_begin(untouched), Err(Interrupt::Miss(_))), "evicted");
+        assert_eq!(read_u64(read(&pool, untouched).bytes(), 100), 0, "read back as written");
+        assert!(pool.read_begin(read_meanwhile).is_ok(), "a read gave it a second chance");
+        assert_eq!(pool.write_check(read_meanwhile).unwrap(), WriteCheck::Clean, "and it is clean");
+        assert!(pool.read_begin(changed).is_ok(), "changed: it stays");
+        assert_eq!(pool.write_check(changed).unwrap(), WriteCheck::Ready, "dirty, to write again");
+        assert_eq!(pool.write_check(failing).unwrap(), WriteCheck::Ready, "dirty again");
+        assert_eq!(read_u64(read(&pool, changed).bytes(), 100), 99);
+        pool.check_invariants();
+    }
+
     #[test]
     fn freed_pages_are_reused_and_never_written() {
         let dir = TempDir::with_prefix("pool-free").unwrap();

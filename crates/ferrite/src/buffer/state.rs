@@ -23,7 +23,10 @@
 //! - `UNLOCKED|MARKED|shared -> shared + 1` and back: `lock_shared` / release (`guard.rs`);
 //! - `UNLOCKED -> MARKED`: the clock (`evict.rs`); `MARKED -> UNLOCKED`: any reader;
 //! - `MARKED -> LOCKED -> EVICTED` with version + 1: `evict_batch`, or `pick_victims` +
-//!   `finish_evict_many` (`evict.rs`).
+//!   `finish_evict_many` (`evict.rs`);
+//! - `LOCKED -> MARKED` with version + 1: a worker's dirty victim, copied for its write and
+//!   unlatched while the write is in flight (`write_back_start`); once written it goes
+//!   `MARKED -> LOCKED -> EVICTED` if nothing touched it meanwhile (`finish_write_back`).
 //!
 //! Invariants: the version changes whenever the page's contents may have changed (every
 //! exclusive release and every eviction), so an optimistic reader that sees the same version

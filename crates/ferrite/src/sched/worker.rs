@@ -21,7 +21,7 @@ use crate::buffer::{BufferPool, StagedWrite, TierRead, WriteStart};
 use crate::error::{Error, PageId};
 use crate::format::page::PAGE_SIZE;
 use crate::id_hash::PageMap;
-use crate::io::{IoCompletion, IoEngine, IoKind, IoRequest, QueueError, SocketOp};
+use crate::io::{AlignedBlock, IoCompletion, IoEngine, IoKind, IoRequest, QueueError, SocketOp};
 use crate::wal::Log;
 use crate::worker_context;
 
@@ -253,6 +253,8 @@ pub(crate) struct WorkerIo {
     load_limit: usize,
     /// Victims whose write-back finished in this round, evicted together after it.
     written: Vec<PageId>,
+    /// The copies victims are written from, by page, while their writes are in flight.
+    write_copies: PageMap<AlignedBlock>,
     /// Tasks waiting for room under `load_limit`; each round wakes as many as there is room
     /// for (a woken task that no longer needs a read leaves its room to the next round).
     slot_waiters: VecDeque<Waker>,
@@ -468,6 +470,10 @@ impl WorkerIo {
 
     /// Completes the held tier reads whose added latency has passed.
     fn release_held(&mut self) {
+        if self.held.is_empty() {
+            // (Most rounds: no tier, or nothing held. The clock costs a call.)
+            return;
+        }
         let now = Instant::now();
         while self.held.front().is_some_and(|(due, _)| *due <= now) {
             let (_, completion) = self.held.pop_front().expect("checked above");
@@ -737,6 +743,8 @@ impl WorkerIo {
                 waker.wake();
             }
         } else {
+            // (The copy goes back to the thread's stash.)
+            self.write_copies.remove(&page_id);
             match completion.result {
                 Ok(bytes) if bytes == PAGE_SIZE => {
                     stats.writes.fetch_add(1, Ordering::Relaxed);
@@ -751,8 +759,7 @@ impl WorkerIo {
                         Ok(n) => format!("page {page_id}: short write of {n} bytes"),
                         Err(e) => format!("page {page_id}: {e}"),
                     };
-                    self.pool.note_write_failed(reason);
-                    self.pool.abort_evict(page_id);
+                    self.pool.fail_write_back(page_id, reason);
                 }
             }
         }
@@ -1041,6 +1048,7 @@ impl Worker {
             *cell.borrow_mut() = Some(WorkerIo {
                 load_limit,
                 written: Vec::new(),
+                write_copies: PageMap::default(),
                 slot_waiters: VecDeque::new(),
                 log_flight: None,
                 stats: Arc::clone(&self.stats),
@@ -1076,20 +1084,26 @@ impl Worker {
             }
             with_io(|io| io.failed.clear());
             clock = self.charge(&self.stats.task_ns, clock);
-            self.evict();
-            clock = self.charge(&self.stats.evict_ns, clock);
-            let (in_flight, backlog, holding) = with_io(|io| {
+            // A phase that had nothing to do is not timed (a clock read costs about as much
+            // as such a phase); its moment goes to the next phase timed.
+            if self.evict() {
+                clock = self.charge(&self.stats.evict_ns, clock);
+            }
+            let (in_flight, backlog, holding, submitted) = with_io(|io| {
                 io.hand_out_slots();
                 io.start_tier_writes();
                 io.fill_queue();
                 io.start_log_flush();
-                if let Err(e) = io.engine.submit() {
-                    panic!("submitting I/O failed: {e}");
-                }
-                (io.engine.in_flight(), io.backlog.len(), !io.held.is_empty())
+                let submitted = match io.engine.submit() {
+                    Ok(submitted) => submitted,
+                    Err(e) => panic!("submitting I/O failed: {e}"),
+                };
+                (io.engine.in_flight(), io.backlog.len(), !io.held.is_empty(), submitted)
             })
             .expect("worker I/O state");
-            clock = self.charge(&self.stats.submit_ns, clock);
+            if submitted > 0 {
+                clock = self.charge(&self.stats.submit_ns, clock);
+            }
             let idle = self.ready.is_empty() && !self.has_woken();
             if in_flight > 0 || holding {
                 // Waiting in the kernel: with the wake-up armed, hand-offs from other threads
@@ -1127,7 +1141,7 @@ impl Worker {
                     }
                     io.release_held();
                     if !io.written.is_empty() {
-                        io.pool.finish_evict_many(&io.written);
+                        io.pool.finish_write_back(&io.written);
                         io.written.clear();
                     }
                 });
@@ -1213,15 +1227,16 @@ impl Worker {
     }
 
     /// Evicts a batch from this worker's part of the clock when free frames run short:
-    /// clean victims at once, dirty ones once their write-back (queued here) completes.
-    fn evict(&mut self) {
+    /// clean victims at once, dirty ones once their write-back (queued here) completes, if
+    /// untouched meanwhile. Returns whether it swept (false: no frames wanted).
+    fn evict(&mut self) -> bool {
         let (index, count, batch) = (self.index as u64, self.count as u64, self.evict_batch);
         let mut hand = self.clock_hand;
         let mut steal_hand = self.steal_hand;
-        with_io(|io| {
+        let swept = with_io(|io| {
             let headroom = (batch as u64).min(io.pool.pool_pages() / 4).max(1);
             if !io.evict_wanted && !io.pool.frames_short(headroom) {
-                return;
+                return false;
             }
             io.evict_wanted = false;
             let slots = io.pool.clock_slots();
@@ -1251,20 +1266,26 @@ impl Worker {
             let mut clean = Vec::with_capacity(victims.len());
             let mut log_needed = 0;
             for page_id in victims {
-                match io.pool.write_back_start(page_id) {
+                let mut copy = AlignedBlock::reused(PAGE_SIZE);
+                match io.pool.write_back_start(page_id, copy.as_mut_slice()) {
                     WriteStart::Clean => clean.push(page_id),
                     WriteStart::Later(lsn) => {
                         log_needed = log_needed.max(lsn.unwrap_or(0));
                         io.pool.abort_evict(page_id);
                     }
-                    WriteStart::Write(memory) => io.backlog.push_back(IoRequest {
-                        kind: IoKind::Write,
-                        device: io.pool.file().locate(page_id).0,
-                        offset: io.pool.file().locate(page_id).1,
-                        buf: memory as *mut u8,
-                        len: PAGE_SIZE,
-                        tag: (page_id << 1) | TAG_WRITE,
-                    }),
+                    WriteStart::Write => {
+                        let (device, offset) = io.pool.file().locate(page_id);
+                        io.backlog.push_back(IoRequest {
+                            kind: IoKind::Write,
+                            device,
+                            offset,
+                            // (The block's heap memory: moving the block does not move it.)
+                            buf: copy.as_ptr().cast_mut(),
+                            len: PAGE_SIZE,
+                            tag: (page_id << 1) | TAG_WRITE,
+                        });
+                        io.write_copies.insert(page_id, copy);
+                    }
                 }
             }
             io.pool.finish_evict_many(&clean);
@@ -1274,9 +1295,11 @@ impl Worker {
                     log.request_flush(log_needed);
                 }
             }
+            true
         });
         self.clock_hand = hand;
         self.steal_hand = steal_hand;
+        swept == Some(true)
     }
 
     /// Waits on the inbox until something arrives.
