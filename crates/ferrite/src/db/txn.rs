@@ -29,8 +29,32 @@ use super::{check_key, check_value, Shared, Tree, WriteBatch};
 use crate::error::{Error, PageId, Result};
 use crate::options::Durability;
 
-/// A key of one tree: (tree id, key).
-type TreeKey = (u64, Vec<u8>);
+/// A key of one tree: the tree's id (8 bytes, big-endian), then the key. Tree keys order as
+/// (tree id, key) do, and a lookup borrows the bytes from `Transaction::probe` instead of
+/// allocating a key (two allocations of every read before).
+type TreeKey = Vec<u8>;
+
+/// The tree key of `key` in tree `tree_id`.
+fn tree_key(tree_id: u64, key: &[u8]) -> TreeKey {
+    let mut id = Vec::with_capacity(8 + key.len());
+    id.extend_from_slice(&tree_id.to_be_bytes());
+    id.extend_from_slice(key);
+    id
+}
+
+/// [`tree_key`] built in `probe` (reused): for lookups.
+fn probe_key<'p>(probe: &'p mut Vec<u8>, tree_id: u64, key: &[u8]) -> &'p [u8] {
+    probe.clear();
+    probe.extend_from_slice(&tree_id.to_be_bytes());
+    probe.extend_from_slice(key);
+    probe
+}
+
+/// The tree id and the key of a tree key.
+fn split_key(id: &[u8]) -> (u64, &[u8]) {
+    let (tree_id, key) = id.split_at(8);
+    (u64::from_be_bytes(tree_id.try_into().expect("8 bytes")), key)
+}
 
 /// A transaction over any trees of one database: see [`Db::transaction`](super::Db::transaction).
 /// Dropping it without committing discards its writes.
@@ -44,6 +68,8 @@ pub struct Transaction {
     /// The ranges read from trees, each with what the tree held there.
     ranges: Vec<RangeRead>,
     durability: Option<Durability>,
+    /// Where lookups build their tree key (`probe_key`).
+    probe: Vec<u8>,
 }
 
 /// A key a transaction read from a tree: what it held then, and the leaf that answered
@@ -130,6 +156,7 @@ impl Transaction {
             writes: BTreeMap::new(),
             ranges: Vec::new(),
             durability: None,
+            probe: Vec::new(),
         }
     }
 
@@ -154,18 +181,18 @@ impl Transaction {
         if let Some(seen) = self.seen(tree, key)? {
             return Ok(seen);
         }
-        let id = (tree.btree.tree_id, key.to_vec());
-        let value = match self.reads.get(&id) {
+        let tree_id = tree.btree.tree_id;
+        let value = match self.reads.get(probe_key(&mut self.probe, tree_id, key)) {
             Some(read) => read.value.clone(),
             None => {
                 let (value, leaf) = tree.get_witnessed(key).await?;
-                self.reads
-                    .insert(id.clone(), Read { tree: tree.clone(), value: value.clone(), leaf });
+                let read = Read { tree: tree.clone(), value: value.clone(), leaf };
+                self.reads.insert(tree_key(tree_id, key), read);
                 value
             }
         };
         // The key's value as read, with this transaction's edits over it.
-        match self.writes.get(&id) {
+        match self.writes.get(probe_key(&mut self.probe, tree_id, key)) {
             Some((_, Write::Edits(edits))) => edits.iter().try_fold(value, |v, e| e.apply(v)),
             _ => Ok(value),
         }
@@ -245,12 +272,13 @@ impl Transaction {
         }
         let tree_id = tree.btree.tree_id;
         let inside = |key: &[u8]| contains(&lower, &upper, key);
-        let own: Vec<(&Vec<u8>, &Write)> = self
+        let own: Vec<(&[u8], &Write)> = self
             .writes
-            .range((tree_id, Vec::new())..)
+            .range::<[u8], _>((Bound::Included(&tree_id.to_be_bytes()[..]), Bound::Unbounded))
+            .map(|(id, (_, write))| (split_key(id), write))
             .take_while(|((id, _), _)| *id == tree_id)
             .filter(|((_, key), _)| inside(key))
-            .map(|((_, key), (_, write))| (key, write))
+            .map(|((_, key), write)| (key, write))
             .collect();
         // Each of its own deletes hides at most one of the tree's entries: this many of them
         // give `limit` entries, unless the range has fewer.
@@ -279,7 +307,7 @@ impl Transaction {
                     edits.iter().try_fold(under, |v, e| e.apply(v))?
                 }
             };
-            merged.insert(key.clone(), value);
+            merged.insert(key.to_vec(), value);
         }
         let present = merged.into_iter().filter_map(|(key, value)| Some((key, value?)));
         let answer: Vec<(Vec<u8>, Vec<u8>)> = match reverse {
@@ -323,7 +351,7 @@ impl Transaction {
         check_key(key)?;
         check_value(value)?;
         self.writes.insert(
-            (tree.btree.tree_id, key.to_vec()),
+            tree_key(tree.btree.tree_id, key),
             (tree.clone(), Write::Value(Some(value.to_vec()))),
         );
         Ok(())
@@ -353,7 +381,7 @@ impl Transaction {
     fn edit(&mut self, tree: &Tree, key: &[u8], edit: Edit) -> Result<()> {
         self.check_tree(tree)?;
         check_key(key)?;
-        let id = (tree.btree.tree_id, key.to_vec());
+        let id = tree_key(tree.btree.tree_id, key);
         match self.writes.get_mut(&id) {
             // Over a value of its own: the value changes here.
             Some((_, Write::Value(value))) => *value = edit.apply(value.take())?,
@@ -370,7 +398,7 @@ impl Transaction {
         let key = key.as_ref();
         self.check_tree(tree)?;
         check_key(key)?;
-        self.writes.insert((tree.btree.tree_id, key.to_vec()), (tree.clone(), Write::Value(None)));
+        self.writes.insert(tree_key(tree.btree.tree_id, key), (tree.clone(), Write::Value(None)));
         Ok(())
     }
 
@@ -402,15 +430,16 @@ impl Transaction {
     }
 
     /// [`Transaction::commit`] as a future (for tasks).
-    pub async fn commit_async(self) -> Result<()> {
+    pub async fn commit_async(mut self) -> Result<()> {
         crate::db::in_task("Transaction::commit_async")?;
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
         // Loads before the commit lock what the commit will read or change, unless it is
         // certainly in memory: a key whose leaf is unchanged since the transaction read it.
         let mut read_unchanged = HashMap::new();
-        for ((tree_id, key), read) in &self.reads {
+        for (id, read) in &self.reads {
+            let (tree_id, key) = split_key(id);
             match read.leaf.filter(|_| read.unchanged(key)) {
-                Some((leaf, _)) => drop(read_unchanged.insert((*tree_id, key.as_slice()), leaf)),
+                Some((leaf, _)) => drop(read_unchanged.insert((tree_id, key), leaf)),
                 None => read.tree.prefetch(key).await,
             }
         }
@@ -442,7 +471,8 @@ impl Transaction {
         let outcome = self
             .shared
             .commit(durability, async || {
-                for ((_, key), read) in reads {
+                for (id, read) in reads {
+                    let (_, key) = split_key(id);
                     if !read.unchanged(key) && read.tree.get_in_commit(key).await? != read.value {
                         return Err(conflict(&read.tree, key));
                     }
@@ -466,15 +496,15 @@ impl Transaction {
 
     /// What this transaction already knows of `key`: `Some(value)` from its own write or
     /// its earlier read, `None` if it must read the tree.
-    fn seen(&self, tree: &Tree, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+    fn seen(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
         self.check_tree(tree)?;
         check_key(key)?;
-        let id = (tree.btree.tree_id, key.to_vec());
-        match self.writes.get(&id) {
+        let id = probe_key(&mut self.probe, tree.btree.tree_id, key);
+        match self.writes.get(id) {
             Some((_, Write::Value(value))) => Ok(Some(value.clone())),
             // (Edits need the key's value under them: `get_async`.)
             Some((_, Write::Edits(_))) => Ok(None),
-            None => Ok(self.reads.get(&id).map(|read| read.value.clone())),
+            None => Ok(self.reads.get(id).map(|read| read.value.clone())),
         }
     }
 
@@ -490,9 +520,9 @@ impl Transaction {
         Ok(())
     }
 
-    /// The writes as a batch, checked like one, and the durability to commit with; `None`
-    /// when there is nothing to check or write.
-    fn prepare(&self) -> Result<Option<(WriteBatch, Durability)>> {
+    /// The writes as a batch (moved out of the transaction), checked like one, and the
+    /// durability to commit with; `None` when there is nothing to check or write.
+    fn prepare(&mut self) -> Result<Option<(WriteBatch, Durability)>> {
         let read_nothing = self.reads.is_empty() && self.ranges.is_empty();
         if self.writes.is_empty() && (read_nothing || self.shared.read_only) {
             // Nothing to write, and (read-only) nothing can have changed what was read.
@@ -500,19 +530,20 @@ impl Transaction {
             return Ok(None);
         }
         let mut batch = WriteBatch::new();
-        for ((_, key), (tree, write)) in &self.writes {
+        batch.ops.reserve(self.writes.len());
+        for (mut key, (tree, write)) in std::mem::take(&mut self.writes) {
+            // The key without its tree id, in place.
+            key.drain(..8);
             match write {
-                Write::Value(Some(value)) => {
-                    batch.ops.push((tree.clone(), BatchOp::Put(key.clone(), value.clone())))
-                }
-                Write::Value(None) => batch.ops.push((tree.clone(), BatchOp::Delete(key.clone()))),
+                Write::Value(Some(value)) => batch.ops.push((tree, BatchOp::Put(key, value))),
+                Write::Value(None) => batch.ops.push((tree, BatchOp::Delete(key))),
                 Write::Edits(edits) => {
                     for edit in edits {
                         let op = match edit {
                             Edit::WriteAt(offset, bytes) => {
-                                BatchOp::WriteAt(key.clone(), *offset, bytes.clone())
+                                BatchOp::WriteAt(key.clone(), offset, bytes)
                             }
-                            Edit::Truncate(len) => BatchOp::Truncate(key.clone(), *len),
+                            Edit::Truncate(len) => BatchOp::Truncate(key.clone(), len),
                         };
                         batch.ops.push((tree.clone(), op));
                     }
