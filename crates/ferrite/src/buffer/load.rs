@@ -2,7 +2,9 @@
 //! read someone else started. A load moves the page `EVICTED -> LOADING`, gives it a frame,
 //! reads and verifies it (checksum, own id and kind, then the validator's structural check),
 //! and ends `-> UNLOCKED` with a new version, or back `-> EVICTED` (frame returned) if the
-//! read or the check failed; either way every waiter is woken.
+//! read or the check failed; either way every waiter is woken. A task that saw a page
+//! `LOADING` waits until whoever moved it there moves it out, and only that wakes it: every
+//! way out of `LOADING` goes through `LoadWaiters::wake`.
 //!
 //! Two ways in: `load`, blocking (threads off a worker), and `begin_load` + `finish_load`,
 //! cut where the I/O happens so that a worker can queue the read on its engine and go on.
@@ -39,8 +41,13 @@ impl LoadWaiters {
 
     /// Wakes everyone waiting for `page_id`; the caller changed its state first.
     fn wake(&self, page_id: PageId) {
-        // SeqCst pairs with `add` + the re-check in `wait_for_load`: either the waiter sees
-        // the new state, or this sees the waiter.
+        // Pairs with the fence in `wait_for_load` (after `add`, before its re-check of the
+        // state): either the waiter sees the new state, or this sees the waiter. A fence on
+        // both sides, not the SeqCst load alone: the caller's store of the state is only a
+        // release, and a load after it may be done before the store is seen by other cores
+        // (x86's store buffer does it). The waiter then found the read still under way and
+        // this found nobody waiting, and the task slept for good, both workers idle.
+        fence(Ordering::SeqCst);
         if self.count.load(Ordering::SeqCst) == 0 {
             return;
         }
@@ -81,7 +88,14 @@ impl BufferPool {
         if now.state() != EVICTED || !self.table.cas(page_id, now, now.with_state(LOADING)) {
             return Ok(());
         }
-        let frame = self.frame_for(page_id, now)?;
+        let frame = match self.frame_for(page_id, now) {
+            Ok(frame) => frame,
+            Err(e) => {
+                // Back to evicted (`frame_for`): whoever saw it loading meanwhile goes on.
+                self.load_waiters.wake(page_id);
+                return Err(e);
+            }
+        };
         self.note_loader(frame);
         let result = match self.fill_from_tier(page_id) {
             true => Ok(()),
@@ -230,14 +244,17 @@ impl BufferPool {
             LOCKED => return Ok(LoadStart::Busy),
             _ => return Ok(LoadStart::Resident),
         }
-        if !self.table.cas(page_id, now, now.with_state(LOADING)) {
-            return Ok(LoadStart::Busy);
-        }
+        // The frame before the state: a page is loading only while a read of it is coming,
+        // whose end (`finish_load`) wakes whoever waits for it. Moved to loading and back for
+        // want of a frame, it would let a task of another worker see it loading and wait for
+        // a read nobody starts.
         let Some(frame) = self.frame_alloc.take() else {
-            // Nothing changed: put the word back as it was.
-            self.table.store(page_id, now);
             return Ok(LoadStart::NoFrame);
         };
+        if !self.table.cas(page_id, now, now.with_state(LOADING)) {
+            self.give_frames([frame]);
+            return Ok(LoadStart::Busy);
+        }
         self.table.set_frame(page_id, frame);
         self.note_loader(frame);
         Ok(LoadStart::Started)
@@ -290,8 +307,102 @@ impl BufferPool {
     pub fn wait_for_load(&self, page_id: PageId, waker: &Waker) -> bool {
         self.load_waiters.add(page_id, waker);
         fence(Ordering::SeqCst);
-        // Re-checked after registering: a read that ended before this saw our waker or
-        // left a state we see now. A stale registration only costs a spurious wake-up.
+        // Re-checked after registering (the fence pairs with the one in `LoadWaiters::wake`):
+        // a read that ended before this saw our waker or left a state we see now. A stale
+        // registration only costs a spurious wake-up.
         self.table.load(page_id).state() == LOADING
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until `at` reaches `round`, spinning, then yielding (the other thread may
+    /// share this core).
+    fn wait_until(at: &AtomicU64, round: u64) -> u64 {
+        let mut spins = 0;
+        loop {
+            let now = at.load(Ordering::Acquire);
+            if now >= round {
+                return now;
+            }
+            if spins < 1000 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Regression: `wake` read the count of waiters right after its caller's (release)
+    /// store of the page's new state, and a core may do that read before the store is seen
+    /// by the others (x86's store buffer does). A waiter that registered meanwhile then saw
+    /// the read still under way and the waker saw no waiter: the waiter slept for good,
+    /// both workers idle (as `tasks.rs`'s I/O error test once hung). Here the two race
+    /// round after round, as `finish_load` and `wait_for_load` do, on a state word of
+    /// their own; without the fence in `wake`, most runs lose a few waiters.
+    #[test]
+    fn a_waiter_that_saw_the_read_under_way_is_woken_when_it_ends() {
+        const PAGE: PageId = 7;
+        let waiters = LoadWaiters::default();
+        let state = AtomicU64::new(0); // the round whose read has ended
+        let (go, done) = (AtomicU64::new(0), AtomicU64::new(0));
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let registered = AtomicU64::new(0);
+        let (mut lost, mut rounds) = (0, 0);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for round in 1.. {
+                    if wait_until(&go, round) == u64::MAX {
+                        return;
+                    }
+                    // `wait_for_load`: register, then check the read is still under way.
+                    waiters.add(PAGE, &waker);
+                    fence(Ordering::SeqCst);
+                    let waiting = state.load(Ordering::Acquire) < round;
+                    registered.store(u64::from(waiting), Ordering::Relaxed);
+                    done.store(round, Ordering::Release);
+                }
+            });
+            let began = std::time::Instant::now();
+            while rounds < 200_000 && began.elapsed() < std::time::Duration::from_secs(2) {
+                rounds += 1;
+                let before = count.0.load(Ordering::SeqCst);
+                go.store(rounds, Ordering::Release);
+                // The read ends a little later each round, so that the waiter registers
+                // at every moment of the wake.
+                for _ in 0..rounds % 32 {
+                    std::hint::spin_loop();
+                }
+                // `finish_load`: the new state, then the waiters.
+                state.store(rounds, Ordering::Release);
+                waiters.wake(PAGE);
+                wait_until(&done, rounds);
+                if registered.load(Ordering::Relaxed) == 1
+                    && count.0.load(Ordering::SeqCst) == before
+                {
+                    lost += 1;
+                }
+                // A registration that found the read over is stale: clear it for the next
+                // round, as the page's next load would.
+                waiters.wake(PAGE);
+            }
+            go.store(u64::MAX, Ordering::Release);
+        });
+        assert_eq!(lost, 0, "waiters never woken in {rounds} rounds");
     }
 }

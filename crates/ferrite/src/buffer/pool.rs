@@ -638,6 +638,65 @@ mod tests {
         pool.check_invariants();
     }
 
+    /// Regression: `begin_load` moved the page to `LOADING` before it looked for a frame,
+    /// and when none was free put the word back without waking anyone. A task of another
+    /// worker that saw `LOADING` in between waited for a read nobody had started, until the
+    /// page's next read ended (for ever, if none came). A task that waits for a read is woken
+    /// when it ends, and a load that finds no frame starts none.
+    #[test]
+    fn a_load_that_finds_no_frame_leaves_nobody_waiting() {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Arc;
+        use std::task::Wake;
+
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let dir = TempDir::with_prefix("pool-noframe").unwrap();
+        let pool = pool(&dir, 16);
+        let ids = new_leaves(&pool, 40);
+        pool.flush_all().unwrap();
+        let mut evicted = ids.iter().copied().filter(|&id| !pool.table.load(id).is_resident());
+        let id = evicted.next().unwrap();
+        // Every free frame goes to a load that stays under way: none is left for `id`.
+        let held: Vec<_> = evicted
+            .take_while(|&other| pool.begin_load(other).unwrap() == LoadStart::Started)
+            .collect();
+        assert_eq!(pool.begin_load(id).unwrap(), LoadStart::NoFrame);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        // Two workers' tasks miss the page at once, over and over: each waits for the read
+        // it sees under way, if any.
+        let start = std::sync::Barrier::new(2);
+        let registered: usize = std::thread::scope(|scope| {
+            let tries = || {
+                start.wait();
+                let began = std::time::Instant::now();
+                let mut registered = 0;
+                while began.elapsed() < std::time::Duration::from_millis(200) {
+                    match pool.begin_load(id).unwrap() {
+                        LoadStart::NoFrame | LoadStart::Busy => {}
+                        LoadStart::Loading => {
+                            registered += usize::from(pool.wait_for_load(id, &waker))
+                        }
+                        other => panic!("{other:?} with no frame free"),
+                    }
+                }
+                registered
+            };
+            let other = scope.spawn(tries);
+            tries() + other.join().unwrap()
+        });
+        assert_eq!(count.0.load(Ordering::SeqCst), registered, "every waiter was woken");
+        for other in held {
+            pool.finish_load(other, Err(std::io::Error::other("never read"))).unwrap_err();
+        }
+        pool.check_invariants();
+    }
+
     /// A page that passes its checksum but not the validator is `Error::Corrupt` wherever it
     /// is read from disk, and stays out of the pool: blocking loads, a worker's loads,
     /// recovery's read-ahead (which leaves it for the replay) and recovery's reads.
