@@ -289,10 +289,36 @@ impl UringEngine {
         // SAFETY: the SQE points at a request's buffer, which its submitter keeps valid and
         // untouched until the completion is reaped (`IoEngine::queue`); the slot, and so the
         // request, stays in flight until the kernel has posted the transfer's completion.
-        let pushed = unsafe { self.ring.submission().push(&entry) };
+        let mut pushed = unsafe { self.ring.submission().push(&entry) };
+        if pushed.is_err() {
+            // Full of entries that take no depth (`queue` makes room before it takes a
+            // slot; a transfer's next part, pushed while completions are drained, may find
+            // none): hand them to the kernel, once.
+            let _ = self.ring.submit();
+            // SAFETY: as above.
+            pushed = unsafe { self.ring.submission().push(&entry) };
+        }
         // At most `depth` requests are in flight, each with at most one SQE, and the
-        // submission queue has at least `depth` entries.
-        pushed.expect("the submission queue has room for every request in flight");
+        // submission queue has at least `depth` entries beside the ones just submitted.
+        if pushed.is_err() {
+            let (queued, capacity) = {
+                let sq = self.ring.submission();
+                (sq.len(), sq.capacity())
+            };
+            panic!(
+                "the submission queue has no room for request {index}: {} of {} entries \
+                 queued, depth {}, {} requests in slots, {} ready, {} log writes, {} socket \
+                 operations, wake-up {:?}",
+                queued,
+                capacity,
+                self.depth,
+                self.slots.used(),
+                self.ready.len(),
+                self.write_syncs.len(),
+                self.sockets.len(),
+                self.wake,
+            );
+        }
     }
 
     /// Moves the completions posted in the ring into `out` (finished requests) or back into
@@ -589,6 +615,14 @@ impl IoEngine for UringEngine {
         // depth, which bounds the disk's requests.)
         let disk = self.slots.used() + self.ready.len() + self.write_syncs.len();
         admit(&request, disk, self.depth, self.files.len(), self.direct)?;
+        // Entries that take none of the depth (sleeps and socket operations tasks queued
+        // since the last submission, the wake-up poll) can fill the submission queue: they
+        // go to the kernel first. Regression: a TPC-C run with a 16 MiB pool (a worker
+        // depth of 5, a queue of 8) had 4 sleeps and the poll queued when the worker queued
+        // its reads, and panicked.
+        if self.ring.submission().is_full() && self.submit().is_err() {
+            return Err(QueueError::Full);
+        }
         let index = self.slots.insert(request);
         self.push(u64::from(index));
         Ok(())
@@ -702,6 +736,51 @@ mod tests {
     use super::*;
     use crate::io::{AlignedBlock, DeviceOptions, Devices};
     use tempfile::TempDir;
+
+    /// Regression: sleeps (and socket operations) take no depth, and a worker's tasks may
+    /// queue several before the worker queues its reads: with a queue of `depth + 3`
+    /// entries, a full depth of reads after them found no room, and the engine panicked
+    /// (TPC-C with a 16 MiB pool: depth 5, 4 sleeps and the wake-up poll queued).
+    #[test]
+    fn reads_queued_behind_sleeps_and_the_wake_up_poll_find_room() {
+        let dir = TempDir::with_prefix("uring-sleeps").unwrap();
+        let path = dir.path().join("d0");
+        std::fs::write(&path, vec![7u8; 64 << 10]).unwrap();
+        let options = DeviceOptions { writable: false, direct: false, ..DeviceOptions::default() };
+        let devices = Devices::open(std::slice::from_ref(&path), &options).unwrap();
+        let depth = 5;
+        let mut engine = UringEngine::new(devices.files().clone(), false, depth).unwrap();
+        let wake = std::fs::File::open("/dev/null").unwrap();
+        let sleep = SocketOp::Sleep { duration: std::time::Duration::from_millis(1) };
+        for tag in 0..4 {
+            // SAFETY: a sleep names no memory.
+            unsafe { engine.queue_socket(sleep, tag).unwrap() };
+        }
+        use std::os::fd::AsRawFd;
+        assert!(engine.arm_wake(wake.as_raw_fd()));
+        let mut bufs: Vec<AlignedBlock> = (0..depth).map(|_| AlignedBlock::zeroed(4096)).collect();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            let request = IoRequest {
+                kind: IoKind::Read,
+                device: 0,
+                offset: i as u64 * 4096,
+                buf: buf.as_mut_ptr(),
+                len: 4096,
+                tag: 100 + i as u64,
+            };
+            // SAFETY: the buffers outlive the engine's requests (reaped below).
+            unsafe { engine.queue(request).unwrap() };
+        }
+        engine.submit().unwrap();
+        let mut done = Vec::new();
+        while done.len() < depth + 4 {
+            engine.reap(&mut done, true).unwrap();
+        }
+        let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, [0, 1, 2, 3, 100, 101, 102, 103, 104]);
+        assert!(bufs.iter().all(|buf| buf.as_slice().iter().all(|&b| b == 7)), "every read");
+    }
 
     #[test]
     fn a_write_and_sync_completes_once_even_behind_a_full_queue() {
