@@ -373,6 +373,9 @@ static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 /// differences from a zeroed page.
 pub fn encode_commit(next_tree_id: u64, changes: &[PageChange<'_>]) -> Vec<u8> {
     let mut w = RecordWriter::new(KIND_COMMIT);
+    // Room for a few small changes per page (a commit of TPC-C's New-Order changes about 20
+    // pages, tens of bytes each): growing the record as it is written showed in profiles.
+    w.bytes.reserve(changes.len() * 128);
     w.u64(next_tree_id);
     w.u32(changes.len() as u32);
     let mut spans = Vec::new();
