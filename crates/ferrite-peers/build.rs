@@ -1,8 +1,8 @@
 //! Without the `link` feature: nothing (no C compiled, nothing linked), so the workspace builds
 //! on a machine without the peers' libraries. With it: compiles the WiredTiger shim, the
-//! header-constant checks, RocksDB's cache tiers, its TransactionDB handle and its write buffer
-//! manager (C++, `csrc/rocksdb_tier.cc`, `csrc/rocksdb_txn.cc`, `csrc/rocksdb_memory.cc`) in
-//! `csrc/`,
+//! header-constant checks, RocksDB's cache tiers, its TransactionDB handle, its write buffer
+//! manager and its tickers-only statistics (C++, `csrc/rocksdb_tier.cc`, `csrc/rocksdb_txn.cc`,
+//! `csrc/rocksdb_memory.cc`, `csrc/rocksdb_stats.cc`) in `csrc/`,
 //! and links the system RocksDB, WiredTiger, LMDB and SQLite.
 
 fn main() {
@@ -24,6 +24,7 @@ fn link() {
         "csrc/rocksdb_tier.cc",
         "csrc/rocksdb_txn.cc",
         "csrc/rocksdb_memory.cc",
+        "csrc/rocksdb_stats.cc",
     ] {
         println!("cargo:rerun-if-changed={file}");
     }
@@ -42,6 +43,7 @@ fn link() {
         .file("csrc/rocksdb_tier.cc")
         .file("csrc/rocksdb_txn.cc")
         .file("csrc/rocksdb_memory.cc")
+        .file("csrc/rocksdb_stats.cc")
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)

@@ -38,6 +38,13 @@ _Static_assert(rocksdb_block_based_table_index_type_two_level_index_search == 2,
 /* src/sys/wiredtiger.rs */
 _Static_assert(WT_NOTFOUND == -31803, "WT_NOTFOUND");
 _Static_assert(WT_ROLLBACK == -31800, "WT_ROLLBACK");
+_Static_assert(WT_STAT_CONN_CACHE_PAGES_REQUESTED == 1125,
+               "WT_STAT_CONN_CACHE_PAGES_REQUESTED");
+_Static_assert(WT_STAT_CONN_CACHE_READ == 1117, "WT_STAT_CONN_CACHE_READ");
+_Static_assert(WT_STAT_CONN_CACHE_BYTES_READ == 1040, "WT_STAT_CONN_CACHE_BYTES_READ");
+_Static_assert(WT_STAT_CONN_CACHE_WRITE == 1129, "WT_STAT_CONN_CACHE_WRITE");
+_Static_assert(WT_STAT_CONN_CACHE_BYTES_WRITE == 1041, "WT_STAT_CONN_CACHE_BYTES_WRITE");
+_Static_assert(WT_STAT_CONN_CACHE_EVICTION_APP == 1112, "WT_STAT_CONN_CACHE_EVICTION_APP");
 
 /* src/sys/sqlite.rs */
 _Static_assert(SQLITE_VERSION_NUMBER >= 3037000, "written against SQLite 3.40 (3.37 or later)");

@@ -11,10 +11,10 @@
  *   read that misses the block cache looks in it first; a block read from the file goes in.
  *
  * Each tier is wrapped in a decorator that forwards every call and counts lookups, hits,
- * inserts and bytes into a frk_tier (frk_tier_counters reads them). Statistics tickers
- * (rocksdb.secondary.cache.hits, rocksdb.persistent.cache.hit) would need
- * Options::statistics, whose counting every read and write of every configuration would pay,
- * tier or not; the decorators cost the tiers two relaxed atomic adds per call and nothing else.
+ * inserts and bytes into a frk_tier (frk_tier_counters reads them). The statistics tickers
+ * every database now counts (rocksdb_stats.cc) have the tiers' hits
+ * (rocksdb.secondary.cache.hits, rocksdb.persistent.cache.hit) but not what a tier stored or
+ * refused; the decorators count all of it, at two relaxed atomic adds per call.
  *
  * Why this file relies on two of the C API's private struct layouts: the C API hands out a
  * block cache as a rocksdb_cache_t and takes table options as a

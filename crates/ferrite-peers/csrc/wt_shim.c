@@ -485,3 +485,41 @@ fwt_prev(WT_CURSOR *cursor)
 		(void)cursor->reset(cursor);
 	return fwt_leave(ret);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics (the connection opened with statistics=(fast) or more).
+ */
+
+/* The connection statistics keys[0..count) (WT_STAT_CONN_*) into values[0..count), through a
+ * "statistics:" cursor opened on `session` and closed before returning. Each statistic's
+ * description must be names[i] ("cache: pages read into cache"): a key that means something
+ * else in this WiredTiger is an error (EINVAL), not a wrong number. */
+int
+fwt_stats(WT_SESSION *session, const int *keys, const char *const *names, int64_t *values,
+    size_t count)
+{
+	WT_CURSOR *cursor = NULL;
+	const char *desc, *pvalue;
+	int64_t value;
+	size_t i;
+	int ret, tret;
+
+	fwt_enter();
+	ret = session->open_cursor(session, "statistics:", NULL, NULL, &cursor);
+	for (i = 0; ret == 0 && i < count; ++i) {
+		cursor->set_key(cursor, keys[i]);
+		ret = cursor->search(cursor);
+		if (ret == 0)
+			ret = cursor->get_value(cursor, &desc, &pvalue, &value);
+		if (ret == 0 && strcmp(desc, names[i]) != 0) {
+			snprintf(fwt_message, sizeof(fwt_message),
+			    "statistic %d is \"%s\", not \"%s\"", keys[i], desc, names[i]);
+			ret = EINVAL;
+		}
+		if (ret == 0)
+			values[i] = value;
+	}
+	if (cursor != NULL && (tret = cursor->close(cursor)) != 0 && ret == 0)
+		ret = tret;
+	return fwt_leave(ret);
+}

@@ -145,3 +145,124 @@ pub struct TierUse {
     /// Bytes of the blocks stored.
     pub bytes_written: u64,
 }
+
+/// Counters an engine keeps of its own work (`Peer::stats`), cumulative since it opened, so
+/// that a benchmark can check the engine did what its configuration meant it to (a cache that
+/// hits, no compaction storm): each under the engine's own name for it, as its documentation
+/// spells it; and, where the engine counts them, the two ratios a reader checks first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    /// (the engine's name for the counter, its value), in the engine's order.
+    pub counters: Vec<(&'static str, u64)>,
+    /// Lookups in the engine's cache, and how many of them missed.
+    pub cache: Option<CacheLookups>,
+    /// Blocks (pages) the engine brought into its cache from its files, and their bytes.
+    pub fills: Option<CacheFills>,
+}
+
+/// Lookups in an engine's cache and, of those, misses (`PeerStats::cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLookups {
+    pub lookups: u64,
+    pub misses: u64,
+    /// What is counted, from which of the engine's counters, in words.
+    pub counted: &'static str,
+}
+
+/// Blocks (pages) brought into an engine's cache and their bytes (`PeerStats::fills`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheFills {
+    pub blocks: u64,
+    pub bytes: u64,
+    /// What is counted, from which of the engine's counters, in words.
+    pub counted: &'static str,
+}
+
+impl PeerStats {
+    /// The counter named `name`, if the engine keeps it.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.counters.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
+
+    /// What grew since `earlier` (a snapshot of the same engine): each counter less its value
+    /// then (a counter `earlier` lacks counts from 0; none goes below 0).
+    pub fn since(&self, earlier: &PeerStats) -> PeerStats {
+        PeerStats {
+            counters: self
+                .counters
+                .iter()
+                .map(|&(name, now)| (name, now.saturating_sub(earlier.get(name).unwrap_or(0))))
+                .collect(),
+            cache: self.cache.map(|now| {
+                let then = earlier.cache.map_or((0, 0), |c| (c.lookups, c.misses));
+                CacheLookups {
+                    lookups: now.lookups.saturating_sub(then.0),
+                    misses: now.misses.saturating_sub(then.1),
+                    counted: now.counted,
+                }
+            }),
+            fills: self.fills.map(|now| {
+                let then = earlier.fills.map_or((0, 0), |f| (f.blocks, f.bytes));
+                CacheFills {
+                    blocks: now.blocks.saturating_sub(then.0),
+                    bytes: now.bytes.saturating_sub(then.1),
+                    counted: now.counted,
+                }
+            }),
+        }
+    }
+
+    /// The share of cache lookups that hit, 1 − misses / lookups, within [0, 1] (an engine may
+    /// count a miss its lookups do not: WiredTiger's reads into the cache by its own threads);
+    /// `None` without lookups.
+    pub fn cache_hit_ratio(&self) -> Option<f64> {
+        let cache = self.cache.filter(|c| c.lookups > 0)?;
+        Some((1.0 - cache.misses as f64 / cache.lookups as f64).clamp(0.0, 1.0))
+    }
+
+    /// Bytes per block (page) brought into the cache; `None` without any.
+    pub fn bytes_per_fill(&self) -> Option<f64> {
+        let fills = self.fills.filter(|f| f.blocks > 0)?;
+        Some(fills.bytes as f64 / fills.blocks as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(hits: u64, misses: u64) -> PeerStats {
+        PeerStats {
+            counters: vec![("hit", hits), ("miss", misses)],
+            cache: Some(CacheLookups { lookups: hits + misses, misses, counted: "test" }),
+            fills: Some(CacheFills { blocks: misses, bytes: misses * 4096, counted: "test" }),
+        }
+    }
+
+    #[test]
+    fn a_window_is_the_growth_of_every_counter() {
+        let window = stats(130, 40).since(&stats(100, 20));
+        assert_eq!(
+            (window.get("hit"), window.get("miss"), window.get("other")),
+            (Some(30), Some(20), None)
+        );
+        assert_eq!(window.cache.map(|c| (c.lookups, c.misses)), Some((50, 20)));
+        assert_eq!(window.cache_hit_ratio(), Some(0.6));
+        assert_eq!(window.bytes_per_fill(), Some(4096.0));
+        // A counter that went back (it cannot, but a reopened engine's would) stays at 0.
+        assert_eq!(stats(1, 1).since(&stats(5, 5)).get("hit"), Some(0));
+    }
+
+    #[test]
+    fn ratios_need_something_counted() {
+        assert_eq!(stats(0, 0).cache_hit_ratio(), None);
+        assert_eq!(stats(0, 0).bytes_per_fill(), None);
+        assert_eq!(PeerStats::default().cache_hit_ratio(), None);
+        // More misses than lookups (another thread's reads): clamped to 0.
+        let odd = PeerStats {
+            cache: Some(CacheLookups { lookups: 10, misses: 12, counted: "test" }),
+            ..PeerStats::default()
+        };
+        assert_eq!(odd.cache_hit_ratio(), Some(0.0));
+    }
+}

@@ -54,7 +54,10 @@ mod txn;
 #[cfg(feature = "link")]
 mod wiredtiger;
 
-pub use config::{MemoryUse, PeerConfig, PeerTier, PeerTierKind, TierUse, TxnMode};
+pub use config::{
+    CacheFills, CacheLookups, MemoryUse, PeerConfig, PeerStats, PeerTier, PeerTierKind, TierUse,
+    TxnMode,
+};
 pub use error::PeerError;
 
 #[cfg(feature = "link")]

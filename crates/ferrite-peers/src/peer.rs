@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::{Lmdb, MemoryUse, PeerConfig, PeerError, PeerTxn, RocksDb, TierUse, WiredTiger};
+use crate::{
+    Lmdb, MemoryUse, PeerConfig, PeerError, PeerStats, PeerTxn, RocksDb, TierUse, WiredTiger,
+};
 
 /// One peer engine: the inherent methods of [`RocksDb`], [`WiredTiger`] and [`Lmdb`].
 pub trait Peer: Send + Sync {
@@ -37,6 +39,12 @@ pub trait Peer: Send + Sync {
     /// What its second cache tier did so far, if it was opened with one (RocksDB).
     fn tier(&self) -> Option<TierUse> {
         None
+    }
+    /// Its own counters since it opened ([`PeerStats`]: RocksDB's tickers, WiredTiger's cache
+    /// statistics), for a benchmark to check the configuration did what it meant to; `None`
+    /// where it keeps none (LMDB).
+    fn stats(&self) -> Result<Option<PeerStats>, PeerError> {
+        Ok(None)
     }
     /// Begins a transaction (RocksDB opened with `PeerConfig::transactions`, WiredTiger),
     /// which keeps the engine open while it lives; LMDB refuses.
@@ -103,6 +111,9 @@ impl_peer!(
     fn tier(&self) -> Option<TierUse> {
         RocksDb::tier(self)
     },
+    fn stats(&self) -> Result<Option<PeerStats>, PeerError> {
+        RocksDb::stats(self).map(Some)
+    },
     fn begin(self: Arc<Self>) -> Result<Box<dyn PeerTxn>, PeerError> {
         Ok(Box::new(RocksDb::begin(&self)?))
     },
@@ -112,6 +123,9 @@ impl_peer!(
 );
 impl_peer!(
     WiredTiger,
+    fn stats(&self) -> Result<Option<PeerStats>, PeerError> {
+        WiredTiger::stats(self).map(Some)
+    },
     fn begin(self: Arc<Self>) -> Result<Box<dyn PeerTxn>, PeerError> {
         Ok(Box::new(WiredTiger::begin(&self)?))
     },

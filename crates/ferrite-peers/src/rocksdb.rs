@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use crate::sys::bytes;
 use crate::sys::rocksdb::*;
-use crate::{dir, MemoryUse, PeerConfig, PeerError, PeerTier, PeerTierKind, TierUse, TxnMode};
+use crate::{
+    dir, CacheFills, CacheLookups, MemoryUse, PeerConfig, PeerError, PeerStats, PeerTier,
+    PeerTierKind, TierUse, TxnMode,
+};
 
 const NAME: &str = "rocksdb";
 const BLOCK_SIZE_BYTES: usize = 4096;
@@ -55,6 +58,27 @@ const PERSISTENT_CACHE_FOR_NVM: bool = true;
 /// capacity below one file, by an `assert` that aborts the process in Debian's build, so
 /// `open` refuses that first.
 const PERSISTENT_CACHE_FILE_BYTES: u64 = 100 << 20;
+/// The tickers [`RocksDb::stats`] reads, by RocksDB's names (`TickersNameMap`,
+/// `rocksdb/statistics.h`): block cache lookups that hit and missed, all blocks and by kind
+/// (`hit` = `data.hit` + `index.hit` + `filter.hit`, the same for `miss`; blocks pinned outside
+/// the cache, the top-level index and filter and L0's, are read without a lookup and counted in
+/// neither), blocks added to the cache and their charge, and the bytes compactions read and
+/// wrote and flushes wrote.
+const TICKERS: [&CStr; 13] = [
+    c"rocksdb.block.cache.hit",
+    c"rocksdb.block.cache.miss",
+    c"rocksdb.block.cache.data.hit",
+    c"rocksdb.block.cache.data.miss",
+    c"rocksdb.block.cache.index.hit",
+    c"rocksdb.block.cache.index.miss",
+    c"rocksdb.block.cache.filter.hit",
+    c"rocksdb.block.cache.filter.miss",
+    c"rocksdb.block.cache.add",
+    c"rocksdb.block.cache.bytes.write",
+    c"rocksdb.compact.read.bytes",
+    c"rocksdb.compact.write.bytes",
+    c"rocksdb.flush.write.bytes",
+];
 
 /// A RocksDB database: one column family, the options of [`RocksDb::open`].
 #[derive(Debug)]
@@ -74,6 +98,8 @@ pub struct RocksDb {
     memtables: Option<Owned<frk_write_buffer_manager>>,
     /// The second tier's counters, when `open` was given one.
     tier: Option<Owned<frk_tier>>,
+    /// The statistics the database counts its tickers in (`Options::statistics`).
+    statistics: Owned<frk_statistics>,
     read: Owned<rocksdb_readoptions_t>,
     write: Owned<rocksdb_writeoptions_t>,
     description: String,
@@ -114,7 +140,12 @@ impl RocksDb {
     ///   both stay within `cache_bytes`;
     /// - write options: `disableWAL` = !`log`, `sync` = `sync` (RocksDB rejects sync without
     ///   the WAL, so that combination is refused here). Without the WAL, writes reach disk at
-    ///   [`flush`](Self::flush), memtable switches, or close.
+    ///   [`flush`](Self::flush), memtable switches, or close;
+    /// - `statistics` = `CreateDBStatistics()` at `StatsLevel::kExceptHistogramOrTimers`:
+    ///   tickers only (per-core counters, no histograms, no clock reads), read by
+    ///   [`stats`](Self::stats); made by `csrc/rocksdb_stats.cc`, as the C API's
+    ///   `rocksdb_options_enable_statistics` cannot set the level and its default also times
+    ///   every call.
     ///
     /// With a `tier` (counted in [`tier`](Self::tier); made by `csrc/rocksdb_tier.cc`, as the
     /// C API has neither):
@@ -222,11 +253,12 @@ impl RocksDb {
             }
             (options, persistent)
         };
-        // After the options' setters above: the shim checks its copied layouts against them.
+        // After the options' setters above: the shims check their copied layouts against them.
         let memtables = match config.memtables_in_cache {
             true => Some(set_write_buffer_manager(&options, &cache, memtable_budget_bytes)?),
             false => None,
         };
+        let statistics = enable_ticker_statistics(&options)?;
         // SAFETY: fresh objects from their create functions; the setters take live objects.
         let (read, write) = unsafe {
             let read = Owned::new(rocksdb_readoptions_create(), rocksdb_readoptions_destroy)?;
@@ -262,7 +294,8 @@ impl RocksDb {
              write_buffer_size={write_buffer_bytes}{memtables}, \
              max_background_jobs={MAX_BACKGROUND_JOBS}, \
              level_compaction_dynamic_level_bytes=true, compression=none, disableWAL={no_wal}, \
-             sync={sync}{blob}{tier}{txn}",
+             sync={sync}, statistics=CreateDBStatistics() at kExceptHistogramOrTimers (tickers \
+             only){blob}{tier}{txn}",
             memtables = describe_memtables(config, cache_bytes, write_buffer_bytes),
             txn = match config.transactions {
                 // `max_write_buffer_size_to_maintain`, the memtable history commits are
@@ -296,7 +329,18 @@ impl RocksDb {
             sync = config.sync,
         );
         let tier = secondary.or(persistent);
-        Ok(RocksDb { db, txn, _options: options, cache, memtables, tier, read, write, description })
+        Ok(RocksDb {
+            db,
+            txn,
+            _options: options,
+            cache,
+            memtables,
+            tier,
+            statistics,
+            read,
+            write,
+            description,
+        })
     }
 
     /// "rocksdb".
@@ -489,6 +533,51 @@ impl RocksDb {
             inserts: c.inserts,
             refused: c.refused,
             bytes_written: c.bytes_written,
+        })
+    }
+
+    /// Its tickers ([`TICKERS`]) since `open`, under RocksDB's names; the cache's lookups are
+    /// the block cache's hits + misses (data, index and filter blocks), its fills the blocks
+    /// added to it after a miss and their charge (their size in memory, about the bytes read
+    /// from the file for uncompressed blocks). Compactions read without filling the cache:
+    /// their reads are in `rocksdb.compact.read.bytes` only.
+    pub fn stats(&self) -> Result<PeerStats, PeerError> {
+        let names: Vec<*const c_char> = TICKERS.iter().map(|n| n.as_ptr()).collect();
+        let mut values = [0u64; TICKERS.len()];
+        let mut err = ptr::null_mut();
+        // SAFETY: a live statistics handle (destroyed only when `self` drops); `names` holds
+        // `values.len()` NUL-terminated strings that outlive the call; `err` is a null pointer.
+        unsafe {
+            frk_statistics_tickers(
+                self.statistics.ptr(),
+                names.as_ptr(),
+                values.as_mut_ptr(),
+                values.len(),
+                &mut err,
+            )
+        };
+        check("frk_statistics_tickers", err)?;
+        let counters: Vec<(&'static str, u64)> = TICKERS
+            .iter()
+            .zip(values)
+            .map(|(name, value)| (name.to_str().expect("ASCII ticker names"), value))
+            .collect();
+        let [hits, misses, .., adds, add_bytes, _, _, _] = values;
+        Ok(PeerStats {
+            counters,
+            cache: Some(CacheLookups {
+                lookups: hits + misses,
+                misses,
+                counted: "block cache lookups (data, index and filter blocks): \
+                          rocksdb.block.cache.hit + rocksdb.block.cache.miss",
+            }),
+            fills: Some(CacheFills {
+                blocks: adds,
+                bytes: add_bytes,
+                counted: "blocks added to the block cache after a miss \
+                          (rocksdb.block.cache.add) and their charge in memory \
+                          (rocksdb.block.cache.bytes.write)",
+            }),
         })
     }
 
@@ -931,6 +1020,19 @@ fn set_write_buffer_manager(
     check("frk_options_set_write_buffer_manager", err)?;
     // SAFETY: on success a fresh handle we own.
     unsafe { Owned::new(manager, frk_write_buffer_manager_destroy) }
+}
+
+/// Gives `options` statistics counting tickers only; returns a handle on them.
+fn enable_ticker_statistics(
+    options: &Owned<rocksdb_options_t>,
+) -> Result<Owned<frk_statistics>, PeerError> {
+    let mut err = ptr::null_mut();
+    // SAFETY: live options; `err` is a null pointer for the shim to fill in. The options share
+    // the statistics (a `shared_ptr`), and the database opened with them.
+    let statistics = unsafe { frk_options_enable_ticker_statistics(options.ptr(), &mut err) };
+    check("frk_options_enable_ticker_statistics", err)?;
+    // SAFETY: on success a fresh handle we own.
+    unsafe { Owned::new(statistics, frk_statistics_destroy) }
 }
 
 /// Gives `table` a persistent cache in `tier.path` (made if missing); returns its counters.

@@ -8,14 +8,14 @@
 // Every method is a call into the shim through `crate::sys::wiredtiger`.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_int, CStr, CString};
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::Path;
 use std::ptr::{self, NonNull};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::sys::bytes;
 use crate::sys::wiredtiger::*;
-use crate::{dir, PeerConfig, PeerError};
+use crate::{dir, CacheFills, CacheLookups, PeerConfig, PeerError, PeerStats};
 
 const NAME: &str = "wiredtiger";
 /// The table holding the data.
@@ -36,6 +36,20 @@ const EVICTION: &str = "eviction=(threads_min=1,threads_max=8),eviction_target=8
 const TABLE_CONFIG: &str = "key_format=u,value_format=u,allocation_size=4KB,leaf_page_max=4KB,\
                             internal_page_max=4KB,memory_page_max=5MB,block_compressor=none";
 
+/// The connection statistics [`WiredTiger::stats`] reads: (key, WiredTiger's description).
+/// Pages requested from the cache are every page a cursor asked for (internal pages
+/// included); pages read into the cache, the misses among them (and pages read by
+/// WiredTiger's own threads); bytes, their in-memory size. Pages evicted by application
+/// threads show a cache too small for its eviction threads to keep up.
+const STATISTICS: [(c_int, &CStr); 6] = [
+    (WT_STAT_CONN_CACHE_PAGES_REQUESTED, c"cache: pages requested from the cache"),
+    (WT_STAT_CONN_CACHE_READ, c"cache: pages read into cache"),
+    (WT_STAT_CONN_CACHE_BYTES_READ, c"cache: bytes read into cache"),
+    (WT_STAT_CONN_CACHE_WRITE, c"cache: pages written from cache"),
+    (WT_STAT_CONN_CACHE_BYTES_WRITE, c"cache: bytes written from cache"),
+    (WT_STAT_CONN_CACHE_EVICTION_APP, c"cache: pages evicted by application threads"),
+];
+
 /// A WiredTiger database with one table.
 #[derive(Debug)]
 pub struct WiredTiger {
@@ -54,7 +68,8 @@ unsafe impl Sync for WiredTiger {}
 impl WiredTiger {
     /// Opens (creating if missing) the database in `dir` with the connection config
     /// `create,config_base=false,use_environment=false,cache_size=<cache_bytes>,session_max=1024,
-    /// ` + [`EVICTION`] + `,log=(enabled=<log>),transaction_sync=(enabled=<sync>,method=fsync)`, plus
+    /// ` + [`EVICTION`] + `,log=(enabled=<log>),transaction_sync=(enabled=<sync>,method=fsync),
+    /// statistics=(fast)`, plus
     /// `direct_io=[data]` when `direct_io` (data files only; the log stays buffered), and the
     /// table `table:ferrite` created with `key_format=u,value_format=u,
     /// allocation_size=4KB,leaf_page_max=4KB,internal_page_max=4KB,memory_page_max=5MB,
@@ -67,6 +82,8 @@ impl WiredTiger {
     /// `use_environment=false`: `WIREDTIGER_CONFIG` in the environment cannot change the run;
     /// `config_base=false`: no `WiredTiger.basecfg` is written or read, every open passes the
     /// whole config (3.2.1 also rejects its own basecfg when it holds `use_environment`).
+    /// `statistics=(fast)`: the inexpensive statistics (MongoDB's default), which
+    /// [`stats`](Self::stats) reads.
     ///
     /// A `tier` is refused: WiredTiger 3.2.1 has no second cache tier (its `block_cache`
     /// connection option came with later releases).
@@ -88,7 +105,8 @@ impl WiredTiger {
         let direct_io = if config.direct_io { ",direct_io=[data]" } else { "" };
         let conn_config = format!(
             "create,config_base=false,use_environment=false,cache_size={},session_max={SESSION_MAX},\
-             {EVICTION},log=(enabled={}),transaction_sync=(enabled={},method=fsync){direct_io}",
+             {EVICTION},log=(enabled={}),transaction_sync=(enabled={},method=fsync),\
+             statistics=(fast){direct_io}",
             config.cache_bytes, config.log, config.sync,
         );
         let c_conn_config = CString::new(conn_config.as_str()).expect("no NUL in the config");
@@ -239,6 +257,53 @@ impl WiredTiger {
         let session = self.session()?;
         // SAFETY: the session is ours for this call.
         check("WT_SESSION::checkpoint", unsafe { fwt_checkpoint(session.session.as_ptr()) })
+    }
+
+    /// Its cache statistics ([`STATISTICS`]) since `open`, under WiredTiger's descriptions;
+    /// the cache's lookups are the pages requested from it, its misses and fills the pages
+    /// read into it (fills' bytes: `cache: bytes read into cache`, their size in memory).
+    pub fn stats(&self) -> Result<PeerStats, PeerError> {
+        let keys: Vec<c_int> = STATISTICS.iter().map(|&(key, _)| key).collect();
+        let names: Vec<*const c_char> = STATISTICS.iter().map(|(_, name)| name.as_ptr()).collect();
+        let mut values = [0i64; STATISTICS.len()];
+        let session = self.session()?;
+        // SAFETY: the session is ours for this call (the shim opens and closes its own
+        // statistics cursor on it); `keys` and `names` hold `values.len()` entries, the names
+        // NUL-terminated, all outliving the call.
+        let rc = unsafe {
+            fwt_stats(
+                session.session.as_ptr(),
+                keys.as_ptr(),
+                names.as_ptr(),
+                values.as_mut_ptr(),
+                values.len(),
+            )
+        };
+        check("WT_CURSOR::search (statistics:)", rc)?;
+        // Counters are never negative; a value that were would read as 0.
+        let values = values.map(|v| u64::try_from(v).unwrap_or(0));
+        let counters = STATISTICS
+            .iter()
+            .zip(values)
+            .map(|((_, name), value)| (name.to_str().expect("ASCII descriptions"), value))
+            .collect();
+        let [requested, read, bytes_read, ..] = values;
+        Ok(PeerStats {
+            counters,
+            cache: Some(CacheLookups {
+                lookups: requested,
+                misses: read,
+                counted: "pages requested from the cache (internal pages included) and pages \
+                          read into it: 1 - cache: pages read into cache / cache: pages \
+                          requested from the cache",
+            }),
+            fills: Some(CacheFills {
+                blocks: read,
+                bytes: bytes_read,
+                counted: "pages read into the cache (cache: pages read into cache) and their \
+                          size in memory (cache: bytes read into cache)",
+            }),
+        })
     }
 
     /// Every option `open` set, on one line.

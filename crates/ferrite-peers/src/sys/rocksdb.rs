@@ -41,6 +41,7 @@ opaque!(
     rocksdb_transaction_options_t,
     frk_tier,
     frk_write_buffer_manager,
+    frk_statistics,
 );
 
 /// `rocksdb_no_compression` of the compression enum.
@@ -459,4 +460,26 @@ extern "C" {
     ) -> size_t;
     /// Frees the handle (the options and database keep their own reference).
     pub(crate) fn frk_write_buffer_manager_destroy(manager: *mut frk_write_buffer_manager);
+}
+
+// RocksDB's statistics at the tickers-only level, from the C++ shim `csrc/rocksdb_stats.cc`.
+extern "C" {
+    /// Sets the options' `statistics` to `CreateDBStatistics()` at `kExceptHistogramOrTimers`
+    /// (tickers only). A handle on it, or null and `*errptr` (also when the copied layout
+    /// does not match the C API's getters).
+    pub(crate) fn frk_options_enable_ticker_statistics(
+        options: *mut rocksdb_options_t,
+        errptr: *mut *mut c_char,
+    ) -> *mut frk_statistics;
+    /// The tickers named `names[..count]` (RocksDB's names, `rocksdb.block.cache.miss`) into
+    /// `values[..count]`. 0, or -1 and `*errptr` when a name is not a ticker's.
+    pub(crate) fn frk_statistics_tickers(
+        statistics: *const frk_statistics,
+        names: *const *const c_char,
+        values: *mut u64,
+        count: size_t,
+        errptr: *mut *mut c_char,
+    ) -> c_int;
+    /// Frees the handle (the options and database keep their own reference).
+    pub(crate) fn frk_statistics_destroy(statistics: *mut frk_statistics);
 }

@@ -40,6 +40,21 @@ pub(crate) const WT_NOTFOUND: c_int = -31803;
 /// The operation met another transaction's update: roll the transaction back.
 pub(crate) const WT_ROLLBACK: c_int = -31800;
 
+// Connection statistics (`WT_STAT_CONN_*`, keys of a `statistics:` cursor), by the
+// description WiredTiger gives each.
+/// "cache: pages requested from the cache"
+pub(crate) const WT_STAT_CONN_CACHE_PAGES_REQUESTED: c_int = 1125;
+/// "cache: pages read into cache"
+pub(crate) const WT_STAT_CONN_CACHE_READ: c_int = 1117;
+/// "cache: bytes read into cache"
+pub(crate) const WT_STAT_CONN_CACHE_BYTES_READ: c_int = 1040;
+/// "cache: pages written from cache"
+pub(crate) const WT_STAT_CONN_CACHE_WRITE: c_int = 1129;
+/// "cache: bytes written from cache"
+pub(crate) const WT_STAT_CONN_CACHE_BYTES_WRITE: c_int = 1041;
+/// "cache: pages evicted by application threads"
+pub(crate) const WT_STAT_CONN_CACHE_EVICTION_APP: c_int = 1112;
+
 // The shim is compiled by build.rs into a static library; WiredTiger is linked after it.
 extern "C" {
     /// `wiredtiger_version`: "WiredTiger 3.2.1: (August 27, 2019)".
@@ -118,4 +133,13 @@ extern "C" {
         key_len: size_t,
     ) -> c_int;
     pub(crate) fn fwt_prev(cursor: *mut WT_CURSOR) -> c_int;
+    /// The connection statistics `keys[..count]` into `values[..count]`, each checked to be
+    /// described as `names[i]` (else `EINVAL`).
+    pub(crate) fn fwt_stats(
+        session: *mut WT_SESSION,
+        keys: *const c_int,
+        names: *const *const c_char,
+        values: *mut i64,
+        count: size_t,
+    ) -> c_int;
 }
