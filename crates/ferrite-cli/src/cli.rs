@@ -1871,7 +1871,8 @@ SUITES
                    --out (--stores picks the stores; --rounds does not apply): tpcc.md
                    with the stores as columns (tx/s, tpmC, reads and writes per
                    transaction and their source, CPU µs per transaction, New-Order p50
-                   and p99, conflicts, consistency, isolation), tpcc.jsonl, tpcc-tx.svg
+                   and p99, conflicts, consistency, isolation, cache hit ratio, bytes
+                   per device read), tpcc.jsonl, tpcc-tx.svg
                    and tpcc-p99.svg; exit status 1 if a run failed or was inconsistent
 
     The other options are those of the workloads (ferrite bench ycsb-a --help) and apply
@@ -2357,12 +2358,20 @@ MEASUREMENT
     retries included). On Ferrite reads_per_tx and writes_per_tx are the buffer pool's
     pages; on a peer, which counts none, they are the device's (whole device, the log's
     writes included; zero when /proc/diskstats does not have it), and io_source says
-    which. CPU is the process's user + system time in the window.
+    which. CPU is the process's user + system time in the window. The store's own
+    counters are read before and after the window: RocksDB's statistics tickers (block
+    cache hits and misses, by data, index and filter blocks; blocks added and their bytes;
+    compaction and flush bytes) and WiredTiger's cache statistics (pages requested from and
+    read into its cache, bytes read into and written from it, pages evicted by application
+    threads); cache_hit_ratio is RocksDB's block cache hits / (hits + misses) and
+    WiredTiger's 1 - pages read into cache / pages requested (Ferrite's pool counts no hits:
+    no field). bytes_per_read is the device's sectors read x 512 / reads completed.
 
 OUTPUT
     Progress on stderr. On stdout a summary (tx/s, tpmC, per type: count, share, p50,
-    p99, conflicts, rollbacks; reads, writes and CPU per transaction; the workers' time
-    and each one's share running tasks; the consistency checks) and one line:
+    p99, conflicts, rollbacks; reads, writes and CPU per transaction; bytes per device
+    read; the store's cache hit ratio and counters; the workers' time and each one's
+    share running tasks; the consistency checks) and one line:
 
     result store=ferrite|rocksdb|wiredtiger workload=tpcc warehouses=W tx_per_s=N tpmc=N
            reads_per_tx=X writes_per_tx=X consistency=ok|failed scale=spec|reduced
@@ -2373,8 +2382,10 @@ OUTPUT
            rollbacks=N isolation=serializable|snapshot-locking|snapshot
            durability=sync|none no_log=0|1 affinity=0|1 spec_times=0|1 terminals=N
            workers=N cache_mib=M seed=X io_source=pool|device|unknown
+           [cache_hit_ratio=X] [bytes_per_read=N]
 
-    (workers: on a peer, the terminals' threads.)
+    (workers: on a peer, the terminals' threads. cache_hit_ratio: the peers only;
+    bytes_per_read: where /proc/diskstats has the device.)
 
     tpmc counts the New-Orders committed per minute. A consistency violation is listed,
     the line says consistency=failed and the command exits with status 1.

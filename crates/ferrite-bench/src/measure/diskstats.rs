@@ -43,6 +43,16 @@ impl DiskCounters {
         self.read_bytes as f64 / self.reads as f64 / 1024.0
     }
 
+    /// Bytes the device read per read it completed (sectors read × 512 over reads completed),
+    /// rounded: 4096 for a store that reads one 4 KiB block at a time. 0 when it completed no
+    /// read.
+    pub fn bytes_per_read(&self) -> u64 {
+        match self.reads {
+            0 => 0,
+            reads => (self.read_bytes as f64 / reads as f64).round() as u64,
+        }
+    }
+
     pub fn since(self, earlier: DiskCounters) -> DiskCounters {
         DiskCounters {
             reads: self.reads.saturating_sub(earlier.reads),
@@ -144,9 +154,16 @@ mod tests {
         let (_, _, _, c) = parse_line(line).unwrap();
         // 8000 sectors of 512 bytes in 1000 reads: 4 KiB each.
         assert_eq!(c.read_kib_per_read(), 4.0);
+        assert_eq!(c.bytes_per_read(), 4096);
         let merged = DiskCounters { reads: 100, read_bytes: 100 * 70 * 1024, ..c };
         assert_eq!(merged.read_kib_per_read(), 70.0);
+        assert_eq!(merged.bytes_per_read(), 70 * 1024);
+        assert_eq!(
+            DiskCounters { reads: 3, read_bytes: 3 * 512 + 1024, ..c }.bytes_per_read(),
+            853
+        );
         assert_eq!(DiskCounters::default().read_kib_per_read(), 0.0, "no reads, no size");
+        assert_eq!(DiskCounters::default().bytes_per_read(), 0, "no reads, no size");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! WiredTiger; LMDB has no transactions adapter and is skipped, saying so), each from the
 //! same template: a markdown table with the stores as columns (tx/s, tpmC, reads and writes
 //! per transaction and where they come from, CPU per transaction, New-Order's p50 and p99,
-//! conflicts, consistency, isolation), the JSON lines of every run, and two charts
+//! conflicts, consistency, isolation, the store's cache hit ratio, bytes per device read),
+//! the JSON lines of every run, and two charts
 //! (transactions/s; p99 by transaction type, log scale).
 
 use std::fmt::Write as _;
@@ -97,7 +98,7 @@ fn latency_us(report: &TpccReport, kind: Kind, quantile: f64) -> Option<f64> {
 /// The table's rows: a name and, per report, the cell.
 type Row = (&'static str, fn(&TpccReport) -> String);
 
-const ROWS: [Row; 11] = [
+const ROWS: [Row; 13] = [
     ("tx/s", |r| format!("{:.0}", r.tx_per_s())),
     ("tpmC", |r| format!("{:.0}", r.tpmc())),
     ("reads/tx", |r| format!("{:.2}", r.io_per_tx().0)),
@@ -113,6 +114,8 @@ const ROWS: [Row; 11] = [
     ("conflicts (all types)", |r| r.tally.iter().map(|t| t.conflicts).sum::<u64>().to_string()),
     ("consistency", |r| if r.consistent() { "ok" } else { "FAILED" }.to_owned()),
     ("isolation", |r| r.isolation_name.to_owned()),
+    ("cache hit ratio", |r| r.cache_hit_ratio().map_or("-".into(), |x| format!("{x:.4}"))),
+    ("bytes/device read", |r| r.bytes_per_read().map_or("-".into(), |b| b.to_string())),
 ];
 
 fn table(
@@ -130,7 +133,11 @@ fn table(
          loaded once, checked after the load and after the run. Ferrite's terminals are \
          tasks on its workers ({} here) and its reads and writes per transaction the pool's \
          pages; a peer's terminals are threads and its reads and writes the device's \
-         requests (all of the device's traffic).\n",
+         requests (all of the device's traffic). The cache hit ratio is the store's own count \
+         over the measured window: RocksDB's block cache hits / (hits + misses), WiredTiger's \
+         1 - pages read into its cache / pages requested from it; Ferrite's pool counts no \
+         hits (-). Bytes per device read are the device's sectors read × 512 / reads \
+         completed.\n",
         base.warehouses,
         if base.warehouses == 1 { "" } else { "s" },
         if base.reduced { " at a REDUCED scale (NOT TPC-C)" } else { "" },
@@ -254,8 +261,14 @@ mod tests {
         let header = built.iter().map(|s| format!(" {} |", s.name())).collect::<String>();
         assert!(md.contains(&format!("| |{header}")), "{md}");
         assert!(md.contains("| consistency |") && md.contains("- lmdb: skipped"), "{md}");
+        assert!(md.contains("| cache hit ratio |") && md.contains("| bytes/device read |"), "{md}");
         assert!(md.contains("Options:") && md.contains("- ferrite: pool_bytes="), "{md}");
         assert!(md.contains("REDUCED scale"), "{md}");
+        for (store, result) in &output.runs {
+            // The peers count their cache's hits; Ferrite's pool does not.
+            let report = result.as_ref().unwrap();
+            assert_eq!(report.cache_hit_ratio().is_some(), *store != StoreKind::Ferrite);
+        }
         let json = std::fs::read_to_string(&output.json).unwrap();
         assert_eq!(json.lines().count(), built.len());
         assert_eq!(output.charts.len(), 2);

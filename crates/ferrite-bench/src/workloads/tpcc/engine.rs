@@ -2,7 +2,7 @@
 //! load is settled, where the terminals run, and what the store counts. `run.rs` is written
 //! once over it; Ferrite's side is here (`FerriteEngine`: terminals as tasks on its
 //! workers, the pool's and the workers' counters), the peers' in `peer.rs` (terminals on
-//! threads, no counters of their own).
+//! threads, their own counters from `Peer::stats`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ferrite::{Db, Durability, Options};
+use ferrite_peers::PeerStats;
 
 use super::report::Tally;
 use super::run::TpccConfig;
@@ -32,6 +33,10 @@ pub struct Counters {
     pub workers: Option<WorkerTimes>,
     /// Per worker, nanoseconds spent running tasks (Ferrite; empty for the peers).
     pub task_ns: Vec<u64>,
+    /// The store's own counters under its own names (the peers': `Peer::stats`, RocksDB's
+    /// tickers, WiredTiger's cache statistics); `None` for Ferrite, whose pool counts the
+    /// pages it reads and writes (`pool`) but not its hits.
+    pub store: Option<PeerStats>,
 }
 
 /// A store opened for a run.
@@ -152,6 +157,7 @@ impl Engine for FerriteEngine {
             pool: Some((pool.reads, pool.writes)),
             workers: Some(WorkerTimes::of(&stats)),
             task_ns: stats.iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect(),
+            store: None,
         }
     }
 }

@@ -328,7 +328,14 @@ impl Engine for PeerEngine {
         }))
     }
 
+    /// The peer's own counters (`Peer::stats`); none if it could not say, which stderr
+    /// tells (a run in progress is not stopped for it).
     fn counters(&self) -> Counters {
-        Counters::default()
+        let peer = &self.store.peer;
+        let store = peer.stats().unwrap_or_else(|e| {
+            eprintln!("tpcc: {}'s counters could not be read: {e}", peer.name());
+            None
+        });
+        Counters { store, ..Counters::default() }
     }
 }

@@ -2,6 +2,8 @@
 //! latencies (`KindTally`), and the run's figures as a summary and a result line
 //! (`TpccReport`).
 
+use ferrite_peers::PeerStats;
+
 use super::check::{Violation, CHECKED};
 use super::run::TpccConfig;
 use super::schema::DataSet;
@@ -89,6 +91,9 @@ pub struct TpccReport {
     pub pool_reads: Option<u64>,
     pub pool_writes: Option<u64>,
     pub disk: Option<(String, DiskCounters)>,
+    /// The store's own counters over the window (the peers': RocksDB's tickers, WiredTiger's
+    /// cache statistics); `None`: it keeps none we read (Ferrite's pool counts no hits).
+    pub store_stats: Option<PeerStats>,
     pub workers: Option<WorkerTimes>,
     /// Per worker, the share of the window it spent running tasks (affinity shows here).
     pub worker_task_shares: Vec<f64>,
@@ -148,6 +153,66 @@ impl TpccReport {
             (None, Some((_, d))) => (self.per_tx(d.reads), self.per_tx(d.writes), IoSource::Device),
             (None, None) => (0.0, 0.0, IoSource::Unknown),
         }
+    }
+
+    /// The share of the store's cache lookups in the window that hit (`PeerStats::
+    /// cache_hit_ratio`: RocksDB's block cache, WiredTiger's cache); `None` where the store
+    /// does not count them (Ferrite) or looked nothing up.
+    pub fn cache_hit_ratio(&self) -> Option<f64> {
+        self.store_stats.as_ref().and_then(PeerStats::cache_hit_ratio)
+    }
+
+    /// Bytes per read the device completed in the window (sectors read × 512 / reads
+    /// completed; 0 without reads); `None` where /proc/diskstats has no device for the data.
+    pub fn bytes_per_read(&self) -> Option<u64> {
+        self.disk.as_ref().map(|(_, d)| d.bytes_per_read())
+    }
+
+    /// The store's counters, for the summary: its cache's hit ratio and fills, then every
+    /// counter by its own name.
+    fn store_stats_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let Some(stats) = &self.store_stats else {
+            let why = match self.pool_reads {
+                Some(_) => "the pool counts the pages it reads (above), not its hits",
+                None => "the store's counters could not be read",
+            };
+            let _ = writeln!(s, "cache hit ratio: not counted ({why})");
+            return s;
+        };
+        match (stats.cache, self.cache_hit_ratio()) {
+            (Some(cache), Some(ratio)) => {
+                let _ = writeln!(
+                    s,
+                    "cache hit ratio: {ratio:.4} ({} lookups, {} misses; {})",
+                    thousands(cache.lookups),
+                    thousands(cache.misses),
+                    cache.counted
+                );
+            }
+            (Some(cache), None) => {
+                let _ =
+                    writeln!(s, "cache hit ratio: no lookups in the window ({})", cache.counted);
+            }
+            (None, _) => {
+                let _ = writeln!(s, "cache hit ratio: not counted by {}", self.store_name);
+            }
+        }
+        if let Some(fills) = stats.fills {
+            let each =
+                stats.bytes_per_fill().map_or(String::new(), |b| format!(", {b:.0} bytes each"));
+            let _ = writeln!(
+                s,
+                "cache fills: {:.2} per transaction{each} ({})",
+                self.per_tx(fills.blocks),
+                fills.counted
+            );
+        }
+        let counters: Vec<String> =
+            stats.counters.iter().map(|(name, value)| format!("{name}={value}")).collect();
+        let _ = writeln!(s, "{} counters in the window: {}", self.store_name, counters.join(", "));
+        s
     }
 
     /// Where the terminals ran, for the summary.
@@ -259,11 +324,13 @@ impl TpccReport {
             let _ = writeln!(
                 s,
                 "device {name} (all its traffic, the log's included): {:.2} reads and {:.2} \
-                 writes per transaction",
+                 writes per transaction, {} bytes per read",
                 self.per_tx(disk.reads),
-                self.per_tx(disk.writes)
+                self.per_tx(disk.writes),
+                disk.bytes_per_read()
             );
         }
+        s.push_str(&self.store_stats_text());
         if let Some(w) = self.workers.filter(|w| w.total() > 0) {
             // Of the workers' whole time in the window (workers x window); idle is what the
             // rest leaves.
@@ -351,7 +418,8 @@ impl TpccReport {
                 .real(&format!("{}_p99_us", kind.name()), us(0.99), 1)
                 .int(&format!("{}_conflicts", kind.name()), t.conflicts);
         }
-        line.int("rollbacks", self.tally[Kind::NewOrder.index()].rolled_back)
+        line = line
+            .int("rollbacks", self.tally[Kind::NewOrder.index()].rolled_back)
             .word("isolation", self.isolation_name)
             .word("durability", if c.sync { "sync" } else { "none" })
             .flag("no_log", c.no_log)
@@ -363,6 +431,14 @@ impl TpccReport {
             .int("workers", self.worker_count.unwrap_or(c.terminals() as usize) as u64)
             .int("cache_mib", c.cache_mib)
             .int("seed", c.seed)
-            .word("io_source", io_source.name())
+            .word("io_source", io_source.name());
+        // (New fields go after the last one: scripts read the line by position too.)
+        if let Some(ratio) = self.cache_hit_ratio() {
+            line = line.real("cache_hit_ratio", ratio, 4);
+        }
+        if let Some(bytes) = self.bytes_per_read() {
+            line = line.int("bytes_per_read", bytes);
+        }
+        line
     }
 }

@@ -413,6 +413,7 @@ fn run_on<E: Engine>(
     let disk = measured.disk_name.zip(measured.disk);
     let (before, after) = (measured.before, measured.after);
     let pool = before.pool.zip(after.pool);
+    let store_stats = before.store.as_ref().zip(after.store.as_ref()).map(|(b, a)| a.since(b));
     Ok(TpccReport {
         config: config.clone(),
         data_set,
@@ -429,6 +430,7 @@ fn run_on<E: Engine>(
         pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
         pool_writes: pool.map(|((_, w0), (_, w1))| w1 - w0),
         disk,
+        store_stats,
         workers: before.workers.zip(after.workers).map(|(b, a)| a.since(b)),
         worker_task_shares: after
             .task_ns

@@ -254,6 +254,60 @@ fn the_mix_and_the_remote_shares_are_the_specs() {
     assert!((0.6..1.4).contains(&rollback), "{rollback} % rollbacks");
 }
 
+/// The names of a tpcc result line's fields, in order: the contract scripts read, new fields
+/// only ever appended (`disk`: the device's fields; `cache`: the store counts its cache's
+/// hits, the peers).
+fn result_fields(disk: bool, cache: bool) -> Vec<String> {
+    let mut names: Vec<String> = [
+        "store",
+        "workload",
+        "warehouses",
+        "tx_per_s",
+        "tpmc",
+        "reads_per_tx",
+        "writes_per_tx",
+        "consistency",
+        "scale",
+        "ops_per_s",
+        "tx",
+        "seconds",
+        "cpu_us_per_tx",
+    ]
+    .map(String::from)
+    .to_vec();
+    if disk {
+        names.extend(["disk_reads_per_tx", "disk_writes_per_tx"].map(String::from));
+    }
+    for kind in Kind::ALL {
+        let name = kind.name();
+        names.push(name.to_owned());
+        names.extend(["p50_us", "p99_us", "conflicts"].map(|f| format!("{name}_{f}")));
+    }
+    names.extend(
+        [
+            "rollbacks",
+            "isolation",
+            "durability",
+            "no_log",
+            "affinity",
+            "spec_times",
+            "terminals",
+            "workers",
+            "cache_mib",
+            "seed",
+            "io_source",
+        ]
+        .map(String::from),
+    );
+    if cache {
+        names.push("cache_hit_ratio".into());
+    }
+    if disk {
+        names.push("bytes_per_read".into());
+    }
+    names
+}
+
 /// Several terminals per warehouse on two workers, with affinity and without (then with
 /// durable commits): the data stay consistent and the report says so.
 #[test]
@@ -285,6 +339,13 @@ fn concurrent_terminals_keep_the_data_consistent() {
         assert_eq!(line.get("durability"), Some(if affinity { "none" } else { "sync" }));
         assert!(report.summary().contains("NOT TPC-C"), "{}", report.summary());
         let fields: Vec<&str> = line.fields().iter().map(|(n, _)| n.as_str()).collect();
+        // Ferrite's pool counts no hits: no cache_hit_ratio, and the summary says why.
+        assert_eq!(fields, result_fields(report.disk.is_some(), false), "{line}");
+        assert!(report.summary().contains("cache hit ratio: not counted (the pool"));
+        assert_eq!(
+            line.get("bytes_per_read").map(str::to_owned),
+            report.disk.as_ref().map(|(_, d)| d.bytes_per_read().to_string())
+        );
         assert_eq!(
             fields[..8],
             [
@@ -436,6 +497,16 @@ mod peers {
                 assert!(matches!(line.get("io_source"), Some("device" | "unknown")));
                 assert_eq!(line.get("terminals"), Some(terminals.to_string().as_str()));
                 assert_eq!(line.get("affinity"), Some("0"), "no workers to place terminals on");
+                // The peer's own counters over the window: its cache's hit ratio last but
+                // one (bytes_per_read last, where the device is known).
+                let fields: Vec<&str> = line.fields().iter().map(|(n, _)| n.as_str()).collect();
+                assert_eq!(fields, super::result_fields(report.disk.is_some(), true), "{line}");
+                let ratio: f64 = line.get("cache_hit_ratio").unwrap().parse().unwrap();
+                assert!((0.0..=1.0).contains(&ratio), "{line}");
+                assert!(summary.contains("cache hit ratio: "), "{summary}");
+                assert!(summary.contains(&format!("{} counters in the window: ", kind.name())));
+                let stats = report.store_stats.as_ref().unwrap();
+                assert!(stats.cache.unwrap().lookups > 0, "{summary}");
                 if terminals == 1 {
                     let conflicts: u64 = report.tally.iter().map(|t| t.conflicts).sum();
                     assert_eq!(conflicts, 0, "one terminal never conflicts");
