@@ -7,29 +7,13 @@
 
 #![cfg(feature = "link")]
 
-use std::path::PathBuf;
+mod common;
+
+use common::TempDir;
 use std::sync::Arc;
 
 use ferrite::testing::Rng;
 use ferrite_peers::{Peer, PeerConfig, RocksDb, TxnMode};
-
-/// A fresh directory under the temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let path = std::env::temp_dir()
-            .join(format!("ferrite-peers-memory-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 const CACHE_BYTES: u64 = 8 << 20;
 /// A quarter of the cache (`MEMTABLE_BUDGET_DIVISOR` in `src/rocksdb.rs`).
@@ -121,7 +105,7 @@ fn write_and_read(db: &Arc<RocksDb>, transactions: bool) -> Peaks {
 /// capacity (and the slack of its shards) while memtables of about the budget were charged
 /// to a cache full of blocks; `memory()`, which counts each byte once, says so too.
 fn within_the_cache(test: &str, transactions: Option<TxnMode>, memtables_most: u64) {
-    let dir = TempDir::new(test);
+    let dir = TempDir::new("memory", test);
     let db = Arc::new(RocksDb::open(&dir.0, &config(true, transactions)).unwrap());
     let peaks = write_and_read(&db, transactions.is_some());
     println!("{test}: {peaks:?}");
@@ -153,7 +137,7 @@ fn rocksdb_memtable_history_of_transactions_is_charged_too() {
 /// Without the flag the memtables (64 MiB each) are beside the cache and outgrow it.
 #[test]
 fn rocksdb_memtables_outgrow_the_cache_without_the_flag() {
-    let dir = TempDir::new("off");
+    let dir = TempDir::new("memory", "off");
     let db = Arc::new(RocksDb::open(&dir.0, &config(false, None)).unwrap());
     let peaks = write_and_read(&db, false);
     assert!(peaks.memtables > 2 * CACHE_BYTES, "{peaks:?}");
@@ -165,7 +149,7 @@ fn rocksdb_memtables_outgrow_the_cache_without_the_flag() {
 /// The printed options say how the budget is split.
 #[test]
 fn rocksdb_describes_its_write_buffer_manager() {
-    let dir = TempDir::new("describe");
+    let dir = TempDir::new("memory", "describe");
     let db = RocksDb::open(&dir.0, &config(true, Some(TxnMode::Pessimistic))).unwrap();
     let described = db.describe_config();
     for option in [

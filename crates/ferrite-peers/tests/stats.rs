@@ -6,28 +6,12 @@
 
 #![cfg(feature = "link")]
 
-use std::path::PathBuf;
+mod common;
+
+use common::TempDir;
 
 use ferrite::testing::Rng;
 use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerStats, RocksDb, WiredTiger};
-
-/// A fresh directory under the temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("ferrite-peers-stats-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// 8,192 values of 1,000 bytes: 8 MiB, eight times the cache.
 const KEYS: u64 = 8192;
@@ -113,7 +97,7 @@ fn check_window(peer: &dyn Peer) {
 
 #[test]
 fn rocksdb_counts_block_cache_hits_and_misses() {
-    let dir = TempDir::new("rocksdb");
+    let dir = TempDir::new("stats", "rocksdb");
     let db = RocksDb::open(&dir.0, &config()).unwrap();
     let fresh = Peer::stats(&db).unwrap().unwrap();
     assert_eq!(fresh.get("rocksdb.block.cache.hit"), Some(0), "{fresh:?}");
@@ -144,7 +128,7 @@ fn rocksdb_counts_block_cache_hits_and_misses() {
 
 #[test]
 fn wiredtiger_counts_pages_requested_and_read_into_its_cache() {
-    let dir = TempDir::new("wiredtiger");
+    let dir = TempDir::new("stats", "wiredtiger");
     let db = WiredTiger::open(&dir.0, &config()).unwrap();
     load_and_read(&db);
     let stats = Peer::stats(&db).unwrap().unwrap();
@@ -167,7 +151,7 @@ fn wiredtiger_counts_pages_requested_and_read_into_its_cache() {
 
 #[test]
 fn lmdb_keeps_no_counters() {
-    let dir = TempDir::new("lmdb");
+    let dir = TempDir::new("stats", "lmdb");
     let db = Lmdb::open(&dir.0, &config()).unwrap();
     assert_eq!(Peer::stats(&db).unwrap(), None);
 }

@@ -5,28 +5,12 @@
 
 #![cfg(feature = "link")]
 
-use std::path::PathBuf;
+mod common;
+
+use common::TempDir;
 
 use ferrite::testing::Rng;
 use ferrite_peers::{Lmdb, PeerConfig, PeerError, PeerTier, PeerTierKind, RocksDb, WiredTiger};
-
-/// A fresh directory under the temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("ferrite-peers-tier-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 const KEYS: u64 = 20_000;
 const VALUE_BYTES: usize = 200;
@@ -59,7 +43,7 @@ fn config(kind: PeerTierKind, dir: &TempDir) -> PeerConfig {
 /// secondary cache keeps a block from its second eviction on): every value right, and the
 /// tier looked in and hit.
 fn reads_hit_the_tier(kind: PeerTierKind) {
-    let dir = TempDir::new(kind.name());
+    let dir = TempDir::new("tier", kind.name());
     let db = RocksDb::open(&dir.0.join("db"), &config(kind, &dir)).unwrap();
     for start in (0..KEYS).step_by(1000) {
         let entries: Vec<_> = (start..start + 1000).map(|i| (key(i), value(i))).collect();
@@ -103,7 +87,7 @@ fn rocksdb_reads_hit_its_persistent_cache() {
 /// Without a tier there are no tier counters.
 #[test]
 fn rocksdb_without_a_tier_counts_none() {
-    let dir = TempDir::new("none");
+    let dir = TempDir::new("tier", "none");
     let db = RocksDb::open(&dir.0, &PeerConfig::default()).unwrap();
     assert_eq!(db.tier(), None);
 }
@@ -112,7 +96,7 @@ fn rocksdb_without_a_tier_counts_none() {
 /// assertion (which aborts the process).
 #[test]
 fn rocksdb_refuses_a_persistent_cache_below_one_file() {
-    let dir = TempDir::new("small");
+    let dir = TempDir::new("tier", "small");
     let mut config = config(PeerTierKind::Persistent, &dir);
     config.tier.as_mut().unwrap().bytes = 16 << 20;
     let e = RocksDb::open(&dir.0.join("db"), &config).unwrap_err();
@@ -121,7 +105,7 @@ fn rocksdb_refuses_a_persistent_cache_below_one_file() {
 
 #[test]
 fn wiredtiger_and_lmdb_refuse_a_tier() {
-    let dir = TempDir::new("refused");
+    let dir = TempDir::new("tier", "refused");
     let config = config(PeerTierKind::Secondary, &dir);
     let refused = |result: Result<(), PeerError>, engine: &str| match result {
         Err(e @ PeerError::Invalid { .. }) => {

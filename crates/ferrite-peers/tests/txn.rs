@@ -10,30 +10,14 @@
 
 #![cfg(feature = "link")]
 
-use std::path::PathBuf;
+mod common;
+
+use common::TempDir;
 use std::sync::Arc;
 
 use std::time::{Duration, Instant};
 
 use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerError, PeerTxn, RocksDb, TxnMode, WiredTiger};
-
-/// A fresh directory under the temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("ferrite-peers-txn-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn config(mode: TxnMode) -> PeerConfig {
     PeerConfig { cache_bytes: 8 << 20, transactions: Some(mode), ..PeerConfig::default() }
@@ -133,7 +117,7 @@ fn one_at_a_time(peer: &Arc<dyn Peer>) {
         (won, result) => panic!("second won: {won}, first: {result:?}"),
     }
 
-    let lmdb_dir = TempDir::new("lmdb");
+    let lmdb_dir = TempDir::new("txn", "lmdb");
     let lmdb: Arc<dyn Peer> =
         Arc::new(Lmdb::open(&lmdb_dir.0, &config(TxnMode::Optimistic)).unwrap());
     assert!(lmdb.isolation().is_none());
@@ -184,21 +168,21 @@ fn counters(peer: Arc<dyn Peer>) {
 
 #[test]
 fn rocksdb_optimistic_transactions() {
-    let dir = TempDir::new("rocksdb");
+    let dir = TempDir::new("txn", "rocksdb");
     let peer: Arc<dyn Peer> =
         Arc::new(RocksDb::open(&dir.0, &config(TxnMode::Optimistic)).unwrap());
     assert!(peer.describe_config().contains("OptimisticTransactionDB"));
     assert!(peer.isolation().unwrap().starts_with("optimistic"));
     one_at_a_time(&peer);
     counters(peer);
-    let plain_dir = TempDir::new("rocksdb-plain");
+    let plain_dir = TempDir::new("txn", "rocksdb-plain");
     let plain = Arc::new(RocksDb::open(&plain_dir.0, &PeerConfig::default()).unwrap());
     assert!(matches!(plain.begin(), Err(PeerError::Invalid { .. })));
 }
 
 #[test]
 fn rocksdb_pessimistic_transactions() {
-    let dir = TempDir::new("rocksdb-pessimistic");
+    let dir = TempDir::new("txn", "rocksdb-pessimistic");
     let peer: Arc<dyn Peer> =
         Arc::new(RocksDb::open(&dir.0, &config(TxnMode::Pessimistic)).unwrap());
     assert!(peer.describe_config().contains("TransactionDB (pessimistic"));
@@ -217,7 +201,7 @@ fn rocksdb_pessimistic_transactions() {
 /// are a deadlock, found without waiting out the timeout.
 #[test]
 fn rocksdb_pessimistic_locks_time_out_and_deadlocks_are_found() {
-    let dir = TempDir::new("rocksdb-locks");
+    let dir = TempDir::new("txn", "rocksdb-locks");
     let peer: Arc<dyn Peer> =
         Arc::new(RocksDb::open(&dir.0, &config(TxnMode::Pessimistic)).unwrap());
     peer.put(b"x", b"0").unwrap();
@@ -263,7 +247,7 @@ fn rocksdb_pessimistic_locks_time_out_and_deadlocks_are_found() {
 
 #[test]
 fn wiredtiger_transactions() {
-    let dir = TempDir::new("wiredtiger");
+    let dir = TempDir::new("txn", "wiredtiger");
     let peer: Arc<dyn Peer> =
         Arc::new(WiredTiger::open(&dir.0, &config(TxnMode::Pessimistic)).unwrap());
     one_at_a_time(&peer);
