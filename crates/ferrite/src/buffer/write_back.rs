@@ -265,10 +265,7 @@ impl BufferPool {
                 WriteCheck::LogFirst(lsn) => self.attached_log().flush(lsn)?,
                 WriteCheck::Ready => {}
             }
-            let memory = self.page_mut(page_id);
-            page::seal(memory);
-            copy.copy_from_slice(memory);
-            self.table.log_state(page_id).fetch_or(WRITING, Ordering::AcqRel);
+            self.seal_into(page_id, copy);
             return Ok(Copied::ToWrite);
         }
     }
@@ -289,6 +286,17 @@ impl BufferPool {
         }
         self.counters.writes.fetch_add(pages.len() as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Seals latched page `page_id` (which marks it clean), copies it into `copy` and marks
+    /// it `WRITING` until the copy's write ends: the copy is what goes to disk, and no other
+    /// write of the page starts meanwhile. Checkpoints (`copy_for_write`) and the workers'
+    /// evictions (`write_back_start`) both write this way.
+    fn seal_into(&self, page_id: PageId, copy: &mut [u8]) {
+        let memory = self.page_mut(page_id);
+        page::seal(memory);
+        copy.copy_from_slice(memory);
+        self.table.log_state(page_id).fetch_or(WRITING, Ordering::AcqRel);
     }
 
     /// Pages `copy_for_write` copied (and sealed: marked clean) that will not be written
@@ -312,17 +320,15 @@ impl BufferPool {
     /// [`BufferPool::finish_write_back`] evicts it only if nothing touched it meanwhile. So
     /// a victim that turns out to be wanted costs no wait and no read (the cooling stage of
     /// LeanStore's replacement). Before, a victim stayed latched for its whole write: on TPC-C
-    /// out of memory (4 warehouses, a 40 MiB pool, the VM disk) readers spun on such pages
-    /// until they gave up, about 58 times per transaction, and commits waited on them
-    /// holding the commit lock.
+    /// out of memory (4 warehouses, a 40 MiB pool, the VM disk) with other builds sharing
+    /// the two cores, readers spun on such pages until they gave up, about 58 times per
+    /// transaction in an instrumented run, and commits waited on them holding the commit
+    /// lock. (On a quiet machine the change moved throughput within the noise.)
     pub fn write_back_start(&self, page_id: PageId, copy: &mut [u8]) -> WriteStart {
         match self.write_check(page_id) {
             Ok(WriteCheck::Clean) => WriteStart::Clean,
             Ok(WriteCheck::Ready) => {
-                let memory = self.page_mut(page_id);
-                page::seal(memory);
-                copy.copy_from_slice(memory);
-                self.table.log_state(page_id).fetch_or(WRITING, Ordering::AcqRel);
+                self.seal_into(page_id, copy);
                 // A new version: the seal changed bytes of the frame under the latch.
                 let now = self.table.load(page_id);
                 debug_assert_eq!(now.state(), LOCKED, "page {page_id}: a latched victim");
