@@ -327,10 +327,16 @@ impl BufferPool {
         self.counters.evictions.fetch_add(page_ids.len() as u64, Ordering::Relaxed);
     }
 
-    /// Gives up evicting a latched victim (its write failed, or it must wait for the log
-    /// or its commit): it stays, dirty.
+    /// Gives up evicting a latched victim (it must wait for the log, for its commit, or for
+    /// its write in flight): it stays, dirty or clean as it was.
+    ///
+    /// Regression: this marked the page dirty. A victim chosen again while its copy was
+    /// being written (`WRITING`, clean since the seal) was dirtied by nothing but this, so
+    /// the landed write never freed it and it was written again, for ever: with a 2 MiB
+    /// pool the workers rewrote the same ~480 pages about 100,000 times a second and never
+    /// shut down (the bench's `every_workload_runs_as_tasks_and_as_threads`, 1 run in 3).
     pub fn abort_evict(&self, page_id: PageId) {
-        self.unlock_exclusive(page_id, true);
+        self.unlock_exclusive(page_id, false);
     }
 }
 

@@ -571,6 +571,36 @@ mod tests {
         pool.check_invariants();
     }
 
+    /// Regression: a victim chosen again while its copy is written is given up (the write
+    /// in flight pins it) and must stay clean, so that once the write lands the clock frees
+    /// it without writing it again. It was marked dirty, and written again and again.
+    #[test]
+    fn a_victim_chosen_again_during_its_write_stays_clean() {
+        use crate::buffer::write_back::{WriteCheck, WriteStart};
+        let dir = TempDir::with_prefix("pool-chosen-again").unwrap();
+        let pool = pool(&dir, 16);
+        let id = new_leaves(&pool, 1)[0];
+        assert_eq!(latch_victims(&pool), [id]);
+        let mut copy = AlignedPage::zeroed();
+        assert!(matches!(pool.write_back_start(id, copy.bytes_mut()), WriteStart::Write));
+        // The next sweep finds it marked and chooses it again; its write is in flight.
+        assert_eq!(latch_victims(&pool), [id]);
+        let again = pool.write_back_start(id, AlignedPage::zeroed().bytes_mut());
+        assert!(matches!(again, WriteStart::Later(None)), "not written twice at once");
+        pool.abort_evict(id);
+        assert_eq!(pool.write_check(id).unwrap(), WriteCheck::Pinned, "still being written");
+        pool.file.write_page(id, copy.bytes()).unwrap();
+        pool.finish_write_back(&[id]);
+        // (The second choice unmarked it: the clock's next laps mark it and choose it.)
+        assert_eq!(latch_victims(&pool), [id]);
+        let last = pool.write_back_start(id, AlignedPage::zeroed().bytes_mut());
+        assert!(matches!(last, WriteStart::Clean), "written once: clean, so evicted as it is");
+        pool.finish_evict_many(&[id]);
+        assert!(matches!(pool.read_begin(id), Err(Interrupt::Miss(_))), "evicted");
+        assert_eq!(read_u64(read(&pool, id).bytes(), 100), 0, "read back as written");
+        pool.check_invariants();
+    }
+
     #[test]
     fn freed_pages_are_reused_and_never_written() {
         let dir = TempDir::with_prefix("pool-free").unwrap();
