@@ -284,7 +284,7 @@ impl Transaction {
         // give `limit` entries, unless the range has fewer.
         let deletes = own.iter().filter(|(_, w)| matches!(w, Write::Value(None))).count();
         let wanted = limit.saturating_add(deletes);
-        let found = tree.collect_range(&lower, &upper, reverse, wanted, false).await?;
+        let found = tree.collect_range(&lower, &upper, reverse, wanted).await?;
         // How far the tree was read: to its last entry if the scan stopped at `wanted`.
         let reached = match found.len() == wanted {
             true => found.last().map(|(key, _)| key.clone()),
@@ -435,7 +435,7 @@ impl Transaction {
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
         // Loads before the commit lock what the commit will read or change, unless it is
         // certainly in memory: a key whose leaf is unchanged since the transaction read it.
-        let mut read_unchanged = HashMap::new();
+        let mut read_unchanged = HashMap::with_capacity(self.reads.len());
         for (id, read) in &self.reads {
             let (tree_id, key) = split_key(id);
             match read.leaf.filter(|_| read.unchanged(key)) {
@@ -479,8 +479,7 @@ impl Transaction {
                 }
                 for range in ranges {
                     let tree = &range.tree;
-                    let now =
-                        tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
+                    let now = tree.collect_range(&range.lower, &range.upper, false, usize::MAX);
                     if let Some(key) = first_difference(&range.entries, &now.await?) {
                         return Err(conflict(tree, key));
                     }
