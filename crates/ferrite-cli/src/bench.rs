@@ -196,7 +196,7 @@ fn compare_serve(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, Cli
 
 /// `ferrite bench compare tpcc`: `bench tpcc` on every store of `--stores` that can run it
 /// (`compare_tpcc.rs`), from the compare options: `--warehouses`, `--cache-mib`, `--seconds`,
-/// `--seed`, `--db`, `--no-direct`.
+/// `--seed`, `--db`, `--no-direct`, `--reduced-scale`.
 fn compare_tpcc(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliError> {
     use ferrite_bench::workloads::compare_tpcc;
     use ferrite_bench::workloads::tpcc::TpccConfig;
@@ -208,15 +208,17 @@ fn compare_tpcc(args: &CompareArgs, out: &mut dyn Write) -> Result<Outcome, CliE
         seconds: b.seconds,
         seed: b.seed,
         direct_io: b.direct_io,
+        reduced: args.reduced_scale,
         ..TpccConfig::default()
     };
     base.validate().map_err(BenchError::Config)?;
     let names: Vec<&str> = args.stores.iter().map(|s| s.name()).collect();
     eprintln!(
-        "bench compare tpcc: {} warehouse{} on {}, cache {} MiB, {} measured per store, \
+        "bench compare tpcc: {} warehouse{}{} on {}, cache {} MiB, {} measured per store, \
          results in {}",
         base.warehouses,
         if base.warehouses == 1 { "" } else { "s" },
+        if base.reduced { " at a REDUCED scale (NOT TPC-C)" } else { "" },
         names.join(", "),
         base.cache_mib,
         duration(base.seconds),

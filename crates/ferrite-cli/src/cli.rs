@@ -1836,6 +1836,9 @@ pub struct CompareCmd {
     #[arg(long, value_name = "W",
           value_parser = |s: &str| value::whole(s, 1, u64::from(MAX_WAREHOUSES)))]
     warehouses: Option<u64>,
+    /// tpcc only: a reduced data set (1,000 items, 30 customers per district): NOT TPC-C
+    #[arg(long)]
+    reduced_scale: bool,
     /// serve only: bytes per value (default 1024)
     #[arg(long, value_name = "B", value_parser = |s: &str| value::whole(s, 16, 1 << 30))]
     value_size: Option<u64>,
@@ -1867,8 +1870,10 @@ SUITES
                    p99 of at most 1 ms, serve.jsonl, serve-p99.svg and serve-ops.svg
     tpcc           ferrite bench tpcc on ferrite, rocksdb and wiredtiger (lmdb has no
                    transactions adapter: skipped, and the table says so) with
-                   --warehouses W (default 1), --cache-mib, --seconds, --seed, --db and
-                   --out (--stores picks the stores; --rounds does not apply): tpcc.md
+                   --warehouses W (default 1), --cache-mib, --seconds, --seed, --db,
+                   --reduced-scale (a small data set for quick looks, NOT TPC-C, and
+                   said so in the table) and --out (--stores picks the stores; --rounds
+                   does not apply): tpcc.md
                    with the stores as columns (tx/s, tpmC, reads and writes per
                    transaction and their source, CPU µs per transaction, New-Order p50
                    and p99, conflicts, consistency, isolation, cache hit ratio, bytes
@@ -2589,6 +2594,8 @@ pub struct CompareArgs {
     pub serve: ServeSweep,
     /// The tpcc suite's warehouses.
     pub warehouses: u16,
+    /// The tpcc suite at the reduced scale (NOT TPC-C).
+    pub reduced_scale: bool,
 }
 
 /// What `bench compare serve` takes beyond the common options.
@@ -3154,6 +3161,9 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
     if cmd.warehouses.is_some() && cmd.suite != "tpcc" {
         return Err(refuse("bench compare", "--warehouses applies to the tpcc suite only"));
     }
+    if cmd.reduced_scale && cmd.suite != "tpcc" {
+        return Err(refuse("bench compare", "--reduced-scale applies to the tpcc suite only"));
+    }
     let warehouses = cmd.warehouses.map_or(1, |w| w as u16);
     Ok(CompareArgs {
         suite: cmd.suite,
@@ -3163,6 +3173,7 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
         rounds: cmd.rounds,
         serve,
         warehouses,
+        reduced_scale: cmd.reduced_scale,
     })
 }
 

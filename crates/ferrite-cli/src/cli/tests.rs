@@ -724,6 +724,9 @@ fn bench_compare_defaults_and_options() {
     assert_eq!(compare(&["tpcc"]).warehouses, 1);
     assert_eq!(compare(&["tpcc"]).stores, built_in);
     fails(&["bench", "compare", "quick", "--warehouses", "2"], "tpcc suite only");
+    assert!(!compare(&["tpcc"]).reduced_scale);
+    assert!(compare(&["tpcc", "--reduced-scale"]).reduced_scale);
+    fails(&["bench", "compare", "quick", "--reduced-scale"], "tpcc suite only");
     fails(&["bench", "compare", "tpcc", "--warehouses", "0"], "0 is out of range");
     fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
     fails(&["bench", "compare"], "<SUITE>");
