@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{key, TempDir};
 
 use ferrite::testing::Rng;
 use ferrite_peers::{Lmdb, Peer, PeerConfig, PeerStats, RocksDb, WiredTiger};
@@ -18,15 +18,8 @@ const KEYS: u64 = 8192;
 const VALUE_BYTES: usize = 1000;
 const CACHE_BYTES: u64 = 1 << 20;
 
-fn key(i: u64) -> [u8; 8] {
-    i.to_be_bytes()
-}
-
 fn value(i: u64) -> Vec<u8> {
-    let mut rng = Rng::new(i);
-    let mut v = i.to_le_bytes().to_vec();
-    v.extend((8..VALUE_BYTES).map(|_| rng.index(256) as u8));
-    v
+    common::value(i, VALUE_BYTES)
 }
 
 fn config() -> PeerConfig {

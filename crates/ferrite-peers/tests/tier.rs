@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{key, TempDir};
 
 use ferrite::testing::Rng;
 use ferrite_peers::{Lmdb, PeerConfig, PeerError, PeerTier, PeerTierKind, RocksDb, WiredTiger};
@@ -15,16 +15,8 @@ use ferrite_peers::{Lmdb, PeerConfig, PeerError, PeerTier, PeerTierKind, RocksDb
 const KEYS: u64 = 20_000;
 const VALUE_BYTES: usize = 200;
 
-fn key(i: u64) -> [u8; 8] {
-    i.to_be_bytes()
-}
-
-/// The value of key `i`: its number, then bytes drawn from it.
 fn value(i: u64) -> Vec<u8> {
-    let mut rng = Rng::new(i);
-    let mut v = i.to_le_bytes().to_vec();
-    v.extend((8..VALUE_BYTES).map(|_| rng.index(256) as u8));
-    v
+    common::value(i, VALUE_BYTES)
 }
 
 /// A 256 KiB block cache over a tier of `kind` (the persistent cache's least, 100 MiB, one of
