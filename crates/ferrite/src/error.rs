@@ -128,6 +128,17 @@ pub enum Error {
         /// The first key found changed.
         key: Vec<u8>,
     },
+    /// A transaction's add ([`Transaction::add`](crate::Transaction::add)) found at its
+    /// commit a value that is not a counter (8 bytes), or a sum out of range; nothing was
+    /// written.
+    BadCounter {
+        /// The tree of the key.
+        tree: String,
+        /// The key.
+        key: Vec<u8>,
+        /// What is wrong.
+        reason: String,
+    },
     /// A write or sync of the log failed: the database refuses writes until reopened.
     LogFailed {
         /// The first failure, as it was reported.
@@ -253,6 +264,11 @@ impl fmt::Display for Error {
                 f,
                 "transaction conflict: key \"{}\" of tree {tree:?} changed after the \
                  transaction read it; nothing was written (run the transaction again)",
+                key.escape_ascii()
+            ),
+            Error::BadCounter { tree, key, reason } => write!(
+                f,
+                "cannot add to key \"{}\" of tree {tree:?}: {reason}; nothing was written",
                 key.escape_ascii()
             ),
             Error::LogFailed { reason } => write!(

@@ -2,7 +2,7 @@
 //! none, and fails with `Error::Conflict` (writing nothing) when a key it read changed
 //! since. Checked one case at a time, then by invariants under concurrency (transfers
 //! between accounts in two trees keep the total; counters incremented by many threads and
-//! tasks lose no increment), and across simulated crashes.
+//! tasks lose no increment, by reads or by adds), and across simulated crashes.
 
 mod common;
 
@@ -548,6 +548,119 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
     assert_eq!(balance(tree.get(b"hits").unwrap()), (THREADS + TASKS) * EACH);
     // Every task yields between its read and its commit: others commit meanwhile.
     assert!(task_conflicts > 0, "no task met a conflict: the test checked nothing");
+    assert_check(&db);
+}
+
+fn counter(value: Option<Vec<u8>>) -> i64 {
+    i64::from_le_bytes(value.expect("counter exists").try_into().expect("8-byte counter"))
+}
+
+#[test]
+fn adds_apply_at_the_commit_without_a_conflict_and_refuse_what_is_not_a_counter() {
+    let dir = TempDir::with_prefix("txn-add").unwrap();
+    let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+    let (a, b) = (db.tree("a").unwrap(), db.tree("b").unwrap());
+    a.put(b"total", 100i64.to_le_bytes()).unwrap();
+
+    // Two transactions add to the same counter; neither read it: both commit.
+    let (mut one, mut two) = (db.transaction(), db.transaction());
+    one.add(&a, b"total", 5).unwrap();
+    one.add(&a, b"total", 6).unwrap();
+    two.add(&a, b"total", -20).unwrap();
+    // An absent key counts as 0 and is created (in a tree whose id follows `a`'s, with the
+    // same key: adds of two trees are not mixed up).
+    two.add(&b, b"total", 7).unwrap();
+    assert_eq!(two.len(), (0, 2), "adds read nothing");
+    one.commit().unwrap();
+    two.commit().unwrap();
+    assert_eq!(counter(a.get(b"total").unwrap()), 91);
+    assert_eq!(counter(b.get(b"total").unwrap()), 7);
+
+    // A transaction's read sees its adds over the value read, and is checked as any read.
+    let mut reader = db.transaction();
+    reader.add(&a, b"total", 1).unwrap();
+    assert_eq!(counter(reader.get(&a, b"total").unwrap()), 92);
+    let mut other = db.transaction();
+    other.add(&a, b"total", 1000).unwrap();
+    other.commit().unwrap();
+    assert!(matches!(reader.commit(), Err(Error::Conflict { .. })));
+    assert_eq!(counter(a.get(b"total").unwrap()), 1091);
+    // Over a value the transaction put, an add changes that value.
+    let mut txn = db.transaction();
+    txn.put(&a, b"fresh", 40i64.to_le_bytes()).unwrap();
+    txn.add(&a, b"fresh", 2).unwrap();
+    txn.commit().unwrap();
+    assert_eq!(counter(a.get(b"fresh").unwrap()), 42);
+
+    // Not a counter, or out of range, at the commit: it fails and writes nothing.
+    a.put(b"name", b"not a number").unwrap();
+    let mut txn = db.transaction();
+    txn.put(&b, b"other", b"written with it").unwrap();
+    txn.add(&a, b"name", 1).unwrap();
+    match txn.commit() {
+        Err(Error::BadCounter { tree, key, reason }) => {
+            assert_eq!((tree.as_str(), key.as_slice()), ("a", &b"name"[..]));
+            assert!(reason.contains("12 bytes"), "{reason}");
+        }
+        other => panic!("a commit adding to a 12-byte value: {other:?}"),
+    }
+    assert_eq!(b.get(b"other").unwrap(), None, "the failed commit wrote nothing");
+    a.put(b"big", (i64::MAX - 1).to_le_bytes()).unwrap();
+    let mut txn = db.transaction();
+    // Two adds whose sum is out of range stay two (the counter's sum is in range).
+    txn.add(&a, b"big", i64::MAX).unwrap();
+    txn.add(&a, b"big", -i64::MAX).unwrap();
+    txn.commit().unwrap();
+    assert_eq!(counter(a.get(b"big").unwrap()), i64::MAX - 1);
+    let mut txn = db.transaction();
+    txn.add(&a, b"big", 2).unwrap();
+    let Err(Error::BadCounter { reason, .. }) = txn.commit() else { panic!("an overflow") };
+    assert!(reason.contains("out of a counter's range"), "{reason}");
+    assert_eq!(counter(a.get(b"big").unwrap()), i64::MAX - 1);
+    // Adds and in-place edits of one key in one transaction are refused where given.
+    let mut txn = db.transaction();
+    txn.add(&a, b"total", 1).unwrap();
+    assert!(matches!(txn.write_at(&a, b"total", 0, b"x"), Err(Error::NotSupported { .. })));
+    assert!(matches!(txn.truncate(&a, b"total", 0), Err(Error::NotSupported { .. })));
+    assert!(matches!(txn.add(&a, b"", 1), Err(Error::KeyEmpty)));
+    txn.commit().unwrap();
+    assert_eq!(counter(a.get(b"total").unwrap()), 1092);
+    assert_check(&db);
+
+    // The sums are logged like any write: they survive a reopen.
+    drop(db);
+    let db = Db::open(dir.path(), Options { workers: 0, ..tiny(64) }).unwrap();
+    assert_eq!(counter(db.tree("a").unwrap().get(b"total").unwrap()), 1092);
+    assert_eq!(counter(db.tree("b").unwrap().get(b"total").unwrap()), 7);
+}
+
+#[test]
+fn tasks_adding_to_one_counter_never_conflict_and_lose_no_add() {
+    let dir = TempDir::with_prefix("txn-add-tasks").unwrap();
+    let options = Options { workers: 2, durability: Durability::Sync, ..tiny(64) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.tree("counters").unwrap();
+    const TASKS: i64 = 40;
+    const EACH: i64 = 25;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let (task_db, tree) = (Arc::clone(&db), tree.clone());
+            db.spawn(async move {
+                for i in 0..EACH {
+                    let mut txn = task_db.transaction();
+                    txn.add(&tree, b"sum", t * EACH + i).unwrap();
+                    txn.put(&tree, format!("task-{t}"), i.to_le_bytes()).unwrap();
+                    // Other tasks of this worker commit their adds here.
+                    ferrite::sched::yield_now().await;
+                    txn.commit_async().await.expect("adds do not conflict");
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    tasks.into_iter().for_each(|t| t.wait());
+    let n = TASKS * EACH;
+    assert_eq!(counter(tree.get(b"sum").unwrap()), n * (n - 1) / 2);
     assert_check(&db);
 }
 

@@ -42,6 +42,9 @@ pub(super) enum BatchOp {
     WriteAt(Vec<u8>, u64, Vec<u8>),
     /// `Tree::truncate`: the value's new length.
     Truncate(Vec<u8>, u64),
+    /// `Transaction::add`: a delta to the counter the key holds. A key with an add has no
+    /// other kind of op in the batch (`Transaction::add` refuses the mix).
+    Add(Vec<u8>, i64),
 }
 
 impl BatchOp {
@@ -49,7 +52,8 @@ impl BatchOp {
         let (BatchOp::Put(key, _)
         | BatchOp::Delete(key)
         | BatchOp::WriteAt(key, _, _)
-        | BatchOp::Truncate(key, _)) = self;
+        | BatchOp::Truncate(key, _)
+        | BatchOp::Add(key, _)) = self;
         key
     }
 }
@@ -77,6 +81,28 @@ pub(super) async fn apply_ops(
     if let Some((tree, _)) = ops.first().filter(|_| writes > 0) {
         tree.shared.pool.ensure_room(8 + 3 * writes)?;
     }
+    // The counters' sums, before anything changes: a value that is not a counter, or a sum
+    // out of range, fails the commit now rather than midway.
+    let mut sums = Vec::new();
+    for (tree, op) in ops {
+        if let BatchOp::Add(key, delta) = op {
+            // Adds to one key follow each other: the next adds to this one's sum.
+            let id = (tree.btree.tree_id, key);
+            let before = match sums.last() {
+                Some((last, sum)) if *last == id => Some(sum),
+                _ => None,
+            };
+            let now = match before {
+                Some(sum) => Some(Vec::clone(sum)),
+                None => tree.get_in_commit(key).await?,
+            };
+            let sum = super::txn::add_to_counter(now.as_deref(), *delta).map_err(|reason| {
+                Error::BadCounter { tree: tree.name.to_string(), key: key.clone(), reason }
+            })?;
+            sums.push((id, sum));
+        }
+    }
+    let mut sums = sums.into_iter().map(|(_, sum)| sum);
     // The leaf of the last put: (tree id, page).
     let mut last: Option<(u64, PageId)> = None;
     for (i, (tree, op)) in ops.iter().enumerate() {
@@ -89,6 +115,13 @@ pub(super) async fn apply_ops(
                 let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, leaf)| leaf);
                 let hint = near.get(i).copied().flatten().or(after_last);
                 last = Some((tree_id, tree.apply_put_near(key, value, hint).await?));
+            }
+            (BatchOp::Add(key, _), _) => {
+                let sum = sums.next().expect("a sum per add");
+                let tree_id = tree.btree.tree_id;
+                let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, leaf)| leaf);
+                let hint = near.get(i).copied().flatten().or(after_last);
+                last = Some((tree_id, tree.apply_put_near(key, &sum, hint).await?));
             }
             (BatchOp::Delete(key), _) => {
                 tree.apply_delete(key).await?;
@@ -284,6 +317,7 @@ impl Shared {
                     check_key(key)?;
                     super::object::check_object_end(*len, 0)?;
                 }
+                BatchOp::Add(key, _) => check_key(key)?,
             }
         }
         Ok(())

@@ -115,11 +115,41 @@ enum Write {
 enum Edit {
     WriteAt(u64, Vec<u8>),
     Truncate(u64),
+    /// [`Transaction::add`]: a delta to the counter the key holds at the commit.
+    Add(i64),
+}
+
+/// The bytes of a counter ([`Transaction::add`]).
+pub(super) const COUNTER_LEN: usize = 8;
+
+/// `value` (a counter, or absent: 0) plus `delta`, as the counter's bytes; the reason it
+/// cannot be, for [`Error::BadCounter`].
+pub(super) fn add_to_counter(
+    value: Option<&[u8]>,
+    delta: i64,
+) -> std::result::Result<Vec<u8>, String> {
+    let now = match value {
+        None => 0,
+        Some(bytes) => match <[u8; COUNTER_LEN]>::try_from(bytes) {
+            Ok(bytes) => i64::from_le_bytes(bytes),
+            Err(_) => {
+                return Err(format!(
+                    "its value is {} bytes long, not a counter ({COUNTER_LEN} bytes)",
+                    bytes.len()
+                ))
+            }
+        },
+    };
+    match now.checked_add(delta) {
+        Some(sum) => Ok(sum.to_le_bytes().to_vec()),
+        None => Err(format!("{now} + {delta} is out of a counter's range (64-bit signed)")),
+    }
 }
 
 impl Edit {
-    /// Applies the edit to a value in memory (`None`: the key is absent), as the tree would.
-    fn apply(&self, value: Option<Vec<u8>>) -> Result<Option<Vec<u8>>> {
+    /// Applies the edit to the value in memory of `key` of `tree` (`None`: the key is
+    /// absent), as the tree would.
+    fn apply(&self, value: Option<Vec<u8>>, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let too_large = || Error::ValueTooLarge {
             len: usize::MAX,
             max: super::object::MAX_OBJECT_LEN as usize,
@@ -144,6 +174,14 @@ impl Edit {
                 }
                 Ok(Some(value))
             }
+            Edit::Add(delta) => match add_to_counter(value.as_deref(), *delta) {
+                Ok(sum) => Ok(Some(sum)),
+                Err(reason) => Err(Error::BadCounter {
+                    tree: tree.name.to_string(),
+                    key: key.to_vec(),
+                    reason,
+                }),
+            },
         }
     }
 }
@@ -193,7 +231,9 @@ impl Transaction {
         };
         // The key's value as read, with this transaction's edits over it.
         match self.writes.get(probe_key(&mut self.probe, tree_id, key)) {
-            Some((_, Write::Edits(edits))) => edits.iter().try_fold(value, |v, e| e.apply(v)),
+            Some((_, Write::Edits(edits))) => {
+                edits.iter().try_fold(value, |v, e| e.apply(v, tree, key))
+            }
             _ => Ok(value),
         }
     }
@@ -304,7 +344,7 @@ impl Transaction {
                 // up to here).
                 Write::Edits(edits) => {
                     let under = merged.get(key).cloned().flatten();
-                    edits.iter().try_fold(under, |v, e| e.apply(v))?
+                    edits.iter().try_fold(under, |v, e| e.apply(v, tree, key))?
                 }
             };
             merged.insert(key.to_vec(), value);
@@ -378,14 +418,69 @@ impl Transaction {
         self.edit(tree, key.as_ref(), Edit::Truncate(len))
     }
 
+    /// Adds `delta` to the counter `key` holds in `tree` when the transaction commits,
+    /// without reading it: transactions that add to the same key do not conflict with each
+    /// other (their adds apply one after another, each at its commit), as they would if each
+    /// read the counter and wrote the sum. A counter is a signed 64-bit integer, its 8 bytes
+    /// little-endian; an absent key counts as 0 and is created.
+    ///
+    /// A transaction that reads the key ([`Transaction::get`]) sees its adds over the value
+    /// it read, and that read is checked at the commit as any other. At the commit, a value
+    /// that is not 8 bytes long, or a sum out of range, fails it with [`Error::BadCounter`],
+    /// and nothing is written. A key may take adds or `write_at`/`truncate` edits in one
+    /// transaction, not both ([`Error::NotSupported`]).
+    ///
+    /// ```
+    /// use ferrite::{Db, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = Options { workers: 0, pool_bytes: 16 << 20, ..Options::default() };
+    /// let db = Db::open(dir.path(), options)?;
+    /// let totals = db.tree("totals")?;
+    /// let mut one = db.transaction();
+    /// let mut other = db.transaction();
+    /// one.add(&totals, "paid", 250)?;
+    /// other.add(&totals, "paid", -50)?;
+    /// one.commit()?;
+    /// other.commit()?; // no conflict: neither read the counter
+    /// assert_eq!(totals.get("paid")?, Some(200i64.to_le_bytes().to_vec()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn add(&mut self, tree: &Tree, key: impl AsRef<[u8]>, delta: i64) -> Result<()> {
+        self.edit(tree, key.as_ref(), Edit::Add(delta))
+    }
+
     fn edit(&mut self, tree: &Tree, key: &[u8], edit: Edit) -> Result<()> {
         self.check_tree(tree)?;
         check_key(key)?;
         let id = tree_key(tree.btree.tree_id, key);
         match self.writes.get_mut(&id) {
             // Over a value of its own: the value changes here.
-            Some((_, Write::Value(value))) => *value = edit.apply(value.take())?,
-            Some((_, Write::Edits(edits))) => edits.push(edit),
+            Some((_, Write::Value(value))) => *value = edit.apply(value.take(), tree, key)?,
+            Some((_, Write::Edits(edits))) => {
+                let adds = matches!(edit, Edit::Add(_));
+                if edits.iter().any(|e| matches!(e, Edit::Add(_)) != adds) {
+                    return Err(Error::NotSupported {
+                        reason: format!(
+                            "key \"{}\" of tree {:?} takes both adds and write_at or truncate \
+                             edits in one transaction: put its whole value instead",
+                            key.escape_ascii(),
+                            tree.name
+                        ),
+                    });
+                }
+                // Adds in a row become one, unless their sum is out of range (the commit
+                // then tells whether the counter's is).
+                let merged = match (edits.last_mut(), &edit) {
+                    (Some(Edit::Add(sum)), Edit::Add(delta)) => {
+                        sum.checked_add(*delta).map(|total| *sum = total).is_some()
+                    }
+                    _ => false,
+                };
+                if !merged {
+                    edits.push(edit);
+                }
+            }
             None => {
                 self.writes.insert(id, (tree.clone(), Write::Edits(vec![edit])));
             }
@@ -543,6 +638,7 @@ impl Transaction {
                                 BatchOp::WriteAt(key.clone(), offset, bytes)
                             }
                             Edit::Truncate(len) => BatchOp::Truncate(key.clone(), len),
+                            Edit::Add(delta) => BatchOp::Add(key.clone(), delta),
                         };
                         batch.ops.push((tree.clone(), op));
                     }

@@ -100,6 +100,26 @@ pub trait TpccTxn: Send {
 
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<(), TxnError>;
 
+    /// Adds `cents` to the money `key` holds (`encode_money`), a sum the transaction does
+    /// not read. By default a read for update and a write; a store with commutative adds
+    /// (Ferrite's `Transaction::add`) applies it at the commit without depending on the
+    /// value read, so that two Payments of one warehouse do not conflict over its
+    /// year-to-date.
+    fn add_money(
+        &mut self,
+        table: Table,
+        key: &[u8],
+        cents: i64,
+    ) -> impl Future<Output = Result<(), TxnError>> + Send {
+        async move {
+            let Some(bytes) = self.get_for_update(table, key).await? else {
+                return Err(TxnError::Failed(format!("{table} has no row with key {key:02x?}")));
+            };
+            let now = super::schema::decode_money(&bytes)?;
+            self.put(table, key, &super::schema::encode_money(now + cents))
+        }
+    }
+
     /// Applies the writes, all or nothing; `Err(TxnError::Conflict)`: nothing was written.
     fn commit(self) -> impl Future<Output = Result<(), TxnError>> + Send;
 }
@@ -210,6 +230,11 @@ impl TpccTxn for FerriteTxn {
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<(), TxnError> {
         debug_assert_eq!(self.isolation, Isolation::Serializable, "read-committed reads only");
         Ok(self.txn.delete(&self.trees[table.index()], key)?)
+    }
+
+    async fn add_money(&mut self, table: Table, key: &[u8], cents: i64) -> Result<(), TxnError> {
+        debug_assert_eq!(self.isolation, Isolation::Serializable, "read-committed reads only");
+        Ok(self.txn.add(&self.trees[table.index()], key, cents)?)
     }
 
     async fn commit(self) -> Result<(), TxnError> {
