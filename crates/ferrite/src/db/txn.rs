@@ -214,27 +214,31 @@ impl Transaction {
         self.get_bytes_async(tree, key.as_ref()).await
     }
 
-    /// [`Transaction::get_async`] of a borrowed key.
+    /// [`Transaction::get_async`] of a borrowed key: its own write, else its earlier read,
+    /// else the tree's value (remembered), with its own edits laid over the last two. One
+    /// lookup in each of its maps.
     async fn get_bytes_async(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(seen) = self.seen(tree, key)? {
-            return Ok(seen);
-        }
-        let tree_id = tree.btree.tree_id;
-        let value = match self.reads.get(probe_key(&mut self.probe, tree_id, key)) {
+        self.check_tree(tree)?;
+        check_key(key)?;
+        let Transaction { reads, writes, probe, .. } = self;
+        let id = probe_key(probe, tree.btree.tree_id, key);
+        let edits = match writes.get(id) {
+            Some((_, Write::Value(value))) => return Ok(value.clone()),
+            // (Edits need the key's value under them.)
+            Some((_, Write::Edits(edits))) => Some(edits),
+            None => None,
+        };
+        let value = match reads.get(id) {
             Some(read) => read.value.clone(),
             None => {
                 let (value, leaf) = tree.get_witnessed(key).await?;
-                let read = Read { tree: tree.clone(), value: value.clone(), leaf };
-                self.reads.insert(tree_key(tree_id, key), read);
+                reads.insert(id.to_vec(), Read { tree: tree.clone(), value: value.clone(), leaf });
                 value
             }
         };
-        // The key's value as read, with this transaction's edits over it.
-        match self.writes.get(probe_key(&mut self.probe, tree_id, key)) {
-            Some((_, Write::Edits(edits))) => {
-                edits.iter().try_fold(value, |v, e| e.apply(v, tree, key))
-            }
-            _ => Ok(value),
+        match edits {
+            Some(edits) => edits.iter().try_fold(value, |v, e| e.apply(v, tree, key)),
+            None => Ok(value),
         }
     }
 
@@ -324,7 +328,7 @@ impl Transaction {
         // give `limit` entries, unless the range has fewer.
         let deletes = own.iter().filter(|(_, w)| matches!(w, Write::Value(None))).count();
         let wanted = limit.saturating_add(deletes);
-        let found = tree.collect_range(&lower, &upper, reverse, wanted).await?;
+        let found = tree.collect_range(&lower, &upper, reverse, wanted, false).await?;
         // How far the tree was read: to its last entry if the scan stopped at `wanted`.
         let reached = match found.len() == wanted {
             true => found.last().map(|(key, _)| key.clone()),
@@ -530,12 +534,10 @@ impl Transaction {
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
         // Loads before the commit lock what the commit will read or change, unless it is
         // certainly in memory: a key whose leaf is unchanged since the transaction read it.
-        let mut read_unchanged = HashMap::with_capacity(self.reads.len());
         for (id, read) in &self.reads {
-            let (tree_id, key) = split_key(id);
-            match read.leaf.filter(|_| read.unchanged(key)) {
-                Some((leaf, _)) => drop(read_unchanged.insert((tree_id, key), leaf)),
-                None => read.tree.prefetch(key).await,
+            let (_, key) = split_key(id);
+            if !read.unchanged(key) {
+                read.tree.prefetch(key).await;
             }
         }
         // The leaves the writes go to, loaded now and handed to the commit: the one a key
@@ -545,8 +547,9 @@ impl Transaction {
         let mut last: Option<(u64, PageId)> = None;
         for (tree, op) in &batch.ops {
             let tree_id = tree.btree.tree_id;
-            let read_leaf = read_unchanged.get(&(tree_id, op.key())).copied();
-            let leaf = match read_leaf {
+            let read = self.reads.get(probe_key(&mut self.probe, tree_id, op.key()));
+            let read_leaf = read.and_then(|r| r.leaf.filter(|_| r.unchanged(op.key())));
+            let leaf = match read_leaf.map(|(leaf, _)| leaf) {
                 Some(leaf) => Some(leaf),
                 None => {
                     let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, l)| l);
@@ -574,7 +577,8 @@ impl Transaction {
                 }
                 for range in ranges {
                     let tree = &range.tree;
-                    let now = tree.collect_range(&range.lower, &range.upper, false, usize::MAX);
+                    let now =
+                        tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
                     if let Some(key) = first_difference(&range.entries, &now.await?) {
                         return Err(conflict(tree, key));
                     }
@@ -586,20 +590,6 @@ impl Transaction {
             self.shared.abandon_objects(&objects);
         }
         outcome
-    }
-
-    /// What this transaction already knows of `key`: `Some(value)` from its own write or
-    /// its earlier read, `None` if it must read the tree.
-    fn seen(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
-        self.check_tree(tree)?;
-        check_key(key)?;
-        let id = probe_key(&mut self.probe, tree.btree.tree_id, key);
-        match self.writes.get(id) {
-            Some((_, Write::Value(value))) => Ok(Some(value.clone())),
-            // (Edits need the key's value under them: `get_async`.)
-            Some((_, Write::Edits(_))) => Ok(None),
-            None => Ok(self.reads.get(id).map(|read| read.value.clone())),
-        }
     }
 
     fn check_tree(&self, tree: &Tree) -> Result<()> {
