@@ -15,6 +15,9 @@
 //! with the entries the tree held there, and read again at the commit, so that a key
 //! inserted there (a phantom), removed or changed since is a conflict as well.
 //!
+//! Counters ([`Transaction::add`]) change a key without reading it: the sum is taken at the
+//! commit, under the lock, so transactions that only add to one key do not conflict.
+//!
 //! What is not protected: the values a transaction returned before a failed commit may
 //! not be consistent with each other (they were read at different moments; the commit
 //! finds that out).
