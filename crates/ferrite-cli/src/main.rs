@@ -27,14 +27,14 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use cli::{Action, Cli, GetArgs, ReadAtArgs, TreesAction};
+use common::{CliError, Outcome, ERROR_STATUS};
+use value::FileArg;
 
 /// mimalloc instead of glibc's malloc: the engine allocates a transaction's keys and values,
 /// and glibc's malloc and free took about 11 % of TPC-C's CPU in memory (perf). The engine
 /// crate leaves the allocator to the program that embeds it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use common::{CliError, Outcome, ERROR_STATUS};
-use value::FileArg;
 
 fn main() -> ExitCode {
     init_logging();

@@ -110,18 +110,20 @@ pub(super) async fn apply_ops(
             (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {
                 tree.shared.apply_prepared(tree, key, prepared).await?
             }
-            (BatchOp::Put(key, value), _) => {
+            (BatchOp::Put(key, _) | BatchOp::Add(key, _), _) => {
+                // (An add puts its counter's sum.)
+                let sum;
+                let value = match op {
+                    BatchOp::Put(_, value) => value,
+                    _ => {
+                        sum = sums.next().expect("a sum per add");
+                        &sum
+                    }
+                };
                 let tree_id = tree.btree.tree_id;
                 let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, leaf)| leaf);
                 let hint = near.get(i).copied().flatten().or(after_last);
                 last = Some((tree_id, tree.apply_put_near(key, value, hint).await?));
-            }
-            (BatchOp::Add(key, _), _) => {
-                let sum = sums.next().expect("a sum per add");
-                let tree_id = tree.btree.tree_id;
-                let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, leaf)| leaf);
-                let hint = near.get(i).copied().flatten().or(after_last);
-                last = Some((tree_id, tree.apply_put_near(key, &sum, hint).await?));
             }
             (BatchOp::Delete(key), _) => {
                 tree.apply_delete(key).await?;

@@ -192,7 +192,7 @@ impl Tree {
             return done;
         }
         let mut resume = Resume::default();
-        let mut attempt = self.lookup(key, &mut read, &mut resume, true);
+        let mut attempt = self.lookup(key, &mut read, &mut resume);
         match with_scratch(&mut attempt) {
             Ok(value) => Ok(value),
             first => block_on(go_on(&self.shared.pool, true, attempt, first)),
@@ -270,16 +270,7 @@ impl Tree {
         }
         let mut resume = Resume::default();
         let mut read = |value: &[u8]| value.to_vec();
-        // Without waiting for a commit in progress that changed the leaf: the value may be
-        // that commit's, which can no longer fail (its checks passed before it changed a
-        // page; a failure after that fails the log, and this transaction's commit with it).
-        // This transaction's commit follows it under the commit lock and validates every
-        // read, so a mix of its changes and older values is a conflict there. The hot leaves
-        // of TPC-C (every district's next order id in one leaf) are changed by nearly every
-        // commit; waiting for each gave the worker to its other terminals, whose reads then
-        // aged (measured 2026-11-29 in memory, 2 warehouses: the restarts that yielded fell
-        // from about 53 k to 20-33 k per run).
-        let attempt = self.lookup(key, &mut read, &mut resume, false);
+        let attempt = self.lookup(key, &mut read, &mut resume);
         let found =
             run_async_with(&self.shared.pool, true, attempt).await.map_err(|e| self.error(e))?;
         match found {
@@ -322,7 +313,7 @@ impl Tree {
             return done;
         }
         let mut resume = Resume::default();
-        let attempt = self.lookup(key, &mut read, &mut resume, true);
+        let attempt = self.lookup(key, &mut read, &mut resume);
         run_async_with(&self.shared.pool, !in_commit, attempt).await.map_err(|e| self.error(e))
     }
 
@@ -342,21 +333,18 @@ impl Tree {
     }
 
     /// One attempt of a lookup of `key` in the tree (its leaf's value, given to `read`).
-    /// `committed`: wait (restart) while a commit in progress has changed the leaf
-    /// (`BufferPool::committed`); every reader does but a transaction (`get_witnessed`).
     fn lookup<'a, R>(
         &'a self,
         key: &'a [u8],
         read: &'a mut impl FnMut(&[u8]) -> R,
         resume: &'a mut Resume,
-        committed: bool,
     ) -> impl FnMut(&mut Scratch) -> Attempt<Option<R>> + 'a {
         let (btree, pool, dropped) = (self.btree, &*self.shared.pool, &*self.dropped);
         move |scratch| {
             if dropped.load(Ordering::Acquire) {
                 return Err(Interrupt::Error(Error::TreeNotFound { name: String::new() }));
             }
-            btree.get_resuming(pool, key, scratch, read, resume, committed)
+            btree.get_resuming(pool, key, scratch, read, resume, true)
         }
     }
 

@@ -112,10 +112,8 @@ pub trait TpccTxn: Send {
         cents: i64,
     ) -> impl Future<Output = Result<(), TxnError>> + Send {
         async move {
-            let Some(bytes) = self.get_for_update(table, key).await? else {
-                return Err(TxnError::Failed(format!("{table} has no row with key {key:02x?}")));
-            };
-            let now = super::schema::decode_money(&bytes)?;
+            let found = self.get_for_update(table, key).await?;
+            let now = super::txns::decoded(found, table, key, super::schema::decode_money)?;
             self.put(table, key, &super::schema::encode_money(now + cents))
         }
     }

@@ -407,7 +407,7 @@ async fn row_for_update<T: TpccTxn, R>(
     decoded(txn.get_for_update(table, key).await?, table, key, decode)
 }
 
-fn decoded<R>(
+pub(super) fn decoded<R>(
     found: Option<Vec<u8>>,
     table: Table,
     key: &[u8],
