@@ -35,6 +35,11 @@ pub struct Options {
     /// How long an open waits for the directory while another `Db` holds it in a way this
     /// open cannot share, before failing with `Error::Locked` (zero: fail at once).
     pub lock_wait: std::time::Duration,
+    /// The longest a transaction's read for update (`Transaction::get_for_update`) waits
+    /// for an earlier transaction that read the same key for update to end, before it
+    /// reads on (default 100 ms). Such waits only save work: a transaction that reads on
+    /// may conflict at its commit, never commit what it should not.
+    pub update_wait: std::time::Duration,
     /// Worker threads that run tasks (`Db::spawn`, the `*_async` calls of `Tree`); each owns
     /// an I/O engine. The default is one per core (`std::thread::available_parallelism`).
     /// 0 starts none: the blocking API works without them, and a short-lived process that
@@ -133,6 +138,7 @@ impl Default for Options {
             create_if_missing: true,
             read_only: false,
             lock_wait: std::time::Duration::ZERO,
+            update_wait: std::time::Duration::from_millis(100),
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             engine: None,
             engine_fallback: None,

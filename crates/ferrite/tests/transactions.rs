@@ -551,6 +551,140 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
     assert_check(&db);
 }
 
+#[test]
+fn reads_for_update_wait_for_each_other_instead_of_conflicting() {
+    // The counters above, read for update: each reader waits for the one before to commit,
+    // so none conflicts (with plain reads, tasks conflict: asserted above).
+    let dir = TempDir::with_prefix("txn-for-update").unwrap();
+    let options = Options {
+        workers: 2,
+        durability: Durability::Sync,
+        update_wait: std::time::Duration::from_secs(60),
+        ..tiny(64)
+    };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.tree("counters").unwrap();
+    tree.put(b"hits", 0u64.to_le_bytes()).unwrap();
+    const THREADS: u64 = 3;
+    const TASKS: u64 = 40;
+    const EACH: u64 = 25;
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (db, tree) = (Arc::clone(&db), tree.clone());
+            std::thread::spawn(move || {
+                for _ in 0..EACH {
+                    let mut txn = db.transaction();
+                    let hits = balance(txn.get_for_update(&tree, b"hits").unwrap());
+                    std::thread::yield_now();
+                    txn.put(&tree, b"hits", (hits + 1).to_le_bytes()).unwrap();
+                    txn.commit().expect("a read for update waited for the others");
+                }
+            })
+        })
+        .collect();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (task_db, tree) = (Arc::clone(&db), tree.clone());
+            db.spawn(async move {
+                for _ in 0..EACH {
+                    let mut txn = task_db.transaction();
+                    let hits = txn.get_for_update_async(&tree, b"hits").await.unwrap();
+                    // Other tasks of this worker run here, and wait.
+                    ferrite::sched::yield_now().await;
+                    txn.put(&tree, b"hits", (balance(hits) + 1).to_le_bytes()).unwrap();
+                    txn.commit_async().await.expect("a read for update waited for the others");
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    tasks.into_iter().for_each(|t| t.wait());
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(balance(tree.get(b"hits").unwrap()), (THREADS + TASKS) * EACH);
+    assert_check(&db);
+}
+
+#[test]
+fn a_read_for_update_waits_at_most_the_limit_and_not_in_a_task_nor_for_a_dropped_one() {
+    let dir = TempDir::with_prefix("txn-for-update-cycle").unwrap();
+    let limit = std::time::Duration::from_millis(300);
+    let options = Options { workers: 1, update_wait: limit, ..tiny(64) };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.tree("t").unwrap();
+    tree.put(b"a", b"a0").unwrap();
+    tree.put(b"b", b"b0").unwrap();
+
+    // A transaction kept open holds its intent: another waits the limit, then reads on;
+    // in a blocking call inside a task it does not wait at all.
+    let mut holder = db.transaction();
+    assert_eq!(holder.get_for_update(&tree, b"a").unwrap().as_deref(), Some(&b"a0"[..]));
+    let started = std::time::Instant::now();
+    let mut other = db.transaction();
+    assert_eq!(other.get_for_update(&tree, b"a").unwrap().as_deref(), Some(&b"a0"[..]));
+    assert!(started.elapsed() >= limit, "read on after {:?}", started.elapsed());
+    let (task_db, task_tree) = (Arc::clone(&db), tree.clone());
+    let waited = db
+        .spawn(async move {
+            let started = std::time::Instant::now();
+            let mut txn = task_db.transaction();
+            txn.get_for_update(&task_tree, b"a").unwrap();
+            started.elapsed()
+        })
+        .unwrap()
+        .wait();
+    assert!(waited < limit, "a blocking read for update in a task waited {waited:?}");
+    drop((holder, other));
+    // Dropped, the holder's intent is gone: no wait now (the limit is 300 ms; the intent
+    // of `other`, also dropped, is gone too).
+    let started = std::time::Instant::now();
+    let mut txn = db.transaction();
+    txn.get_for_update(&tree, b"a").unwrap();
+    assert!(started.elapsed() < limit, "waited {:?} for a dropped one", started.elapsed());
+    drop(txn);
+    assert_check(&db);
+}
+
+#[test]
+fn reads_for_update_that_would_wait_in_a_cycle_read_on() {
+    // Two transactions each read one key for update, then the other's: one of the second
+    // reads would close a cycle, so it reads on at once, its transaction commits, and the
+    // other (woken then) conflicts on the key it read before that commit. No wait lasts
+    // until the limit, whichever of the second reads comes first.
+    let dir = TempDir::with_prefix("txn-for-update-cycle").unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    let options = Options { workers: 0, update_wait: limit, ..tiny(64) };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("t").unwrap();
+    tree.put(b"a", b"a0").unwrap();
+    tree.put(b"b", b"b0").unwrap();
+    let both_hold_one = std::sync::Barrier::new(2);
+    let run = |first: &[u8], second: &[u8]| {
+        let mut txn = db.transaction();
+        txn.get_for_update(&tree, first).unwrap();
+        both_hold_one.wait();
+        let started = std::time::Instant::now();
+        txn.get_for_update(&tree, second).unwrap();
+        txn.put(&tree, first, b"x").unwrap();
+        txn.put(&tree, second, b"x").unwrap();
+        (txn.commit(), started.elapsed())
+    };
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(|| run(b"a", b"b"));
+        let two = s.spawn(|| run(b"b", b"a"));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    for (_, waited) in [&one, &two] {
+        assert!(*waited < limit / 2, "waited {waited:?}");
+    }
+    match (one.0, two.0) {
+        (Ok(()), Err(Error::Conflict { .. })) | (Err(Error::Conflict { .. }), Ok(())) => {}
+        outcomes => panic!("one commit and one conflict expected: {outcomes:?}"),
+    }
+    assert_eq!(tree.get(b"a").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(tree.get(b"b").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_check(&db);
+}
+
 fn counter(value: Option<Vec<u8>>) -> i64 {
     i64::from_le_bytes(value.expect("counter exists").try_into().expect("8-byte counter"))
 }

@@ -45,6 +45,8 @@ pub(super) struct Shared {
     /// The write-ahead log (`None` when opened read-only).
     pub(super) log: Option<Arc<Log>>,
     pub(super) commit_lock: CommitLock,
+    /// Keys running transactions read for update (`intents.rs`).
+    pub(super) intents: super::intents::Intents,
     pub(super) durability: Durability,
     pub(super) checkpoint_log_bytes: u64,
     /// Redo LSN of the last checkpoint.

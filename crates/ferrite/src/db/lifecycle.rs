@@ -145,6 +145,7 @@ impl Db {
             lock: Mutex::new(Some(lock)),
             log,
             commit_lock: CommitLock::default(),
+            intents: super::intents::Intents::new(options.update_wait),
             durability: options.durability,
             checkpoint_log_bytes: options.checkpoint_log_bytes,
             checkpoint_redo: AtomicU64::new(recovery.redo_lsn),

@@ -39,6 +39,7 @@ mod checkpoint;
 mod commit;
 pub(crate) mod cursor;
 mod engine;
+mod intents;
 mod iter;
 mod lifecycle;
 mod lock;

@@ -26,8 +26,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
 
 use super::batch::{apply_ops, BatchOp};
+use super::intents::{Claim, Intents};
 use super::{check_key, check_value, Shared, Tree, WriteBatch};
 use crate::error::{Error, PageId, Result};
 use crate::options::Durability;
@@ -73,6 +76,10 @@ pub struct Transaction {
     durability: Option<Durability>,
     /// Where lookups build their tree key (`probe_key`).
     probe: Vec<u8>,
+    /// This transaction's stamp among intents (0 until its first, `intents.rs`).
+    stamp: u64,
+    /// The intents it holds: hashes of keys it read for update (`Intents::hash`).
+    intents: Vec<u64>,
 }
 
 /// A key a transaction read from a tree: what it held then, and the leaf that answered
@@ -198,6 +205,8 @@ impl Transaction {
             ranges: Vec::new(),
             durability: None,
             probe: Vec::new(),
+            stamp: 0,
+            intents: Vec::new(),
         }
     }
 
@@ -215,6 +224,91 @@ impl Transaction {
     ) -> Result<Option<Vec<u8>>> {
         crate::db::in_task("Transaction::get_async")?;
         self.get_bytes_async(tree, key.as_ref()).await
+    }
+
+    /// Reads `key` of `tree` in order to change it: [`Transaction::get`], and while this
+    /// transaction runs, another one that reads the key for update waits until this one
+    /// ends (commits, fails, or is dropped) and then reads what it left. Without the wait,
+    /// both would read the same value and one of them would fail at its commit with
+    /// [`Error::Conflict`] after doing all its work; with it, the second runs on from the
+    /// first's result.
+    ///
+    /// Isolation is the same as [`Transaction::get`]'s: the commit validates the read
+    /// either way, and the wait is only a hint that saves work. So it is kept short: a
+    /// transaction does not wait where the wait would close a cycle (two transactions
+    /// waiting for each other, directly or through others), never waits longer than
+    /// [`Options::update_wait`](crate::Options::update_wait), and does not wait at all in a
+    /// blocking call inside a task.
+    ///
+    /// ```
+    /// use ferrite::{Db, Options};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = Options { workers: 0, pool_bytes: 16 << 20, ..Options::default() };
+    /// let db = Db::open(dir.path(), options)?;
+    /// let districts = db.tree("districts")?;
+    /// districts.put(b"next-order", 3001u64.to_le_bytes())?;
+    ///
+    /// let mut txn = db.transaction();
+    /// let next = txn.get_for_update(&districts, b"next-order")?.expect("loaded");
+    /// let next = u64::from_le_bytes(next.try_into().expect("8 bytes"));
+    /// txn.put(&districts, b"next-order", (next + 1).to_le_bytes())?;
+    /// txn.commit()?;
+    /// # assert_eq!(districts.get(b"next-order")?, Some(3002u64.to_le_bytes().to_vec()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_for_update(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        crate::sched::block_on(self.get_for_update_bytes(tree, key.as_ref()))
+    }
+
+    /// [`Transaction::get_for_update`] as a future (inside a task, waits yield).
+    pub async fn get_for_update_async(
+        &mut self,
+        tree: &Tree,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        crate::db::in_task("Transaction::get_for_update_async")?;
+        self.get_for_update_bytes(tree, key.as_ref()).await
+    }
+
+    async fn get_for_update_bytes(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_tree(tree)?;
+        check_key(key)?;
+        self.intend(Intents::hash(tree.btree.tree_id, key)).await;
+        self.get_bytes_async(tree, key).await
+    }
+
+    /// Takes the intent on `hash`, waiting for an earlier owner as `get_for_update` says.
+    async fn intend(&mut self, hash: u64) {
+        if self.intents.contains(&hash) {
+            return;
+        }
+        let intents = &self.shared.intents;
+        if self.stamp == 0 {
+            self.stamp = intents.stamp();
+        }
+        let stamp = self.stamp;
+        let claim = if crate::worker_context::on_worker() {
+            wait_in_task(intents, hash, stamp).await
+        } else if crate::worker_context::in_blocking_call_on_worker() {
+            // (The owner may be a task of this worker, which cannot run meanwhile.)
+            match intents.claim(hash, stamp, std::task::Waker::noop()) {
+                Claim::Wait => {
+                    intents.done_waiting(stamp);
+                    Claim::Pass
+                }
+                claim => claim,
+            }
+        } else {
+            wait_parked(intents, hash, stamp)
+        };
+        if claim == Claim::Taken {
+            self.intents.push(hash);
+        }
     }
 
     /// [`Transaction::get_async`] of a borrowed key: its own write, else its earlier read,
@@ -569,26 +663,36 @@ impl Transaction {
             }
         }
         let (reads, ranges) = (&self.reads, &self.ranges);
+        let validate_and_apply = async || {
+            for (id, read) in reads {
+                let (_, key) = split_key(id);
+                if !read.unchanged(key) && read.tree.get_in_commit(key).await? != read.value {
+                    return Err(conflict(&read.tree, key));
+                }
+            }
+            for range in ranges {
+                let tree = &range.tree;
+                let now = tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
+                if let Some(key) = first_difference(&range.entries, &now.await?) {
+                    return Err(conflict(tree, key));
+                }
+            }
+            apply_ops(&batch.ops, &objects, &near).await
+        };
+        let (intents, stamp) = (&self.intents, self.stamp);
         let outcome = self
             .shared
             .commit(durability, async || {
-                for (id, read) in reads {
-                    let (_, key) = split_key(id);
-                    if !read.unchanged(key) && read.tree.get_in_commit(key).await? != read.value {
-                        return Err(conflict(&read.tree, key));
-                    }
+                let outcome = validate_and_apply().await;
+                // Ended, committed or not: whoever waits for its intents reads on (before
+                // this commit's sync, which a later commit's record follows in the log).
+                if !intents.is_empty() {
+                    self.shared.intents.release(intents, stamp);
                 }
-                for range in ranges {
-                    let tree = &range.tree;
-                    let now =
-                        tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
-                    if let Some(key) = first_difference(&range.entries, &now.await?) {
-                        return Err(conflict(tree, key));
-                    }
-                }
-                apply_ops(&batch.ops, &objects, &near).await
+                outcome
             })
             .await;
+        self.intents.clear();
         if outcome.is_err() {
             self.shared.abandon_objects(&objects);
         }
@@ -646,6 +750,67 @@ impl Transaction {
         }
         Ok(Some((batch, self.durability.unwrap_or(self.shared.durability))))
     }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if !self.intents.is_empty() {
+            self.shared.intents.release(&self.intents, self.stamp);
+        }
+    }
+}
+
+/// Waits in a task until the intent on `hash` is `stamp`'s, or waiting would close a cycle,
+/// or `Intents::wait` has passed (a timer on the worker's ring, armed only once it waits).
+async fn wait_in_task(intents: &Intents, hash: u64, stamp: u64) -> Claim {
+    // Done waiting however the wait ends (a task dropped while it waits included).
+    struct Waiting<'a>(&'a Intents, u64, bool);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            if self.2 {
+                self.0.done_waiting(self.1);
+            }
+        }
+    }
+    let mut waiting = Waiting(intents, stamp, false);
+    let mut timer = None;
+    std::future::poll_fn(|cx| {
+        match intents.claim(hash, stamp, cx.waker()) {
+            Claim::Wait => waiting.2 = true,
+            claim => return Poll::Ready(claim),
+        }
+        if intents.wait.is_zero() {
+            return Poll::Ready(Claim::Pass);
+        }
+        let timer = timer.get_or_insert_with(|| Box::pin(crate::sched::net::sleep(intents.wait)));
+        match std::future::Future::poll(timer.as_mut(), cx) {
+            Poll::Ready(()) => Poll::Ready(Claim::Pass),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// [`wait_in_task`] for a blocking call: the thread parks until woken or the wait is over.
+fn wait_parked(intents: &Intents, hash: u64, stamp: u64) -> Claim {
+    let deadline = Instant::now().checked_add(intents.wait);
+    let waker = crate::sched::thread_waker();
+    let mut waited = false;
+    let claim = loop {
+        match intents.claim(hash, stamp, &waker) {
+            Claim::Wait => waited = true,
+            claim => break claim,
+        }
+        match deadline.map(|d| d.saturating_duration_since(Instant::now())) {
+            Some(left) if left.is_zero() => break Claim::Pass,
+            Some(left) => std::thread::park_timeout(left),
+            None => std::thread::park(),
+        }
+    };
+    if waited {
+        intents.done_waiting(stamp);
+    }
+    claim
 }
 
 /// Whether `key` lies between `lower` and `upper`.

@@ -252,6 +252,12 @@ fn park_until_ready<F: Future>(mut future: Pin<&mut F>) -> F::Output {
 /// Wakes a thread parked in `block_on`.
 struct Unpark(std::thread::Thread);
 
+/// A waker that unparks the calling thread: for a blocking call's own wait with a timeout
+/// (`std::thread::park_timeout`), which `block_on` does not offer.
+pub(crate) fn thread_waker() -> Waker {
+    Waker::from(Arc::new(Unpark(std::thread::current())))
+}
+
 impl std::task::Wake for Unpark {
     fn wake(self: Arc<Self>) {
         self.0.unpark();

@@ -73,9 +73,10 @@ pub trait TpccTxn: Send {
     ) -> impl Future<Output = Result<Option<Vec<u8>>, TxnError>> + Send;
 
     /// `get` of a row the transaction will then write: a store that locks (pessimistic
-    /// RocksDB) takes the row's lock now, so that a concurrent writer waits instead of
-    /// making one of the two fail later. By default a plain `get` (Ferrite, the model,
-    /// WiredTiger: their commits check such rows anyway).
+    /// RocksDB) takes the row's lock now, and Ferrite its intent
+    /// (`Transaction::get_for_update`), so that a concurrent writer waits instead of
+    /// making one of the two fail later. By default a plain `get` (the model, WiredTiger:
+    /// their commits check such rows anyway).
     fn get_for_update(
         &mut self,
         table: Table,
@@ -207,6 +208,18 @@ impl TpccTxn for FerriteTxn {
         }
     }
 
+    async fn get_for_update(
+        &mut self,
+        table: Table,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, TxnError> {
+        let tree = &self.trees[table.index()];
+        match self.isolation {
+            Isolation::Serializable => Ok(self.txn.get_for_update_async(tree, key).await?),
+            Isolation::ReadCommitted => Ok(tree.get_async(key).await?),
+        }
+    }
+
     async fn scan(
         &mut self,
         table: Table,
@@ -252,8 +265,8 @@ impl TpccStore for FerriteTpcc {
     }
 
     fn isolation(&self) -> String {
-        "serializable (optimistic: keys and scanned ranges validated at the commit); \
-         Stock-Level read-committed"
+        "serializable (optimistic: keys and scanned ranges validated at the commit; reads \
+         for update wait for each other's intents); Stock-Level read-committed"
             .into()
     }
 
