@@ -149,10 +149,13 @@ pub struct Node<'a> {
     page: &'a [u8],
 }
 
-/// A writable view of a node image.
+/// A writable view of a node image; a tracked one ([`NodeMut::tracked`]) also notes the
+/// byte ranges it writes, which a commit logs instead of diffing the page against a copy.
 #[derive(Debug)]
 pub struct NodeMut<'a> {
     page: &'a mut [u8],
+    /// Where the ranges written go, `(start, end)` offsets, if tracked.
+    written: Option<&'a mut Vec<(u16, u16)>>,
 }
 
 /// The head of a key suffix: its first 4 bytes read big-endian, zero-padded when shorter.
@@ -990,7 +993,13 @@ impl<'a> NodeMut<'a> {
     /// Panics if `page` is not `PAGE_SIZE` bytes.
     pub fn new(page: &'a mut [u8]) -> Self {
         assert_eq!(page.len(), PAGE_SIZE);
-        NodeMut { page }
+        NodeMut { page, written: None }
+    }
+    /// A view that notes in `written` the ranges it writes (`written: None`: not tracked).
+    /// The ranges cover every byte it changes; they may overlap, and cover unchanged bytes.
+    pub fn tracked(page: &'a mut [u8], written: Option<&'a mut Vec<(u16, u16)>>) -> Self {
+        assert_eq!(page.len(), PAGE_SIZE);
+        NodeMut { page, written }
     }
     /// The node as a read-only view.
     pub fn as_node(&self) -> Node<'_> {
@@ -1013,6 +1022,7 @@ impl<'a> NodeMut<'a> {
         debug_assert_eq!(leaf, level == 0, "leaves are at level 0, inner nodes above");
         // Zero the whole page: no stale bytes of a previous use reach the disk.
         self.page.fill(0);
+        self.wrote(0..PAGE_SIZE);
         let kind = if leaf { PageKind::Leaf } else { PageKind::Inner };
         init_header(self.page, kind, page_id);
         write_u64(self.page, OFFSET_TREE_ID, tree_id);
@@ -1082,6 +1092,7 @@ impl<'a> NodeMut<'a> {
         let offset = self.push_heap(suffix, payload);
         let page_slots = slot_position(slot)..slot_position(count);
         self.page.copy_within(page_slots, slot_position(slot + 1));
+        self.wrote(slot_position(slot + 1)..slot_position(count + 1));
         let head = head_of(suffix);
         let (suffix_len, payload_len) = (suffix.len(), payload.len());
         self.write_slot(slot, Slot { head, offset, suffix_len, payload_len, out_of_line });
@@ -1094,6 +1105,7 @@ impl<'a> NodeMut<'a> {
         assert!(slot < count, "slot {slot} of {count}");
         let dead = node.dead_bytes() + node.decode_slot(slot).entry_len();
         self.page.copy_within(slot_position(slot + 1)..slot_position(count), slot_position(slot));
+        self.wrote(slot_position(slot)..slot_position(count - 1));
         self.set_field(OFFSET_DEAD_BYTES, dead);
         self.set_field(OFFSET_COUNT, count - 1);
         self.update_hints();
@@ -1101,6 +1113,7 @@ impl<'a> NodeMut<'a> {
     /// Slot `slot`'s payload bytes, to change in place.
     pub fn payload_mut(&mut self, slot: usize) -> &mut [u8] {
         let s = self.slot(slot);
+        self.wrote(s.payload_range());
         &mut self.page[s.payload_range()]
     }
     /// Replaces slot `slot`'s payload (in place when the length is unchanged). Returns false,
@@ -1112,12 +1125,14 @@ impl<'a> NodeMut<'a> {
         let mut new = Slot { payload_len: payload.len(), out_of_line, ..old };
         if payload.len() == old.payload_len {
             self.page[old.payload_range()].copy_from_slice(payload);
+            self.wrote(old.payload_range());
         } else if new.entry_len() <= node.free_bytes() {
             // Move the entry to fresh heap space: its suffix must stay next to its payload.
             let dead = node.dead_bytes() + old.entry_len();
             new.offset = node.heap_start() - new.entry_len();
             self.page.copy_within(old.suffix_range(), new.offset);
             self.page[new.payload_range()].copy_from_slice(payload);
+            self.wrote(new.entry_range());
             self.set_field(OFFSET_HEAP_START, new.offset);
             self.set_field(OFFSET_DEAD_BYTES, dead);
         } else if new.entry_len() <= node.free_bytes_after_compaction() + old.entry_len() {
@@ -1138,6 +1153,7 @@ impl<'a> NodeMut<'a> {
         debug_assert!(!self.as_node().is_leaf());
         if index == self.as_node().count() {
             write_u64(self.page, OFFSET_UPPER_CHILD, child);
+            self.wrote(OFFSET_UPPER_CHILD..OFFSET_UPPER_CHILD + 8);
         } else {
             self.payload_mut(index).copy_from_slice(&child.to_le_bytes());
         }
@@ -1146,6 +1162,8 @@ impl<'a> NodeMut<'a> {
     pub fn compact(&mut self) {
         let copy: [u8; PAGE_SIZE] = self.page[..].try_into().expect("page size");
         let old = Node { page: &copy };
+        // (The slots and the whole heap move; the header's fields are noted as set.)
+        self.wrote(slot_position(0)..PAGE_SIZE);
         self.set_field(OFFSET_HEAP_START, PAGE_SIZE);
         self.set_field(OFFSET_DEAD_BYTES, 0);
         let lower_offset = self.push_heap(old.lower_fence(), &[]);
@@ -1162,8 +1180,25 @@ impl<'a> NodeMut<'a> {
 
 /// Private writing helpers.
 impl NodeMut<'_> {
+    /// Notes that `range` was written, if tracked (joined to the last range when they
+    /// touch: a slot's fields, the hints, come one after another).
+    #[inline]
+    fn wrote(&mut self, range: Range<usize>) {
+        let Some(written) = self.written.as_deref_mut() else { return };
+        if range.is_empty() {
+            return;
+        }
+        let (start, end) = (range.start as u16, range.end as u16);
+        match written.last_mut() {
+            Some(last) if start <= last.1 && end >= last.0 => {
+                *last = (last.0.min(start), last.1.max(end));
+            }
+            _ => written.push((start, end)),
+        }
+    }
     fn set_field(&mut self, offset: usize, value: usize) {
         write_u16(self.page, offset, to_u16(value));
+        self.wrote(offset..offset + 2);
     }
     /// Slot `slot`, which must exist.
     fn slot(&self, slot: usize) -> Slot {
@@ -1175,6 +1210,7 @@ impl NodeMut<'_> {
         self.set_field(at + SLOT_OFFSET, s.offset);
         self.set_field(at + SLOT_SUFFIX_LEN, s.suffix_len);
         write_u16(self.page, at + SLOT_PAYLOAD_LEN, s.payload_word());
+        self.wrote(at..at + SLOT_SIZE);
     }
     /// Copies `first` then `second` just below the heap, which grows over them; returns
     /// their offset. The caller has made sure they fit.
@@ -1183,6 +1219,7 @@ impl NodeMut<'_> {
         let offset = end - first.len() - second.len();
         self.page[offset..offset + first.len()].copy_from_slice(first);
         self.page[offset + first.len()..end].copy_from_slice(second);
+        self.wrote(offset..end);
         self.set_field(OFFSET_HEAP_START, offset);
         offset
     }
@@ -1201,6 +1238,7 @@ impl NodeMut<'_> {
         for (hint, head) in heads.into_iter().enumerate() {
             write_u32(self.page, OFFSET_HINTS + hint * 4, head);
         }
+        self.wrote(OFFSET_HINTS..OFFSET_HINTS + HINT_COUNT * 4);
     }
 }
 
@@ -1535,6 +1573,58 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// A tracked node notes every byte it changes (a commit logs only those ranges): random
+    /// inserts, removals and payload changes, growing, shrinking and compacting a leaf,
+    /// each compared byte by byte with a copy from before it.
+    #[test]
+    fn tracked_changes_note_every_byte_they_write() {
+        let mut rng = Rng::new(0x7a11);
+        let mut page = page();
+        init_leaf(&mut page, b"key-0000", b"key-9999");
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut compactions = 0;
+        for step in 0..20_000 {
+            let before = page.clone();
+            let mut written = Vec::new();
+            let mut node = NodeMut::tracked(&mut page, Some(&mut written));
+            let heap_before = node.as_node().heap_start();
+            match rng.index(3) {
+                0 => {
+                    let key = format!("key-{:04}", 1 + rng.index(9998)).into_bytes();
+                    let value = vec![step as u8; rng.index(60)];
+                    match node.as_node().lower_bound(&key) {
+                        (slot, true) => _ = node.set_payload(slot, &value, false),
+                        (_, false) => {
+                            if node.insert(&key, &value, false) {
+                                keys.push(key);
+                            }
+                        }
+                    }
+                }
+                1 if !keys.is_empty() => {
+                    let key = keys.swap_remove(rng.index(keys.len()));
+                    let (slot, found) = node.as_node().lower_bound(&key);
+                    assert!(found);
+                    node.remove_at(slot);
+                }
+                _ if !keys.is_empty() => {
+                    let (slot, _) = node.as_node().lower_bound(&keys[rng.index(keys.len())]);
+                    let payload = node.payload_mut(slot);
+                    payload.iter_mut().for_each(|b| *b = b.wrapping_add(1));
+                }
+                _ => {}
+            }
+            compactions += usize::from(node.as_node().heap_start() > heap_before);
+            for at in (24..PAGE_SIZE).filter(|&at| before[at] != page[at]) {
+                let covered = written.iter().any(|&(a, b)| (a as usize..b as usize).contains(&at));
+                assert!(covered, "step {step}: byte {at} changed outside {written:?}");
+            }
+            assert_eq!(before[..24], page[..24], "step {step}: the common header is not a node's");
+        }
+        check(&page);
+        assert!(compactions > 0, "no insert compacted the leaf: that path went untested");
     }
 
     #[test]

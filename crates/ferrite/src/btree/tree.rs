@@ -699,12 +699,13 @@ impl BTree {
         if let Some(Some(old_page)) = old {
             pool.free_by_id(old_page)?;
         }
-        let mut leaf = NodeMut::new(guard.page_mut());
-        let done = if exact {
-            leaf.set_payload(slot, payload, out_of_line)
-        } else {
-            leaf.insert(key, payload, out_of_line)
-        };
+        let done = guard.change_tracked(|page, written| {
+            let mut leaf = NodeMut::tracked(page, written);
+            match exact {
+                true => leaf.set_payload(slot, payload, out_of_line),
+                false => leaf.insert(key, payload, out_of_line),
+            }
+        });
         assert!(done, "leaf {leaf_id} had room for the entry but refused it");
         Ok(leaf_id)
     }
@@ -726,9 +727,12 @@ impl BTree {
         if let Payload::OutOfLine { page: value_page, .. } = Node::new(guard.page()).value(slot) {
             pool.free_by_id(value_page)?;
         }
-        let mut leaf = NodeMut::new(guard.page_mut());
-        leaf.remove_at(slot);
-        let merge = under_full(leaf.as_node()) && found.page_id != self.root;
+        let under_full = guard.change_tracked(|page, written| {
+            let mut leaf = NodeMut::tracked(page, written);
+            leaf.remove_at(slot);
+            under_full(leaf.as_node())
+        });
+        let merge = under_full && found.page_id != self.root;
         Ok((true, merge.then_some(found.page_id)))
     }
 
@@ -751,7 +755,9 @@ impl BTree {
         match Node::new(guard.page()).value(slot) {
             Payload::Inline(_) => {
                 let change = change.take().expect("update applied twice");
-                change(NodeMut::new(guard.page_mut()).payload_mut(slot));
+                guard.change_tracked(|page, written| {
+                    change(NodeMut::tracked(page, written).payload_mut(slot));
+                });
             }
             Payload::OutOfLine { page: value_page, tail: [] } => {
                 let mut value_guard = pool.lock_exclusive_any(value_page)?;
@@ -768,10 +774,12 @@ impl BTree {
                 let mut joined = [&in_page[..], tail].concat();
                 change(&mut joined);
                 in_page.copy_from_slice(&joined[..in_page.len()]);
-                let mut leaf = NodeMut::new(guard.page_mut());
-                let payload = leaf.payload_mut(slot);
-                let at = payload.len() - tail_len;
-                payload[at..].copy_from_slice(&joined[joined.len() - tail_len..]);
+                guard.change_tracked(|page, written| {
+                    let mut leaf = NodeMut::tracked(page, written);
+                    let payload = leaf.payload_mut(slot);
+                    let at = payload.len() - tail_len;
+                    payload[at..].copy_from_slice(&joined[joined.len() - tail_len..]);
+                });
             }
         }
         Ok(true)

@@ -3,8 +3,12 @@
 //!
 //! Only one commit runs at a time (the database's commit lock), so the pool keeps a single
 //! capture. A page enters it on its first change in the commit, with a copy of its bytes
-//! before the change (*changed*), as a page the commit allocated (*new*: logged against a
-//! zeroed page), or as freed. A page first changed and then freed is just freed; a page freed
+//! before the change (*changed*, logged as its differences from the copy), as a page the
+//! commit allocated (*new*: logged against a zeroed page), or as freed. A change made
+//! through `ExclusiveGuard::change_tracked` (a leaf's put or delete, the commits' usual
+//! change) needs no copy: it reports the byte ranges it wrote, which are logged as they are
+//! at the commit's end. A page changed both ways is logged as the ranges reported plus its
+//! differences from a copy made at its first untracked change. A page first changed and then freed is just freed; a page freed
 //! and allocated again is new. While a commit runs, every page it changed is *pinned* (a bit
 //! in the pool's translation table, `page_table.rs`), so no write-back takes it before its
 //! record is in the log; `BufferPool::stamp` then gives it the record's LSN and unpins it.
@@ -20,7 +24,15 @@ use crate::format::page;
 
 #[derive(Debug)]
 enum Change {
-    Changed(Box<[u8]>),
+    /// Changed: the ranges tracked changes wrote, and the page's bytes before its first
+    /// untracked change (`diffed`), if it had one. In debug builds a page changed only by
+    /// tracked changes keeps its bytes before them here too (`diffed` false), to check at
+    /// the commit's end that the ranges cover every byte that changed.
+    Changed {
+        before: Option<Box<[u8]>>,
+        diffed: bool,
+        written: Vec<(u16, u16)>,
+    },
     New,
     Freed,
 }
@@ -52,7 +64,7 @@ impl Capture {
         self.index.clear();
         self.data.clear();
         for (_, change) in self.pages.drain(..) {
-            if let Change::Changed(copy) = change {
+            if let Change::Changed { before: Some(copy), .. } = change {
                 if self.spare.len() < SPARE_COPIES {
                     self.spare.push(copy);
                 }
@@ -82,21 +94,63 @@ impl Capture {
         }
     }
 
-    /// Notes a change to `page_id`, whose bytes are `before`; returns whether it is the
-    /// page's first in this commit (the caller then pins it).
+    /// A copy of `page`, in a spare buffer if there is one.
+    fn copy(&mut self, page: &[u8]) -> Box<[u8]> {
+        match self.spare.pop() {
+            Some(mut copy) if copy.len() == page.len() => {
+                copy.copy_from_slice(page);
+                copy
+            }
+            _ => page.into(),
+        }
+    }
+
+    /// Notes an untracked change to `page_id`, whose bytes are `before`; returns whether it
+    /// is the page's first in this commit (the caller then pins it).
     pub fn note_change(&mut self, page_id: PageId, before: &[u8]) -> bool {
+        let Some(at) = self.position(page_id) else {
+            let copy = self.copy(before);
+            let written = Vec::new();
+            self.push(page_id, Change::Changed { before: Some(copy), diffed: true, written });
+            return true;
+        };
+        if let Change::Changed { diffed: false, .. } = &self.pages[at].1 {
+            // Tracked changes so far: diffed from here on.
+            #[cfg(debug_assertions)]
+            if let Change::Changed { before: Some(start), written, .. } = &self.pages[at].1 {
+                check_written(page_id, start, before, written);
+            }
+            let copy = self.copy(before);
+            if let Change::Changed { before: old, diffed, .. } = &mut self.pages[at].1 {
+                if let Some(old) = old.replace(copy) {
+                    self.spare.push(old);
+                }
+                *diffed = true;
+            }
+        }
+        false
+    }
+
+    /// Notes that a tracked change (`note_written`) is about to change `page_id`, whose
+    /// bytes are `before`; returns whether it is the page's first change in this commit.
+    pub fn note_tracked(&mut self, page_id: PageId, before: &[u8]) -> bool {
         if self.position(page_id).is_some() {
             return false;
         }
-        let copy = match self.spare.pop() {
-            Some(mut copy) if copy.len() == before.len() => {
-                copy.copy_from_slice(before);
-                copy
-            }
-            _ => before.into(),
-        };
-        self.push(page_id, Change::Changed(copy));
+        // (Kept only to check the ranges: see `Change::Changed`.)
+        let before = cfg!(debug_assertions).then(|| self.copy(before));
+        self.push(page_id, Change::Changed { before, diffed: false, written: Vec::new() });
         true
+    }
+
+    /// Notes the ranges a tracked change of `page_id` wrote.
+    pub fn note_written(&mut self, page_id: PageId, ranges: &[(u16, u16)]) {
+        match self.entry(page_id) {
+            Some(Change::Changed { written, .. }) => written.extend_from_slice(ranges),
+            // (A new page is logged whole; a freed one is not changed.)
+            Some(Change::New | Change::Freed) => {}
+            None => panic!("page {page_id} written by a tracked change it was not noted for"),
+        }
     }
 
     /// Notes that the commit allocated `page_id` (zeroed).
@@ -130,8 +184,14 @@ impl Capture {
         let change = |(page_id, change): &'a (PageId, Change)| {
             let page_id = *page_id;
             match change {
-                Change::Changed(before) => {
-                    PageChange::Changed { page_id, before: &before[..], now: page(page_id) }
+                Change::Changed { before, diffed, written } => {
+                    let now = page(page_id);
+                    #[cfg(debug_assertions)]
+                    if let (Some(start), false) = (before, diffed) {
+                        check_written(page_id, start, now, written);
+                    }
+                    let before = before.as_deref().filter(|_| *diffed);
+                    PageChange::Changed { page_id, before, written, now }
                 }
                 Change::New => PageChange::New { page_id, now: page(page_id) },
                 Change::Freed => PageChange::Freed { page_id },
@@ -145,15 +205,31 @@ impl Capture {
     }
 }
 
+/// Panics unless `written` covers every byte (but those a commit record skips) in which
+/// `now` differs from `before`: a tracked change that wrote outside the ranges it noted
+/// would be lost by recovery.
+#[cfg(debug_assertions)]
+fn check_written(page_id: PageId, before: &[u8], now: &[u8], written: &[(u16, u16)]) {
+    // (The checksum, the flags byte and the LSN: set at write-back and by the stamp.)
+    let skipped = |at: usize| at < 4 || at == page::OFFSET_FLAGS || (16..24).contains(&at);
+    for at in (0..before.len()).filter(|&at| before[at] != now[at] && !skipped(at)) {
+        let covered =
+            written.iter().any(|&(from, to)| usize::from(from) <= at && at < usize::from(to));
+        assert!(covered, "page {page_id}: byte {at} changed outside the ranges noted: {written:?}");
+    }
+}
+
 /// One page's change in a commit, as the log encodes it.
 #[derive(Debug, Clone, Copy)]
 pub enum PageChange<'a> {
-    /// Changed: its bytes before the commit's first change, and now.
+    /// Changed: the ranges tracked changes wrote, and its differences from `before`.
     Changed {
         /// The page.
         page_id: PageId,
-        /// Its bytes before the commit changed it.
-        before: &'a [u8],
+        /// Its bytes before its first untracked change in the commit, if it had one.
+        before: Option<&'a [u8]>,
+        /// The ranges tracked changes wrote, `(start, end)`: in any order, may overlap.
+        written: &'a [(u16, u16)],
         /// Its bytes now.
         now: &'a [u8],
     },
@@ -292,6 +368,18 @@ impl BufferPool {
         }
     }
 
+    pub(super) fn note_tracked(&self, page_id: PageId) {
+        let memory = self.page_mut(page_id);
+        if self.capture.changes.lock().unwrap().note_tracked(page_id, memory) {
+            self.keep_image(page_id, memory);
+            self.table.log_state(page_id).fetch_or(PINNED, Ordering::AcqRel);
+        }
+    }
+
+    pub(super) fn note_written(&self, page_id: PageId, ranges: &[(u16, u16)]) {
+        self.capture.changes.lock().unwrap().note_written(page_id, ranges);
+    }
+
     pub(super) fn note_new(&self, page_id: PageId) {
         if !self.capturing() {
             return;
@@ -402,7 +490,8 @@ mod tests {
             assert_eq!(changes.len(), 3 * LINEAR_PAGES + 1);
             for change in &changes {
                 match *change {
-                    PageChange::Changed { page_id, before, now } => {
+                    PageChange::Changed { page_id, before, now, .. } => {
+                        let before = before.expect("untracked changes are diffed");
                         assert!(before.iter().all(|&b| b == round), "page {page_id} before");
                         assert!(now.iter().all(|&b| b == round + 1), "page {page_id} now");
                     }

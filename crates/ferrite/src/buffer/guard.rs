@@ -236,6 +236,28 @@ impl<'a> ExclusiveGuard<'a> {
         }
         self.pool.page_mut(self.page_id)
     }
+
+    /// Changes the page through `change`, which writes only inside the ranges it notes in
+    /// its second argument (`Some` while a commit captures changes, `None` otherwise): the
+    /// commit logs those ranges, with no copy of the page before and no diff after, which
+    /// `page_mut` costs. Where a range is missing, recovery loses that change: debug builds
+    /// check every tracked page against a copy at the commit's end
+    /// (`Capture::changes`).
+    #[inline]
+    pub fn change_tracked<R>(
+        &mut self,
+        change: impl FnOnce(&mut [u8], Option<&mut Vec<(u16, u16)>>) -> R,
+    ) -> R {
+        self.dirty = true;
+        if !self.pool.capturing() {
+            return change(self.pool.page_mut(self.page_id), None);
+        }
+        self.pool.note_tracked(self.page_id);
+        let mut written = Vec::new();
+        let result = change(self.pool.page_mut(self.page_id), Some(&mut written));
+        self.pool.note_written(self.page_id, &written);
+        result
+    }
 }
 
 impl Drop for ExclusiveGuard<'_> {

@@ -283,6 +283,35 @@ fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Ve
     }
 }
 
+/// Adds the ranges `written` (any order, may overlap, may cover the bytes records skip) to
+/// `spans` (from [`diff_spans`]), leaving them as a record takes them: ascending, apart,
+/// none empty, none covering a skipped byte.
+fn add_written(spans: &mut Vec<(u16, u16)>, written: &[(u16, u16)]) {
+    for &(start, end) in written {
+        let (start, end) = (usize::from(start), usize::from(end).min(PAGE_SIZE));
+        // The parts between the skipped bytes.
+        for (from, to) in [(4, 5), (6, 16), (24, PAGE_SIZE)] {
+            let (from, to) = (start.max(from), end.min(to));
+            if from < to {
+                spans.push((from as u16, to as u16));
+            }
+        }
+    }
+    spans.sort_unstable();
+    // Joined where they overlap or touch (a skipped byte always parts two regions' pieces).
+    let mut kept = 0;
+    for at in 0..spans.len() {
+        let (start, end) = spans[at];
+        if kept > 0 && start <= spans[kept - 1].1 {
+            spans[kept - 1].1 = spans[kept - 1].1.max(end);
+        } else {
+            spans[kept] = (start, end);
+            kept += 1;
+        }
+    }
+    spans.truncate(kept);
+}
+
 /// An encoder of one record into a byte vector; the header is completed by
 /// [`RecordWriter::finish`] once the LSN is known.
 #[derive(Debug, Default)]
@@ -381,7 +410,17 @@ pub fn encode_commit(next_tree_id: u64, changes: &[PageChange<'_>]) -> Vec<u8> {
     let mut spans = Vec::new();
     for change in changes {
         let (page_id, op, before, now) = match *change {
-            PageChange::Changed { page_id, before, now } => (page_id, OP_CHANGED, before, now),
+            PageChange::Changed { page_id, before, written, now } => {
+                spans.clear();
+                if let Some(before) = before {
+                    diff_spans(before, now, &mut spans);
+                }
+                if !written.is_empty() {
+                    add_written(&mut spans, written);
+                }
+                w.page_entry_spans(page_id, OP_CHANGED, now, &spans);
+                continue;
+            }
             PageChange::New { page_id, now } => (page_id, OP_NEW, &ZERO_PAGE[..], now),
             PageChange::Freed { page_id } => {
                 w.page_entry_spans(page_id, OP_FREED, &[], &[]);
@@ -937,6 +976,46 @@ mod tests {
         fuzz_record(&valid);
     }
 
+    /// Pages changed by tracked changes are logged as the ranges written, however these
+    /// come (unsorted, overlapping, touching, over the bytes records skip), alone or with
+    /// a diff from a copy: the record decodes, and rebuilds the page.
+    #[test]
+    fn written_ranges_encode_sorted_apart_and_rebuild_the_page() {
+        let before = page_with(|i| (i * 3) as u8);
+        let mut now = before.clone();
+        let written: &[(u16, u16)] =
+            &[(3000, 3010), (0, 30), (40, 42), (42, 44), (2990, 3005), (4090, 4096), (60, 61)];
+        for &(start, end) in written {
+            now[start as usize..end as usize].iter_mut().for_each(|b| *b = b.wrapping_add(1));
+        }
+        // An untracked change after a copy (`diffed` pages log both).
+        let copy = now.clone();
+        now[500..510].fill(0xee);
+        now[3008] = 0;
+        for before_diff in [None, Some(&copy[..])] {
+            let now_for_record = if before_diff.is_some() { &now } else { &copy };
+            let change = PageChange::Changed {
+                page_id: 3,
+                before: before_diff,
+                written,
+                now: now_for_record,
+            };
+            let mut bytes = encode_commit(1, &[change]);
+            RecordWriter::finish(&mut bytes, 4096);
+            let Record::Commit { pages, .. } = decode(&bytes, 4096).unwrap() else {
+                panic!("not a commit record");
+            };
+            let ranges: Vec<(u16, usize)> =
+                pages[0].ranges.iter().map(|(at, bytes)| (*at, bytes.len())).collect();
+            assert!(ranges.windows(2).all(|w| w[0].0 as usize + w[0].1 < w[1].0 as usize));
+            let mut page = before.clone();
+            pages[0].apply(&mut page);
+            for i in (0..PAGE_SIZE).filter(|i| !SKIPPED.iter().any(|r| r.contains(i))) {
+                assert_eq!(page[i], now_for_record[i], "byte {i}");
+            }
+        }
+    }
+
     /// Captured page changes encode into a commit record whose entries rebuild each page
     /// (but its reserved bytes) from its before-image, from zeros, or free it; a page's
     /// image rebuilds it from zeros.
@@ -947,7 +1026,7 @@ mod tests {
         changed[100..140].fill(0xaa);
         let new = page_with(|i| if i % 97 == 0 { 5 } else { 0 });
         let changes = [
-            PageChange::Changed { page_id: 7, before: &before, now: &changed },
+            PageChange::Changed { page_id: 7, before: Some(&before), written: &[], now: &changed },
             PageChange::New { page_id: 8, now: &new },
             PageChange::Freed { page_id: 9 },
         ];
