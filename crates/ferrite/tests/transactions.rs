@@ -2,7 +2,8 @@
 //! none, and fails with `Error::Conflict` (writing nothing) when a key it read changed
 //! since. Checked one case at a time, then by invariants under concurrency (transfers
 //! between accounts in two trees keep the total; counters incremented by many threads and
-//! tasks lose no increment, by reads or by adds), and across simulated crashes.
+//! tasks lose no increment, by reads or by adds; read for update, none conflicts), and
+//! across simulated crashes. Reads for update wait at most their limit and never in a cycle.
 
 mod common;
 
@@ -490,10 +491,13 @@ fn concurrent_transfers_keep_the_total_and_every_committed_audit_sees_it() {
     assert_check(&db);
 }
 
-#[test]
-fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
-    let dir = TempDir::with_prefix("txn-counters").unwrap();
-    let options = Options { workers: 2, durability: Durability::Sync, ..tiny(64) };
+/// Threads and tasks increment one counter, each reading it (for update with `for_update`)
+/// and writing it back in a transaction, run again on a conflict; checks that no increment
+/// was lost and returns the conflicts the threads and the tasks met.
+fn increment_from_threads_and_tasks(name: &str, for_update: bool) -> (u64, u64) {
+    let dir = TempDir::with_prefix(name).unwrap();
+    let update_wait = std::time::Duration::from_secs(60);
+    let options = Options { workers: 2, durability: Durability::Sync, update_wait, ..tiny(64) };
     let db = Arc::new(Db::open(dir.path(), options).unwrap());
     let tree = db.tree("counters").unwrap();
     tree.put(b"hits", 0u64.to_le_bytes()).unwrap();
@@ -504,18 +508,25 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
         .map(|_| {
             let (db, tree) = (Arc::clone(&db), tree.clone());
             std::thread::spawn(move || {
+                let mut conflicts = 0u64;
                 for _ in 0..EACH {
                     loop {
                         let mut txn = db.transaction();
-                        let hits = balance(txn.get(&tree, b"hits").unwrap());
+                        let hits = match for_update {
+                            true => txn.get_for_update(&tree, b"hits"),
+                            false => txn.get(&tree, b"hits"),
+                        };
+                        let hits = balance(hits.unwrap());
+                        std::thread::yield_now();
                         txn.put(&tree, b"hits", (hits + 1).to_le_bytes()).unwrap();
                         match txn.commit() {
                             Ok(()) => break,
-                            Err(Error::Conflict { .. }) => continue,
+                            Err(Error::Conflict { .. }) => conflicts += 1,
                             Err(e) => panic!("{e}"),
                         }
                     }
                 }
+                conflicts
             })
         })
         .collect();
@@ -527,8 +538,13 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
                 for _ in 0..EACH {
                     loop {
                         let mut txn = task_db.transaction();
-                        let hits = balance(txn.get_async(&tree, b"hits").await.unwrap());
-                        // Other tasks of this worker run here and commit the same count.
+                        let hits = match for_update {
+                            true => txn.get_for_update_async(&tree, b"hits").await,
+                            false => txn.get_async(&tree, b"hits").await,
+                        };
+                        let hits = balance(hits.unwrap());
+                        // Other tasks of this worker run here: they commit the same count,
+                        // or wait for this one.
                         ferrite::sched::yield_now().await;
                         txn.put(&tree, b"hits", (hits + 1).to_le_bytes()).unwrap();
                         match txn.commit_async().await {
@@ -544,64 +560,24 @@ fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
         })
         .collect();
     let task_conflicts: u64 = tasks.into_iter().map(|t| t.wait()).sum();
-    threads.into_iter().for_each(|t| t.join().unwrap());
+    let thread_conflicts: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(balance(tree.get(b"hits").unwrap()), (THREADS + TASKS) * EACH);
+    assert_check(&db);
+    (thread_conflicts, task_conflicts)
+}
+
+#[test]
+fn counters_incremented_by_threads_and_tasks_lose_no_increment() {
+    let (_, task_conflicts) = increment_from_threads_and_tasks("txn-counters", false);
     // Every task yields between its read and its commit: others commit meanwhile.
     assert!(task_conflicts > 0, "no task met a conflict: the test checked nothing");
-    assert_check(&db);
 }
 
 #[test]
 fn reads_for_update_wait_for_each_other_instead_of_conflicting() {
-    // The counters above, read for update: each reader waits for the one before to commit,
-    // so none conflicts (with plain reads, tasks conflict: asserted above).
-    let dir = TempDir::with_prefix("txn-for-update").unwrap();
-    let options = Options {
-        workers: 2,
-        durability: Durability::Sync,
-        update_wait: std::time::Duration::from_secs(60),
-        ..tiny(64)
-    };
-    let db = Arc::new(Db::open(dir.path(), options).unwrap());
-    let tree = db.tree("counters").unwrap();
-    tree.put(b"hits", 0u64.to_le_bytes()).unwrap();
-    const THREADS: u64 = 3;
-    const TASKS: u64 = 40;
-    const EACH: u64 = 25;
-    let threads: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let (db, tree) = (Arc::clone(&db), tree.clone());
-            std::thread::spawn(move || {
-                for _ in 0..EACH {
-                    let mut txn = db.transaction();
-                    let hits = balance(txn.get_for_update(&tree, b"hits").unwrap());
-                    std::thread::yield_now();
-                    txn.put(&tree, b"hits", (hits + 1).to_le_bytes()).unwrap();
-                    txn.commit().expect("a read for update waited for the others");
-                }
-            })
-        })
-        .collect();
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (task_db, tree) = (Arc::clone(&db), tree.clone());
-            db.spawn(async move {
-                for _ in 0..EACH {
-                    let mut txn = task_db.transaction();
-                    let hits = txn.get_for_update_async(&tree, b"hits").await.unwrap();
-                    // Other tasks of this worker run here, and wait.
-                    ferrite::sched::yield_now().await;
-                    txn.put(&tree, b"hits", (balance(hits) + 1).to_le_bytes()).unwrap();
-                    txn.commit_async().await.expect("a read for update waited for the others");
-                }
-            })
-            .unwrap()
-        })
-        .collect();
-    tasks.into_iter().for_each(|t| t.wait());
-    threads.into_iter().for_each(|t| t.join().unwrap());
-    assert_eq!(balance(tree.get(b"hits").unwrap()), (THREADS + TASKS) * EACH);
-    assert_check(&db);
+    // Each reader for update waits for the one before to commit: none conflicts.
+    let conflicts = increment_from_threads_and_tasks("txn-for-update", true);
+    assert_eq!(conflicts, (0, 0), "conflicts of threads and tasks");
 }
 
 #[test]

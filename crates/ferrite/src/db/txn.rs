@@ -680,6 +680,7 @@ impl Transaction {
             apply_ops(&batch.ops, &objects, &near).await
         };
         let (intents, stamp) = (&self.intents, self.stamp);
+        let released = std::sync::atomic::AtomicBool::new(false);
         let outcome = self
             .shared
             .commit(durability, async || {
@@ -688,11 +689,15 @@ impl Transaction {
                 // this commit's sync, which a later commit's record follows in the log).
                 if !intents.is_empty() {
                     self.shared.intents.release(intents, stamp);
+                    released.store(true, Ordering::Relaxed);
                 }
                 outcome
             })
             .await;
-        self.intents.clear();
+        if released.load(Ordering::Relaxed) {
+            // (Else a commit that failed before its body leaves them to the drop.)
+            self.intents.clear();
+        }
         if outcome.is_err() {
             self.shared.abandon_objects(&objects);
         }
