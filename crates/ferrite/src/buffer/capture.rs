@@ -8,8 +8,8 @@
 //! through `ExclusiveGuard::change_tracked` (a leaf's put or delete, the commits' usual
 //! change) needs no copy: it reports the byte ranges it wrote, which are logged as they are
 //! at the commit's end. A page changed both ways is logged as the ranges reported plus its
-//! differences from a copy made at its first untracked change. A page first changed and then freed is just freed; a page freed
-//! and allocated again is new. While a commit runs, every page it changed is *pinned* (a bit
+//! differences from a copy made at its first untracked change. A page first changed and
+//! then freed is just freed; a page freed and allocated again is new. While a commit runs, every page it changed is *pinned* (a bit
 //! in the pool's translation table, `page_table.rs`), so no write-back takes it before its
 //! record is in the log; `BufferPool::stamp` then gives it the record's LSN and unpins it.
 
