@@ -318,16 +318,10 @@ impl BufferPool {
 mod tests {
     use std::sync::atomic::{AtomicU64, AtomicUsize};
     use std::sync::Arc;
-    use std::task::Wake;
 
     use super::*;
 
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::testing::WakeCount as Count;
 
     /// Waits until `at` reaches `round`, spinning, then yielding (the other thread may
     /// share this core).

@@ -629,14 +629,8 @@ mod tests {
     fn readers_of_a_page_being_loaded_wait_for_the_load() {
         use std::sync::atomic::AtomicUsize;
         use std::sync::Arc;
-        use std::task::Wake;
 
-        struct Count(AtomicUsize);
-        impl Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
+        use crate::testing::WakeCount as Count;
         let dir = TempDir::with_prefix("pool-loading").unwrap();
         let pool = pool(&dir, 16);
         let ids = new_leaves(&pool, 40);
@@ -677,14 +671,8 @@ mod tests {
     fn a_load_that_finds_no_frame_leaves_nobody_waiting() {
         use std::sync::atomic::AtomicUsize;
         use std::sync::Arc;
-        use std::task::Wake;
 
-        struct Count(AtomicUsize);
-        impl Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
+        use crate::testing::WakeCount as Count;
         let dir = TempDir::with_prefix("pool-noframe").unwrap();
         let pool = pool(&dir, 16);
         let ids = new_leaves(&pool, 40);

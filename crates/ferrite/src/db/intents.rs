@@ -187,17 +187,9 @@ impl Intents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::WakeCount as Count;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
 
     #[test]
     fn a_wait_that_would_close_a_cycle_reads_on_and_releases_wake_the_waiters() {

@@ -279,7 +279,7 @@ impl Transaction {
         self.check_tree(tree)?;
         check_key(key)?;
         self.intend(Intents::hash(tree.btree.tree_id, key)).await;
-        self.get_bytes_async(tree, key).await
+        self.read_checked(tree, key).await
     }
 
     /// Takes the intent on `hash`, waiting for an earlier owner as `get_for_update` says.
@@ -317,6 +317,11 @@ impl Transaction {
     async fn get_bytes_async(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_tree(tree)?;
         check_key(key)?;
+        self.read_checked(tree, key).await
+    }
+
+    /// `get_bytes_async` of a tree and key already checked.
+    async fn read_checked(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let Transaction { reads, writes, probe, .. } = self;
         let id = probe_key(probe, tree.btree.tree_id, key);
         let edits = match writes.get(id) {

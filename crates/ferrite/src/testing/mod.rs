@@ -25,6 +25,18 @@ pub use tmpfs::Tmpfs;
 
 use std::path::Path;
 
+/// A waker that counts its wake-ups, for the unit tests of code that registers wakers.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct WakeCount(pub(crate) std::sync::atomic::AtomicUsize);
+
+#[cfg(test)]
+impl std::task::Wake for WakeCount {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Sets how long the idle merge of object fragments waits unwoken before it looks again, for
 /// the whole process (250 ms by default): a test sets hours to show that a close wakes it.
 pub fn set_merge_idle_wait(wait: std::time::Duration) {
