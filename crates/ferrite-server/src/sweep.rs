@@ -23,7 +23,8 @@
 //! one finds the database full), so an idle server does no work. Without pressure each
 //! nudge sweeps a short stretch of keys for dead items (inline ones: a large item's header
 //! sits in its data, which the walk does not read; it is removed when next read or
-//! written). A victim is removed under its key's lock, taken only if free (a write waiting
+//! written), while some item written with an expiry was not passed yet, or the soonest
+//! expiry the hand passed in its last lap has come. A victim is removed under its key's lock, taken only if free (a write waiting
 //! for room may hold it), after its header was read again; its removal is not synced (a
 //! crash that brings an evicted item back loses nothing).
 
@@ -374,8 +375,10 @@ async fn round(store: &Store, db: &Db, hand: &mut Hand, forced: bool) -> ferrite
         };
         if !evicting {
             // Without pressure, a stretch of the expiry sweep while some item written with
-            // an expiry (or before a flush) was not passed yet.
-            let unchecked = sweeper.expiring.load(Ordering::Relaxed) > hand.checked;
+            // an expiry (or before a flush) was not passed yet, or one the hand passed alive
+            // has expired since.
+            let unchecked = sweeper.expiring.load(Ordering::Relaxed) > hand.checked
+                || hand.due.is_some_and(|due| due <= item::now());
             if looked == 0 && unchecked {
                 step(store, db, hand, SWEEP_KEYS, None).await?;
             }
@@ -403,6 +406,10 @@ struct Hand {
     /// every item written with an expiry before the latter was passed since.
     lap_began: u64,
     checked: u64,
+    /// The soonest expiry of the items the lap under way passed and left (alive, or dead
+    /// but busy), and that of the last lap done: once it comes, the sweep walks again.
+    lap_soonest: Option<u32>,
+    due: Option<u32>,
     /// Evicting until below the low mark.
     evicting: bool,
 }
@@ -418,8 +425,6 @@ async fn step(
     keys: usize,
     evict: Option<u64>,
 ) -> ferrite::Result<(usize, usize)> {
-    let evicting = evict.is_some();
-    let spare_above = evict.unwrap_or(0);
     let mut seen: Vec<(Vec<u8>, Option<Header>)> = Vec::with_capacity(keys);
     let visited = store
         .tree
@@ -428,24 +433,55 @@ async fn step(
             seen.push((key.to_vec(), header));
         })
         .await?;
-    match seen.last() {
-        Some((last, _)) if visited == keys => {
-            hand.next.clear();
-            hand.next.extend_from_slice(last);
-            // The least key after `last`.
-            hand.next.push(0);
-        }
-        _ => {
-            hand.next.clear();
-            hand.laps += 1;
-            hand.checked = hand.lap_began;
-            hand.lap_began = store.sweeper.expiring.load(Ordering::Relaxed);
-        }
+    let lap_done = visited != keys || seen.is_empty();
+    if !lap_done {
+        let (last, _) = &seen[seen.len() - 1];
+        hand.next.clear();
+        hand.next.extend_from_slice(last);
+        // The least key after `last`.
+        hand.next.push(0);
     }
-    let sweeper = &store.sweeper;
-    let mut evicted = 0;
     let now = item::now();
+    let mut evicted = 0;
+    let swept = sweep_items(store, db, seen, evict, now, &mut hand.lap_soonest, &mut evicted).await;
+    if swept.is_err() {
+        // Items after the failed one were not looked at: the next lap walks at once.
+        hand.lap_soonest = Some(now);
+    }
+    if lap_done {
+        hand.next.clear();
+        hand.laps += 1;
+        hand.checked = hand.lap_began;
+        hand.lap_began = store.sweeper.expiring.load(Ordering::Relaxed);
+        hand.due = hand.lap_soonest.take();
+    }
+    swept?;
+    Ok((visited, evicted))
+}
+
+/// Removes the dead items of `seen` and, when evicting, the unreferenced live ones (see
+/// [`step`]); counts evictions in `evicted`; lowers `soonest` to the expiry of every item
+/// it leaves that has one.
+async fn sweep_items(
+    store: &Store,
+    db: &Db,
+    seen: Vec<(Vec<u8>, Option<Header>)>,
+    evict: Option<u64>,
+    now: u32,
+    soonest: &mut Option<u32>,
+    evicted: &mut usize,
+) -> ferrite::Result<()> {
+    let evicting = evict.is_some();
+    let spare_above = evict.unwrap_or(0);
+    let sweeper = &store.sweeper;
     let dead = |header: &Header| header.expired(now) || store.flushed(header.cas);
+    // An item left in the tree that expires (0: never) then: the sweep comes back for it.
+    let mut left = |expires: u32| {
+        if expires != 0 {
+            *soonest = Some(soonest.map_or(expires, |s| s.min(expires)));
+        }
+    };
+    let expiry = |header: &Option<Header>| header.as_ref().map_or(0, |h| h.expires);
     for (key, header) in seen {
         // Keys no client can send (the flush mark) are the server's own.
         if key.first() == Some(&0) {
@@ -458,10 +494,15 @@ async fn step(
                 _ => true,
             };
             if spared {
+                left(expiry(&header));
                 continue;
             }
         }
-        let Some(_guard) = store.locks.try_lock(&key) else { continue };
+        let Some(_guard) = store.locks.try_lock(&key) else {
+            // Busy: a dead item is looked at again in the next lap.
+            left(if known_dead { now } else { expiry(&header) });
+            continue;
+        };
         // The item as it is now, under its lock: a write since the walk read it set its
         // bit (or made it live again).
         let mut head = [0u8; item::HEADER_BYTES];
@@ -473,6 +514,7 @@ async fn step(
         // (The pass lowered the count: above 0 now, the item was read or written since.)
         let unreferenced = sweeper.clock.as_ref().is_some_and(|clock| clock.count(&key) == 0);
         if !(is_dead || evicting && unreferenced) {
+            left(header.expires);
             continue;
         }
         let mut batch = WriteBatch::new();
@@ -482,10 +524,10 @@ async fn step(
             sweeper.reclaimed.fetch_add(1, Ordering::Relaxed);
         } else {
             sweeper.evictions.fetch_add(1, Ordering::Relaxed);
-            evicted += 1;
+            *evicted += 1;
         }
     }
-    Ok((visited, evicted))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Eviction and the expiry sweep end to end: a cache-mode server on a small disk budget
 //! takes four times the budget in items without refusing one, keeps the keys that are
 //! read and the ones written last; a store-mode server refuses writes once full and loses
-//! none it took; expired items are removed by the sweep without being read.
+//! none it took; expired items are removed by the sweep without being read, even when the
+//! hand passed them alive before they expired.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
@@ -185,27 +186,38 @@ fn the_sweep_removes_expired_items() {
     let mut client = Client::connect(&server);
     let mut request = Vec::new();
     for key in keys("a-expiring", 0..300) {
-        request.extend_from_slice(format!("set {key} 0 1 3\r\nabc\r\n").as_bytes());
+        request.extend_from_slice(format!("set {key} 0 2 3\r\nabc\r\n").as_bytes());
     }
+    let written = Instant::now();
     client.writer.write_all(&request).unwrap();
     for _ in 0..300 {
         assert_eq!(client.line(), "STORED");
     }
-    std::thread::sleep(Duration::from_millis(2100));
-    // Writes nudge the sweeper; it walks from the first key, the expired ones.
-    let started = Instant::now();
-    let mut next = 0;
-    while client.stat("reclaimed") < 300 {
-        assert!(started.elapsed() < Duration::from_secs(60), "the sweep stalled");
+    // Writes nudge the sweeper. Before the items expire (at least a second after they were
+    // written) the hand passes them alive, several laps over: it must come back for them.
+    let write_others = |client: &mut Client, next: &mut usize| {
         let mut request = Vec::new();
-        for key in keys("b-other", next..next + 64) {
+        for key in keys("b-other", *next..*next + 64) {
             request.extend_from_slice(format!("set {key} 0 0 3\r\nxyz\r\n").as_bytes());
         }
         client.writer.write_all(&request).unwrap();
         for _ in 0..64 {
             assert_eq!(client.line(), "STORED");
         }
-        next += 64;
+        *next += 64;
+    };
+    let mut next = 0;
+    while next < 64 * 100 && written.elapsed() < Duration::from_millis(800) {
+        write_others(&mut client, &mut next);
+        // (A round trip: the sweeper runs between the nudges.)
+        client.stat("reclaimed");
+    }
+    std::thread::sleep(Duration::from_millis(2100).saturating_sub(written.elapsed()));
+    let started = Instant::now();
+    while client.stat("reclaimed") < 300 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the sweep stalled");
+        assert_eq!(client.stat("evictions"), 0, "the store filled before the sweep came");
+        write_others(&mut client, &mut next);
     }
     assert_eq!(client.stat("evictions"), 0, "nothing live was evicted");
     assert_eq!(client.stat("get_expired"), 0, "the sweep read no item to find it expired");
