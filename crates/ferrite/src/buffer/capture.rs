@@ -302,12 +302,18 @@ pub fn reads_must_not_wait() -> bool {
 /// Marked per poll, not per thread: a task that yields lets other tasks of its worker run
 /// as plain readers.
 pub async fn in_commit<T>(body: impl std::future::Future<Output = T>) -> T {
+    /// Puts the flag back as it was, even if the poll panics (a worker catches a task's
+    /// panic and runs other tasks on the thread).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_COMMIT.set(self.0);
+        }
+    }
     let mut body = std::pin::pin!(body);
     std::future::poll_fn(|cx| {
-        let was = IN_COMMIT.replace(true);
-        let polled = body.as_mut().poll(cx);
-        IN_COMMIT.set(was);
-        polled
+        let _restore = Restore(IN_COMMIT.replace(true));
+        body.as_mut().poll(cx)
     })
     .await
 }

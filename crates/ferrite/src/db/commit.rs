@@ -94,7 +94,9 @@ impl Shared {
         body: impl AsyncFnOnce() -> Result<T>,
     ) -> Result<(T, u64)> {
         self.pool.begin_capture();
+        let unfinished = Unfinished(self);
         let outcome = crate::buffer::in_commit(body()).await;
+        std::mem::forget(unfinished);
         // Object data the commit freed waits until its record is durable (`object/space.rs`).
         let freed = match self.objects_in_use.load(Ordering::Acquire) {
             true => self.object_space.take_staged(),
@@ -112,6 +114,28 @@ impl Shared {
             self.pass_object_turn();
         }
         ended
+    }
+
+    /// Ends the capture of a commit whose body did not end: it panicked (a task's panic is
+    /// caught by its worker, which goes on), or its future was dropped while it waited. What
+    /// it changed no record describes: as for a commit that failed after changing pages,
+    /// the log fails. Either way the capture ends, so that the next commit (which the
+    /// commit lock, released as the unwinding drops its guard, lets in) starts clean.
+    fn end_unfinished_commit(&self) {
+        if self.pool.abandon_capture() {
+            if let Ok(log) = self.log() {
+                log.fail(
+                    "a commit stopped midway (it panicked, or its future was dropped) \
+                          after changing pages"
+                        .into(),
+                );
+            }
+        }
+        drop(self.change_buffer.take_staged());
+        if self.objects_in_use.load(Ordering::Acquire) {
+            drop(self.object_space.take_staged());
+        }
+        self.pool.end_commit();
     }
 
     /// Ends the capture of a commit whose changes were `outcome`: appends its record and
@@ -169,5 +193,101 @@ impl Shared {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// Armed while a commit's body runs under the commit lock (forgotten once it returns): its
+/// drop means the body stopped midway ([`Shared::end_unfinished_commit`]).
+struct Unfinished<'a>(&'a Shared);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        self.0.end_unfinished_commit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+
+    use crate::{Db, Durability, Error, Options};
+
+    fn open(dir: &std::path::Path, workers: usize) -> Db {
+        let options = Options { workers, pool_bytes: 16 << 20, ..Options::default() };
+        Db::open(dir, options).unwrap()
+    }
+
+    /// After a commit that stopped midway having changed a page: the next commit fails at
+    /// once (it would otherwise log the stopped one's changes as its own, or wait), reads of
+    /// the page fail, and a reopen recovers what was committed before.
+    fn check_after_stopped_commit(db: Db, dir: &std::path::Path) {
+        // (On a thread of its own: without the fix the next commit waited for ever.)
+        let (done, finished) = std::sync::mpsc::channel();
+        let dir = dir.to_path_buf();
+        std::thread::spawn(move || {
+            check_stopped(db, &dir);
+            done.send(()).unwrap();
+        });
+        let waited = finished.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(waited.is_ok(), "the checks after the stopped commit failed or hung");
+    }
+
+    fn check_stopped(db: Db, dir: &std::path::Path) {
+        let tree = db.tree("t").unwrap();
+        let next = tree.put("b", "2");
+        assert!(matches!(next, Err(Error::LogFailed { .. })), "{next:?}");
+        assert!(tree.get("a").is_err(), "a page the stopped commit changed is not read");
+        drop(tree);
+        drop(db);
+        let db = open(dir, 0);
+        let tree = db.tree("t").unwrap();
+        assert_eq!(tree.get("a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(tree.get("c").unwrap(), None, "the stopped commit's change is gone");
+    }
+
+    #[test]
+    fn a_commit_that_panics_fails_the_log_instead_of_leaking_into_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), 1);
+        let tree = db.tree("t").unwrap();
+        tree.put("a", "1").unwrap();
+        let shared = Arc::clone(&db.shared);
+        let in_task = tree.clone();
+        let task = db
+            .spawn(async move {
+                let body = async || -> crate::Result<()> {
+                    in_task.apply_put(b"c", b"3").await?;
+                    panic!("a bug inside a commit");
+                };
+                shared.commit(Durability::None, body).await
+            })
+            .unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.wait()));
+        assert!(panicked.is_err(), "the task's panic reaches its handle");
+        drop(tree);
+        check_after_stopped_commit(db, dir.path());
+    }
+
+    #[test]
+    fn a_commit_dropped_midway_fails_the_log_and_frees_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path(), 0);
+        let tree = db.tree("t").unwrap();
+        tree.put("a", "1").unwrap();
+        {
+            let body = async || -> crate::Result<()> {
+                tree.apply_put(b"c", b"3").await?;
+                std::future::pending::<()>().await;
+                Ok(())
+            };
+            let mut commit = std::pin::pin!(db.shared.commit(Durability::None, body));
+            let polled = commit.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            assert!(matches!(polled, Poll::Pending));
+            // Dropped here, holding the commit lock with a page changed.
+        }
+        drop(tree);
+        check_after_stopped_commit(db, dir.path());
     }
 }
