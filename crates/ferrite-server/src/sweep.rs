@@ -24,9 +24,10 @@
 //! nudge sweeps a short stretch of keys for dead items (inline ones: a large item's header
 //! sits in its data, which the walk does not read; it is removed when next read or
 //! written), while some item written with an expiry was not passed yet, or the soonest
-//! expiry the hand passed in its last lap has come. A victim is removed under its key's lock, taken only if free (a write waiting
-//! for room may hold it), after its header was read again; its removal is not synced (a
-//! crash that brings an evicted item back loses nothing).
+//! expiry the hand passed in its last lap has come. A victim is removed under its key's
+//! lock, taken only if free (a write waiting for room may hold it), after its header was
+//! read again; its removal is not synced (a crash that brings an evicted item back loses
+//! nothing).
 
 use std::future::Future;
 use std::pin::Pin;

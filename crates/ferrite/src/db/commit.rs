@@ -124,11 +124,9 @@ impl Shared {
     fn end_unfinished_commit(&self) {
         if self.pool.abandon_capture() {
             if let Ok(log) = self.log() {
-                log.fail(
-                    "a commit stopped midway (it panicked, or its future was dropped) \
-                          after changing pages"
-                        .into(),
-                );
+                let reason = "a commit stopped midway (it panicked, or its future was \
+                              dropped) after changing pages";
+                log.fail(reason.into());
             }
         }
         drop(self.change_buffer.take_staged());
