@@ -68,6 +68,10 @@ fn in_memory(found: Attempt<(PageId, u64)>) -> Attempt<bool> {
     }
 }
 
+/// A value as a read found it, and the leaf (page, version) that answered, if the answer
+/// lies wholly in it ([`Tree::get_witnessed`]).
+pub(super) type Witnessed = (Option<Vec<u8>>, Option<(PageId, u64)>);
+
 /// A range of keys: its low and high bounds.
 type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
@@ -261,10 +265,7 @@ impl Tree {
     /// ([`Tree::unchanged_since`]), the key's value is the same, and the commit need not
     /// read it again. A value from the change buffer, an object's or one on a Value page of
     /// its own has no such leaf.
-    pub(super) async fn get_witnessed(
-        &self,
-        key: &[u8],
-    ) -> Result<(Option<Vec<u8>>, Option<(PageId, u64)>)> {
+    pub(super) async fn get_witnessed(&self, key: &[u8]) -> Result<Witnessed> {
         if let Some(done) = self.read_first(key, &mut |value: &[u8]| value.to_vec()) {
             return done.map(|value| (value, None));
         }
@@ -277,6 +278,43 @@ impl Tree {
             Some(value) if is_stub(&value) => Ok((self.get_async(key).await?, None)),
             found => Ok((found, resume.leaf())),
         }
+    }
+
+    /// [`Tree::get_witnessed`] of many rows at once, `(tree, key)` each, the trees all of
+    /// the database whose pool is `pool`: the leaves not in memory are read with their reads
+    /// in flight together (`sched::load_together`), each lookup going on from the page it
+    /// missed. A row this cannot answer (an error, an object's stub, too many restarts) is
+    /// `None`, for the caller to read alone, which meets the error or follows the stub.
+    pub(super) async fn get_witnessed_many(
+        pool: &BufferPool,
+        rows: &[(&Tree, &[u8])],
+    ) -> Vec<Option<Witnessed>> {
+        let mut found: Vec<Option<Witnessed>> = vec![None; rows.len()];
+        // Whether the row's tree must still be read; the change buffer answers first.
+        let mut unread = vec![false; rows.len()];
+        for (i, &(tree, key)) in rows.iter().enumerate() {
+            match tree.read_first(key, &mut |value: &[u8]| value.to_vec()) {
+                Some(Ok(value)) => found[i] = Some((value, None)),
+                Some(Err(_)) => {}
+                None => unread[i] = true,
+            }
+        }
+        let mut resumes = vec![Resume::default(); rows.len()];
+        crate::sched::load_together(pool, rows.len(), |i, scratch| {
+            if !unread[i] {
+                return Ok(());
+            }
+            let (tree, key) = rows[i];
+            let mut read = |value: &[u8]| value.to_vec();
+            let value = tree.lookup(key, &mut read, &mut resumes[i])(scratch)?;
+            unread[i] = false;
+            if !value.as_deref().is_some_and(is_stub) {
+                found[i] = Some((value, resumes[i].leaf()));
+            }
+            Ok(())
+        })
+        .await;
+        found
     }
 
     /// Whether `key`'s value is the one a read of it found in `leaf` (its page and version,
@@ -512,6 +550,42 @@ impl Tree {
             .await;
     }
 
+    /// [`Tree::get_async`] of many keys: their values, in the same order. The leaves not in
+    /// memory are read with their reads in flight together, so the task waits about one
+    /// read's time instead of one per key, and the device sees them as one deep queue.
+    /// Each value is as a `get_async` of its key would have found it at some moment of the
+    /// call (not one moment for all: a snapshot or a transaction gives that).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let options = ferrite::Options { workers: 1, pool_bytes: 16 << 20, ..Default::default() };
+    /// # let db = ferrite::Db::open(dir.path(), options)?;
+    /// let stock = db.tree("stock")?;
+    /// stock.put(4242u32.to_be_bytes(), "12 left")?;
+    /// let task = db.spawn(async move {
+    ///     stock.get_many_async(&[17u32, 4_242, 90_001].map(u32::to_be_bytes)).await
+    /// })?;
+    /// assert_eq!(task.wait()?, [None, Some(b"12 left".to_vec()), None]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn get_many_async<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        crate::db::in_task("Tree::get_many_async")?;
+        let rows: Vec<(&Tree, &[u8])> = keys.iter().map(|key| (self, key.as_ref())).collect();
+        let found = match rows.len() > 1 {
+            true => Tree::get_witnessed_many(&self.shared.pool, &rows).await,
+            false => vec![None; rows.len()],
+        };
+        let mut values = Vec::with_capacity(keys.len());
+        for (found, (_, key)) in found.into_iter().zip(rows) {
+            values.push(match found {
+                Some((value, _)) => value,
+                // Not answered together: an error to meet, or an object to follow.
+                None => self.get_with_bytes_async(key, |value| value.to_vec()).await?,
+            });
+        }
+        Ok(values)
+    }
+
     /// Loads the leaf `key` belongs in, before a commit that changes it, unless page `last`
     /// (the leaf the previous key of a batch went to) is that leaf and in memory. Returns the
     /// leaf, for the next key; `None` if the descent failed (the commit then meets the error).
@@ -667,5 +741,138 @@ impl Shared {
             .await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use crate::{Db, Options};
+
+    /// A prefetch of keys whose pages are on disk only starts the reads of every key's
+    /// next page in one round and waits once per level of the tree, not once per key: the
+    /// descents run in whole rounds (keys 0 to n - 1, again and again), one round per level
+    /// read and a last one that finds every leaf in memory. Each page is read once, and
+    /// the reads that follow read nothing.
+    #[test]
+    fn a_prefetch_reads_the_pages_of_its_keys_together() {
+        let dir = tempfile::TempDir::with_prefix("prefetch-together").unwrap();
+        let options = || Options { workers: 1, pool_bytes: 32 << 20, ..Options::default() };
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        for i in 0..4000u32 {
+            tree.put(i.to_be_bytes(), [7u8; 100]).unwrap();
+        }
+        db.close().unwrap();
+
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        // Keys 400 apart: each in a leaf of its own (a leaf holds about 35 of them).
+        let keys: Vec<[u8; 4]> = (0..10u32).map(|i| (i * 400).to_be_bytes()).collect();
+        let n = keys.len();
+        let before = db.stats().unwrap().pool.reads;
+        let (calls, tree) = db
+            .spawn(async move {
+                let mut calls = Vec::new();
+                let pool = &tree.shared.pool;
+                crate::sched::load_together(pool, n, |i, _| {
+                    calls.push(i);
+                    tree.btree.leaf_for(pool, &keys[i]).map(drop)
+                })
+                .await;
+                (calls, tree)
+            })
+            .unwrap()
+            .wait();
+        let read = db.stats().unwrap().pool.reads - before;
+        let rounds: Vec<&[usize]> = calls.chunks(n).collect();
+        let whole: Vec<usize> = (0..n).collect();
+        assert!(rounds.iter().all(|round| *round == whole), "descents out of rounds: {calls:?}");
+        // The root (one read for all the keys), then the ten leaves, then all in memory.
+        assert_eq!(rounds.len(), 3, "{calls:?}");
+        assert_eq!(read, 1 + n as u64);
+
+        let read_again = db
+            .spawn(async move {
+                for i in 0..10u32 {
+                    assert_eq!(
+                        tree.get_async((i * 400).to_be_bytes()).await.unwrap().unwrap(),
+                        [7; 100]
+                    );
+                }
+            })
+            .map(|task| task.wait());
+        assert!(read_again.is_ok());
+        assert_eq!(
+            db.stats().unwrap().pool.reads - before,
+            1 + n as u64,
+            "a read after the prefetch"
+        );
+    }
+
+    /// `get_many_async` of a tree and of a transaction: off a task refused; values in the
+    /// order asked (absent keys `None`, a key asked twice answered twice); the transaction's
+    /// own writes first; its reads validated at the commit like `get_async`'s; a tree of
+    /// another database refused. Out of memory (a reopened database), each leaf is read
+    /// once.
+    #[test]
+    fn get_many_reads_as_get_does() {
+        let dir = tempfile::TempDir::with_prefix("get-many").unwrap();
+        let other_dir = tempfile::TempDir::with_prefix("get-many-other").unwrap();
+        let options = || Options { workers: 1, pool_bytes: 16 << 20, ..Options::default() };
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        for i in 0..4000u32 {
+            tree.put(i.to_be_bytes(), i.to_le_bytes()).unwrap();
+        }
+        db.close().unwrap();
+        let db = Db::open(dir.path(), options()).unwrap();
+        let other = Db::open(other_dir.path(), options()).unwrap();
+        let (tree, foreign) = (db.tree("t").unwrap(), other.tree("t").unwrap());
+
+        // Polled on this thread, as another executor would.
+        let off_task = {
+            let mut future = std::pin::pin!(tree.get_many_async(&[b"a"]));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            future.as_mut().poll(&mut cx)
+        };
+        assert!(
+            matches!(off_task, std::task::Poll::Ready(Err(crate::Error::NotInTask { .. }))),
+            "{off_task:?}"
+        );
+
+        let before = db.stats().unwrap().pool.reads;
+        let keys: Vec<[u8; 4]> = [0u32, 1000, 5000, 2000, 1000].map(u32::to_be_bytes).into();
+        let expected: Vec<Option<Vec<u8>>> = [Some(0u32), Some(1000), None, Some(2000), Some(1000)]
+            .map(|v| v.map(|v| v.to_le_bytes().to_vec()))
+            .into();
+        let (found, tree) = db
+            .spawn(async move { (tree.get_many_async(&keys).await.unwrap(), tree) })
+            .unwrap()
+            .wait();
+        assert_eq!(found, expected);
+        // The root and the leaves of 0, 1000, 2000 and of where 5000 would be: one read each.
+        assert_eq!(db.stats().unwrap().pool.reads - before, 5);
+
+        let mut txn = db.transaction();
+        txn.put(&tree, 7u32.to_be_bytes(), b"mine").unwrap();
+        let (txn, tree, outcome) = db
+            .spawn(async move {
+                let mut txn = txn;
+                let foreign = txn.get_many_async(&[(&foreign, b"a")]).await.map(drop);
+                let rows = [7u32, 8, 3000].map(|k| (&tree, k.to_be_bytes()));
+                let found = txn.get_many_for_update_async(&rows).await.unwrap();
+                (txn, tree, (foreign, found))
+            })
+            .unwrap()
+            .wait();
+        assert!(matches!(outcome.0, Err(crate::Error::BadOptions { .. })), "{:?}", outcome.0);
+        let values = [&b"mine"[..], &8u32.to_le_bytes(), &3000u32.to_le_bytes()];
+        assert_eq!(outcome.1, values.map(|v| Some(v.to_vec())));
+        // A row read together changed before the commit: the commit fails.
+        tree.put(3000u32.to_be_bytes(), b"changed").unwrap();
+        let commit = db.spawn(async move { txn.commit_async().await }).unwrap().wait();
+        assert!(matches!(commit, Err(crate::Error::Conflict { .. })), "{commit:?}");
     }
 }

@@ -156,6 +156,82 @@ pub async fn load_page(pool: &BufferPool, page_id: PageId) -> Result<()> {
     }
 }
 
+/// Rounds of [`load_together`] at most: a descent that misses at every level of a tall tree
+/// takes one round per level, and a restart one more.
+const LOAD_ROUNDS: u32 = 8;
+
+/// Gets the pages `count` descents need into the pool with their reads in flight together,
+/// for a task that will then run the descents one by one (a transaction reading the stock
+/// rows of an order): `attempt(i)` is descent `i`, failing with `Interrupt::Miss` at a page
+/// not in memory. Each round runs every unfinished descent once, queues the reads of all
+/// the pages they missed, and waits for them; the reads go out together, so the wait is
+/// about one read's however many there are (and the device sees them as one deep queue).
+/// A page another task or worker is reading, or one there is no room to read yet, is
+/// waited for as `load_page` waits, only when none of this round's reads is this task's.
+///
+/// A hint: errors are left for the reads that follow (a page that fails to load fails
+/// them), and after [`LOAD_ROUNDS`] rounds it stops. Off a worker it does nothing (a thread
+/// reads one page at a time anyway).
+pub(crate) async fn load_together(
+    pool: &BufferPool,
+    count: usize,
+    mut attempt: impl FnMut(usize, &mut Scratch) -> Attempt<()>,
+) {
+    if !on_worker() {
+        return;
+    }
+    let mut pending: Vec<usize> = (0..count).collect();
+    let mut missed = Vec::with_capacity(count);
+    // Pages this worker reads for this round, and pages to wait for otherwise.
+    let mut reads: Vec<PageId> = Vec::new();
+    let mut others: Vec<PageId> = Vec::new();
+    for _ in 0..LOAD_ROUNDS {
+        for &i in &pending {
+            let page_id = match with_scratch(|scratch| attempt(i, scratch)) {
+                Ok(()) | Err(Interrupt::Error(_)) => continue,
+                Err(Interrupt::Restart) => {
+                    missed.push(i);
+                    continue;
+                }
+                Err(Interrupt::Miss(page_id)) => page_id,
+            };
+            missed.push(i);
+            if reads.contains(&page_id) || others.contains(&page_id) {
+                continue;
+            }
+            match with_io(|io| io.try_load(page_id)) {
+                Some(Ok(LoadStep::Wait)) => reads.push(page_id),
+                Some(Ok(LoadStep::Done)) => {}
+                Some(Ok(LoadStep::Retry | LoadStep::Elsewhere | LoadStep::Full)) => {
+                    others.push(page_id)
+                }
+                // Failed to start: the descent's own read meets the error.
+                Some(Err(_)) | None => {
+                    missed.pop();
+                }
+            }
+        }
+        if missed.is_empty() {
+            return;
+        }
+        if reads.is_empty() {
+            match others.first() {
+                // Nothing of ours in flight: wait for one of the others' (or for room).
+                Some(&page_id) => drop(load_page(pool, page_id).await),
+                // Only restarts: let the latch holder run.
+                None => yield_now().await,
+            }
+        }
+        for page_id in reads.drain(..) {
+            // A failed read is the descent's to meet, next round or after.
+            let _ = WaitLoad { page_id }.await;
+        }
+        others.clear();
+        std::mem::swap(&mut pending, &mut missed);
+        missed.clear();
+    }
+}
+
 /// Waits until one of this worker's reads finishes (there is room for another).
 struct WaitSlot {
     registered: bool,

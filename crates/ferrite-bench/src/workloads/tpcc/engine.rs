@@ -77,16 +77,15 @@ pub struct FerriteEngine {
 
 impl FerriteEngine {
     /// Opens (making it if missing) the database in `config.dir`: a pool of `cache_mib`, the
-    /// run's workers, I/O depth for its terminals per worker; commits `Durability::Sync` with
+    /// run's workers, the default I/O depth (reads in flight per worker: a transaction's
+    /// prefetch puts up to a dozen in flight at once); commits `Durability::Sync` with
     /// `--sync`, else the database's `Durability::None`.
     pub fn open(config: &TpccConfig) -> Result<FerriteEngine, BenchError> {
-        let terminals_per_worker = config.terminals().div_ceil(config.workers as u32) as usize;
         let options = Options {
             pool_bytes: config.cache_mib << 20,
             direct_io: config.direct_io,
             create_if_missing: true,
             workers: config.workers,
-            io_depth: terminals_per_worker.clamp(2, 4096),
             durability: Durability::None,
             ..Options::default()
         };

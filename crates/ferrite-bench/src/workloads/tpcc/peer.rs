@@ -13,6 +13,14 @@
 //! one transaction); `for_each` (the checks) walks the peer's plain `scan`, outside any
 //! transaction.
 //!
+//! **Rows read together.** `get_many` (New-Order's items and stock rows, Delivery's orders,
+//! order lines and customers, Stock-Level's stock rows) reads one row after another here,
+//! the trait's default: neither peer's interface offers a read of many rows that overlaps
+//! their reads inside a transaction. RocksDB's C API has no multi-get for update in a
+//! transaction, and its `MultiGet` overlaps reads only when the library is built with
+//! io_uring, which Debian's is not; WiredTiger 3.2 has no multi-get at all. Each terminal
+//! is a thread, so the device still sees one read per terminal in flight.
+//!
 //! **Terminals.** The peers' calls block, so each terminal runs on an OS thread of its own,
 //! driving the same terminal loop as Ferrite's tasks with `ferrite::sched::block_on` (its
 //! futures never wait for anything here: each call has finished when it returns).

@@ -85,6 +85,29 @@ pub trait TpccTxn: Send {
         self.get(table, key)
     }
 
+    /// `get` (`get_for_update` with `for_update`) of many rows of `table`: their values,
+    /// in the same order. Ferrite reads the leaves not in memory with their reads in flight
+    /// together (`Transaction::get_many_async`), so a transaction waits about one read's
+    /// time for all. By default one row after another: the model, and the peers (see
+    /// `PeerTpcc`).
+    fn get_many(
+        &mut self,
+        table: Table,
+        keys: &[Vec<u8>],
+        for_update: bool,
+    ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, TxnError>> + Send {
+        async move {
+            let mut values = Vec::with_capacity(keys.len());
+            for key in keys {
+                values.push(match for_update {
+                    true => self.get_for_update(table, key).await?,
+                    false => self.get(table, key).await?,
+                });
+            }
+            Ok(values)
+        }
+    }
+
     /// Up to `limit` entries with keys in `lower..upper`, ascending (from the top with
     /// `reverse`), as the transaction sees them. In a serializable transaction, what the
     /// answer depended on must be unchanged at the commit (phantoms included).
@@ -218,6 +241,23 @@ impl TpccTxn for FerriteTxn {
             Isolation::Serializable => Ok(self.txn.get_for_update_async(tree, key).await?),
             Isolation::ReadCommitted => Ok(tree.get_async(key).await?),
         }
+    }
+
+    async fn get_many(
+        &mut self,
+        table: Table,
+        keys: &[Vec<u8>],
+        for_update: bool,
+    ) -> Result<Vec<Option<Vec<u8>>>, TxnError> {
+        let tree = &self.trees[table.index()];
+        if self.isolation == Isolation::ReadCommitted {
+            return Ok(tree.get_many_async(keys).await?);
+        }
+        let rows: Vec<(&Tree, &[u8])> = keys.iter().map(|key| (tree, &key[..])).collect();
+        Ok(match for_update {
+            true => self.txn.get_many_for_update_async(&rows).await?,
+            false => self.txn.get_many_async(&rows).await?,
+        })
     }
 
     async fn scan(

@@ -200,6 +200,32 @@ fn a_rolled_back_new_order_writes_nothing() {
     assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
 }
 
+/// An item ordered twice in one New-Order takes its stock twice: the second line reads the
+/// row as the first line left it (the stock rows are read all at once, before either line
+/// writes). Its year-to-date grows by both quantities and its order count by two.
+#[test]
+fn an_item_ordered_twice_takes_its_stock_twice() {
+    let dir = TempDir::new().unwrap();
+    let store = ferrite(&dir);
+    let set = loaded(&store, 1);
+    let stock = |store: &FerriteTpcc| {
+        let value = store.tree(Table::Stock).get(stock_key(1, 5)).unwrap().unwrap();
+        Stock::decode(&value).unwrap()
+    };
+    let before = stock(&store);
+    let lines = [(5, 3), (2, 1), (5, 4)]
+        .map(|(i_id, quantity)| OrderLineInput { i_id, supply_w: 1, quantity })
+        .to_vec();
+    let order = Input::NewOrder { w: 1, d: 4, c_id: 7, lines, entry_d: NOW };
+    assert!(!on_ferrite(&store, vec![order], set.scale)[0].rolled_back);
+    let after = stock(&store);
+    assert_eq!(after.ytd, before.ytd + 7);
+    assert_eq!(after.order_cnt, before.order_cnt + 2);
+    let taken = |q: i32, n: i32| if q >= n + 10 { q - n } else { q - n + 91 };
+    assert_eq!(after.quantity, taken(taken(before.quantity, 3), 4));
+    assert_eq!(check(&store, &set.scale).unwrap(), vec![]);
+}
+
 #[test]
 fn delivery_skips_districts_without_new_orders() {
     let dir = TempDir::new().unwrap();
