@@ -173,6 +173,7 @@ fn table(
         match result {
             Ok(report) => {
                 let _ = writeln!(md, "- {}: {}", store.name(), report.isolation);
+                let _ = writeln!(md, "  rows read together: {}", report.reads_together);
             }
             Err(e) => {
                 let _ = writeln!(md, "- {}: failed: {e}", store.name());

@@ -73,6 +73,8 @@ pub struct TpccReport {
     pub config: TpccConfig,
     pub data_set: DataSet,
     pub isolation: String,
+    /// How the store reads rows asked for together (`TpccStore::reads_together`).
+    pub reads_together: &'static str,
     /// The isolation in one word, for the result line (`TpccStore::isolation_name`).
     pub isolation_name: &'static str,
     pub store_name: &'static str,
@@ -254,6 +256,7 @@ impl TpccReport {
         );
         let _ = writeln!(s, "store: {}", self.store_description);
         let _ = writeln!(s, "isolation: {}", self.isolation);
+        let _ = writeln!(s, "rows read together: {}", self.reads_together);
         let _ = writeln!(s, "durability: {}", c.durability_text());
         match self.load_seconds {
             Some(secs) => {

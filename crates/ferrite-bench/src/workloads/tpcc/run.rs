@@ -418,6 +418,7 @@ fn run_on<E: Engine>(
         config: config.clone(),
         data_set,
         isolation: store.isolation(),
+        reads_together: store.reads_together(),
         isolation_name: store.isolation_name(),
         store_name: store.name(),
         store_description: engine.describe(),

@@ -159,6 +159,12 @@ pub trait TpccStore: Send + Sync + 'static {
     /// The same in one word, for the result line: `serializable`, `snapshot`, ...
     fn isolation_name(&self) -> &'static str;
 
+    /// How it reads the rows a transaction asks for together (`TpccTxn::get_many`), in
+    /// words for the output.
+    fn reads_together(&self) -> &'static str {
+        "one after another (no multi-key read inside a transaction)"
+    }
+
     fn begin(&self, isolation: Isolation) -> Self::Txn;
 
     /// Waits before a transaction that met its `conflicts`-th conflict runs again. Nothing
@@ -312,6 +318,12 @@ impl TpccStore for FerriteTpcc {
 
     fn isolation_name(&self) -> &'static str {
         "serializable"
+    }
+
+    fn reads_together(&self) -> &'static str {
+        "with their reads in flight at once (Transaction::get_many_async: a New-Order's items \
+         and stock rows, a Delivery's orders, order lines and customers, a Stock-Level's stock \
+         rows)"
     }
 
     fn begin(&self, isolation: Isolation) -> FerriteTxn {
