@@ -188,7 +188,16 @@ pub(crate) async fn load_together(
     for _ in 0..LOAD_ROUNDS {
         for &i in &pending {
             let page_id = match with_scratch(|scratch| attempt(i, scratch)) {
-                Ok(()) | Err(Interrupt::Error(_)) => continue,
+                Ok(()) => {
+                    // Each finished lookup spends the task's turn as a single read does
+                    // (`go_on`): a batch of reads in memory holds the worker no longer
+                    // than the same reads one by one.
+                    if spend_budget() {
+                        yield_now().await;
+                    }
+                    continue;
+                }
+                Err(Interrupt::Error(_)) => continue,
                 Err(Interrupt::Restart) => {
                     missed.push(i);
                     continue;
@@ -212,7 +221,7 @@ pub(crate) async fn load_together(
             }
         }
         if missed.is_empty() {
-            return;
+            break;
         }
         if reads.is_empty() {
             match others.first() {

@@ -607,7 +607,9 @@ pub async fn delivery<T: TpccTxn>(
         }
     }
     let order_keys: Vec<_> = found.iter().map(|&(d, o_id, _)| order_key(w, d, o_id)).collect();
-    let orders = txn.get_many(Table::Order, &order_keys, true).await?;
+    // Orders and order lines are read plainly, not for update: only a Delivery changes them
+    // once written, and a warehouse's Deliveries take turns (`DeliveryTurn`).
+    let orders = txn.get_many(Table::Order, &order_keys, false).await?;
     let (mut line_keys, mut customer_keys) = (Vec::new(), Vec::with_capacity(found.len()));
     let mut line_counts = Vec::with_capacity(found.len());
     for (((d, o_id, new_order), order_key), order) in found.iter().zip(&order_keys).zip(orders) {
@@ -619,7 +621,7 @@ pub async fn delivery<T: TpccTxn>(
         line_counts.push(usize::from(order.ol_cnt));
         customer_keys.push(customer_key(w, *d, order.c_id));
     }
-    let lines = txn.get_many(Table::OrderLine, &line_keys, true).await?;
+    let lines = txn.get_many(Table::OrderLine, &line_keys, false).await?;
     let customers = txn.get_many(Table::Customer, &customer_keys, true).await?;
     let mut lines = line_keys.iter().zip(lines);
     for ((customer_key, customer), count) in customer_keys.iter().zip(customers).zip(line_counts) {
