@@ -160,18 +160,19 @@ pub async fn load_page(pool: &BufferPool, page_id: PageId) -> Result<()> {
 /// takes one round per level, and a restart one more.
 const LOAD_ROUNDS: u32 = 8;
 
-/// Gets the pages `count` descents need into the pool with their reads in flight together,
-/// for a task that will then run the descents one by one (a transaction reading the stock
-/// rows of an order): `attempt(i)` is descent `i`, failing with `Interrupt::Miss` at a page
-/// not in memory. Each round runs every unfinished descent once, queues the reads of all
-/// the pages they missed, and waits for them; the reads go out together, so the wait is
-/// about one read's however many there are (and the device sees them as one deep queue).
-/// A page another task or worker is reading, or one there is no room to read yet, is
-/// waited for as `load_page` waits, only when none of this round's reads is this task's.
+/// Runs `count` descents inside one task with the reads of the pages they miss in flight
+/// together (the lookups of a multi-key read: a transaction reading the stock rows of an
+/// order): `attempt(i)` is descent `i`, failing with `Interrupt::Miss` at a page not in
+/// memory. Each round runs every unfinished descent once, queues the reads of all the pages
+/// they missed, and waits for them: however many there are, the wait is about one read's,
+/// and the device sees them as one deep queue. A page another task or worker is reading,
+/// or one there is no room to read yet, is waited for as `load_page` waits, only when none
+/// of the round's reads is this task's.
 ///
-/// A hint: errors are left for the reads that follow (a page that fails to load fails
-/// them), and after [`LOAD_ROUNDS`] rounds it stops. Off a worker it does nothing (a thread
-/// reads one page at a time anyway).
+/// The caller keeps what each finished descent found. A descent that fails with an error,
+/// or is unfinished after [`LOAD_ROUNDS`] rounds, is dropped: the caller runs it alone,
+/// which meets the error. Off a worker it does nothing (a thread reads one page at a time
+/// anyway).
 pub(crate) async fn load_together(
     pool: &BufferPool,
     count: usize,
