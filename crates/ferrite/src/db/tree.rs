@@ -750,14 +750,14 @@ mod tests {
 
     use crate::{Db, Options};
 
-    /// A prefetch of keys whose pages are on disk only starts the reads of every key's
-    /// next page in one round and waits once per level of the tree, not once per key: the
-    /// descents run in whole rounds (keys 0 to n - 1, again and again), one round per level
-    /// read and a last one that finds every leaf in memory. Each page is read once, and
-    /// the reads that follow read nothing.
+    /// The lookups of a multi-key read (`load_together`) whose pages are on disk start the
+    /// reads of every key's next page in one round and wait once per level of the tree, not
+    /// once per key: the descents run in whole rounds (keys 0 to n - 1, again and again),
+    /// one round per level read and a last one that finds every leaf in memory. Each page
+    /// is read once, and the reads that follow read nothing.
     #[test]
-    fn a_prefetch_reads_the_pages_of_its_keys_together() {
-        let dir = tempfile::TempDir::with_prefix("prefetch-together").unwrap();
+    fn a_multi_key_read_reads_the_pages_of_its_keys_together() {
+        let dir = tempfile::TempDir::with_prefix("multi-key-read").unwrap();
         let options = || Options { workers: 1, pool_bytes: 32 << 20, ..Options::default() };
         let db = Db::open(dir.path(), options()).unwrap();
         let tree = db.tree("t").unwrap();
