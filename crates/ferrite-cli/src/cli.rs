@@ -24,7 +24,7 @@ use ferrite_bench::stores::StoreKind;
 use ferrite_bench::workloads::io::{self as bench_io, IoBenchConfig, Pattern};
 use ferrite_bench::workloads::lookup::{self, LookupConfig};
 use ferrite_bench::workloads::objects::{self, ObjectsConfig};
-use ferrite_bench::workloads::recovery::RecoveryConfig;
+use ferrite_bench::workloads::recovery::{default_checkpoint_bytes, RecoveryConfig};
 use ferrite_bench::workloads::run::{RocksDbTier, RunConfig, TierConfig};
 use ferrite_bench::workloads::serve::{self as serve_bench, ServeConfig, ServeStore};
 use ferrite_bench::workloads::tpcc::{run::MAX_WAREHOUSES, TpccConfig};
@@ -2190,7 +2190,8 @@ pub struct RecoveryCmd {
     /// A checkpoint starts once M MiB were logged since the last
     #[arg(
         long_help = "A checkpoint starts once M MiB were logged since the last \
-            (Options::checkpoint_log_bytes; default: the engine's). Log segments are the \
+            (Options::checkpoint_log_bytes; default: the engine's for the pool, its size between \
+            256 MiB and 1 GiB). Log segments are the \
             engine's default but at most M MiB: a checkpoint frees whole segments only.",
         long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 20))]
     checkpoint_mib: Option<u64>,
@@ -2282,6 +2283,16 @@ pub struct TpccCmd {
     /// Ferrite's workers (default: the number of cores)
     #[arg(long, value_name = "N", value_parser = |s: &str| value::whole_usize(s, 1, 1024))]
     workers: Option<usize>,
+    /// Ferrite: a checkpoint starts once M MiB were logged since the last (default: the engine's)
+    #[arg(
+        long_help = "Ferrite: a checkpoint starts once M MiB were logged since the last \
+            (Options::checkpoint_log_bytes; default: the engine's, the pool's size between 256 MiB \
+            and 1 GiB). A page's first \
+            write-back after a checkpoint logs the whole page (against torn writes): rarer \
+            checkpoints log fewer page images, and leave recovery more log to replay. The \
+            summary gives the images and checkpoints of the run.",
+        long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 20))]
+    checkpoint_mib: Option<u64>,
     /// Terminals per warehouse (default 10, one per district)
     #[arg(long, value_name = "N", value_parser = |s: &str| value::whole(s, 1, 1000))]
     terminals_per_warehouse: Option<u64>,
@@ -3321,7 +3332,10 @@ fn recovery_config(cmd: RecoveryCmd) -> Result<RecoveryConfig, UsageError> {
         committers: cmd.committers.unwrap_or(defaults.committers),
         workers: cmd.workers.unwrap_or(defaults.workers),
         cache_mib: cmd.cache_mib.unwrap_or(defaults.cache_mib),
-        checkpoint_bytes: cmd.checkpoint_mib.map_or(defaults.checkpoint_bytes, |mib| mib << 20),
+        checkpoint_bytes: cmd.checkpoint_mib.map_or_else(
+            || default_checkpoint_bytes(cmd.cache_mib.unwrap_or(defaults.cache_mib)),
+            |mib| mib << 20,
+        ),
         direct_io: cmd.direct_io,
         keep: cmd.keep,
         json: cmd.json,
@@ -3341,6 +3355,7 @@ fn tpcc_config(cmd: TpccCmd) -> Result<TpccConfig, UsageError> {
         cache_mib: cmd.cache_mib.unwrap_or(defaults.cache_mib),
         seconds: cmd.seconds.unwrap_or(defaults.seconds),
         workers: cmd.workers.unwrap_or(defaults.workers),
+        checkpoint_bytes: cmd.checkpoint_mib.map(|mib| mib << 20),
         terminals_per_warehouse: cmd
             .terminals_per_warehouse
             .map_or(defaults.terminals_per_warehouse, |n| n as u32),

@@ -190,7 +190,7 @@ fn rebuild(source: &Db, fresh: &Path, db: &DbArgs) -> Result<u64, CliError> {
     let options = ferrite::Options {
         durability: Durability::None,
         log_segment_bytes: 4 << 20,
-        checkpoint_log_bytes: 16 << 20,
+        checkpoint_log_bytes: Some(16 << 20),
         ..options(db, Access::Create)
     };
     let target = Db::open(fresh, options)?;

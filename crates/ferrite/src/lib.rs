@@ -48,6 +48,9 @@ pub use db::{
 };
 pub use error::{Error, PageId, Result};
 pub use format::value::MAX_VALUE_LEN;
-pub use options::{Durability, Options, MAX_CHANGE_BUFFER_BYTES, MIN_POOL_PAGES};
+pub use options::{
+    Durability, Options, MAX_AUTO_CHECKPOINT_BYTES, MAX_CHANGE_BUFFER_BYTES,
+    MIN_AUTO_CHECKPOINT_BYTES, MIN_POOL_PAGES,
+};
 pub use wal::recover::LogReport;
 pub use wal::segment::LOG_DIR_NAME;

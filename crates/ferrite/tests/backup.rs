@@ -28,7 +28,7 @@ fn an_online_backup_holds_every_commit_before_it_and_opens_whole() {
         let options = Options {
             workers: 2,
             durability: Durability::None,
-            checkpoint_log_bytes: 4 << 20,
+            checkpoint_log_bytes: Some(4 << 20),
             ..tiny(96)
         };
         let db = Arc::new(Db::open(dir.path(), options).unwrap());

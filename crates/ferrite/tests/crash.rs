@@ -485,7 +485,7 @@ fn periodic_durability_flushes_within_its_interval() {
 fn log_segments_are_reused_and_the_log_stays_bounded() {
     let disk = SimDisk::new(12);
     let dir = TempDir::with_prefix("crash-segments").unwrap();
-    let options = Options { checkpoint_log_bytes: 256 << 10, ..options(&disk) };
+    let options = Options { checkpoint_log_bytes: Some(256 << 10), ..options(&disk) };
     let db = Db::open(dir.path(), options.clone()).unwrap();
     let tree = db.tree("a").unwrap();
     let log = db.log().unwrap().clone();
@@ -515,4 +515,46 @@ fn log_segments_are_reused_and_the_log_stays_bounded() {
     let report = db.recovery_report().clone();
     assert!(report.end_lsn - report.redo_lsn < 1 << 20, "{report:?}");
     assert_eq!(db.open_tree("a").unwrap().iter().count(), 6_000);
+}
+
+/// The log's counters tell page images and checkpoints apart: a page changed after a
+/// completed checkpoint logs one image at its first write-back, however often it changed.
+/// An image logged while a checkpoint writes the page back lies after that checkpoint's redo
+/// LSN, so it still covers the page's write-back during the next checkpoint.
+#[test]
+fn a_page_logs_one_image_per_checkpoint_it_is_written_back_after() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let disk = SimDisk::new(14);
+    let dir = TempDir::with_prefix("crash-images").unwrap();
+    let db = Db::open(dir.path(), options(&disk)).unwrap();
+    let tree = db.tree("a").unwrap();
+    for i in 0..200u32 {
+        tree.put(i.to_be_bytes(), [1u8; 100]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let counters = &db.log().unwrap().counters;
+    let (images, checkpoints) = (counters.images.load(Relaxed), counters.checkpoints.load(Relaxed));
+    let image_bytes = counters.image_bytes.load(Relaxed);
+    let image_count = || counters.images.load(Relaxed) - images;
+    // One leaf changed many times, then written back by a checkpoint: one image.
+    for round in 0..50u8 {
+        tree.put(7u32.to_be_bytes(), [round; 100]).unwrap();
+    }
+    db.checkpoint().unwrap();
+    assert_eq!(image_count(), 1, "one image for one leaf");
+    let image_bytes = counters.image_bytes.load(Relaxed) - image_bytes;
+    eprintln!("the leaf's image: {image_bytes} bytes");
+    assert!(image_bytes > 2000, "an image holds the page's entries: {image_bytes} bytes");
+    // Written back again by the next checkpoint: the image above still covers it.
+    tree.put(7u32.to_be_bytes(), [9u8; 100]).unwrap();
+    db.checkpoint().unwrap();
+    assert_eq!(image_count(), 1, "the image logged during the last checkpoint covers this one");
+    // And by the one after: an image again.
+    tree.put(7u32.to_be_bytes(), [10u8; 100]).unwrap();
+    db.checkpoint().unwrap();
+    assert_eq!(image_count(), 2);
+    // Nothing changed: no image.
+    db.checkpoint().unwrap();
+    assert_eq!(image_count(), 2);
+    assert_eq!(counters.checkpoints.load(Relaxed), checkpoints + 4);
 }

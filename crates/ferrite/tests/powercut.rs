@@ -212,7 +212,7 @@ fn options(workers: usize, checkpoint_log_bytes: u64) -> Options {
         workers,
         durability: Durability::Sync,
         log_segment_bytes: LOG_SEGMENT_BYTES,
-        checkpoint_log_bytes,
+        checkpoint_log_bytes: Some(checkpoint_log_bytes),
         change_buffer_bytes: Some(CHANGE_BUFFER_BYTES),
         create_if_missing: true,
         ..tiny(POOL_PAGES)

@@ -40,7 +40,7 @@ fn value(i: u64, pass: u64) -> Vec<u8> {
 #[test]
 fn recovery_with_a_small_pool_replays_every_commit() {
     let dir = TempDir::with_prefix("small-pool-recovery").unwrap();
-    let writer = Options { checkpoint_log_bytes: 64 << 20, ..tiny(4_096) };
+    let writer = Options { checkpoint_log_bytes: Some(64 << 20), ..tiny(4_096) };
     let db = Db::open(dir.path(), writer).unwrap();
     let tree = db.tree("t").unwrap();
     for pass in 0..2 {

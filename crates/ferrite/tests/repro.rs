@@ -18,7 +18,7 @@ fn options() -> Options {
         pool_bytes: 4 << 20,
         workers: 0,
         log_segment_bytes: 1 << 20,
-        checkpoint_log_bytes: 1 << 40,
+        checkpoint_log_bytes: Some(1 << 40),
         grow_chunk_bytes: 1 << 20,
         ..Options::default()
     }

@@ -81,7 +81,7 @@ fn commit_number(seed: u64, number: u64) -> Commit {
 fn options(pool_pages: u64, workers: usize, checkpoint_log_bytes: u64) -> Options {
     Options {
         workers,
-        checkpoint_log_bytes,
+        checkpoint_log_bytes: Some(checkpoint_log_bytes),
         log_segment_bytes: 1 << 20,
         create_if_missing: false,
         ..tiny(pool_pages)

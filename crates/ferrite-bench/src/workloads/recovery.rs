@@ -66,9 +66,10 @@ const TREE: &str = "bench";
 /// The smallest log segment the engine accepts.
 const MIN_SEGMENT_BYTES: u64 = 1 << 20;
 
-/// The default checkpoint interval: the engine's, in MiB.
-pub fn default_checkpoint_mib() -> u64 {
-    Options::default().checkpoint_log_bytes >> 20
+/// The default checkpoint interval for a pool of `cache_mib`: the engine's
+/// (`Options::checkpoint_interval`).
+pub fn default_checkpoint_bytes(cache_mib: u64) -> u64 {
+    Options { pool_bytes: cache_mib << 20, ..Options::default() }.checkpoint_interval()
 }
 
 /// Everything `ferrite bench recovery` is told.
@@ -101,7 +102,7 @@ impl Default for RecoveryConfig {
             committers: DEFAULT_COMMITTERS,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cache_mib: DEFAULT_CACHE_MIB,
-            checkpoint_bytes: default_checkpoint_mib() << 20,
+            checkpoint_bytes: default_checkpoint_bytes(DEFAULT_CACHE_MIB),
             direct_io: true,
             keep: false,
             json: None,
@@ -132,7 +133,7 @@ impl RecoveryConfig {
     /// The options of every open: the durable fill's, with this checkpoint interval.
     pub fn options(&self) -> Options {
         Options {
-            checkpoint_log_bytes: self.checkpoint_bytes,
+            checkpoint_log_bytes: Some(self.checkpoint_bytes),
             log_segment_bytes: self.segment_bytes(),
             ..ferrite_options(&self.fill())
         }
@@ -715,7 +716,7 @@ mod tests {
             seconds: vec![2.0],
             committers: 16,
             cache_mib: 1,
-            checkpoint_bytes: Options::default().checkpoint_log_bytes,
+            checkpoint_bytes: default_checkpoint_bytes(1),
             json: None,
             ..tiny(&dir)
         };
@@ -806,12 +807,12 @@ mod tests {
     #[test]
     fn configurations_are_checked_and_segments_fit_the_interval() {
         let base = RecoveryConfig::default();
-        assert_eq!(base.checkpoint_bytes, Options::default().checkpoint_log_bytes);
+        assert_eq!(base.checkpoint_bytes, base.cache_mib.max(256) << 20);
         assert_eq!(base.segment_bytes(), Options::default().log_segment_bytes);
         assert_eq!(base.options().durability, ferrite::Durability::Sync);
         let small = RecoveryConfig { checkpoint_bytes: 3 << 20, ..base.clone() };
         assert_eq!(small.segment_bytes(), 3 << 20);
-        assert_eq!(small.options().checkpoint_log_bytes, 3 << 20);
+        assert_eq!(small.options().checkpoint_log_bytes, Some(3 << 20));
         let tiny = RecoveryConfig { checkpoint_bytes: 64 << 10, ..base.clone() };
         assert_eq!(tiny.segment_bytes(), 1 << 20);
         base.validate().unwrap();

@@ -799,7 +799,7 @@ fn bench_recovery_defaults_options_and_errors() {
     assert_eq!(c, RecoveryConfig::default());
     assert_eq!(c.seconds, vec![5.0, 10.0, 20.0]);
     assert_eq!((c.committers, c.cache_mib), (16, 64));
-    assert_eq!(c.checkpoint_bytes, ferrite::Options::default().checkpoint_log_bytes);
+    assert_eq!(c.checkpoint_bytes, 256 << 20, "the engine's default for a 64 MiB pool");
     assert!(!c.keep && c.direct_io && c.json.is_none());
     let c = recovery(&[
         "--db",

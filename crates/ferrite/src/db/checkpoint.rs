@@ -109,6 +109,7 @@ impl Shared {
         pool.complete_epoch(epoch);
         log.release_before(snapshot.redo_lsn);
         self.checkpoint_redo.store(snapshot.redo_lsn, Ordering::Release);
+        log.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 

@@ -139,6 +139,12 @@ pub struct Slots {
 pub struct LogCounters {
     /// Records appended since open (commits, page images, checkpoints; not flush ends).
     pub records: AtomicU64,
+    /// Of those, page images (a page's first write-back after a checkpoint logs it whole).
+    pub images: AtomicU64,
+    /// The bytes of those images' records.
+    pub image_bytes: AtomicU64,
+    /// Checkpoints completed since open (their superblocks written).
+    pub checkpoints: AtomicU64,
     /// Flushes finished since open: each one write (per segment it touches) and one sync.
     pub flushes: AtomicU64,
     /// Bytes those flushes wrote: the log bytes, each flush's first block again, padding.
@@ -850,6 +856,8 @@ impl WriteAhead for Log {
     fn append_image(&self, page_id: PageId, page: &[u8]) -> Result<u64> {
         let mut record = encode_image(page_id, page);
         let (lsn, _) = self.append(&mut record)?;
+        self.counters.images.fetch_add(1, Ordering::Relaxed);
+        self.counters.image_bytes.fetch_add(record.len() as u64, Ordering::Relaxed);
         Ok(lsn)
     }
 

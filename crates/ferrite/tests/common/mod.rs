@@ -56,7 +56,7 @@ pub fn sim_options(disk: &Arc<SimDisk>) -> Options {
         workers: 0,
         durability: Durability::Sync,
         log_segment_bytes: 1 << 20,
-        checkpoint_log_bytes: 1 << 40,
+        checkpoint_log_bytes: Some(1 << 40),
         // A small change buffer, so that puts into leaves not in memory wait there and
         // drains come often.
         change_buffer_bytes: Some(4 << 10),

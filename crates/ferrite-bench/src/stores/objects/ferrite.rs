@@ -83,7 +83,7 @@ impl FerriteObjects {
             opts.grow_chunk_bytes,
             opts.max_size_bytes,
             opts.log_segment_bytes,
-            opts.checkpoint_log_bytes,
+            opts.checkpoint_interval(),
             opts.change_buffer_bytes.map_or("default".to_owned(), |b| b.to_string()),
         );
         let db = Db::open(dir, opts)?;

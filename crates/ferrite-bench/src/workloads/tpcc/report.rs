@@ -5,6 +5,7 @@
 use ferrite_peers::PeerStats;
 
 use super::check::{Violation, CHECKED};
+use super::engine::LogWork;
 use super::run::TpccConfig;
 use super::schema::DataSet;
 use super::txns::{Kind, Outcome};
@@ -92,6 +93,9 @@ pub struct TpccReport {
     /// such count, the peers).
     pub pool_reads: Option<u64>,
     pub pool_writes: Option<u64>,
+    /// What Ferrite's log wrote in the window (`None`: the peers, who count theirs in
+    /// `store_stats` if at all).
+    pub log: Option<LogWork>,
     pub disk: Option<(String, DiskCounters)>,
     /// The store's own counters over the window (the peers': RocksDB's tickers, WiredTiger's
     /// cache statistics); `None`: it keeps none we read (Ferrite's pool counts no hits).
@@ -323,6 +327,22 @@ impl TpccReport {
                 );
             }
         }
+        if let Some(log) = &self.log {
+            let _ = writeln!(
+                s,
+                "log: {:.1} KiB written per transaction ({:.1} KiB of records, {:.2} flushes); \
+                 {:.2} page images per transaction, {:.0} % of the bytes logged (a page's \
+                 first write-back after a checkpoint logs it whole); {} checkpoint{} in the \
+                 window",
+                self.per_tx(log.bytes) / 1024.0,
+                self.per_tx(log.appended) / 1024.0,
+                self.per_tx(log.flushes),
+                self.per_tx(log.images),
+                100.0 * log.image_bytes as f64 / log.bytes.max(1) as f64,
+                log.checkpoints,
+                if log.checkpoints == 1 { "" } else { "s" }
+            );
+        }
         if let Some((name, disk)) = &self.disk {
             let _ = writeln!(
                 s,
@@ -441,6 +461,12 @@ impl TpccReport {
         }
         if let Some(bytes) = self.bytes_per_read() {
             line = line.int("bytes_per_read", bytes);
+        }
+        if let Some(log) = &self.log {
+            line = line
+                .real("log_kib_per_tx", self.per_tx(log.bytes) / 1024.0, 2)
+                .real("images_per_tx", self.per_tx(log.images), 2)
+                .int("checkpoints", log.checkpoints);
         }
         line
     }

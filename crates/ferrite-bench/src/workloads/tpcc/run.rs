@@ -56,6 +56,8 @@ pub struct TpccConfig {
     pub seconds: f64,
     /// Ferrite's workers (the peers run each terminal on a thread of its own).
     pub workers: usize,
+    /// Ferrite's `Options::checkpoint_log_bytes` (`None`: the engine's default).
+    pub checkpoint_bytes: Option<u64>,
     pub terminals_per_warehouse: u32,
     /// The terminals of a warehouse on one worker (Ferrite).
     pub affinity: bool,
@@ -86,6 +88,7 @@ impl Default for TpccConfig {
             cache_mib: 1024,
             seconds: 30.0,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            checkpoint_bytes: None,
             terminals_per_warehouse: 10,
             affinity: true,
             spec_times: false,
@@ -180,6 +183,11 @@ impl TpccConfig {
         }
         if self.warehouses == 0 || self.warehouses > MAX_WAREHOUSES {
             return Err(format!("--warehouses must be 1..={MAX_WAREHOUSES}"));
+        }
+        if self.store != StoreKind::Ferrite && self.checkpoint_bytes.is_some() {
+            return Err("--checkpoint-mib sets Ferrite's checkpoints only: the peers keep \
+                        their own settings (printed with their options)"
+                .into());
         }
         if self.sync && self.no_log {
             return Err("--sync and --no-log contradict each other".into());
@@ -430,6 +438,7 @@ fn run_on<E: Engine>(
         cpu: measured.cpu,
         pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
         pool_writes: pool.map(|((_, w0), (_, w1))| w1 - w0),
+        log: before.log.zip(after.log).map(|(b, a)| a.since(&b)),
         disk,
         store_stats,
         workers: before.workers.zip(after.workers).map(|(b, a)| a.since(b)),

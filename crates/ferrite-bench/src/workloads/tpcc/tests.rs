@@ -282,8 +282,8 @@ fn the_mix_and_the_remote_shares_are_the_specs() {
 
 /// The names of a tpcc result line's fields, in order: the contract scripts read, new fields
 /// only ever appended (`disk`: the device's fields; `cache`: the store counts its cache's
-/// hits, the peers).
-fn result_fields(disk: bool, cache: bool) -> Vec<String> {
+/// hits, the peers; `log`: Ferrite's log counters).
+fn result_fields(disk: bool, cache: bool, log: bool) -> Vec<String> {
     let mut names: Vec<String> = [
         "store",
         "workload",
@@ -331,6 +331,9 @@ fn result_fields(disk: bool, cache: bool) -> Vec<String> {
     if disk {
         names.push("bytes_per_read".into());
     }
+    if log {
+        names.extend(["log_kib_per_tx", "images_per_tx", "checkpoints"].map(String::from));
+    }
     names
 }
 
@@ -350,12 +353,22 @@ fn concurrent_terminals_keep_the_data_consistent() {
             terminals_per_warehouse: 4,
             affinity,
             sync: !affinity,
+            // The second run checkpoints every 2 MiB of log: page images follow.
+            checkpoint_bytes: (!affinity).then_some(2 << 20),
             direct_io: false,
             keep: affinity,
             json: Some(dir.path().join("runs.jsonl")),
             ..TpccConfig::default()
         };
         let report = run(&config, false).unwrap();
+        let log = report.log.expect("Ferrite's log counters");
+        assert!(log.bytes >= log.appended && log.appended > 0, "{log:?}");
+        assert!(log.image_bytes <= log.appended, "{log:?}");
+        if !affinity {
+            assert!(log.checkpoints > 0 && log.images > 0, "{log:?}");
+            assert!(log.image_bytes >= log.images * 1000, "images hold pages: {log:?}");
+        }
+        assert!(report.summary().contains("page images per transaction"), "{}", report.summary());
         assert!(report.consistent(), "{}", report.summary());
         assert_eq!(report.load_seconds.is_some(), affinity, "the second run reuses the load");
         assert!(report.transactions() > 0);
@@ -366,7 +379,7 @@ fn concurrent_terminals_keep_the_data_consistent() {
         assert!(report.summary().contains("NOT TPC-C"), "{}", report.summary());
         let fields: Vec<&str> = line.fields().iter().map(|(n, _)| n.as_str()).collect();
         // Ferrite's pool counts no hits: no cache_hit_ratio, and the summary says why.
-        assert_eq!(fields, result_fields(report.disk.is_some(), false), "{line}");
+        assert_eq!(fields, result_fields(report.disk.is_some(), false, true), "{line}");
         assert!(report.summary().contains("cache hit ratio: not counted (the pool"));
         assert_eq!(
             line.get("bytes_per_read").map(str::to_owned),
@@ -513,7 +526,11 @@ mod peers {
                 // The peer's own counters over the window: its cache's hit ratio last but
                 // one (bytes_per_read last, where the device is known).
                 let fields: Vec<&str> = line.fields().iter().map(|(n, _)| n.as_str()).collect();
-                assert_eq!(fields, super::result_fields(report.disk.is_some(), true), "{line}");
+                assert_eq!(
+                    fields,
+                    super::result_fields(report.disk.is_some(), true, false),
+                    "{line}"
+                );
                 let ratio: f64 = line.get("cache_hit_ratio").unwrap().parse().unwrap();
                 assert!((0.0..=1.0).contains(&ratio), "{line}");
                 assert!(summary.contains("cache hit ratio: "), "{summary}");
@@ -535,6 +552,19 @@ mod peers {
         let config = TpccConfig { store: StoreKind::Lmdb, ..TpccConfig::default() };
         let e = config.validate().unwrap_err();
         assert!(e.contains("lmdb has no transactions adapter"), "{e}");
+    }
+
+    /// `--checkpoint-mib` is Ferrite's: a peer run refuses it.
+    #[test]
+    fn a_peer_refuses_a_checkpoint_interval() {
+        let config = TpccConfig {
+            store: StoreKind::RocksDb,
+            checkpoint_bytes: Some(1 << 30),
+            ..TpccConfig::default()
+        };
+        let e = config.validate().unwrap_err();
+        assert!(e.contains("--checkpoint-mib sets Ferrite's checkpoints only"), "{e}");
+        assert!(TpccConfig { checkpoint_bytes: None, ..config }.validate().is_ok());
     }
 }
 
