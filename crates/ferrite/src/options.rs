@@ -73,9 +73,10 @@ pub struct Options {
     /// both the log on disk and the work recovery replays. `None` (the default): the pool's
     /// size, at least 256 MiB and at most 1 GiB ([`Options::checkpoint_interval`]). A
     /// checkpoint writes back every dirty page, up to the whole pool, and a page's first
-    /// write-back after it logs the whole page (against torn writes): an interval shorter
-    /// than the pool writes more than it logs (TPC-C in a 1 GiB pool: 17 % fewer
-    /// transactions per second at 256 MiB than at 1 GiB, docs/benchmarks.md).
+    /// write-back after it logs the whole page (against torn writes): an interval much
+    /// shorter than the pool writes the same hot pages back, and logs their images, again
+    /// and again (TPC-C in a 1 GiB pool: 12–17 % more transactions per second at 1 GiB than
+    /// at 256 MiB, docs/benchmarks.md).
     pub checkpoint_log_bytes: Option<u64>,
     /// Memory of `pool_bytes` for the change buffer (`change_buffer/`): puts into leaves that
     /// are not in memory wait there, instead of reading their leaf, until it is read anyway.
