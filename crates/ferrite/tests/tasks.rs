@@ -520,3 +520,33 @@ fn a_worker_asleep_through_an_interval_counts_it_idle() {
     assert!(idle[1] >= interval * 9 / 10, "worker 1 idle {idle:?} of {interval} ns");
     assert!(idle[0] < interval / 2, "worker 0 ran the task: idle {idle:?} of {interval} ns");
 }
+
+/// `task_run_ns` counts the time a task's polls take, and not the time it waits: busy work
+/// shows in full, a sleep hardly at all, and off a worker there is no task to count.
+#[test]
+fn a_task_counts_its_run_time_not_its_waits() {
+    use std::time::{Duration, Instant};
+    assert_eq!(ferrite::sched::task_run_ns(), None, "no task off a worker");
+    let dir = TempDir::new().unwrap();
+    // io_uring, whose timers let a sleeping task give its worker back (a sleep through the
+    // psync engine blocks the worker, and its poll takes the whole sleep).
+    let db = Db::open(dir.path(), Options { workers: 1, ..tiny(256) }).unwrap();
+    assert_eq!(db.engine(), Some(EngineKind::IoUring));
+    let (busy, asleep) = db
+        .spawn(async {
+            let start = ferrite::sched::task_run_ns().expect("a task on a worker");
+            let spin_until = Instant::now() + Duration::from_millis(30);
+            let mut spins = 0u64;
+            while Instant::now() < spin_until {
+                spins = std::hint::black_box(spins + 1);
+            }
+            let after_busy = ferrite::sched::task_run_ns().unwrap();
+            ferrite::sched::net::sleep(Duration::from_millis(300)).await;
+            let after_sleep = ferrite::sched::task_run_ns().unwrap();
+            (after_busy - start, after_sleep - after_busy)
+        })
+        .unwrap()
+        .wait();
+    assert!(busy >= 30_000_000, "30 ms of busy work counted as {busy} ns");
+    assert!(asleep < 100_000_000, "a 300 ms sleep counted as {asleep} ns of running");
+}

@@ -18,8 +18,8 @@ use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 
 pub use task::{yield_now, TaskHandle};
-pub use worker::WorkerStats;
 pub(crate) use worker::{start_transfer, Transfer};
+pub use worker::{task_run_ns, WorkerStats};
 
 use crate::btree::{with_scratch, Scratch};
 use crate::buffer::{Attempt, BufferPool, Interrupt};

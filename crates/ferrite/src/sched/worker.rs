@@ -771,6 +771,20 @@ thread_local! {
 }
 
 thread_local! {
+    /// While a task is polled: the time its earlier polls took, in nanoseconds, and when
+    /// this poll began (`task_run_ns`).
+    static TASK_CLOCK: std::cell::Cell<Option<(u64, Instant)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Nanoseconds the calling task has run on its worker so far: the time its polls took, not
+/// the time it waited (for I/O, a lock, its turn) nor the worker's own phases between polls
+/// (eviction, submitting, completions). `None` off a worker's task. A task may read it
+/// before and after a piece of work to learn what that work cost the worker.
+pub fn task_run_ns() -> Option<u64> {
+    TASK_CLOCK.get().map(|(before, since)| before + since.elapsed().as_nanos() as u64)
+}
+
+thread_local! {
     /// Operations a task may still finish before it yields to the others (see `spend_budget`).
     static BUDGET: std::cell::Cell<u32> = const { std::cell::Cell::new(OPS_PER_TURN) };
 }
@@ -986,6 +1000,8 @@ struct Slot {
     future: Option<BoxedTask>,
     waker: Waker,
     queued: bool,
+    /// Nanoseconds the task's polls have taken so far (`task_run_ns`).
+    run_ns: u64,
 }
 
 /// Everything one worker thread owns.
@@ -1187,12 +1203,13 @@ impl Worker {
                         task: id,
                         inbox: Arc::clone(&self.inbox),
                     }));
-                    self.slots.push(Slot { future: None, waker, queued: false });
+                    self.slots.push(Slot { future: None, waker, queued: false, run_ns: 0 });
                     id
                 }
             };
             self.slots[id].future = Some(future);
             self.slots[id].queued = true;
+            self.slots[id].run_ns = 0;
             self.ready.push_back(id);
             self.live += 1;
         }
@@ -1209,6 +1226,8 @@ impl Worker {
 
     /// Polls every task that was ready when the round began, once.
     fn run_ready(&mut self) {
+        // One clock read per poll: each poll ends where the next begins.
+        let mut clock = Instant::now();
         for _ in 0..self.ready.len() {
             let Some(id) = self.ready.pop_front() else { break };
             let slot = &mut self.slots[id];
@@ -1216,7 +1235,13 @@ impl Worker {
             let Some(mut future) = slot.future.take() else { continue };
             let waker = slot.waker.clone();
             let mut cx = Context::from_waker(&waker);
-            match future.as_mut().poll(&mut cx) {
+            TASK_CLOCK.set(Some((slot.run_ns, clock)));
+            let poll = future.as_mut().poll(&mut cx);
+            TASK_CLOCK.set(None);
+            let now = Instant::now();
+            self.slots[id].run_ns += (now - clock).as_nanos() as u64;
+            clock = now;
+            match poll {
                 Poll::Ready(()) => {
                     self.free_slots.push(id);
                     self.live -= 1;

@@ -25,6 +25,10 @@ pub struct KindTally {
     /// Deliveries: districts skipped (no new order).
     pub skipped: u64,
     pub latency_ns: Hdr,
+    /// Nanoseconds the transactions' polls took on their workers, and how many transactions
+    /// that counts (Ferrite's terminals, which are tasks; `ferrite::sched::task_run_ns`).
+    pub run_ns: u64,
+    pub run_counted: u64,
 }
 
 impl Default for KindTally {
@@ -35,6 +39,8 @@ impl Default for KindTally {
             rolled_back: 0,
             skipped: 0,
             latency_ns: new_histogram(),
+            run_ns: 0,
+            run_counted: 0,
         }
     }
 }
@@ -46,6 +52,13 @@ impl KindTally {
         self.rolled_back += o.rolled_back;
         self.skipped += o.skipped;
         self.latency_ns.add(&o.latency_ns).expect("same histogram bounds");
+        self.run_ns += o.run_ns;
+        self.run_counted += o.run_counted;
+    }
+
+    /// The mean time a transaction ran on its worker, in µs (`None`: not counted).
+    pub fn run_us(&self) -> Option<f64> {
+        (self.run_counted > 0).then(|| self.run_ns as f64 / self.run_counted as f64 / 1e3)
     }
 
     /// Transactions done: committed or rolled back.
@@ -57,8 +70,20 @@ impl KindTally {
 /// The tallies of the five types, in `Kind::ALL` order.
 pub type Tally = [KindTally; 5];
 
-pub fn record_outcome(tally: &mut Tally, kind: Kind, outcome: Outcome, nanos: u64) {
+/// Counts one transaction: its outcome, its latency and, for a task, the time it ran on its
+/// worker (`run_ns`).
+pub fn record_outcome(
+    tally: &mut Tally,
+    kind: Kind,
+    outcome: Outcome,
+    nanos: u64,
+    run_ns: Option<u64>,
+) {
     let t = &mut tally[kind.index()];
+    if let Some(run) = run_ns {
+        t.run_ns += run;
+        t.run_counted += 1;
+    }
     match outcome.rolled_back {
         true => t.rolled_back += 1,
         false => t.committed += 1,
@@ -280,8 +305,8 @@ impl TpccReport {
         );
         let _ = writeln!(
             s,
-            "{:<13} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",
-            "type", "done", "share", "p50", "p99", "conflicts", "rollbacks"
+            "{:<13} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "type", "done", "share", "p50", "p99", "conflicts", "rollbacks", "run"
         );
         for kind in Kind::ALL {
             let t = &self.tally[kind.index()];
@@ -291,14 +316,26 @@ impl TpccReport {
             };
             let _ = writeln!(
                 s,
-                "{:<13} {:>10} {:>6.1}% {:>10} {:>10} {:>10} {:>10}",
+                "{:<13} {:>10} {:>6.1}% {:>10} {:>10} {:>10} {:>10} {:>10}",
                 kind.name(),
                 thousands(t.done()),
                 100.0 * self.per_tx(t.done()),
                 p(0.5),
                 p(0.99),
                 thousands(t.conflicts),
-                thousands(t.rolled_back)
+                thousands(t.rolled_back),
+                t.run_us().map_or("-".to_owned(), |us| format!("{us:.1} us"))
+            );
+        }
+        let (run_ns, counted) =
+            self.tally.iter().fold((0, 0), |(n, c), t| (n + t.run_ns, c + t.run_counted));
+        if counted > 0 {
+            let _ = writeln!(
+                s,
+                "run: the mean time a transaction's task ran on its worker (its polls; not its \
+                 waits, nor the workers' eviction and I/O phases, nor other threads): {:.1} us \
+                 over all types",
+                run_ns as f64 / counted as f64 / 1e3
             );
         }
         let delivery = &self.tally[Kind::Delivery.index()];
@@ -467,6 +504,12 @@ impl TpccReport {
                 .real("log_kib_per_tx", self.per_tx(log.bytes) / 1024.0, 2)
                 .real("images_per_tx", self.per_tx(log.images), 2)
                 .int("checkpoints", log.checkpoints);
+        }
+        if self.tally.iter().any(|t| t.run_counted > 0) {
+            for kind in Kind::ALL {
+                let us = self.tally[kind.index()].run_us().unwrap_or(0.0);
+                line = line.real(&format!("{}_run_us", kind.name()), us, 1);
+            }
         }
         line
     }

@@ -627,6 +627,7 @@ async fn terminal_loop<S: TpccStore>(
             }
         }
         let start_ns = now_ns();
+        let run_start = ferrite::sched::task_run_ns();
         let outcome = match execute(&store, &input, &scale).await {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -634,7 +635,8 @@ async fn terminal_loop<S: TpccStore>(
                 return Err(store_error(e));
             }
         };
-        record_outcome(&mut tally, kind, outcome, now_ns().saturating_sub(start_ns));
+        let run_ns = run_start.zip(ferrite::sched::task_run_ns()).map(|(a, b)| b - a);
+        record_outcome(&mut tally, kind, outcome, now_ns().saturating_sub(start_ns), run_ns);
         done.fetch_add(1, Ordering::Relaxed);
         if spec_times {
             // Negative exponential, at most ten times its mean (clause 5.2.5.4).

@@ -332,7 +332,10 @@ fn result_fields(disk: bool, cache: bool, log: bool) -> Vec<String> {
         names.push("bytes_per_read".into());
     }
     if log {
+        // Ferrite's: its log's counters, and the time each type's transactions ran on a
+        // worker.
         names.extend(["log_kib_per_tx", "images_per_tx", "checkpoints"].map(String::from));
+        names.extend(Kind::ALL.map(|kind| format!("{}_run_us", kind.name())));
     }
     names
 }
@@ -370,6 +373,15 @@ fn concurrent_terminals_keep_the_data_consistent() {
             assert!(log.image_bytes >= log.images * 1000, "images hold pages: {log:?}");
         }
         assert!(report.summary().contains("page images per transaction"), "{}", report.summary());
+        // Every transaction is a task here: each type's time on a worker is counted, and is
+        // at most the time the run's transactions took in all.
+        let counted: u64 = report.tally.iter().map(|t| t.run_counted).sum();
+        assert_eq!(counted, report.transactions());
+        let run_s = report.tally.iter().map(|t| t.run_ns).sum::<u64>() as f64 / 1e9;
+        assert!(run_s > 0.0 && run_s <= 2.0 * report.seconds * 1.05, "{run_s} s on 2 workers");
+        let result = report.result_line();
+        let new_order_run = result.get("new_order_run_us").unwrap().parse::<f64>().unwrap();
+        assert!(new_order_run > 0.0, "{result}");
         assert!(report.consistent(), "{}", report.summary());
         assert_eq!(report.load_seconds.is_some(), affinity, "the second run reuses the load");
         assert!(report.transactions() > 0);
