@@ -415,8 +415,13 @@ pub(super) fn decoded<R>(
 ) -> Result<R, TxnError> {
     match found {
         Some(bytes) => Ok(decode(&bytes)?),
-        None => Err(TxnError::Failed(format!("{table} has no row with key {key:02x?}"))),
+        None => Err(missing(table, key)),
     }
+}
+
+/// The failure of a read that must find its row.
+fn missing(table: Table, key: &[u8]) -> TxnError {
+    TxnError::Failed(format!("{table} has no row with key {key:02x?}"))
 }
 
 /// The customer id of `by` in district (w, d): by last name, the middle one (rounded up)
@@ -474,29 +479,28 @@ pub async fn new_order<T: TpccTxn>(
     for (n, ((line, item), found)) in lines.iter().zip(items).zip(stocks).enumerate() {
         let item = decoded(item, Table::Item, &item_keys[n], Item::decode)?;
         let stock_key = &stock_keys[n];
-        let mut stock = match stock_keys[..n].contains(stock_key) {
+        let row = match stock_keys[..n].contains(stock_key) {
             // An item ordered twice: its stock row as this order left it.
-            true => row_for_update(txn, Table::Stock, stock_key, Stock::decode).await?,
-            false => decoded(found, Table::Stock, stock_key, Stock::decode)?,
+            true => row_for_update(txn, Table::Stock, stock_key, |row| Ok(row.to_vec())).await?,
+            false => found.ok_or_else(|| missing(Table::Stock, stock_key))?,
         };
+        let stock = StockFields::parse(&row).map_err(TxnError::from)?;
         let quantity = i32::from(line.quantity);
-        stock.quantity = match stock.quantity >= quantity + 10 {
-            true => stock.quantity - quantity,
-            false => stock.quantity - quantity + 91,
+        let left = match stock.quantity() >= quantity + 10 {
+            true => stock.quantity() - quantity,
+            false => stock.quantity() - quantity + 91,
         };
-        stock.ytd += u32::from(line.quantity);
-        stock.order_cnt += 1;
-        if line.supply_w != w {
-            stock.remote_cnt += 1;
-        }
-        txn.put(Table::Stock, stock_key, &stock.encode())?;
+        let (ytd, order_cnt, remote_cnt) = stock.counts();
+        let remote = u32::from(line.supply_w != w);
+        let counts = (ytd + u32::from(line.quantity), order_cnt + 1, remote_cnt + remote);
+        txn.put(Table::Stock, stock_key, &stock.with_counts(left, counts))?;
         order_lines.push(OrderLine {
             i_id: line.i_id,
             supply_w_id: line.supply_w,
             delivery_d: 0,
             quantity: line.quantity,
             amount: i64::from(line.quantity) * item.price,
-            dist_info: stock.dist[usize::from(d) - 1].clone(),
+            dist_info: stock.dist(d).to_vec(),
         });
     }
     let o_id =
@@ -658,8 +662,9 @@ pub async fn stock_level<T: TpccTxn>(
     let keys: Vec<_> = items.iter().map(|&i| stock_key(w, i)).collect();
     let mut low = 0;
     for (key, stock) in keys.iter().zip(txn.get_many(Table::Stock, &keys, false).await?) {
-        let stock = decoded(stock, Table::Stock, key, Stock::decode)?;
-        low += u32::from(stock.quantity < threshold);
+        let stock = stock.ok_or_else(|| missing(Table::Stock, key))?;
+        low +=
+            u32::from(StockFields::parse(&stock).map_err(TxnError::from)?.quantity() < threshold);
     }
     Ok(Outcome { low_stock: low, ..Outcome::default() })
 }
