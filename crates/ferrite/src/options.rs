@@ -75,7 +75,7 @@ pub struct Options {
     /// checkpoint writes back every dirty page, up to the whole pool, and a page's first
     /// write-back after it logs the whole page (against torn writes): an interval much
     /// shorter than the pool writes the same hot pages back, and logs their images, again
-    /// and again (TPC-C in a 1 GiB pool: 12–17 % more transactions per second at 1 GiB than
+    /// and again (TPC-C in a 1 GiB pool: 12–18 % more transactions per second at 1 GiB than
     /// at 256 MiB, docs/benchmarks.md).
     pub checkpoint_log_bytes: Option<u64>,
     /// Memory of `pool_bytes` for the change buffer (`change_buffer/`): puts into leaves that

@@ -132,14 +132,7 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
     }
 
     fn log_counters(&self) -> Option<LogCounters> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.db.log()?.counters;
-        Some(LogCounters {
-            writes: c.flushes.load(Relaxed),
-            records: c.records.load(Relaxed),
-            bytes: c.bytes_written.load(Relaxed),
-            flight_ns: c.flight_ns.load(Relaxed),
-        })
+        log_counters_of(&self.db)
     }
 
     fn drain_counters(&self) -> Option<DrainCounters> {
@@ -184,6 +177,23 @@ impl<D: Deref<Target = Db> + Sync> KvStore for FerriteTree<D> {
 }
 
 /// `db`'s second cache tier's counters, if it has one.
+/// The counters of `db`'s log (`None`: opened read-only, no log).
+pub fn log_counters_of(db: &Db) -> Option<LogCounters> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let log = db.log()?;
+    let c = &log.counters;
+    Some(LogCounters {
+        writes: c.flushes.load(Relaxed),
+        records: c.records.load(Relaxed),
+        bytes: c.bytes_written.load(Relaxed),
+        flight_ns: c.flight_ns.load(Relaxed),
+        appended: log.tail(),
+        images: c.images.load(Relaxed),
+        image_bytes: c.image_bytes.load(Relaxed),
+        checkpoints: c.checkpoints.load(Relaxed),
+    })
+}
+
 pub fn tier_counters_of(db: &Db) -> Option<TierCounters> {
     let t = db.pool().stats().tier?;
     Some(TierCounters {

@@ -134,6 +134,15 @@ pub struct LogCounters {
     pub bytes: u64,
     /// Nanoseconds the writes took, from being taken to being durable, summed.
     pub flight_ns: u64,
+    /// Bytes of the records appended (the log's tail moved by this much; the writes may
+    /// trail it by what no flush has taken yet).
+    pub appended: u64,
+    /// Page images appended: a page's first write-back after a checkpoint logs it whole.
+    pub images: u64,
+    /// The bytes of those images' records.
+    pub image_bytes: u64,
+    /// Checkpoints completed.
+    pub checkpoints: u64,
 }
 
 impl LogCounters {
@@ -144,6 +153,10 @@ impl LogCounters {
             records: self.records.saturating_sub(earlier.records),
             bytes: self.bytes.saturating_sub(earlier.bytes),
             flight_ns: self.flight_ns.saturating_sub(earlier.flight_ns),
+            appended: self.appended.saturating_sub(earlier.appended),
+            images: self.images.saturating_sub(earlier.images),
+            image_bytes: self.image_bytes.saturating_sub(earlier.image_bytes),
+            checkpoints: self.checkpoints.saturating_sub(earlier.checkpoints),
         }
     }
 }

@@ -16,7 +16,8 @@ use super::report::Tally;
 use super::run::TpccConfig;
 use super::store::FerriteTpcc;
 use crate::error::BenchError;
-use crate::stores::WorkerTimes;
+use crate::stores::ferrite::log_counters_of;
+use crate::stores::{LogCounters, WorkerTimes};
 
 /// One terminal's loop, as a run hands it to an engine.
 pub type TerminalFuture = Pin<Box<dyn Future<Output = Result<Tally, BenchError>> + Send>>;
@@ -29,8 +30,8 @@ pub type Running = Box<dyn FnOnce() -> Result<Tally, BenchError> + Send>;
 pub struct Counters {
     /// The pool's page reads and writes (Ferrite).
     pub pool: Option<(u64, u64)>,
-    /// The log's bytes written, page images and checkpoints (Ferrite).
-    pub log: Option<LogWork>,
+    /// The log's writes, page images and checkpoints (Ferrite).
+    pub log: Option<LogCounters>,
     /// The workers' time by activity (Ferrite).
     pub workers: Option<WorkerTimes>,
     /// Per worker, nanoseconds spent running tasks (Ferrite; empty for the peers).
@@ -39,37 +40,6 @@ pub struct Counters {
     /// tickers, WiredTiger's cache statistics); `None` for Ferrite, whose pool counts the
     /// pages it reads and writes (`pool`) but not its hits.
     pub store: Option<PeerStats>,
-}
-
-/// What the log did (Ferrite's counters, at one moment or over a window).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LogWork {
-    /// Bytes its flushes wrote (records, padding, each flush's first block again).
-    pub bytes: u64,
-    /// Bytes of the records appended (the log's tail moved by this much).
-    pub appended: u64,
-    /// Flushes: each one write per segment it touches, and a sync where commits ask.
-    pub flushes: u64,
-    /// Page images appended: a page's first write-back after a checkpoint logs it whole.
-    pub images: u64,
-    /// The bytes of those images' records.
-    pub image_bytes: u64,
-    /// Checkpoints completed.
-    pub checkpoints: u64,
-}
-
-impl LogWork {
-    /// The work between `before` and `self`.
-    pub fn since(&self, before: &LogWork) -> LogWork {
-        LogWork {
-            bytes: self.bytes.saturating_sub(before.bytes),
-            appended: self.appended.saturating_sub(before.appended),
-            flushes: self.flushes.saturating_sub(before.flushes),
-            images: self.images.saturating_sub(before.images),
-            image_bytes: self.image_bytes.saturating_sub(before.image_bytes),
-            checkpoints: self.checkpoints.saturating_sub(before.checkpoints),
-        }
-    }
 }
 
 /// A store opened for a run.
@@ -188,20 +158,9 @@ impl Engine for FerriteEngine {
     fn counters(&self) -> Counters {
         let pool = self.db.pool().stats();
         let stats = self.db.worker_stats();
-        let log = self.db.log().map(|log| {
-            let c = &log.counters;
-            LogWork {
-                bytes: c.bytes_written.load(Ordering::Relaxed),
-                appended: log.tail(),
-                flushes: c.flushes.load(Ordering::Relaxed),
-                images: c.images.load(Ordering::Relaxed),
-                image_bytes: c.image_bytes.load(Ordering::Relaxed),
-                checkpoints: c.checkpoints.load(Ordering::Relaxed),
-            }
-        });
         Counters {
             pool: Some((pool.reads, pool.writes)),
-            log,
+            log: log_counters_of(&self.db),
             workers: Some(WorkerTimes::of(&stats)),
             task_ns: stats.iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect(),
             store: None,

@@ -5,7 +5,6 @@
 use ferrite_peers::PeerStats;
 
 use super::check::{Violation, CHECKED};
-use super::engine::LogWork;
 use super::run::TpccConfig;
 use super::schema::DataSet;
 use super::txns::{Kind, Outcome};
@@ -13,6 +12,7 @@ use crate::measure::cpu::CpuTime;
 use crate::measure::diskstats::DiskCounters;
 use crate::report::{duration, latency, thousands, ResultLine};
 use crate::runner::{new_histogram, record, Hdr};
+use crate::stores::LogCounters;
 use crate::stores::WorkerTimes;
 
 /// Per transaction type: what the terminals counted while measuring.
@@ -120,7 +120,7 @@ pub struct TpccReport {
     pub pool_writes: Option<u64>,
     /// What Ferrite's log wrote in the window (`None`: the peers, who count theirs in
     /// `store_stats` if at all).
-    pub log: Option<LogWork>,
+    pub log: Option<LogCounters>,
     pub disk: Option<(String, DiskCounters)>,
     /// The store's own counters over the window (the peers': RocksDB's tickers, WiredTiger's
     /// cache statistics); `None`: it keeps none we read (Ferrite's pool counts no hits).
@@ -373,7 +373,7 @@ impl TpccReport {
                  window",
                 self.per_tx(log.bytes) / 1024.0,
                 self.per_tx(log.appended) / 1024.0,
-                self.per_tx(log.flushes),
+                self.per_tx(log.writes),
                 self.per_tx(log.images),
                 100.0 * log.image_bytes as f64 / log.bytes.max(1) as f64,
                 log.checkpoints,

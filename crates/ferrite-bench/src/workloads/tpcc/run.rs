@@ -438,7 +438,7 @@ fn run_on<E: Engine>(
         cpu: measured.cpu,
         pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
         pool_writes: pool.map(|((_, w0), (_, w1))| w1 - w0),
-        log: before.log.zip(after.log).map(|(b, a)| a.since(&b)),
+        log: before.log.zip(after.log).map(|(b, a)| a.since(b)),
         disk,
         store_stats,
         workers: before.workers.zip(after.workers).map(|(b, a)| a.since(b)),
