@@ -477,6 +477,32 @@ impl BTree {
         (holds && pool.validate(leaf, version)).then_some(version)
     }
 
+    /// One level of a descent to `key`, for descents of several keys that go down together
+    /// (`together.rs`): reads the node `resume` stops at (the root at first) and, when it
+    /// is an inner node, leaves `resume` at the child the key goes to and returns that
+    /// child, for the caller to prefetch while it takes the other keys down a level.
+    /// `None` at a leaf. [`BTree::get_resuming`] with the same `resume` ends the descent
+    /// there; as after a miss, it validates the parent first, and starts at the root if the
+    /// parent changed.
+    pub fn descend_step(
+        &self,
+        pool: &BufferPool,
+        key: &[u8],
+        resume: &mut Resume,
+    ) -> Attempt<Option<PageId>> {
+        let (page_id, parent) = match resume.at {
+            Some((child, parent)) => (child, Some(parent)),
+            None => (self.root, None),
+        };
+        let (version, probe) = self.probe_node(pool, page_id, parent, key)?;
+        if probe.is_leaf() {
+            return Ok(None);
+        }
+        let child = probe.child(probe.lower_bound(key).0);
+        resume.at = Some((child, (page_id, version, probe.level())));
+        Ok(Some(child))
+    }
+
     /// Calls `read` with the value of `key`, if present. Reads nodes in place (`probe.rs`)
     /// rather than copying them: this is the point-lookup path.
     pub fn get<R>(
@@ -1044,6 +1070,61 @@ mod tests {
 
     fn key(i: u64) -> Vec<u8> {
         format!("key-{i:06}").into_bytes()
+    }
+
+    /// Descents taken down together stop at the leaf that holds each key (present, absent,
+    /// before the first and after the last), leave a row without a key as it was, and the
+    /// lookups that end there answer as lookups from the root do; after splits under them,
+    /// still, since a stale parent sends the lookup back to the root.
+    #[test]
+    fn descents_taken_together_end_at_each_keys_leaf() {
+        let dir = TempDir::with_prefix("together").unwrap();
+        let (pool, tree) = tree_of(&dir, 20_000);
+        let queries: Vec<Vec<u8>> = [key(0), key(17), key(9_999), key(19_999), b"a".to_vec()]
+            .into_iter()
+            .chain([b"zzz".to_vec(), b"key-004242!".to_vec()])
+            .chain((0..40).map(|i| key(i * 7_919 % 20_000)))
+            .collect();
+        let mut rows: Vec<Option<(BTree, &[u8])>> =
+            queries.iter().map(|q| Some((tree, q.as_slice()))).collect();
+        rows[3] = None;
+        let mut resumes = vec![Resume::default(); rows.len()];
+        super::super::together::descend_together(&pool, &rows, &mut resumes);
+        let mut page = AlignedPage::zeroed();
+        pool.read_copy(tree.root, &mut page).unwrap();
+        let height = Node::new(page.bytes()).level();
+        assert!(height >= 2, "a tree of three levels or more: its root is of level {height}");
+        for (i, query) in queries.iter().enumerate() {
+            if rows[i].is_none() {
+                assert!(resumes[i].at.is_none() && resumes[i].leaf.is_none(), "row {i} untouched");
+                continue;
+            }
+            let (leaf, _) = run(&pool, |_| tree.leaf_copy(&pool, query, &mut page)).unwrap();
+            let (at, _) = resumes[i].at.expect("a tree of several levels");
+            assert_eq!(at, leaf, "{}", query.escape_ascii());
+        }
+        let read = |query: &[u8], resume: &mut Resume| {
+            run(&pool, |scratch| {
+                let mut read = |v: &[u8]| v.to_vec();
+                tree.get_resuming(&pool, query, scratch, &mut read, resume, false)
+            })
+            .unwrap()
+        };
+        let from_root = |query: &[u8]| read(query, &mut Resume::default());
+        for (i, query) in queries.iter().enumerate() {
+            let mut resume = resumes[i];
+            assert_eq!(read(query, &mut resume), from_root(query), "{}", query.escape_ascii());
+        }
+        // Splits under the parents the rows stopped at: their resumes are stale now.
+        for i in 0..20_000 {
+            let mut other = key(i);
+            other.push(b'+');
+            run(&pool, |scratch| tree.put(&pool, &other, &[1; 100], scratch)).unwrap();
+        }
+        for (i, query) in queries.iter().enumerate() {
+            let mut resume = resumes[i];
+            assert_eq!(read(query, &mut resume), from_root(query), "{}", query.escape_ascii());
+        }
     }
 
     /// `put_near` puts into the leaf a descent finds whatever page it is handed: the right

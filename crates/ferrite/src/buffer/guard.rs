@@ -67,6 +67,28 @@ impl BufferPool {
         }
     }
 
+    /// Prefetches page `page_id`'s entry in the translation table (a hint to the CPU's
+    /// caches, `FrameView::prefetch`): the first step of bringing a page a descent goes to
+    /// next into the caches; [`BufferPool::peek`] the second, once the entry has arrived.
+    #[inline(always)]
+    pub fn prefetch_entry(&self, page_id: PageId) {
+        self.table.prefetch(page_id);
+    }
+
+    /// The frame page `page_id` occupies if it is in memory now, for prefetching only: no
+    /// latch and no version, so its bytes may be anything, and the page may leave the
+    /// frame at once. What a reader trusts comes from [`BufferPool::read_begin`].
+    #[inline(always)]
+    pub fn peek(&self, page_id: PageId) -> Option<FrameView<'_>> {
+        if page_id >= self.table.max_pages() {
+            return None;
+        }
+        match self.table.load_relaxed(page_id).state() {
+            EVICTED | LOADING => None,
+            _ => Some(FrameView::new(&self.frames, self.table.frame(page_id))),
+        }
+    }
+
     /// Whether page `page_id` is still at `version` (nobody changed it since a copy).
     #[inline(always)]
     pub fn validate(&self, page_id: PageId, version: u64) -> bool {

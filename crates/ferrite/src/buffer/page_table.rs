@@ -81,6 +81,16 @@ impl PageTable {
         unsafe { &*(self.slots.base() as *const Slot).add(page_id as usize) }
     }
 
+    /// Prefetches the page's entry ([`super::frames::prefetch_line`]).
+    #[inline(always)]
+    pub(super) fn prefetch(&self, page_id: PageId) {
+        if page_id < self.max_pages {
+            // (In bounds: `slot`'s region.)
+            let at = page_id as usize * std::mem::size_of::<Slot>();
+            super::frames::prefetch_line(self.slots.base().wrapping_add(at));
+        }
+    }
+
     /// The page's state word (acquire: for this state, the frame and the bytes are seen).
     #[inline(always)]
     pub(super) fn load(&self, page_id: PageId) -> PageState {

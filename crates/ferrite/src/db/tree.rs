@@ -300,6 +300,16 @@ impl Tree {
             }
         }
         let mut resumes = vec![Resume::default(); rows.len()];
+        // The descents in memory go down together, their cache misses in flight at once
+        // (`btree::together`); each lookup then ends at the leaf its descent reached.
+        let descents: Vec<_> = rows
+            .iter()
+            .zip(&unread)
+            .map(|(&(tree, key), &unread)| {
+                (unread && !tree.dropped.load(Ordering::Acquire)).then_some((tree.btree, key))
+            })
+            .collect();
+        crate::btree::together::descend_together(pool, &descents, &mut resumes);
         crate::sched::load_together(pool, rows.len(), |i, scratch| {
             if !unread[i] {
                 return Ok(());
