@@ -30,7 +30,11 @@ use crate::options::Durability;
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct WriteBatch {
-    pub(super) ops: Vec<(Tree, BatchOp)>,
+    /// The trees the ops change, each once: an op names its tree by its place here, so
+    /// that a batch of many ops (a transaction's) holds one handle per tree, not per op
+    /// (a handle's clone and drop move three shared reference counts).
+    pub(super) trees: Vec<Tree>,
+    pub(super) ops: Vec<(usize, BatchOp)>,
     pub(super) durability: Option<Durability>,
 }
 
@@ -58,33 +62,34 @@ impl BatchOp {
     }
 }
 
-/// Applies `ops` in order, inside a commit.
-/// Applies `ops` inside a commit. A put goes to `near[i]` (a leaf the caller knows for op
-/// `i`'s key; an empty `near` knows none) or else to the leaf the previous put of the same
-/// tree went to, if that leaf holds the key ([`Tree::apply_put_near`]): a sorted batch puts
-/// runs of keys into one leaf without descending from the root for each.
+/// Applies the ops of `batch` in order, inside a commit. A put goes to `near[i]` (a leaf the
+/// caller knows for op `i`'s key; an empty `near` knows none) or else to the leaf the
+/// previous put of the same tree went to, if that leaf holds the key
+/// ([`Tree::apply_put_near`]): a sorted batch puts runs of keys into one leaf without
+/// descending from the root for each.
 pub(super) async fn apply_ops(
-    ops: &[(Tree, BatchOp)],
+    batch: &WriteBatch,
     objects: &PreparedObjects,
     near: &[Option<PageId>],
 ) -> Result<()> {
     // A tree dropped since the batch was checked fails the batch before anything changes
     // (failing midway would fail the log: the ops before would have changed pages). Under
     // the commit lock, as the drop's own commit, so no drop comes in between.
-    if let Some((tree, _)) = ops.iter().find(|(tree, _)| tree.dropped.load(Ordering::Acquire)) {
+    if let Some(tree) = batch.trees.iter().find(|tree| tree.dropped.load(Ordering::Acquire)) {
         return Err(Error::TreeNotFound { name: tree.name.to_string() });
     }
     // Likewise a database too full for the batch's splits (each write may split a leaf and
     // its parent, and take a Value page): refused now rather than midway. (Deletes take no
     // page: a full database must still take them.)
-    let writes = ops.iter().filter(|(_, op)| !matches!(op, BatchOp::Delete(_))).count() as u64;
-    if let Some((tree, _)) = ops.first().filter(|_| writes > 0) {
+    let writes = batch.ops.iter().filter(|(_, op)| !matches!(op, BatchOp::Delete(_))).count();
+    let writes = writes as u64;
+    if let Some(tree) = batch.trees.first().filter(|_| writes > 0) {
         tree.shared.pool.ensure_room(8 + 3 * writes)?;
     }
     // The counters' sums, before anything changes: a value that is not a counter, or a sum
     // out of range, fails the commit now rather than midway.
     let mut sums = Vec::new();
-    for (tree, op) in ops {
+    for (tree, op) in batch.iter() {
         if let BatchOp::Add(key, delta) = op {
             // Adds to one key follow each other: the next adds to this one's sum.
             let id = (tree.btree.tree_id, key);
@@ -105,7 +110,7 @@ pub(super) async fn apply_ops(
     let mut sums = sums.into_iter().map(|(_, sum)| sum);
     // The leaf of the last put: (tree id, page).
     let mut last: Option<(u64, PageId)> = None;
-    for (i, (tree, op)) in ops.iter().enumerate() {
+    for (i, (tree, op)) in batch.iter().enumerate() {
         match (op, &objects[i]) {
             (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {
                 tree.shared.apply_prepared(tree, key, prepared).await?
@@ -152,12 +157,9 @@ pub(super) enum PreparedOp {
 pub(super) type PreparedObjects = Vec<PreparedOp>;
 
 impl Shared {
-    /// Writes the values of `ops` that must be objects into new objects (blocking writes:
+    /// Writes the values of `batch` that must be objects into new objects (blocking writes:
     /// refused in a task), before the commit that puts them.
-    pub(super) fn prepare_objects(
-        self: &Arc<Self>,
-        ops: &[(Tree, BatchOp)],
-    ) -> Result<PreparedObjects> {
+    pub(super) fn prepare_objects(self: &Arc<Self>, batch: &WriteBatch) -> Result<PreparedObjects> {
         let mut prepared = Vec::new();
         let on_worker = || {
             Err(Error::NotSupported {
@@ -167,7 +169,7 @@ impl Shared {
                     .into(),
             })
         };
-        for (_, op) in ops {
+        for (_, op) in &batch.ops {
             let made = match op {
                 BatchOp::Put(_, value)
                     if super::object::needs_object(value.len() as u64, value) =>
@@ -230,14 +232,12 @@ impl WriteBatch {
         value: impl AsRef<[u8]>,
     ) -> &mut Self {
         let op = BatchOp::Put(key.as_ref().to_vec(), value.as_ref().to_vec());
-        self.ops.push((tree.clone(), op));
-        self
+        self.push(tree, op)
     }
 
     /// Adds: remove `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl AsRef<[u8]>) -> &mut Self {
-        self.ops.push((tree.clone(), BatchOp::Delete(key.as_ref().to_vec())));
-        self
+        self.push(tree, BatchOp::Delete(key.as_ref().to_vec()))
     }
 
     /// Adds: write `bytes` at `offset` of `key`'s value in `tree`, as [`Tree::write_at`]
@@ -251,15 +251,13 @@ impl WriteBatch {
         bytes: impl AsRef<[u8]>,
     ) -> &mut Self {
         let op = BatchOp::WriteAt(key.as_ref().to_vec(), offset, bytes.as_ref().to_vec());
-        self.ops.push((tree.clone(), op));
-        self
+        self.push(tree, op)
     }
 
     /// Adds: set the length of `key`'s value in `tree`, as [`Tree::truncate`] does (nothing
     /// if the key is absent).
     pub fn truncate(&mut self, tree: &Tree, key: impl AsRef<[u8]>, len: u64) -> &mut Self {
-        self.ops.push((tree.clone(), BatchOp::Truncate(key.as_ref().to_vec(), len)));
-        self
+        self.push(tree, BatchOp::Truncate(key.as_ref().to_vec(), len))
     }
 
     /// This batch's durability, instead of the database's (`Options::durability`).
@@ -277,6 +275,29 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+
+    fn push(&mut self, tree: &Tree, op: BatchOp) -> &mut Self {
+        let tree = tree_slot(&mut self.trees, tree);
+        self.ops.push((tree, op));
+        self
+    }
+
+    /// The ops in order, each with its tree.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&Tree, &BatchOp)> {
+        self.ops.iter().map(|(tree, op)| (&self.trees[*tree], op))
+    }
+}
+
+/// The place of `tree` in `trees` (a batch's or a transaction's), added if it is not there:
+/// trees are told apart by their ids, as a transaction's keys are.
+pub(super) fn tree_slot(trees: &mut Vec<Tree>, tree: &Tree) -> usize {
+    match trees.iter().position(|t| t.btree.tree_id == tree.btree.tree_id) {
+        Some(slot) => slot,
+        None => {
+            trees.push(tree.clone());
+            trees.len() - 1
+        }
+    }
 }
 
 impl Shared {
@@ -293,7 +314,7 @@ impl Shared {
         if batch.ops.len() > max_ops {
             return Err(Error::BatchTooLarge { ops: batch.ops.len(), max_ops, pool_pages });
         }
-        for (tree, op) in &batch.ops {
+        for tree in &batch.trees {
             if !std::ptr::eq(Arc::as_ptr(&tree.shared), self) {
                 return Err(Error::BadOptions {
                     reason: format!(
@@ -305,6 +326,8 @@ impl Shared {
             if tree.dropped.load(Ordering::Acquire) {
                 return Err(Error::TreeNotFound { name: tree.name.to_string() });
             }
+        }
+        for (_, op) in &batch.ops {
             match op {
                 BatchOp::Put(key, value) => {
                     check_key(key)?;
@@ -340,16 +363,16 @@ impl Db {
         let shared = &self.shared;
         shared.check_batch(batch)?;
         let durability = batch.durability.unwrap_or(shared.durability);
-        let objects = shared.prepare_objects(&batch.ops)?;
+        let objects = shared.prepare_objects(batch)?;
         // The leaves the batch changes, loaded before the commit lock: a sorted batch
         // descends once per leaf, not once per key.
         let mut last = None;
-        for (tree, op) in &batch.ops {
+        for (tree, op) in batch.iter() {
             let leaf = last.filter(|&(id, _)| id == tree.btree.tree_id).map(|(_, leaf)| leaf);
             last = tree.prefetch_leaf(op.key(), leaf).await.map(|leaf| (tree.btree.tree_id, leaf));
         }
         let outcome =
-            shared.commit(durability, async || apply_ops(&batch.ops, &objects, &[]).await).await;
+            shared.commit(durability, async || apply_ops(batch, &objects, &[]).await).await;
         if outcome.is_err() {
             shared.abandon_objects(&objects);
         }

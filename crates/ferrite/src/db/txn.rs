@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use super::batch::{apply_ops, BatchOp};
+use super::batch::{apply_ops, tree_slot, BatchOp};
 use super::intents::{Claim, Intents};
 use super::{check_key, check_value, Shared, Tree, WriteBatch};
 use crate::error::{Error, PageId, Result};
@@ -67,10 +67,14 @@ fn split_key(id: &[u8]) -> (u64, &[u8]) {
 #[derive(Debug)]
 pub struct Transaction {
     shared: Arc<Shared>,
+    /// The trees it read or wrote, each once; reads and writes name theirs by its place
+    /// here (`tree_slot`): a handle per read and write would clone and drop three shared
+    /// reference counts each time, fifty times in a TPC-C New-Order.
+    trees: Vec<Tree>,
     /// What each key read from a tree held then, by (tree id, key).
     reads: HashMap<TreeKey, Read>,
-    /// The last write of each key, by (tree id, key).
-    writes: BTreeMap<TreeKey, (Tree, Write)>,
+    /// The last write of each key, by (tree id, key), and its tree's place in `trees`.
+    writes: BTreeMap<TreeKey, (usize, Write)>,
     /// The ranges read from trees, each with what the tree held there.
     ranges: Vec<RangeRead>,
     durability: Option<Durability>,
@@ -88,15 +92,17 @@ pub struct Transaction {
 /// key again.
 #[derive(Debug)]
 struct Read {
-    tree: Tree,
+    /// The tree's place in `Transaction::trees`.
+    tree: usize,
     value: Option<Vec<u8>>,
     leaf: Option<(PageId, u64)>,
 }
 
 impl Read {
-    /// Whether the key certainly still holds what was read (false: read it again to tell).
-    fn unchanged(&self, key: &[u8]) -> bool {
-        self.leaf.is_some_and(|leaf| self.tree.unchanged_since(key, leaf))
+    /// Whether the key, of `tree` (this read's), certainly still holds what was read (false:
+    /// read it again to tell).
+    fn unchanged(&self, tree: &Tree, key: &[u8]) -> bool {
+        self.leaf.is_some_and(|leaf| tree.unchanged_since(key, leaf))
     }
 }
 
@@ -104,7 +110,8 @@ impl Read {
 /// read (ascending): at the commit, the same part must hold exactly these.
 #[derive(Debug)]
 struct RangeRead {
-    tree: Tree,
+    /// The tree's place in `Transaction::trees`.
+    tree: usize,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     entries: Vec<(Vec<u8>, Vec<u8>)>,
@@ -200,6 +207,7 @@ impl Transaction {
     pub(super) fn new(shared: Arc<Shared>) -> Transaction {
         Transaction {
             shared,
+            trees: Vec::new(),
             reads: HashMap::new(),
             writes: BTreeMap::new(),
             ranges: Vec::new(),
@@ -298,7 +306,8 @@ impl Transaction {
                 // A row not answered is read alone below.
                 let Some((value, leaf)) = found else { continue };
                 let id = probe_key(&mut self.probe, tree.btree.tree_id, key);
-                self.reads.insert(id.to_vec(), Read { tree: tree.clone(), value, leaf });
+                let tree = tree_slot(&mut self.trees, tree);
+                self.reads.insert(id.to_vec(), Read { tree, value, leaf });
             }
         }
         let mut values = Vec::with_capacity(rows.len());
@@ -404,7 +413,7 @@ impl Transaction {
 
     /// `get_bytes_async` of a tree and key already checked.
     async fn read_checked(&mut self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let Transaction { reads, writes, probe, .. } = self;
+        let Transaction { trees, reads, writes, probe, .. } = self;
         let id = probe_key(probe, tree.btree.tree_id, key);
         let edits = match writes.get(id) {
             Some((_, Write::Value(value))) => return Ok(value.clone()),
@@ -416,7 +425,8 @@ impl Transaction {
             Some(read) => read.value.clone(),
             None => {
                 let (value, leaf) = tree.get_witnessed(key).await?;
-                reads.insert(id.to_vec(), Read { tree: tree.clone(), value: value.clone(), leaf });
+                let slot = tree_slot(trees, tree);
+                reads.insert(id.to_vec(), Read { tree: slot, value: value.clone(), leaf });
                 value
             }
         };
@@ -558,12 +568,8 @@ impl Transaction {
         if reverse {
             entries.reverse();
         }
-        self.ranges.push(RangeRead {
-            tree: tree.clone(),
-            lower: depends_lower,
-            upper: depends_upper,
-            entries,
-        });
+        let tree = tree_slot(&mut self.trees, tree);
+        self.ranges.push(RangeRead { tree, lower: depends_lower, upper: depends_upper, entries });
         Ok(answer)
     }
 
@@ -578,10 +584,9 @@ impl Transaction {
         self.check_tree(tree)?;
         check_key(key)?;
         check_value(value)?;
-        self.writes.insert(
-            tree_key(tree.btree.tree_id, key),
-            (tree.clone(), Write::Value(Some(value.to_vec()))),
-        );
+        let id = tree_key(tree.btree.tree_id, key);
+        let tree = tree_slot(&mut self.trees, tree);
+        self.writes.insert(id, (tree, Write::Value(Some(value.to_vec()))));
         Ok(())
     }
 
@@ -670,7 +675,8 @@ impl Transaction {
                 }
             }
             None => {
-                self.writes.insert(id, (tree.clone(), Write::Edits(vec![edit])));
+                let tree = tree_slot(&mut self.trees, tree);
+                self.writes.insert(id, (tree, Write::Edits(vec![edit])));
             }
         }
         Ok(())
@@ -681,7 +687,9 @@ impl Transaction {
         let key = key.as_ref();
         self.check_tree(tree)?;
         check_key(key)?;
-        self.writes.insert(tree_key(tree.btree.tree_id, key), (tree.clone(), Write::Value(None)));
+        let id = tree_key(tree.btree.tree_id, key);
+        let tree = tree_slot(&mut self.trees, tree);
+        self.writes.insert(id, (tree, Write::Value(None)));
         Ok(())
     }
 
@@ -716,12 +724,15 @@ impl Transaction {
     pub async fn commit_async(mut self) -> Result<()> {
         crate::db::in_task("Transaction::commit_async")?;
         let Some((batch, durability)) = self.prepare()? else { return Ok(()) };
+        // (The transaction's trees, moved into the batch.)
+        let trees = &batch.trees;
         // Loads before the commit lock what the commit will read or change, unless it is
         // certainly in memory: a key whose leaf is unchanged since the transaction read it.
         for (id, read) in &self.reads {
             let (_, key) = split_key(id);
-            if !read.unchanged(key) {
-                read.tree.prefetch(key).await;
+            let tree = &trees[read.tree];
+            if !read.unchanged(tree, key) {
+                tree.prefetch(key).await;
             }
         }
         // The leaves the writes go to, loaded now and handed to the commit: the one a key
@@ -729,10 +740,10 @@ impl Transaction {
         // if it holds the key (the writes are sorted); else the one a descent finds.
         let mut near = Vec::with_capacity(batch.ops.len());
         let mut last: Option<(u64, PageId)> = None;
-        for (tree, op) in &batch.ops {
+        for (tree, op) in batch.iter() {
             let tree_id = tree.btree.tree_id;
             let read = self.reads.get(probe_key(&mut self.probe, tree_id, op.key()));
-            let read_leaf = read.and_then(|r| r.leaf.filter(|_| r.unchanged(op.key())));
+            let read_leaf = read.and_then(|r| r.leaf.filter(|_| r.unchanged(tree, op.key())));
             let leaf = match read_leaf.map(|(leaf, _)| leaf) {
                 Some(leaf) => Some(leaf),
                 None => {
@@ -743,28 +754,29 @@ impl Transaction {
             last = leaf.map(|leaf| (tree_id, leaf));
             near.push(leaf);
         }
-        let objects = self.shared.prepare_objects(&batch.ops)?;
+        let objects = self.shared.prepare_objects(&batch)?;
         for range in &self.ranges {
             if let Some((key, _)) = range.entries.first() {
-                range.tree.prefetch(key).await;
+                trees[range.tree].prefetch(key).await;
             }
         }
         let (reads, ranges) = (&self.reads, &self.ranges);
         let validate_and_apply = async || {
             for (id, read) in reads {
                 let (_, key) = split_key(id);
-                if !read.unchanged(key) && read.tree.get_in_commit(key).await? != read.value {
-                    return Err(conflict(&read.tree, key));
+                let tree = &trees[read.tree];
+                if !read.unchanged(tree, key) && tree.get_in_commit(key).await? != read.value {
+                    return Err(conflict(tree, key));
                 }
             }
             for range in ranges {
-                let tree = &range.tree;
+                let tree = &trees[range.tree];
                 let now = tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
                 if let Some(key) = first_difference(&range.entries, &now.await?) {
                     return Err(conflict(tree, key));
                 }
             }
-            apply_ops(&batch.ops, &objects, &near).await
+            apply_ops(&batch, &objects, &near).await
         };
         let (intents, stamp) = (&self.intents, self.stamp);
         let released = std::sync::atomic::AtomicBool::new(false);
@@ -812,7 +824,9 @@ impl Transaction {
             self.shared.check_open()?;
             return Ok(None);
         }
-        let mut batch = WriteBatch::new();
+        // Every tree it read or wrote goes with the batch, in the same places, and is checked
+        // with the batch's (its database's, not dropped).
+        let mut batch = WriteBatch { trees: std::mem::take(&mut self.trees), ..WriteBatch::new() };
         batch.ops.reserve(self.writes.len());
         for (mut key, (tree, write)) in std::mem::take(&mut self.writes) {
             // The key without its tree id, in place.
@@ -829,17 +843,12 @@ impl Transaction {
                             Edit::Truncate(len) => BatchOp::Truncate(key.clone(), len),
                             Edit::Add(delta) => BatchOp::Add(key.clone(), delta),
                         };
-                        batch.ops.push((tree.clone(), op));
+                        batch.ops.push((tree, op));
                     }
                 }
             }
         }
         self.shared.check_batch(&batch)?;
-        for tree in
-            self.reads.values().map(|read| &read.tree).chain(self.ranges.iter().map(|r| &r.tree))
-        {
-            self.check_tree(tree)?;
-        }
         Ok(Some((batch, self.durability.unwrap_or(self.shared.durability))))
     }
 }
