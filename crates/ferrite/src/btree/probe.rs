@@ -303,6 +303,52 @@ mod tests {
         key
     }
 
+    /// A probe of any bytes at all (a page torn by a writer, or damaged) neither panics nor
+    /// reads outside its frame: searches, fences, children, payloads, and the prefetches of
+    /// descents taken together, on random pages with a node's kind byte and counts and
+    /// offsets of every size.
+    #[test]
+    fn probes_of_garbage_stay_inside_the_frame() {
+        let dir = TempDir::with_prefix("probe").unwrap();
+        let file = PageFile::open(&dir.path().join("pages"), true, true, true, 1 << 20).unwrap();
+        let pool = BufferPool::new(file, 16, 4096, 0, Vec::new()).unwrap();
+        let mut rng = crate::testing::Rng::new(5);
+        let mut out = [0u8; PAGE_SIZE];
+        for round in 0..300 {
+            let mut guard = pool.allocate().unwrap();
+            let id = guard.page_id();
+            let page = guard.page_mut();
+            page.copy_from_slice(&rng.bytes(PAGE_SIZE));
+            page[OFFSET_KIND] = [PageKind::Leaf, PageKind::Inner][round % 2] as u8;
+            // Counts and offsets small enough, in some rounds, to pass the first checks.
+            if round % 3 == 0 {
+                page[OFFSET_COUNT..OFFSET_COUNT + 2].copy_from_slice(&(round as u16).to_le_bytes());
+                page[OFFSET_PREFIX_LEN..OFFSET_PREFIX_LEN + 2].copy_from_slice(&[2, 0]);
+            }
+            drop(guard);
+            let (_, view) = pool.read_begin(id).unwrap();
+            let probe = Probe::new(view);
+            for _ in 0..20 {
+                let len = rng.index(20);
+                let key = rng.bytes(len);
+                probe.prefetch_search(&key);
+                if key.is_empty() {
+                    continue;
+                }
+                let (slot, exact) = probe.lower_bound(&key);
+                assert!(slot <= probe.count());
+                let _ = probe.holds(&key);
+                let _ = probe.child(slot);
+                if exact {
+                    let (len, _) = probe.payload_into(slot, &mut out);
+                    assert!(len <= PAGE_SIZE);
+                }
+            }
+            assert!(pool.peek(id).is_some(), "a page in memory has a frame to peek at");
+            pool.free_by_id(id).unwrap();
+        }
+    }
+
     /// The word-wise comparison orders a page range against a key exactly as slices are
     /// ordered: equal prefixes of every length, a difference in each byte of a word, either
     /// side a prefix of the other, and ranges at the page's end or leaving it.
