@@ -113,7 +113,7 @@ impl<'a> FrameView<'a> {
 
     /// Asks the CPU to bring the cache line holding byte `offset` of the frame (clamped to
     /// the page) into its caches, without waiting: a hint for a read soon after. Descents
-    /// of several keys at once (`BTree::descend_step`) issue these for the nodes they go to
+    /// of several keys at once (`btree/together.rs`) issue these for the nodes they go to
     /// next, so that the keys' memory misses overlap instead of following one another.
     #[inline(always)]
     pub fn prefetch(&self, offset: usize) {
