@@ -301,7 +301,11 @@ impl Tree {
         }
         let mut resumes = vec![Resume::default(); rows.len()];
         // The descents in memory go down together, their cache misses in flight at once
-        // (`btree::together`); each lookup then ends at the leaf its descent reached.
+        // (`btree::together`); each lookup then ends at the leaf its descent reached. (Off
+        // a worker `load_together` makes no lookups: the rows are read alone.)
+        if !crate::sched::on_worker() {
+            return found;
+        }
         let descents: Vec<_> = rows
             .iter()
             .zip(&unread)
