@@ -75,6 +75,11 @@ pub struct Cursor {
     back_off: std::sync::atomic::AtomicBool,
     /// The snapshot the scan reads the tree as (`None`: as it is now).
     at: Option<u64>,
+    /// Leaves loaded so far (`witness`).
+    leaves: u32,
+    /// The scan read something a leaf's version does not vouch for: a value on a Value page
+    /// of its own, or entries of the change buffer (it held some).
+    unvouched: bool,
 }
 
 /// A bound over owned keys as one over borrowed ones.
@@ -152,6 +157,8 @@ impl Cursor {
             left_behind: None,
             back_off: std::sync::atomic::AtomicBool::new(false),
             at: None,
+            leaves: 0,
+            unvouched: false,
         }
     }
 
@@ -233,6 +240,7 @@ impl Cursor {
         let at = self.at;
         if let Some(changes) = self.change_buffer.as_ref().filter(|b| !b.is_empty() || at.is_some())
         {
+            self.unvouched = true;
             let (leaf_low, leaf_high) = key_range(node);
             let (low, high) = if self.reverse {
                 (max_lower(leaf_low, self.end.clone()), min_upper(leaf_high, self.resume.clone()))
@@ -264,7 +272,20 @@ impl Cursor {
         };
         self.loaded = true;
         self.left_behind = None;
+        self.leaves += 1;
         Ok(true)
+    }
+
+    /// The leaf (page, version) that answered the whole scan so far, when one did: the scan
+    /// loaded no other leaf, read nothing from the change buffer or a Value page, and reads
+    /// the tree as it is now. Every key of the part of the range scanned so far then lies in
+    /// that leaf's range: the scan began at the leaf holding its first key, and ended in it
+    /// (at a key beyond the range, at a fence beyond it, or where its caller stopped). While
+    /// the leaf keeps that version and the change buffer stays empty, that part of the tree
+    /// holds the same entries.
+    pub fn witness(&self) -> Option<(PageId, u64)> {
+        (self.leaves == 1 && !self.unvouched && self.at.is_none())
+            .then_some((self.leaf_id, self.leaf_version))
     }
 
     /// The leaf just copied (page `leaf_id`) must hold the key the scan resumes at. Then
@@ -389,7 +410,10 @@ impl Cursor {
         let value = match node.value(slot) {
             Payload::Inline(bytes) => bytes.to_vec(),
             Payload::OutOfLine { page, tail } => match self.try_read_value(pool, page, tail)? {
-                Ok(bytes) => bytes,
+                Ok(bytes) => {
+                    self.unvouched = true;
+                    bytes
+                }
                 Err(Some(page)) => return Ok(Step::Page(page)),
                 Err(None) => {
                     // The leaf changed under us: resume at this key.
@@ -464,7 +488,10 @@ impl Cursor {
             match node.value(self.pos) {
                 Payload::Inline(bytes) => visit(key, bytes),
                 Payload::OutOfLine { page, tail } => match self.try_read_value(pool, page, tail)? {
-                    Ok(bytes) => visit(key, &bytes),
+                    Ok(bytes) => {
+                        self.unvouched = true;
+                        visit(key, &bytes)
+                    }
                     Err(need) => {
                         // The leaf changed under us, or the value is not in memory: resume
                         // at this key (with the page loaded, if that was it).

@@ -494,12 +494,30 @@ impl Tree {
         limit: usize,
         in_commit: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let collected = self.collect_range_witnessed(lower, upper, reverse, limit, in_commit);
+        Ok(collected.await?.0)
+    }
+
+    /// [`Tree::collect_range`], with the leaf (page, version) that answered the whole scan
+    /// when one did ([`Cursor::witness`]; never for an object's value): while it keeps that
+    /// version and the change buffer stays empty ([`Tree::range_unchanged_since`]), the part
+    /// of the range up to the last entry returned (to the range's end, if fewer than `limit`
+    /// came back) holds the same entries.
+    pub(super) async fn collect_range_witnessed(
+        &self,
+        lower: &Bound<Vec<u8>>,
+        upper: &Bound<Vec<u8>>,
+        reverse: bool,
+        limit: usize,
+        in_commit: bool,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<(PageId, u64)>)> {
         let named = |e: Error| self.error(e);
         let mut cursor = Cursor::new(self.btree, lower.clone(), upper.clone(), reverse)
             .with_change_buffer(Arc::clone(&self.shared.change_buffer));
         let pool = &self.shared.pool;
         let mut failed_load = None;
         let mut entries = Vec::new();
+        let mut stubs = false;
         while entries.len() < limit {
             self.shared.check_open()?;
             if self.dropped.load(Ordering::Acquire) {
@@ -507,6 +525,7 @@ impl Tree {
             }
             match cursor.next_in_leaf(pool).map_err(named)? {
                 Step::Entry(key, value) if super::object::is_stub(&value) => {
+                    stubs = true;
                     entries.push((key, self.follow_stub(value)?));
                 }
                 Step::Entry(key, value) => entries.push((key, value)),
@@ -516,7 +535,8 @@ impl Tree {
                     .map_err(named)?,
             }
         }
-        Ok(entries)
+        let witness = cursor.witness().filter(|_| !stubs);
+        Ok((entries, witness))
     }
 }
 
@@ -598,5 +618,67 @@ mod tests {
             .wait();
         assert_eq!(polls[0], 1, "the commit's range read yielded");
         assert!(polls[1] > 1, "the scan never shared its turn: the test proves nothing");
+    }
+
+    /// A scan answered by one leaf names it and its version ([`Tree::collect_range_witnessed`]),
+    /// the leaf that holds the range's keys; a scan over two leaves or more, or one that
+    /// read a value off its leaf, names none. The leaf vouches for the range until it
+    /// changes ([`Tree::range_unchanged_since`]).
+    #[test]
+    fn a_scan_answered_by_one_leaf_names_it_and_no_other_scan_does() {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let dir = tempfile::TempDir::with_prefix("collect-range-witness").unwrap();
+        let options = Options { workers: 1, pool_bytes: 32 << 20, ..Options::default() };
+        let db = Db::open(dir.path(), options).unwrap();
+        let tree = db.tree("t").unwrap();
+        let key = |i: u32| (i * 2).to_be_bytes().to_vec();
+        for i in 0..4000u32 {
+            tree.put(key(i), [7u8; 60]).unwrap();
+        }
+        db.spawn(async move {
+            let leaf_of = async |k: &[u8]| tree.get_witnessed(k).await.unwrap().1.unwrap();
+            // A few keys within one leaf, up to a bound excluded.
+            let (lower, upper) = (Included(key(100)), Excluded(key(103)));
+            let (entries, witness) = tree
+                .collect_range_witnessed(&lower, &upper, false, usize::MAX, false)
+                .await
+                .unwrap();
+            assert_eq!(entries.len(), 3);
+            let leaf = witness.expect("one leaf answered");
+            assert_eq!(leaf, leaf_of(&key(100)).await);
+            assert_eq!(leaf, leaf_of(&key(103)).await, "the range's end lies in the leaf");
+            assert!(tree.range_unchanged_since(leaf));
+            // Reverse, and cut short by a limit.
+            let read = tree.collect_range_witnessed(&lower, &upper, true, 2, false);
+            assert_eq!(read.await.unwrap().1, Some(leaf));
+            // Where two leaves meet: the scan reads both, and names neither.
+            let mut boundary = None;
+            for i in 0..3999u32 {
+                if leaf_of(&key(i)).await.0 != leaf_of(&key(i + 1)).await.0 {
+                    boundary = Some(i);
+                    break;
+                }
+            }
+            let i = boundary.expect("4000 rows fill more than one leaf");
+            let (lower, upper) = (Included(key(i)), Included(key(i + 1)));
+            let (entries, witness) = tree
+                .collect_range_witnessed(&lower, &upper, false, usize::MAX, false)
+                .await
+                .unwrap();
+            assert_eq!((entries.len(), witness), (2, None));
+            let whole = tree.collect_range_witnessed(&Unbounded, &Unbounded, false, 10_000, false);
+            assert_eq!(whole.await.unwrap().1, None);
+            // A value on a Value page of its own: its leaf does not vouch for it.
+            tree.put_async(key(101), vec![9u8; 3000]).await.unwrap();
+            assert!(!tree.range_unchanged_since(leaf), "a put into the leaf changes it");
+            let (lower, upper) = (Included(key(100)), Excluded(key(103)));
+            let (entries, witness) = tree
+                .collect_range_witnessed(&lower, &upper, false, usize::MAX, false)
+                .await
+                .unwrap();
+            assert_eq!((entries[1].1.len(), witness), (3000, None));
+        })
+        .unwrap()
+        .wait();
     }
 }

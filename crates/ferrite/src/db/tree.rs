@@ -339,6 +339,13 @@ impl Tree {
             && self.shared.change_buffer.get(self.btree.tree_id, key).is_none()
     }
 
+    /// Whether the part of a range a scan's witness vouched for certainly holds what the
+    /// scan found ([`Tree::collect_range_witnessed`]): the leaf keeps its version and the
+    /// change buffer is empty (false: scan it again to tell).
+    pub(super) fn range_unchanged_since(&self, (page, version): (PageId, u64)) -> bool {
+        self.shared.pool.unchanged_since(page, version) && self.shared.change_buffer.is_empty()
+    }
+
     /// `key`'s value as stored (an object's stub is not followed), as a future: on a
     /// worker, a miss queues a read and yields.
     pub(super) async fn stored_async(&self, key: &[u8]) -> Result<super::object::Stored> {

@@ -115,6 +115,17 @@ struct RangeRead {
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The leaf that answered the whole scan, and its version then, if one did: while it is
+    /// unchanged (and the change buffer empty), so is the range, and the commit need not
+    /// scan it again ([`Tree::range_unchanged_since`]).
+    leaf: Option<(PageId, u64)>,
+}
+
+impl RangeRead {
+    /// Whether the range, of `tree` (this one's), certainly still holds what was read.
+    fn unchanged(&self, tree: &Tree) -> bool {
+        self.leaf.is_some_and(|leaf| tree.range_unchanged_since(leaf))
+    }
 }
 
 /// What a transaction writes to a key.
@@ -522,7 +533,8 @@ impl Transaction {
         // give `limit` entries, unless the range has fewer.
         let deletes = own.iter().filter(|(_, w)| matches!(w, Write::Value(None))).count();
         let wanted = limit.saturating_add(deletes);
-        let found = tree.collect_range(&lower, &upper, reverse, wanted, false).await?;
+        let (found, leaf) =
+            tree.collect_range_witnessed(&lower, &upper, reverse, wanted, false).await?;
         // How far the tree was read: to its last entry if the scan stopped at `wanted`.
         let reached = match found.len() == wanted {
             true => found.last().map(|(key, _)| key.clone()),
@@ -569,7 +581,8 @@ impl Transaction {
             entries.reverse();
         }
         let tree = tree_slot(&mut self.trees, tree);
-        self.ranges.push(RangeRead { tree, lower: depends_lower, upper: depends_upper, entries });
+        let range = RangeRead { tree, lower: depends_lower, upper: depends_upper, entries, leaf };
+        self.ranges.push(range);
         Ok(answer)
     }
 
@@ -756,7 +769,9 @@ impl Transaction {
         }
         let objects = self.shared.prepare_objects(&batch)?;
         for range in &self.ranges {
-            if let Some((key, _)) = range.entries.first() {
+            if let Some((key, _)) =
+                range.entries.first().filter(|_| !range.unchanged(&trees[range.tree]))
+            {
                 trees[range.tree].prefetch(key).await;
             }
         }
@@ -771,6 +786,9 @@ impl Transaction {
             }
             for range in ranges {
                 let tree = &trees[range.tree];
+                if range.unchanged(tree) {
+                    continue;
+                }
                 let now = tree.collect_range(&range.lower, &range.upper, false, usize::MAX, true);
                 if let Some(key) = first_difference(&range.entries, &now.await?) {
                     return Err(conflict(tree, key));
