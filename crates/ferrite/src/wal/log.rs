@@ -216,6 +216,21 @@ struct LogWrite {
     sectors: crate::io::AlignedBlock,
 }
 
+/// A write of a flush before its framing: the stream's bytes from `block`, where a block of
+/// `segment` begins.
+struct Unframed {
+    segment: Segment,
+    block: u64,
+    bytes: Vec<u8>,
+}
+
+impl Unframed {
+    fn frame(self) -> LogWrite {
+        let (offset, sectors) = frame(&self.segment, self.block, &self.bytes);
+        LogWrite { segment: self.segment, offset, sectors }
+    }
+}
+
 impl LogWrite {
     /// Writes with a blocking call: durable on return.
     fn write_blocking(&self) -> Result<()> {
@@ -494,12 +509,18 @@ impl Log {
         state.tail += marker.bytes.len() as u64;
         let end = state.tail;
         match self.block_writes(&mut state, start, end) {
-            Ok(writes) => {
+            Ok(unframed) => {
                 state.pending.clear();
                 state.pending_start = end;
                 self.prepare_spare(&mut state, end);
                 state.flights.push_back((start, end, false));
-                Ok(Some(FlushJob { writes, start, taken: std::time::Instant::now() }))
+                let taken = std::time::Instant::now();
+                drop(state);
+                // Framed (a checksum per sector) after the lock, which commits take to
+                // append under the commit lock. No other flush starts before this one
+                // ends (`MAX_FLIGHTS`), and the carry is already in place for it.
+                let writes = unframed.into_iter().map(Unframed::frame).collect();
+                Ok(Some(FlushJob { writes, start, taken }))
             }
             Err(e) => {
                 drop(state);
@@ -509,11 +530,12 @@ impl Log {
         }
     }
 
-    /// The writes of pending log bytes `start..end`: whole blocks of sectors of each
-    /// segment they fall in, beginning with what the last flush wrote of `start`'s block
-    /// (the same bytes again: a torn rewrite leaves them intact sector by sector), sectors
-    /// past `end` left zero. Leaves the new carry in `state`.
-    fn block_writes(&self, state: &mut State, start: u64, end: u64) -> Result<Vec<LogWrite>> {
+    /// The writes of pending log bytes `start..end`, to be framed ([`Unframed::frame`]):
+    /// whole blocks of sectors of each segment they fall in, beginning with what the last
+    /// flush wrote of `start`'s block (the same bytes again: a torn rewrite leaves them
+    /// intact sector by sector), sectors past `end` left zero. Leaves the new carry in
+    /// `state`.
+    fn block_writes(&self, state: &mut State, start: u64, end: u64) -> Result<Vec<Unframed>> {
         let segments = self.segments_for(state, start, end)?;
         let mut carry = match state.carry.take() {
             Some(carry) => carry,
@@ -541,16 +563,15 @@ impl Log {
             let block = segment.block_lsn(from);
             debug_assert_eq!(block + bytes.len() as u64, from);
             bytes.extend_from_slice(&state.pending[(from - start) as usize..(to - start) as usize]);
-            let (offset, sectors) = frame(&segment, block, &bytes);
             // The next flush starts with this segment's last partial block, unless the
             // segment is full (it then starts at the next one's first block).
             carry = if to < segment.end() {
-                bytes.split_off((segment.block_lsn(to) - block) as usize)
+                bytes[(segment.block_lsn(to) - block) as usize..].to_vec()
             } else {
                 Vec::new()
             };
             self.open_writer(state, &mut segment);
-            writes.push(LogWrite { segment, offset, sectors });
+            writes.push(Unframed { segment, block, bytes });
         }
         state.carry = Some(carry);
         Ok(writes)
