@@ -7,8 +7,8 @@
 //!    for the rest). memcached runs as a child: `memcached -m M` with extstore in a file
 //!    under `--db` as large as the data plus half, its worker threads one per core, and
 //!    `-I` large enough for the values. Both run in a memory cgroup of `--memory-mib` plus
-//!    64 MiB where the machine allows: extstore reads through the page cache, which
-//!    otherwise holds all the data.
+//!    64 MiB and 4 MiB per connection (`generator_allowance`) where the machine allows:
+//!    extstore reads through the page cache, which otherwise holds all the data.
 //! 2. Load: `--keys` items of `--value-size` bytes, set in order from `--connections`
 //!    connections, 64 requests pipelined per connection; not measured.
 //! 3. Measure: each connection does one request at a time, a GET or a SET as `--mix`
@@ -1113,6 +1113,15 @@ impl ServeReport {
     }
 }
 
+/// What this process needs of its own in memcached's memory cgroup, beyond memcached's
+/// `--memory-mib`: a base, and for each connection's load-generator thread the heap the
+/// allocator (mimalloc) commits for a thread that allocates, a few MiB each. A flat 64 MiB
+/// was too little for 32 threads: the cgroup held 78 MiB of anonymous memory, memcached
+/// 5 MiB of it, when the kernel killed the run (2026-12-07).
+fn generator_allowance(connections: usize) -> u64 {
+    (64 << 20) + connections as u64 * (4 << 20)
+}
+
 /// `sync`, `periodic` or `none`.
 pub fn durability_name(durability: ferrite::Durability) -> &'static str {
     match durability {
@@ -1152,7 +1161,9 @@ pub fn run_rates(
     // extstore reads through the page cache: cap it (memcached inherits the cgroup).
     let (cap, capped) = match (config.server, config.store, cfg!(test)) {
         (None, ServeStore::Memcached, false) => {
-            match MemoryCap::enter((config.memory_mib << 20) + (64 << 20)) {
+            match MemoryCap::enter(
+                (config.memory_mib << 20) + generator_allowance(config.connections),
+            ) {
                 Ok(cap) => {
                     let note = format!(
                         " [memory capped: a cgroup of {} MiB for memcached and this load \
