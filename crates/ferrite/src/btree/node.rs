@@ -51,6 +51,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::error::PageId;
+use crate::format::diff::next_difference;
 use crate::format::page::{
     init_header, kind_of, page_id_of, read_u16, read_u32, read_u64, write_u16, write_u32,
     write_u64, PageKind, OFFSET_KIND, PAGE_SIZE,
@@ -80,10 +81,6 @@ pub const MAX_LEVEL: u16 = 64;
 
 const _: () = assert!(HEADER_SIZE == 60 + HINT_COUNT * 4);
 
-/// Equal bytes that part two changed stretches of an overwritten payload into two noted
-/// ranges (`NodeMut::overwrite`); shorter gaps are noted with the changes around them. A
-/// range costs a commit record 4 bytes of its own, and the capture an entry.
-const OVERWRITE_GAP: usize = 8;
 // A leaf holds one maximal inline entry next to two maximal fences; an inner node one
 // maximal separator. Splits rely on both.
 const _: () = assert!(HEADER_SIZE + 2 * MAX_KEY_LEN + MAX_INLINE_ENTRY + SLOT_SIZE <= PAGE_SIZE);
@@ -1193,31 +1190,11 @@ impl NodeMut<'_> {
     /// touch: a slot's fields, the hints, come one after another).
     #[inline]
     /// Writes `bytes` at `at` over bytes of the same length, changing (and noting) only the
-    /// stretches that differ, joined across equal gaps shorter than [`OVERWRITE_GAP`]
-    /// (each noted range costs a commit record a few bytes of its own).
+    /// stretches that differ (`format::diff`: differences closer than its `GAP` share one,
+    /// each noted range costing a commit record a few bytes of its own).
     fn overwrite(&mut self, at: usize, bytes: &[u8]) {
-        let len = bytes.len();
         let mut i = 0;
-        while i < len {
-            // Equal bytes are skipped 16 at a time (one vector compare), then one by one.
-            while i + 16 <= len && self.page[at + i..at + i + 16] == bytes[i..i + 16] {
-                i += 16;
-            }
-            while i < len && self.page[at + i] == bytes[i] {
-                i += 1;
-            }
-            if i == len {
-                break;
-            }
-            // One past the last difference, extended while another follows within the gap.
-            let (start, mut end) = (i, i + 1);
-            let mut j = end;
-            while j < len && j < end + OVERWRITE_GAP {
-                if self.page[at + j] != bytes[j] {
-                    end = j + 1;
-                }
-                j += 1;
-            }
+        while let Some((start, end)) = next_difference(&self.page[at..at + bytes.len()], bytes, i) {
             self.page[at + start..at + end].copy_from_slice(&bytes[start..end]);
             self.wrote(at + start..at + end);
             i = end;
@@ -1669,7 +1646,7 @@ mod tests {
 
     /// An update of the same length writes and notes only the stretches that changed: each
     /// noted range begins and ends at a changed byte, two ranges are parted by at least
-    /// `OVERWRITE_GAP` equal bytes, and an update to the same bytes notes nothing. The
+    /// `format::diff::GAP` equal bytes, and an update to the same bytes notes nothing. The
     /// entry reads back as the new value, and no byte outside the payload changes.
     #[test]
     fn same_length_updates_note_only_the_bytes_that_changed() {
@@ -1706,7 +1683,10 @@ mod tests {
                 assert_ne!(before[a], page[a], "step {step}: {written:?} begins on an equal byte");
                 assert_ne!(before[b - 1], page[b - 1], "step {step}: {written:?} ends on one");
                 if let Some(&(_, end)) = i.checked_sub(1).map(|p| &written[p]) {
-                    assert!(a >= end as usize + OVERWRITE_GAP, "step {step}: {written:?}");
+                    assert!(
+                        a >= end as usize + crate::format::diff::GAP,
+                        "step {step}: {written:?}"
+                    );
                 }
                 noted_bytes += b - a;
             }

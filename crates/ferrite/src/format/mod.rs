@@ -1,6 +1,7 @@
 //! Where pages live on disk: the common page header, the superblock, the free list, and
-//! values too large for a leaf.
+//! values too large for a leaf; and where two versions of a page's bytes differ (`diff`).
 
+pub mod diff;
 pub mod freelist;
 pub mod page;
 pub mod superblock;

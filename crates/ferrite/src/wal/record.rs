@@ -57,6 +57,7 @@
 
 use crate::buffer::PageChange;
 use crate::error::PageId;
+use crate::format::diff::next_difference;
 use crate::format::page::{read_u16, read_u32, read_u64, PAGE_SIZE};
 
 /// Bytes of the header every record starts with.
@@ -242,43 +243,12 @@ pub fn diff_spans(before: &[u8], after: &[u8], out: &mut Vec<(u16, u16)>) {
     }
 }
 
-/// `diff_spans` over `from..to`, eight bytes at a time where it can: over equal bytes,
-/// and along a changed stretch (a slot array shifted by an insert differs for hundreds of
-/// bytes), which the byte-at-a-time version spent ~7 % of a durable insert's CPU on.
+/// `diff_spans` over `from..to` (`format::diff`).
 fn diff_region(before: &[u8], after: &[u8], from: usize, to: usize, out: &mut Vec<(u16, u16)>) {
-    // Little-endian: byte k of the slice is bits 8k..8k+8 of the word.
-    let word = |page: &[u8], at: usize| u64::from_le_bytes(page[at..at + 8].try_into().unwrap());
-    let mut i = from;
-    while i < to {
-        // Skip equal 32-byte blocks (one vector compare each), then words, then bytes.
-        while i + 32 <= to && before[i..i + 32] == after[i..i + 32] {
-            i += 32;
-        }
-        while i + 8 <= to && word(before, i) == word(after, i) {
-            i += 8;
-        }
-        while i < to && before[i] == after[i] {
-            i += 1;
-        }
-        if i >= to {
-            break;
-        }
-        let start = i;
-        // One past the last difference; extend while another follows within 8 bytes.
-        let mut end = i + 1;
-        while end < to {
-            let next = if end + 8 <= to {
-                let differs = word(before, end) ^ word(after, end);
-                (differs != 0).then(|| end + (63 - differs.leading_zeros() as usize) / 8)
-            } else {
-                (end..to).rev().find(|&j| before[j] != after[j])
-            };
-            match next {
-                Some(last) => end = last + 1,
-                None => break,
-            }
-        }
-        out.push((start as u16, end as u16));
+    let (before, after) = (&before[from..to], &after[from..to]);
+    let mut i = 0;
+    while let Some((start, end)) = next_difference(before, after, i) {
+        out.push(((from + start) as u16, (from + end) as u16));
         i = end;
     }
 }
@@ -759,38 +729,12 @@ mod tests {
         assert!(entry.ranges.iter().any(|(o, b)| *o == 30 && b.len() == 2));
     }
 
-    /// The byte-at-a-time definition of `diff_region`: differences closer than 8 bytes
-    /// share a range.
-    fn diff_region_reference(
-        before: &[u8],
-        after: &[u8],
-        from: usize,
-        to: usize,
-    ) -> Vec<(u16, u16)> {
-        let mut out = Vec::new();
-        let mut i = from;
-        while i < to {
-            while i < to && before[i] == after[i] {
-                i += 1;
-            }
-            if i >= to {
-                break;
-            }
-            let (start, mut end, mut j) = (i, i + 1, i + 1);
-            while j < to && j < end + 8 {
-                if before[j] != after[j] {
-                    end = j + 1;
-                }
-                j += 1;
-            }
-            out.push((start as u16, end as u16));
-            i = end;
-        }
-        out
-    }
-
+    /// `diff_region` over a part of two pages: every byte that differs there lies in a
+    /// range, each range lies in the part and begins and ends on a differing byte, and two
+    /// ranges are parted by at least `GAP` equal bytes (the stretches themselves are
+    /// checked against their byte-at-a-time definition in `format::diff`).
     #[test]
-    fn word_diffs_match_the_byte_definition() {
+    fn region_diffs_cover_the_differences_of_their_part() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move || {
             x ^= x << 13;
@@ -818,7 +762,19 @@ mod tests {
             let to = PAGE_SIZE - (next() % 64) as usize;
             let mut got = Vec::new();
             diff_region(&before, &after, from, to, &mut got);
-            assert_eq!(got, diff_region_reference(&before, &after, from, to), "round {round}");
+            for (k, &(a, b)) in got.iter().enumerate() {
+                let (a, b) = (a as usize, b as usize);
+                assert!(from <= a && a < b && b <= to, "round {round}: {got:?}");
+                assert!(before[a] != after[a] && before[b - 1] != after[b - 1], "round {round}");
+                if k > 0 {
+                    let gap = crate::format::diff::GAP;
+                    assert!(a >= got[k - 1].1 as usize + gap, "round {round}: {got:?}");
+                }
+            }
+            for at in (from..to).filter(|&at| before[at] != after[at]) {
+                let covered = got.iter().any(|&(a, b)| (a as usize..b as usize).contains(&at));
+                assert!(covered, "round {round}: byte {at} outside {got:?}");
+            }
         }
     }
 
