@@ -181,6 +181,13 @@ impl BufferPool {
 
     /// Puts frames no page occupies any more back (see [`FrameAlloc::give`]).
     pub(super) fn give_frames(&self, given: impl IntoIterator<Item = u32>) {
+        // The next page in a frame given back starts cold (`evict.rs`, `Heat`).
+        let heat = &self.heat;
+        let given = given.into_iter().inspect(|&frame| {
+            if let Some(heat) = heat.get(frame as usize) {
+                heat.store(0, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
         if self.scan_loaded.is_empty() {
             self.frame_alloc.give(&self.frames, given);
             return;

@@ -123,6 +123,9 @@ pub struct BufferPool {
     /// With a tier: per frame, whether its page was brought in by a scan (then it is not
     /// offered to the tier when it leaves).
     pub(super) scan_loaded: Box<[std::sync::atomic::AtomicBool]>,
+    /// Per frame, the laps of the clock its page was used in (`evict.rs`, `Heat`): written
+    /// by the hand only, cleared when the frame is given back.
+    pub(super) heat: Box<[std::sync::atomic::AtomicU8]>,
 }
 
 /// What the clock counts to spare inner nodes and leaves (`evict.rs`, `INNER_CHANCES`,
@@ -183,6 +186,7 @@ impl BufferPool {
             clock_spares: Default::default(),
             tier: None,
             scan_loaded: Box::new([]),
+            heat: (0..pool_pages).map(|_| std::sync::atomic::AtomicU8::new(0)).collect(),
         })
     }
 
@@ -381,6 +385,51 @@ mod tests {
         // Not pinned: eviction still takes them in the end.
         new_leaves(&pool, 2000);
         assert!(resident(&inner) < 16, "inner nodes are never evicted");
+        pool.check_invariants();
+    }
+
+    /// The clock counts reuse: leaves used in many laps of the hand outlive leaves used
+    /// once just as recently, by one lap for each lap of use (up to `HEAT_MAX`), and then
+    /// go as any other.
+    #[test]
+    fn leaves_used_in_many_laps_outlive_leaves_used_once() {
+        use crate::buffer::evict::HEAT_MAX;
+        let dir = TempDir::with_prefix("pool-heat").unwrap();
+        let pool = pool(&dir, 64);
+        // One lap of the hand over the whole pool: the victims it latches, given back.
+        let lap = || {
+            let mut victims = Vec::new();
+            pool.pick_victims(0, pool.clock_slots(), usize::MAX, &mut victims);
+            for &id in &victims {
+                pool.abort_evict(id);
+            }
+            victims.sort_unstable();
+            victims
+        };
+        let hot = new_leaves(&pool, 16);
+        // The first lap only notes the pages; each lap after it in which they were used
+        // counts, up to `HEAT_MAX`, and a few more.
+        for _ in 0..HEAT_MAX + 4 {
+            for &id in &hot {
+                read(&pool, id);
+            }
+            assert_eq!(lap(), [], "pages used in every lap are never chosen");
+        }
+        // Used once, just after the hot leaves were last used.
+        for &id in &hot {
+            read(&pool, id);
+        }
+        let once = new_leaves(&pool, 16);
+        assert_eq!(lap(), [], "every page was used since the last lap");
+        assert_eq!(lap(), once, "unused for a lap: the once leaves go, the hot ones stay");
+        // The hot leaves spend a lap of heat per lap unused (the once leaves, given back
+        // unused, are chosen every other lap meanwhile).
+        for spent in 1..u32::from(HEAT_MAX) {
+            let chosen = lap();
+            assert!(chosen.iter().all(|id| once.contains(id)), "lap {spent}: {chosen:?}");
+        }
+        let chosen = lap();
+        assert!(hot.iter().all(|id| chosen.contains(id)), "heat spent, hot leaves go: {chosen:?}");
         pool.check_invariants();
     }
 
