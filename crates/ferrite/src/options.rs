@@ -84,7 +84,8 @@ pub struct Options {
     /// or more, none below. `Some(0)` turns it off. The buffer borrows this much of the
     /// pool's frames only once puts need it (the frames' memory is given back to the system
     /// meanwhile), and keeps them until the database is closed; until then they hold pages.
-    /// A read-only open has none (nothing is put).
+    /// Transactions' puts fill a sixteenth of it at most ([`Options::transaction_buffer_bytes`]),
+    /// and borrow the frames for that much only. A read-only open has none (nothing is put).
     pub change_buffer_bytes: Option<u64>,
     /// Pages recovery reads ahead at once, many reads in flight, for the log records it is
     /// about to replay (at most a quarter of the pool); 0 reads each page when its record
@@ -196,6 +197,14 @@ impl Options {
             return 0;
         }
         self.asked_change_buffer_bytes()
+    }
+
+    /// Bytes of the change buffer that transactions' puts may fill (a sixteenth of
+    /// [`Options::change_buffer_budget`]): a transaction's put of a key it did not read, whose
+    /// leaf is out of memory, waits in the buffer while it fits there, and reads its leaf
+    /// otherwise.
+    pub fn transaction_buffer_bytes(&self) -> u64 {
+        self.change_buffer_budget() / crate::change_buffer::TRANSACTION_SHARE
     }
 
     /// The change buffer's bytes as configured, read-only or not.

@@ -192,6 +192,90 @@ fn bounded_scans_stop_at_a_fence_past_their_end_while_puts_wait() {
     assert_eq!(tree.iter().map(|e| e.unwrap()).collect::<Model>(), model);
 }
 
+/// A transaction's put of a key it did not read, whose leaf is out of memory, waits in the
+/// buffer as a `Tree::put` would; it still conflicts with the transactions that read the key
+/// or scanned its range, and nothing of it is lost across a reopen.
+#[test]
+fn transactions_blind_puts_wait_in_the_buffer_and_still_conflict() {
+    let dir = TempDir::with_prefix("buffered-txn").unwrap();
+    let (mut model, mut small_model) = (Model::new(), Model::new());
+    let mut rng = Rng::new(23);
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        let tree = db.tree("t").unwrap();
+        let small = db.tree("small").unwrap();
+        let mut batch = WriteBatch::new();
+        for i in (0..4000).step_by(2) {
+            batch.put(&tree, key(i), [7; 60]);
+            model.insert(key(i), vec![7; 60]);
+            if batch.len() == 8 {
+                db.write(&batch).unwrap();
+                batch = WriteBatch::new();
+            }
+        }
+        db.write(&batch).unwrap();
+        let mut buffered_seen = 0;
+        for step in 0..3000u64 {
+            // A blind put into the big tree, and a read-then-put of a small tree's key.
+            let (k, j) = (key(rng.below(4000)), key(rng.below(50)));
+            let value = vec![(step % 251) as u8; 1 + rng.below(90) as usize];
+            let mut txn = db.transaction();
+            txn.put(&tree, &k, &value).unwrap();
+            let seen = txn.get(&small, &j).unwrap();
+            assert_eq!(seen.as_ref(), small_model.get(&j), "a read at {step}");
+            txn.put(&small, &j, step.to_be_bytes()).unwrap();
+            txn.commit().unwrap();
+            model.insert(k, value);
+            small_model.insert(j, step.to_be_bytes().to_vec());
+            buffered_seen = buffered_seen.max(db.change_buffer().0);
+            // Transactions fill a sixteenth of the budget at most.
+            let (held, share) = (db.change_buffer().1, db.change_buffer_budget() / 16);
+            assert!(held <= share, "{held} bytes held by the buffer at {step}, share {share}");
+        }
+        assert!(buffered_seen >= 5, "blind puts went to the buffer: at most {buffered_seen}");
+        let (drains, drained) = db.change_buffer_drains();
+        assert!(drains > 10 && drained >= drains, "{drains} drains moved {drained} entries");
+        // Conflicts: a transaction reads a key or scans a range, another's blind put of the
+        // key (or into the range) waits in the buffer, and the first's commit fails.
+        let (mut point_conflicts, mut range_conflicts, mut went_to_buffer) = (0, 0, 0);
+        for round in 0..40u64 {
+            let k = key(rng.below(4000));
+            let mut reader = db.transaction();
+            let seen = reader.get(&tree, &k).unwrap();
+            assert_eq!(seen.as_ref(), model.get(&k));
+            let scanned = reader.scan(&tree, &k[..].., 3, false).unwrap();
+            let want: Vec<_> =
+                model.range(k.clone()..).take(3).map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(scanned, want, "round {round}");
+            reader.put(&small, b"reader", round.to_be_bytes()).unwrap();
+            // Push the leaf out of memory, so that the blind put does not read it.
+            assert_same(&small, &small_model, "between");
+            let _ = tree.iter().count();
+            let (held, _) = db.change_buffer();
+            // The key read, or a new key inside the part of the range the scan depended on.
+            let blind = if round % 2 == 0 { k.clone() } else { [&k[..], b"+"].concat() };
+            let mut writer = db.transaction();
+            writer.put(&tree, &blind, b"blind").unwrap();
+            writer.commit().unwrap();
+            model.insert(blind.clone(), b"blind".to_vec());
+            went_to_buffer += usize::from(db.change_buffer().0 > held);
+            match reader.commit() {
+                Err(ferrite::Error::Conflict { .. }) if round % 2 == 0 => point_conflicts += 1,
+                Err(ferrite::Error::Conflict { .. }) => range_conflicts += 1,
+                other => panic!("round {round}: the reader committed over a blind put: {other:?}"),
+            }
+        }
+        assert_eq!((point_conflicts, range_conflicts), (20, 20));
+        // (The transactions' share of this tiny buffer is 1.5 KiB, about a dozen entries:
+        // the others read their leaf. Measured: 7.)
+        assert!(went_to_buffer >= 4, "{went_to_buffer} of 40 blind puts went to the buffer");
+        assert_same(&tree, &model, "before closing");
+    }
+    let db = Db::open(dir.path(), options()).unwrap();
+    assert_same(&db.tree("t").unwrap(), &model, "after reopening");
+    assert_same(&db.tree("small").unwrap(), &small_model, "after reopening");
+}
+
 #[test]
 fn tasks_put_into_the_buffer_and_read_it_back() {
     let dir = TempDir::with_prefix("buffered-tasks").unwrap();

@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::btree::BTree;
@@ -46,6 +46,14 @@ pub const ENTRY_OVERHEAD: u64 = 64;
 /// What an entry of `key` and `value` counts against the budget.
 pub fn entry_cost(key: &[u8], value: &[u8]) -> u64 {
     key.len() as u64 + value.len() as u64 + ENTRY_OVERHEAD
+}
+
+/// Places of `ChangeBuffer::held`: tree ids share one when equal modulo this.
+const TREE_PLACES: usize = 64;
+
+/// `tree`'s place in `ChangeBuffer::held`.
+fn tree_place(tree: u64) -> usize {
+    (tree % TREE_PLACES as u64) as usize
 }
 
 /// `(N, what the buffer held for a key before commit N)`.
@@ -82,6 +90,10 @@ pub struct ChangeBuffer {
     budget: u64,
     /// `entry_cost` summed over the map (0 exactly when it is empty).
     bytes: AtomicU64,
+    /// Entries held per place of their tree's id (`tree_place`), updated with the map: a
+    /// read of a tree whose place holds none skips the map's lock (`holds_tree`), so that
+    /// entries of one tree cost nothing to the readers of the others.
+    held: [AtomicU32; TREE_PLACES],
     /// Whether the commit under way staged anything: every commit asks (`take_staged`), and
     /// every direct change of a key (`stage_remove`), so that with nothing held or staged
     /// neither takes the lock.
@@ -93,6 +105,8 @@ pub struct ChangeBuffer {
     drained: AtomicU64,
     /// Whether the pool was asked to lend its flex frames to the buffer (`policy.rs`).
     pub(super) lent: AtomicBool,
+    /// Flex frames asked for transactions' share alone, before `lent` (`policy.rs`).
+    pub(super) lent_for_transactions: AtomicU64,
     inner: Mutex<Inner>,
 }
 
@@ -102,11 +116,13 @@ impl ChangeBuffer {
         ChangeBuffer {
             budget,
             bytes: AtomicU64::new(0),
+            held: std::array::from_fn(|_| AtomicU32::new(0)),
             staged_any: AtomicBool::new(false),
             undo_any: AtomicBool::new(false),
             drains: AtomicU64::new(0),
             drained: AtomicU64::new(0),
             lent: AtomicBool::new(false),
+            lent_for_transactions: AtomicU64::new(0),
             inner: Mutex::default(),
         }
     }
@@ -132,6 +148,13 @@ impl ChangeBuffer {
         self.bytes() == 0
     }
 
+    /// Whether entries of tree `tree` may wait (false: certainly none; true also when
+    /// another tree's id shares its place).
+    #[inline]
+    pub fn holds_tree(&self, tree: u64) -> bool {
+        self.held[tree_place(tree)].load(Ordering::Acquire) != 0
+    }
+
     /// Counts a drain that moved `entries` into their leaf.
     pub fn count_drain(&self, entries: usize) {
         self.drains.fetch_add(1, Ordering::Relaxed);
@@ -150,7 +173,7 @@ impl ChangeBuffer {
 
     /// The value of `key` in tree `tree`, if held here (then it is the key's newest).
     pub fn get(&self, tree: u64, key: &[u8]) -> Option<Vec<u8>> {
-        if self.is_empty() {
+        if !self.holds_tree(tree) {
             return None;
         }
         let inner = self.inner.lock().unwrap();
@@ -164,7 +187,7 @@ impl ChangeBuffer {
         low: Bound<&[u8]>,
         high: Bound<&[u8]>,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        if self.is_empty() || is_empty_range(low, high) {
+        if !self.holds_tree(tree) || is_empty_range(low, high) {
             return Vec::new();
         }
         let bounds = map_bounds(tree, low, high);
@@ -355,13 +378,17 @@ impl ChangeBuffer {
                 BufferedOp::Put { tree, key, value } => {
                     let old = inner.map.insert((*tree, key.clone()), value.clone());
                     bytes += entry_cost(key, value);
-                    if let Some(old) = old {
-                        bytes -= entry_cost(key, &old);
+                    match old {
+                        Some(old) => bytes -= entry_cost(key, &old),
+                        None => {
+                            self.held[tree_place(*tree)].fetch_add(1, Ordering::AcqRel);
+                        }
                     }
                 }
                 BufferedOp::Removed { tree, key } => {
                     if let Some(old) = inner.map.remove(&(*tree, key.clone())) {
                         bytes -= entry_cost(key, &old);
+                        self.held[tree_place(*tree)].fetch_sub(1, Ordering::AcqRel);
                     }
                 }
             }
@@ -410,6 +437,12 @@ impl ChangeBuffer {
     /// Starts from what recovery found (`trees` names every tree id that has entries).
     pub fn load(&self, map: BTreeMap<(u64, Vec<u8>), Vec<u8>>, trees: HashMap<u64, BTree>) {
         let bytes = map.iter().map(|((_, k), v)| entry_cost(k, v)).sum();
+        for held in &self.held {
+            held.store(0, Ordering::Release);
+        }
+        for (tree, _) in map.keys() {
+            self.held[tree_place(*tree)].fetch_add(1, Ordering::AcqRel);
+        }
         let mut inner = self.inner.lock().unwrap();
         inner.map = map;
         inner.trees = trees;

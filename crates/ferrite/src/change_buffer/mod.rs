@@ -9,3 +9,4 @@ mod map;
 mod policy;
 
 pub use map::{entry_cost, is_empty_range, ChangeBuffer};
+pub use policy::TRANSACTION_SHARE;

@@ -66,11 +66,13 @@ impl BatchOp {
 /// caller knows for op `i`'s key; an empty `near` knows none) or else to the leaf the
 /// previous put of the same tree went to, if that leaf holds the key
 /// ([`Tree::apply_put_near`]): a sorted batch puts runs of keys into one leaf without
-/// descending from the root for each.
+/// descending from the root for each. A put with `buffered[i]` set goes to the change buffer
+/// instead (the caller found its leaf out of memory, and the put replaces no object).
 pub(super) async fn apply_ops(
     batch: &WriteBatch,
     objects: &PreparedObjects,
     near: &[Option<PageId>],
+    buffered: &[bool],
 ) -> Result<()> {
     // A tree dropped since the batch was checked fails the batch before anything changes
     // (failing midway would fail the log: the ops before would have changed pages). Under
@@ -114,6 +116,9 @@ pub(super) async fn apply_ops(
         match (op, &objects[i]) {
             (BatchOp::Put(key, _), PreparedOp::Object(prepared)) => {
                 tree.shared.apply_prepared(tree, key, prepared).await?
+            }
+            (BatchOp::Put(key, value), _) if buffered.get(i) == Some(&true) => {
+                tree.shared.change_buffer.stage_put(tree.btree, key, value);
             }
             (BatchOp::Put(key, _) | BatchOp::Add(key, _), _) => {
                 // (An add puts its counter's sum.)
@@ -372,7 +377,7 @@ impl Db {
             last = tree.prefetch_leaf(op.key(), leaf).await.map(|leaf| (tree.btree.tree_id, leaf));
         }
         let outcome =
-            shared.commit(durability, async || apply_ops(batch, &objects, &[]).await).await;
+            shared.commit(durability, async || apply_ops(batch, &objects, &[], &[]).await).await;
         if outcome.is_err() {
             shared.abandon_objects(&objects);
         }

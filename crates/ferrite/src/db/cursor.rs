@@ -237,8 +237,9 @@ impl Cursor {
         let node = Node::new(self.leaf.bytes());
         self.extra.clear();
         self.extra_used = 0;
-        let at = self.at;
-        if let Some(changes) = self.change_buffer.as_ref().filter(|b| !b.is_empty() || at.is_some())
+        let (at, tree_id) = (self.at, self.tree.tree_id);
+        if let Some(changes) =
+            self.change_buffer.as_ref().filter(|b| b.holds_tree(tree_id) || at.is_some())
         {
             self.unvouched = true;
             let (leaf_low, leaf_high) = key_range(node);

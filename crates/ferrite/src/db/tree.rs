@@ -341,9 +341,10 @@ impl Tree {
 
     /// Whether the part of a range a scan's witness vouched for certainly holds what the
     /// scan found ([`Tree::collect_range_witnessed`]): the leaf keeps its version and the
-    /// change buffer is empty (false: scan it again to tell).
+    /// change buffer holds nothing of this tree (false: scan it again to tell).
     pub(super) fn range_unchanged_since(&self, (page, version): (PageId, u64)) -> bool {
-        self.shared.pool.unchanged_since(page, version) && self.shared.change_buffer.is_empty()
+        self.shared.pool.unchanged_since(page, version)
+            && !self.shared.change_buffer.holds_tree(self.btree.tree_id)
     }
 
     /// `key`'s value as stored (an object's stub is not followed), as a future: on a
@@ -618,6 +619,28 @@ impl Tree {
             }
         }
         self.run(false, |pool, _| btree.leaf_for(pool, key)).await.ok()
+    }
+
+    /// The leaf for `key` if it is in memory, without loading anything: `Ok(None)` if it, or
+    /// a node on the path to it, is not (a put of the key can then go to the change buffer,
+    /// as [`Tree::put_async`]'s does). Leaf `last` is tried first, as in `prefetch_leaf`.
+    pub(super) async fn resident_leaf_for(
+        &self,
+        key: &[u8],
+        last: Option<PageId>,
+    ) -> Result<Option<PageId>> {
+        let btree = self.btree;
+        if let Some(leaf) = last {
+            if btree.resident_leaf_holds(&self.shared.pool, leaf, key) {
+                return Ok(Some(leaf));
+            }
+        }
+        self.run(false, |pool, _| match btree.leaf_for(pool, key) {
+            Ok(leaf) => Ok(Some(leaf)),
+            Err(Interrupt::Miss(_)) => Ok(None),
+            Err(other) => Err(other),
+        })
+        .await
     }
 
     /// The put itself, inside a commit (the key leaves the change buffer, if there; an

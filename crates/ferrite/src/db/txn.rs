@@ -33,6 +33,7 @@ use std::time::Instant;
 use super::batch::{apply_ops, tree_slot, BatchOp};
 use super::intents::{Claim, Intents};
 use super::{check_key, check_value, Shared, Tree, WriteBatch};
+use crate::change_buffer::entry_cost;
 use crate::error::{Error, PageId, Result};
 use crate::id_hash::IdHasher;
 use crate::options::Durability;
@@ -755,19 +756,47 @@ impl Transaction {
         }
         // The leaves the writes go to, loaded now and handed to the commit: the one a key
         // was read from, where unchanged; else the one the previous key of the tree went to,
-        // if it holds the key (the writes are sorted); else the one a descent finds.
+        // if it holds the key (the writes are sorted); else the one a descent finds. A put
+        // of a key the transaction did not read, whose leaf is not in memory, is not loaded:
+        // it goes to the change buffer, as a `Tree::put`'s would (`buffered`).
+        let shared = &self.shared;
+        let may_buffer =
+            shared.change_buffer.enabled() && !shared.objects_in_use.load(Ordering::Acquire);
         let mut near = Vec::with_capacity(batch.ops.len());
+        let mut buffered = Vec::new();
+        let mut buffered_cost = 0;
         let mut last: Option<(u64, PageId)> = None;
-        for (tree, op) in batch.iter() {
+        for (i, (tree, op)) in batch.iter().enumerate() {
             let tree_id = tree.btree.tree_id;
             let read = self.reads.get(probe_key(&mut self.probe, tree_id, op.key()));
             let read_leaf = read.and_then(|r| r.leaf.filter(|_| r.unchanged(tree, op.key())));
-            let leaf = match read_leaf.map(|(leaf, _)| leaf) {
-                Some(leaf) => Some(leaf),
-                None => {
-                    let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, l)| l);
-                    tree.prefetch_leaf(op.key(), after_last).await
+            let after_last = last.filter(|&(id, _)| id == tree_id).map(|(_, l)| l);
+            let leaf = match (read_leaf.map(|(leaf, _)| leaf), op) {
+                (Some(leaf), _) => Some(leaf),
+                (None, BatchOp::Put(key, value))
+                    if may_buffer
+                        && read.is_none()
+                        && !super::object::needs_object(value.len() as u64, value) =>
+                {
+                    match tree.resident_leaf_for(key, after_last).await {
+                        Ok(None)
+                            if shared.change_buffer.room_for_transaction(
+                                &shared.pool,
+                                buffered_cost + entry_cost(key, value),
+                            ) =>
+                        {
+                            buffered.resize(batch.ops.len(), false);
+                            buffered[i] = true;
+                            buffered_cost += entry_cost(key, value);
+                            None
+                        }
+                        Ok(Some(leaf)) => Some(leaf),
+                        Ok(None) => tree.prefetch_leaf(key, None).await,
+                        // (Left for the commit to meet.)
+                        Err(_) => None,
+                    }
                 }
+                (None, _) => tree.prefetch_leaf(op.key(), after_last).await,
             };
             last = leaf.map(|leaf| (tree_id, leaf));
             near.push(leaf);
@@ -799,7 +828,7 @@ impl Transaction {
                     return Err(conflict(tree, key));
                 }
             }
-            apply_ops(&batch, &objects, &near).await
+            apply_ops(&batch, &objects, &near, &buffered).await
         };
         let (intents, stamp) = (&self.intents, self.stamp);
         let released = std::sync::atomic::AtomicBool::new(false);
@@ -823,7 +852,13 @@ impl Transaction {
         if outcome.is_err() {
             self.shared.abandon_objects(&objects);
         }
-        outcome
+        outcome?;
+        // Past its budget (or the transactions' share): the committer that pushed it over
+        // drains a leaf, as a `Tree::put`'s does.
+        if buffered_cost > 0 && shared.change_buffer.transaction_share_full(&shared.pool) {
+            shared.drain_next().await?;
+        }
+        Ok(())
     }
 
     fn check_tree(&self, tree: &Tree) -> Result<()> {

@@ -95,7 +95,8 @@ impl FerriteEngine {
         };
         let description = format!(
             "ferrite: pool_bytes={} ({} MiB), workers={}, io_depth={}, direct_io={}, \
-             checkpoint_log_bytes={} ({} MiB), commits {}",
+             checkpoint_log_bytes={} ({} MiB), change buffer {} KiB of the pool (blind puts \
+             of transactions into leaves out of memory: {} KiB of it), commits {}",
             options.pool_bytes,
             config.cache_mib,
             options.workers,
@@ -103,6 +104,8 @@ impl FerriteEngine {
             options.direct_io,
             options.checkpoint_interval(),
             options.checkpoint_interval() >> 20,
+            options.change_buffer_budget() >> 10,
+            options.transaction_buffer_bytes() >> 10,
             match config.sync {
                 true => "Durability::Sync",
                 false => "Durability::None",
