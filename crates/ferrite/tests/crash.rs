@@ -105,6 +105,10 @@ struct Seen {
     /// Single puts (`Tree::put`), and how many of them the change buffer took.
     single_puts: u64,
     buffered_puts: u64,
+    /// Batches committed as transactions instead (blind puts and deletes), and how many of
+    /// them left entries in the change buffer.
+    transactions: u64,
+    buffered_transactions: u64,
     /// Entries recoveries found in the change buffer.
     recovered_buffered: u64,
 }
@@ -263,6 +267,24 @@ fn run_disk(seed: u64, seen: &mut Seen, suite: Suite) {
                     seen.buffered_puts += (db.change_buffer().0 > before) as u64;
                     outcome
                 }
+                // A third of the others as a transaction of blind writes: its puts into
+                // leaves not in memory wait in the change buffer too (its share of it).
+                _ if rng.below(3) == 0 => {
+                    let mut txn = db.transaction();
+                    txn.durability(if waits { Durability::Sync } else { Durability::None });
+                    for op in &ops {
+                        match op {
+                            Op::Put(t, k, v) => txn.put(&trees[*t as usize], k, v),
+                            Op::Delete(t, k) => txn.delete(&trees[*t as usize], k),
+                        }
+                        .expect("a transaction takes the write");
+                    }
+                    let before = db.change_buffer().0;
+                    let outcome = txn.commit();
+                    seen.transactions += 1;
+                    seen.buffered_transactions += (db.change_buffer().0 > before) as u64;
+                    outcome
+                }
                 _ => db.write(&batch),
             };
             if std::env::var_os("FERRITE_TRACE").is_some() {
@@ -355,6 +377,7 @@ fn crashes_with_puts_in_the_change_buffer_lose_nothing_acknowledged() {
         // memory, and the frame retires when eviction frees it: some puts of each cycle go to
         // their leaves first.)
         assert!(seen.buffered_puts > 50, "{seen:?}");
+        assert!(seen.buffered_transactions > 20, "{seen:?}");
         assert!(seen.recovered_buffered > 100, "{seen:?}");
         assert!(seen.failed_commits > 5, "{seen:?}");
     }
