@@ -593,6 +593,41 @@ mod tests {
         assert_eq!(b.get(1, b"k"), None);
     }
 
+    /// Each tree's entries are counted as they come and go (an overwrite is not a second
+    /// entry), and at a load: a tree with none is skipped without the lock, a tree sharing
+    /// its place with another (ids 64 apart) is looked up.
+    #[test]
+    fn entries_are_counted_per_tree() {
+        let b = ChangeBuffer::new(1 << 20);
+        let commit = |puts: &[(u64, &str)], removals: &[(u64, &str)]| {
+            for &(t, k) in puts {
+                b.stage_put(tree(t), k.as_bytes(), b"v");
+            }
+            for &(t, k) in removals {
+                b.stage_remove(t, k.as_bytes());
+            }
+            b.apply(&b.take_staged(), None);
+        };
+        commit(&[(1, "a"), (1, "b"), (1, "a"), (65, "x")], &[]);
+        assert_eq!(b.held[1].load(Ordering::Acquire), 3, "a, b and 65's x");
+        assert!(b.holds_tree(1) && b.holds_tree(65) && b.holds_tree(129), "one place");
+        assert!(!b.holds_tree(2) && !b.holds_tree(0));
+        assert_eq!(b.get(129, b"x"), None, "a tree sharing the place finds nothing of it");
+        assert_eq!(b.get(65, b"x"), Some(b"v".to_vec()));
+        commit(&[(2, "c")], &[(1, "a"), (1, "missing")]);
+        assert_eq!(b.held[1].load(Ordering::Acquire), 2);
+        assert!(b.holds_tree(2));
+        commit(&[], &[(1, "b"), (65, "x"), (2, "c")]);
+        assert!(b.held.iter().all(|h| h.load(Ordering::Acquire) == 0));
+        assert!(!b.holds_tree(1) && b.is_empty());
+        assert!(b.range(1, Bound::Unbounded, Bound::Unbounded).is_empty());
+        // A load counts what it brings.
+        let map = BTreeMap::from([((3, b"k".to_vec()), b"v".to_vec()), ((67, vec![1]), vec![])]);
+        b.load(map, HashMap::from([(3, tree(3)), (67, tree(67))]));
+        assert_eq!(b.held[3].load(Ordering::Acquire), 2);
+        assert_eq!(b.get(3, b"k"), Some(b"v".to_vec()));
+    }
+
     #[test]
     fn ranges_stay_inside_their_tree() {
         let b = ChangeBuffer::new(1 << 20);

@@ -13,7 +13,7 @@ use crate::format::page::PAGE_SIZE;
 /// Blind puts of transactions fill at most this fraction of the budget. A transaction's put
 /// of a key it did not read, whose leaf is out of memory, waits in the buffer as a
 /// `Tree::put`'s does; but such puts are mostly inserts no one reads until their leaf is read
-/// anyway (an index entry, a history row), and the frames a large buffer takes are worth more
+/// anyway (an index entry at a random place), and the frames a large buffer takes are worth more
 /// to the pool. TPC-C, 4 warehouses in 40 MiB (the budget a quarter of it, 10 MiB): device
 /// reads per transaction 5.04 without buffering them, 4.73–4.79 with the buffer limited to
 /// 128 KiB–1 MiB, 4.91 at 2 MiB and 6.22 at the whole 10 MiB (docs/benchmarks.md).
