@@ -21,6 +21,21 @@ fn key(i: u64) -> Vec<u8> {
     format!("key-{i:05}").into_bytes()
 }
 
+/// Puts the even keys below 4000 into `tree` (and `model`) in key order, in batches: enough
+/// that the leaves outgrow the pool (sequential: no buffering).
+fn fill_even_keys(db: &Db, tree: &ferrite::Tree, model: &mut Model) {
+    let mut batch = WriteBatch::new();
+    for i in (0..4000).step_by(2) {
+        batch.put(tree, key(i), [7; 60]);
+        model.insert(key(i), vec![7; 60]);
+        if batch.len() == 8 {
+            db.write(&batch).unwrap();
+            batch = WriteBatch::new();
+        }
+    }
+    db.write(&batch).unwrap();
+}
+
 fn assert_same(tree: &ferrite::Tree, model: &Model, when: &str) {
     let all: Model = tree.iter().map(|e| e.unwrap()).collect();
     assert!(all == *model, "{when}: a full scan differs ({} against {})", all.len(), model.len());
@@ -39,17 +54,7 @@ fn buffered_puts_are_seen_by_every_read_and_change_and_survive_reopening() {
     {
         let db = Db::open(dir.path(), options()).unwrap();
         let tree = db.tree("t").unwrap();
-        // Enough in key order that the leaves outgrow the pool (sequential: no buffering).
-        let mut batch = WriteBatch::new();
-        for i in (0..4000).step_by(2) {
-            batch.put(&tree, key(i), [7; 60]);
-            model.insert(key(i), vec![7; 60]);
-            if batch.len() == 8 {
-                db.write(&batch).unwrap();
-                batch = WriteBatch::new();
-            }
-        }
-        db.write(&batch).unwrap();
+        fill_even_keys(&db, &tree, &mut model);
         for step in 0..6000u64 {
             let k = key(rng.below(4000));
             match rng.below(20) {
@@ -204,16 +209,7 @@ fn transactions_blind_puts_wait_in_the_buffer_and_still_conflict() {
         let db = Db::open(dir.path(), options()).unwrap();
         let tree = db.tree("t").unwrap();
         let small = db.tree("small").unwrap();
-        let mut batch = WriteBatch::new();
-        for i in (0..4000).step_by(2) {
-            batch.put(&tree, key(i), [7; 60]);
-            model.insert(key(i), vec![7; 60]);
-            if batch.len() == 8 {
-                db.write(&batch).unwrap();
-                batch = WriteBatch::new();
-            }
-        }
-        db.write(&batch).unwrap();
+        fill_even_keys(&db, &tree, &mut model);
         let mut buffered_seen = 0;
         for step in 0..3000u64 {
             // A blind put into the big tree, and a read-then-put of a small tree's key.
