@@ -388,3 +388,55 @@ fn ranges_are_double_ended_like_the_model() {
         db.close().unwrap();
     }
 }
+
+/// The pool counts the pages it reads from disk per tree: after a reopen (a cold pool), a
+/// scan of one tree reads its pages and no other tree's; the catalog's own reads are named;
+/// a Value page counts for its tree; a dropped tree's reads stay, under its number.
+#[test]
+fn reads_are_counted_per_tree() {
+    let dir = TempDir::with_prefix("reads-by-tree").unwrap();
+    let options = || Options { direct_io: false, ..quick() };
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        for (name, count) in [("big", 3000u32), ("small", 40), ("doomed", 500)] {
+            let tree = db.tree(name).unwrap();
+            for i in 0..count {
+                tree.put(i.to_be_bytes(), [name.len() as u8; 100]).unwrap();
+            }
+        }
+        // One value long enough for a Value page.
+        db.tree("small").unwrap().put(b"long", [9u8; 3000]).unwrap();
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), options()).unwrap();
+    let count = |name: &str| {
+        let reads = db.reads_by_tree().unwrap();
+        reads.iter().find(|(n, _)| n == name).map_or(0, |&(_, pages)| pages)
+    };
+    let big = db.tree("big").unwrap();
+    let before_scan = count("big");
+    assert_eq!(big.iter().count(), 3000);
+    // 3000 entries of ~110 bytes: about 90 leaves and their inner node, read once each.
+    let scanned = count("big") - before_scan;
+    assert!((80..=140).contains(&scanned), "{scanned} pages of big read by its scan");
+    assert_eq!(count("small"), 0, "a tree nobody read");
+    assert!(count("(catalog)") > 0, "opening the trees read the catalog");
+    let small = db.tree("small").unwrap();
+    assert_eq!(small.get(b"long").unwrap().map(|v| v.len()), Some(3000));
+    assert!(count("small") >= 2, "its leaf and the Value page: {}", count("small"));
+    // Most read first.
+    let reads = db.reads_by_tree().unwrap();
+    assert_eq!(reads[0].0, "big", "{reads:?}");
+    assert!(reads.windows(2).all(|w| w[0].1 >= w[1].1), "{reads:?}");
+    // A dropped tree keeps the reads it had, under its number.
+    let doomed = db.tree("doomed").unwrap();
+    assert_eq!(doomed.iter().count(), 500);
+    let doomed_reads = count("doomed");
+    assert!(doomed_reads > 0);
+    drop(doomed);
+    db.drop_tree("doomed").unwrap();
+    let reads = db.reads_by_tree().unwrap();
+    let dropped: Vec<_> = reads.iter().filter(|(n, _)| n.starts_with("(dropped tree ")).collect();
+    assert_eq!(dropped.len(), 1, "{reads:?}");
+    assert!(dropped[0].1 >= doomed_reads, "{reads:?}");
+}

@@ -180,6 +180,19 @@ pub fn fences_hold(lower: &[u8], upper: &[u8], key: &[u8]) -> bool {
     (lower.is_empty() || lower < key) && (upper.is_empty() || key <= upper)
 }
 
+/// The tree page `page` belongs to, from its header: a node's or a Value page's tree id
+/// (`None` for pages of no tree). `Db::open` has the pool count its reads by it
+/// (`BufferPool::with_read_tagger`).
+pub fn page_tree(page: &[u8]) -> Option<u64> {
+    const _: () = assert!(OFFSET_TREE_ID == crate::format::value::OFFSET_TREE_ID);
+    match kind_of(page) {
+        Some(PageKind::Leaf | PageKind::Inner | PageKind::Value) => {
+            Some(read_u64(page, OFFSET_TREE_ID))
+        }
+        _ => None,
+    }
+}
+
 /// The buffer pool's structural check of every page read from disk (`Db::open` installs it,
 /// see `BufferPool::with_page_validator`): B+tree nodes must pass [`Node::validate`]; other
 /// kinds are left to their own decoders.

@@ -204,7 +204,9 @@ impl BufferPool {
         let memory = self.page_mut(page_id);
         self.file.read_page(page_id, memory)?;
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        self.verify_read(memory, page_id)
+        self.verify_read(memory, page_id)?;
+        self.tag_read(memory);
+        Ok(())
     }
 
     /// Verifies a page just read from disk, before anyone else sees it: checksum, own id and
@@ -277,7 +279,11 @@ impl BufferPool {
                 if bytes < PAGE_SIZE {
                     memory[bytes..].fill(0); // past the end of the file
                 }
-                self.verify_read(memory, page_id)
+                let verified = self.verify_read(memory, page_id);
+                if verified.is_ok() {
+                    self.tag_read(memory);
+                }
+                verified
             }
             Err(e) => Err(Error::io(
                 format!("reading page {page_id} of {}", self.file.path().display()),

@@ -38,8 +38,9 @@
 
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::alloc::FrameAlloc;
 use super::capture::CaptureState;
@@ -61,6 +62,11 @@ use crate::io::PageFile;
 /// format above the common header, so the layer that does supplies it
 /// (`BufferPool::with_page_validator`; `Db::open` installs `btree::node::validate_page`).
 pub type PageValidator = fn(&[u8]) -> std::result::Result<(), String>;
+
+/// Names what a page read from disk belongs to (a tree id), for the pool's reads per tree
+/// (`BufferPool::reads_by_tag`); `None` for a page of no tree. Supplied from above like the
+/// validator (`Db::open` installs `btree::node::page_tree`).
+pub type ReadTagger = fn(&[u8]) -> Option<u64>;
 
 /// Counters, for `ferrite stats` and the benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -106,6 +112,11 @@ pub struct BufferPool {
     pub(super) writable: bool,
     /// Checks the structure of every page read from disk, if set.
     pub(super) validator: Option<PageValidator>,
+    /// Tags every page read from disk, if set, for `reads_by_tag`.
+    pub(super) read_tagger: Option<ReadTagger>,
+    /// Pages read from disk per tag (`read_tagger`): a lock per device read, which costs
+    /// nothing beside the read itself.
+    pub(super) reads_by_tag: Mutex<HashMap<u64, u64>>,
     pub(super) counters: Counters,
     pub(super) load_waiters: LoadWaiters,
     /// The write-ahead log, once the database attached it: write-backs then follow its
@@ -177,6 +188,8 @@ impl BufferPool {
             writable: file.is_writable(),
             file,
             validator: None,
+            read_tagger: None,
+            reads_by_tag: Mutex::default(),
             counters: Counters::default(),
             load_waiters: LoadWaiters::default(),
             log: OnceLock::new(),
@@ -205,6 +218,29 @@ impl BufferPool {
     pub fn with_page_validator(mut self, validator: PageValidator) -> Self {
         self.validator = Some(validator);
         self
+    }
+
+    /// Counts every page read from disk by the tag `tagger` gives it (`reads_by_tag`).
+    pub fn with_read_tagger(mut self, tagger: ReadTagger) -> Self {
+        self.read_tagger = Some(tagger);
+        self
+    }
+
+    /// Pages read from disk since open, per tag (`with_read_tagger`; pages of no tag are
+    /// not counted here), by tag.
+    pub fn reads_by_tag(&self) -> Vec<(u64, u64)> {
+        let counts = self.reads_by_tag.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reads: Vec<(u64, u64)> = counts.iter().map(|(&tag, &n)| (tag, n)).collect();
+        reads.sort_unstable();
+        reads
+    }
+
+    /// Counts page `memory`, just read from disk and verified, by its tag.
+    pub(super) fn tag_read(&self, memory: &[u8]) {
+        if let Some(tag) = self.read_tagger.and_then(|tagger| tagger(memory)) {
+            let mut counts = self.reads_by_tag.lock().unwrap_or_else(|e| e.into_inner());
+            *counts.entry(tag).or_default() += 1;
+        }
     }
 
     /// The pool's counters now.

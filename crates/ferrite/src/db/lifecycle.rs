@@ -274,7 +274,8 @@ impl Found {
         pool.set_snapshot_limit(options.snapshot_bytes);
         let pool = pool
             .with_flex_frames(options.flex_pages())
-            .with_page_validator(crate::btree::node::validate_page);
+            .with_page_validator(crate::btree::node::validate_page)
+            .with_read_tagger(crate::btree::node::page_tree);
         let pool = match &options.tier {
             Some(tier) => pool.with_tier(crate::buffer::Tier::open(
                 tier,

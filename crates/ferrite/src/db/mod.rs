@@ -250,6 +250,39 @@ impl Db {
         }
     }
 
+    /// Pages the pool has read from disk since open, per tree: `(name, pages)` for every tree
+    /// read from, most read first. The catalog is `(catalog)`, a tree of the engine's own
+    /// (the objects' maps) its name in parentheses, and a tree dropped since it was read
+    /// `(dropped tree N)`. For finding which data a workload's reads go to; a tree's
+    /// [`Tree`] handles count nothing themselves.
+    pub fn reads_by_tree(&self) -> Result<Vec<(String, u64)>> {
+        self.shared.check_open()?;
+        let shared = &self.shared;
+        let mut names: std::collections::HashMap<u64, String> = shared
+            .catalog_entries()?
+            .into_iter()
+            .filter_map(|(name, tree)| {
+                let name = match name.strip_prefix('\0') {
+                    Some(internal) => format!("({internal})"),
+                    None => name,
+                };
+                tree.map(|tree| (tree.tree_id, name))
+            })
+            .collect();
+        names.insert(shared.catalog.tree_id, "(catalog)".to_owned());
+        let mut reads: Vec<(String, u64)> = shared
+            .pool
+            .reads_by_tag()
+            .into_iter()
+            .map(|(id, pages)| {
+                let name = names.remove(&id).unwrap_or_else(|| format!("(dropped tree {id})"));
+                (name, pages)
+            })
+            .collect();
+        reads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(reads)
+    }
+
     /// The pool's counters, the number of trees and the page file's size.
     pub fn stats(&self) -> Result<DbStats> {
         let (snapshots, snapshot_bytes, snapshots_expired) = self.shared.pool.snapshot_stats();

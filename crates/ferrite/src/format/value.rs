@@ -16,7 +16,7 @@ use crate::format::page::{self, read_u32, read_u64, write_u32, write_u64, PageKi
 
 /// Bytes of a Value page before the value (see the table above).
 pub const VALUE_HEADER_SIZE: usize = 40;
-const OFFSET_TREE_ID: usize = 24;
+pub(crate) const OFFSET_TREE_ID: usize = 24;
 const OFFSET_LEN: usize = 32;
 /// Most value bytes one Value page holds.
 pub const PAGE_CAPACITY: usize = PAGE_SIZE - VALUE_HEADER_SIZE;

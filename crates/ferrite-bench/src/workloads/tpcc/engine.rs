@@ -36,6 +36,9 @@ pub struct Counters {
     pub workers: Option<WorkerTimes>,
     /// Per worker, nanoseconds spent running tasks (Ferrite; empty for the peers).
     pub task_ns: Vec<u64>,
+    /// The pool's page reads per tree since open, `(tree, pages)` (Ferrite's
+    /// `Db::reads_by_tree`; empty for the peers).
+    pub reads_by_tree: Vec<(String, u64)>,
     /// The store's own counters under its own names (the peers': `Peer::stats`, RocksDB's
     /// tickers, WiredTiger's cache statistics); `None` for Ferrite, whose pool counts the
     /// pages it reads and writes (`pool`) but not its hits.
@@ -166,6 +169,8 @@ impl Engine for FerriteEngine {
             log: log_counters_of(&self.db),
             workers: Some(WorkerTimes::of(&stats)),
             task_ns: stats.iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect(),
+            // (A count for the summary: a failure to read the catalog shows as none.)
+            reads_by_tree: self.db.reads_by_tree().unwrap_or_default(),
             store: None,
         }
     }

@@ -118,6 +118,9 @@ pub struct TpccReport {
     /// such count, the peers).
     pub pool_reads: Option<u64>,
     pub pool_writes: Option<u64>,
+    /// Of `pool_reads`, the pages of each table (and index) read in the window, most first
+    /// (Ferrite's; empty for the peers).
+    pub reads_by_table: Vec<(String, u64)>,
     /// What Ferrite's log wrote in the window (`None`: the peers, who count theirs in
     /// `store_stats` if at all).
     pub log: Option<LogCounters>,
@@ -152,6 +155,24 @@ impl IoSource {
             IoSource::Unknown => "unknown",
         }
     }
+}
+
+/// `reads` (pages per table, most first) as `table x.xx (n %)`, the tables under 1 % of
+/// the reads together as `others`; `per_tx` turns pages into pages per transaction.
+pub(super) fn by_table(reads: &[(String, u64)], per_tx: impl Fn(u64) -> f64) -> String {
+    let total: u64 = reads.iter().map(|&(_, pages)| pages).sum();
+    let share = |pages: u64| 100.0 * pages as f64 / total.max(1) as f64;
+    let (shown, others): (Vec<_>, Vec<_>) =
+        reads.iter().partition(|&&(_, pages)| share(pages) >= 1.0);
+    let mut parts: Vec<String> = shown
+        .iter()
+        .map(|(table, pages)| format!("{table} {:.2} ({:.0} %)", per_tx(*pages), share(*pages)))
+        .collect();
+    let rest: u64 = others.iter().map(|&&(_, pages)| pages).sum();
+    if rest > 0 {
+        parts.push(format!("others {:.2} ({:.1} %)", per_tx(rest), share(rest)));
+    }
+    parts.join(", ")
 }
 
 impl TpccReport {
@@ -354,6 +375,10 @@ impl TpccReport {
                     self.per_tx(writes),
                     cpu_us
                 );
+                if !self.reads_by_table.is_empty() {
+                    let line = by_table(&self.reads_by_table, |pages| self.per_tx(pages));
+                    let _ = writeln!(s, "page reads per transaction by table: {line}");
+                }
             }
             None => {
                 let _ = writeln!(

@@ -437,6 +437,7 @@ fn run_on<E: Engine>(
         seconds: measured.seconds,
         cpu: measured.cpu,
         pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
+        reads_by_table: reads_since(&before.reads_by_tree, &after.reads_by_tree),
         pool_writes: pool.map(|((_, w0), (_, w1))| w1 - w0),
         log: before.log.zip(after.log).map(|(b, a)| a.since(b)),
         disk,
@@ -664,6 +665,21 @@ async fn pause(seconds: f64, phase: &AtomicU8) {
 /// file synced, renamed over the old one, and the directory synced. (The record of a
 /// finished load, written after the load itself is durable; without the syncs a power cut
 /// could keep the load and lose its record, and the kept data set could not be checked.)
+/// The pages read per table between two counts of `Db::reads_by_tree` (tables by their
+/// names without the `tpcc.` prefix), most first; tables read from in the window only.
+pub(super) fn reads_since(before: &[(String, u64)], after: &[(String, u64)]) -> Vec<(String, u64)> {
+    let mut reads: Vec<(String, u64)> = after
+        .iter()
+        .map(|(name, pages)| {
+            let earlier = before.iter().find(|(n, _)| n == name).map_or(0, |&(_, p)| p);
+            (name.strip_prefix("tpcc.").unwrap_or(name).to_owned(), pages.saturating_sub(earlier))
+        })
+        .filter(|&(_, pages)| pages > 0)
+        .collect();
+    reads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    reads
+}
+
 fn write_durably(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     let temporary = dir.join(format!("{name}.new"));

@@ -608,3 +608,28 @@ fn deliveries_of_a_warehouse_take_turns() {
 
 /// A warehouse no other test uses (the turns are process-wide).
 const MAX_TEST_WAREHOUSE: u16 = super::run::MAX_WAREHOUSES;
+
+/// The summary's reads by table: the window's pages per table (names without `tpcc.`, most
+/// first, tables not read in the window left out), and the tables under 1 % together.
+#[test]
+fn reads_by_table_are_the_windows_and_small_ones_go_together() {
+    use super::report::by_table;
+    use super::run::reads_since;
+    let named = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+        pairs.iter().map(|&(n, p)| (n.to_owned(), p)).collect()
+    };
+    let before = named(&[("tpcc.stock", 100), ("tpcc.item", 50), ("(catalog)", 3)]);
+    let after = named(&[
+        ("tpcc.stock", 700),
+        ("tpcc.customer", 300),
+        ("tpcc.item", 50),
+        ("(catalog)", 4),
+        ("tpcc.order", 2),
+    ]);
+    let window = reads_since(&before, &after);
+    assert_eq!(window, named(&[("stock", 600), ("customer", 300), ("order", 2), ("(catalog)", 1)]));
+    // 903 pages over 100 transactions.
+    let line = by_table(&window, |pages| pages as f64 / 100.0);
+    assert_eq!(line, "stock 6.00 (66 %), customer 3.00 (33 %), others 0.03 (0.3 %)");
+    assert_eq!(by_table(&[], |p| p as f64), "");
+}
