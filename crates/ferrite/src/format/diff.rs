@@ -50,6 +50,26 @@ pub fn next_difference(before: &[u8], after: &[u8], from: usize) -> Option<(usiz
     Some((i, end))
 }
 
+/// Changes `bytes` for the tests of diffs (here and the log's `diff_region`): up to 40
+/// stretches at random places, single bytes, short and long (up to 2000 bytes), every byte
+/// of a stretch changed, so gaps of every size lie between them.
+#[cfg(test)]
+pub(crate) fn scatter_changes(rng: &mut crate::testing::Rng, bytes: &mut [u8]) {
+    let len = bytes.len();
+    for _ in 0..rng.below(40) {
+        let at = rng.index(len + 1);
+        let span = match rng.below(4) {
+            0 => 1,
+            1 => rng.index(12),
+            2 => rng.index(300),
+            _ => rng.index(2000),
+        };
+        for b in &mut bytes[at..(at + span).min(len)] {
+            *b ^= rng.below(255) as u8 + 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,33 +101,16 @@ mod tests {
     /// over strings of every length up to a page and changes of every shape.
     #[test]
     fn word_stretches_match_the_byte_definition() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::testing::Rng::new(0x9E37_79B9_7F4A_7C15);
         for round in 0..3_000 {
             let len = match round % 3 {
-                0 => (next() % 40) as usize,
-                1 => (next() % 400) as usize,
+                0 => rng.index(40),
+                1 => rng.index(400),
                 _ => 4096,
             };
             let before: Vec<u8> = (0..len).map(|i| (i * 31 + round) as u8).collect();
             let mut after = before.clone();
-            for _ in 0..next() % 40 {
-                let at = (next() % (len as u64 + 1)) as usize;
-                let span = match next() % 4 {
-                    0 => 1,
-                    1 => (next() % 12) as usize,
-                    2 => (next() % 300) as usize,
-                    _ => (next() % 2000) as usize,
-                };
-                for b in &mut after[at..(at + span).min(len)] {
-                    *b ^= (next() % 255 + 1) as u8;
-                }
-            }
+            scatter_changes(&mut rng, &mut after);
             let mut got = Vec::new();
             let mut i = 0;
             while let Some((start, end)) = next_difference(&before, &after, i) {

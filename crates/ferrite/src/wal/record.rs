@@ -735,31 +735,14 @@ mod tests {
     /// checked against their byte-at-a-time definition in `format::diff`).
     #[test]
     fn region_diffs_cover_the_differences_of_their_part() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::testing::Rng::new(0x9E37_79B9_7F4A_7C15);
         for round in 0..2_000 {
             let before = page_with(|i| (i * 31 + round) as u8);
             let mut after = before.clone();
             // Scattered bytes, short and long changed stretches, gaps of every size.
-            for _ in 0..next() % 40 {
-                let at = (next() % PAGE_SIZE as u64) as usize;
-                let len = match next() % 4 {
-                    0 => 1,
-                    1 => (next() % 12) as usize,
-                    2 => (next() % 300) as usize,
-                    _ => (next() % 2000) as usize,
-                };
-                for b in &mut after[at..(at + len).min(PAGE_SIZE)] {
-                    *b ^= (next() % 255 + 1) as u8;
-                }
-            }
-            let from = (next() % 64) as usize;
-            let to = PAGE_SIZE - (next() % 64) as usize;
+            crate::format::diff::scatter_changes(&mut rng, &mut after[..]);
+            let from = rng.index(64);
+            let to = PAGE_SIZE - rng.index(64);
             let mut got = Vec::new();
             diff_region(&before, &after, from, to, &mut got);
             for (k, &(a, b)) in got.iter().enumerate() {
