@@ -28,8 +28,8 @@ use std::task::{Context, Poll, Waker};
 
 use super::record::{encode_commit, encode_image, RecordWriter, KIND_FLUSH_END};
 use super::segment::{
-    capacity_of_body, encode_segment_header, file_bytes, frame, segment_name, Segment,
-    SegmentHeader, StreamReader, SEGMENT_HEADER_BYTES,
+    capacity_of_body, encode_segment_header, file_bytes, frame_into, framed_len, segment_name,
+    Segment, SegmentHeader, StreamReader, SEGMENT_HEADER_BYTES,
 };
 use crate::buffer::{PageChange, WriteAhead};
 use crate::error::{Error, PageId, Result};
@@ -113,6 +113,12 @@ struct State {
     /// (written by the last flush; the next one writes them again); `None` until the first
     /// flush after opening reads them back.
     carry: Option<Vec<u8>>,
+    /// A `pending` buffer a finished flush gave back, empty, to be `pending` again: a flush
+    /// takes the pending bytes by swapping the buffers, not by copying them.
+    spare_pending: Vec<u8>,
+    /// The framed sectors of a finished flush, to frame the next one into if large enough
+    /// (a new buffer of a few hundred KiB costs its page faults on every flush).
+    spare_sectors: Option<crate::io::AlignedBlock>,
     /// Slots whose files are no longer needed, to reuse.
     free_slots: Vec<u32>,
     /// Slot numbers below `next_slot` with no file (a preparation failed), to use again.
@@ -201,6 +207,8 @@ pub struct FlushJob {
     writes: Vec<LogWrite>,
     start: u64,
     taken: std::time::Instant,
+    /// The pending buffer its bytes were framed from, for the log to use again.
+    spent: Vec<u8>,
 }
 
 /// One write of a flush as a worker queues it: descriptor, file offset, bytes, and whether
@@ -212,34 +220,55 @@ pub type LogPiece<'a> = (std::os::fd::RawFd, u64, &'a [u8], bool);
 struct LogWrite {
     segment: Segment,
     offset: u64,
-    /// The framed sectors to write, whole blocks.
+    /// The framed sectors to write, whole blocks: the first `len` bytes (the buffer may be
+    /// one of an earlier, longer flush).
     sectors: crate::io::AlignedBlock,
+    len: usize,
 }
 
 /// A write of a flush before its framing: the stream's bytes from `block`, where a block of
-/// `segment` begins.
+/// `segment` begins: `head` then `body`.
 struct Unframed {
     segment: Segment,
     block: u64,
-    bytes: Vec<u8>,
+    head: Vec<u8>,
+    body: Vec<u8>,
+    /// A buffer to frame into, if it is large enough.
+    reuse: Option<crate::io::AlignedBlock>,
 }
 
 impl Unframed {
-    fn frame(self) -> LogWrite {
-        let (offset, sectors) = frame(&self.segment, self.block, &self.bytes);
-        LogWrite { segment: self.segment, offset, sectors }
+    /// The write, and the emptied `body` (to be a pending buffer again).
+    fn frame(self) -> (LogWrite, Vec<u8>) {
+        let len = framed_len(self.head.len() + self.body.len());
+        let mut sectors = match self.reuse {
+            Some(sectors) if sectors.len() >= len => sectors,
+            // Rounded up, so that the next flushes of about this size fit in it.
+            _ => crate::io::AlignedBlock::zeroed(len.next_power_of_two()),
+        };
+        let parts = [&self.head[..], &self.body[..]];
+        let offset =
+            frame_into(&self.segment, self.block, parts, &mut sectors.as_mut_slice()[..len]);
+        let mut body = self.body;
+        body.clear();
+        (LogWrite { segment: self.segment, offset, sectors, len }, body)
     }
 }
 
 impl LogWrite {
+    /// The framed bytes to write.
+    fn bytes(&self) -> &[u8] {
+        &self.sectors.as_slice()[..self.len]
+    }
+
     /// Writes with a blocking call: durable on return.
     fn write_blocking(&self) -> Result<()> {
         let path = self.segment.device.path().display().to_string();
         let context =
             |what: &str, e| Error::io(format!("{what} the log {path} at {}", self.offset), e);
         match &self.segment.writer {
-            Some(writer) => writer.write_at(self.sectors.as_slice(), self.offset),
-            None => self.segment.device.write_at(self.sectors.as_slice(), self.offset),
+            Some(writer) => writer.write_at(self.bytes(), self.offset),
+            None => self.segment.device.write_at(self.bytes(), self.offset),
         }
         .map_err(|e| context("writing", e))?;
         if self.segment.writer.is_none() {
@@ -258,7 +287,7 @@ impl FlushJob {
         self.writes
             .iter()
             .map(|w| {
-                let bytes = w.sectors.as_slice();
+                let bytes = w.bytes();
                 match &w.segment.writer {
                     Some(writer) => Some((writer.raw_fd()?, w.offset, bytes, false)),
                     None => Some((w.segment.device.raw_fd()?, w.offset, bytes, true)),
@@ -280,7 +309,7 @@ impl FlushJob {
 
     /// Bytes this flush writes (log bytes, the start of its first block again, padding).
     fn written_bytes(&self) -> u64 {
-        self.writes.iter().map(|w| w.sectors.len() as u64).sum()
+        self.writes.iter().map(|w| w.len as u64).sum()
     }
 }
 
@@ -314,6 +343,8 @@ impl Log {
                 flights: std::collections::VecDeque::new(),
                 segments,
                 carry: None,
+                spare_pending: Vec::new(),
+                spare_sectors: None,
                 free_slots,
                 vacant_slots,
                 next_slot: slots.next,
@@ -519,8 +550,16 @@ impl Log {
                 // Framed (a checksum per sector) after the lock, which commits take to
                 // append under the commit lock. No other flush starts before this one
                 // ends (`MAX_FLIGHTS`), and the carry is already in place for it.
-                let writes = unframed.into_iter().map(Unframed::frame).collect();
-                Ok(Some(FlushJob { writes, start, taken }))
+                let mut spent = Vec::new();
+                let mut writes = Vec::with_capacity(unframed.len());
+                for piece in unframed {
+                    let (write, body) = piece.frame();
+                    writes.push(write);
+                    if body.capacity() > spent.capacity() {
+                        spent = body;
+                    }
+                }
+                Ok(Some(FlushJob { writes, start, taken, spent }))
             }
             Err(e) => {
                 drop(state);
@@ -556,6 +595,30 @@ impl Log {
             }
         };
         let mut writes = Vec::with_capacity(segments.len());
+        if let [_] = segments[..] {
+            // One segment (nearly every flush): the pending buffer itself goes to the write,
+            // and an empty one takes its place.
+            let mut segment = segments.into_iter().next().expect("one segment");
+            let block = segment.block_lsn(start);
+            debug_assert_eq!(block + carry.len() as u64, start);
+            debug_assert_eq!(state.pending.len() as u64, end - start);
+            let spare = std::mem::take(&mut state.spare_pending);
+            let body = std::mem::replace(&mut state.pending, spare);
+            let next = if end < segment.end() {
+                let cut = (segment.block_lsn(end) - block) as usize;
+                match cut.checked_sub(carry.len()) {
+                    Some(in_body) => body[in_body..].to_vec(),
+                    None => [&carry[cut..], &body[..]].concat(),
+                }
+            } else {
+                Vec::new()
+            };
+            self.open_writer(state, &mut segment);
+            let reuse = state.spare_sectors.take();
+            writes.push(Unframed { segment, block, head: carry, body, reuse });
+            state.carry = Some(next);
+            return Ok(writes);
+        }
         for mut segment in segments {
             let from = start.max(segment.start);
             let to = end.min(segment.end());
@@ -571,7 +634,7 @@ impl Log {
                 Vec::new()
             };
             self.open_writer(state, &mut segment);
-            writes.push(Unframed { segment, block, bytes });
+            writes.push(Unframed { segment, block, head: bytes, body: Vec::new(), reuse: None });
         }
         state.carry = Some(carry);
         Ok(writes)
@@ -596,11 +659,23 @@ impl Log {
 
     /// Ends a flush: on success its bytes are durable and waiters are woken; on failure
     /// the log is failed (a failed sync is never taken for a success).
-    pub fn finish_flush(&self, job: FlushJob, result: Result<()>) -> Result<()> {
+    pub fn finish_flush(&self, mut job: FlushJob, result: Result<()>) -> Result<()> {
+        let written = job.written_bytes();
         {
             let mut state = self.state.lock().unwrap();
             let flight = state.flights.iter_mut().find(|f| f.0 == job.start);
             flight.expect("a flush in progress").2 = result.is_ok();
+            // Its buffers serve the next flushes (its writes ended: completed or failed).
+            if job.spent.capacity() > state.spare_pending.capacity() {
+                state.spare_pending = std::mem::take(&mut job.spent);
+            }
+            let longest =
+                std::mem::take(&mut job.writes).into_iter().max_by_key(|w| w.sectors.len());
+            if let Some(write) = longest {
+                if write.sectors.len() > state.spare_sectors.as_ref().map_or(0, |s| s.len()) {
+                    state.spare_sectors = Some(write.sectors);
+                }
+            }
             if result.is_ok() {
                 while let Some(&(_, end, true)) = state.flights.front() {
                     state.flights.pop_front();
@@ -615,7 +690,7 @@ impl Log {
                 self.counters.flushes.fetch_add(1, Ordering::Relaxed);
                 let flight = job.taken.elapsed().as_nanos() as u64;
                 self.counters.flight_ns.fetch_add(flight, Ordering::Relaxed);
-                self.counters.bytes_written.fetch_add(job.written_bytes(), Ordering::Relaxed);
+                self.counters.bytes_written.fetch_add(written, Ordering::Relaxed);
                 self.flush_done.notify_all();
                 self.wake_tasks();
                 Ok(())

@@ -243,16 +243,58 @@ impl Segment {
 /// whole blocks of sectors: each sector holds its part of `bytes`, and sectors past the end
 /// of `bytes` stay zero. Returns the file offset to write them at.
 pub fn frame(segment: &Segment, block_lsn: u64, bytes: &[u8]) -> (u64, AlignedBlock) {
+    let mut out = AlignedBlock::zeroed(framed_len(bytes.len()));
+    let offset = frame_into(segment, block_lsn, [bytes, &[]], out.as_mut_slice());
+    (offset, out)
+}
+
+/// The bytes the framing of `len` stream bytes takes: whole blocks, at least one.
+pub fn framed_len(len: usize) -> usize {
+    (len as u64).div_ceil(BLOCK_PAYLOAD).max(1) as usize * BLOCK_BYTES
+}
+
+/// [`frame`] of the stream `parts[0]` then `parts[1]` (the start of the first block, written
+/// before, and the bytes appended since: framed where they are, not joined first), into `out`,
+/// exactly `framed_len` of their lengths: every byte of it is written (a buffer of an earlier
+/// flush may be reused). Returns the file offset to write `out` at.
+pub fn frame_into(segment: &Segment, block_lsn: u64, parts: [&[u8]; 2], out: &mut [u8]) -> u64 {
     debug_assert_eq!(segment.block_lsn(block_lsn), block_lsn);
-    debug_assert!(block_lsn + bytes.len() as u64 <= segment.end());
-    let blocks = (bytes.len() as u64).div_ceil(BLOCK_PAYLOAD).max(1) as usize;
-    let mut out = AlignedBlock::zeroed(blocks * BLOCK_BYTES);
-    let sectors = out.as_mut_slice().chunks_exact_mut(SECTOR_BYTES);
-    for (index, (sector, payload)) in sectors.zip(bytes.chunks(SECTOR_PAYLOAD)).enumerate() {
-        let lsn = block_lsn + (index * SECTOR_PAYLOAD) as u64;
-        encode_sector(sector, lsn, payload);
+    let total = parts[0].len() + parts[1].len();
+    debug_assert!(block_lsn + total as u64 <= segment.end());
+    debug_assert_eq!(out.len(), framed_len(total));
+    let mut straddling = [0u8; SECTOR_PAYLOAD];
+    for (index, sector) in out.chunks_exact_mut(SECTOR_BYTES).enumerate() {
+        let from = index * SECTOR_PAYLOAD;
+        if from >= total {
+            sector.fill(0);
+            continue;
+        }
+        let to = (from + SECTOR_PAYLOAD).min(total);
+        let payload = joined(parts, from, to, &mut straddling);
+        encode_sector(sector, block_lsn + from as u64, payload);
     }
-    (Segment::sector_offset(segment.sector_of(block_lsn)), out)
+    Segment::sector_offset(segment.sector_of(block_lsn))
+}
+
+/// Bytes `from..to` (at most a sector's payload) of `parts[0]` then `parts[1]`: a slice of
+/// one of them, or, across the two, copied into `straddling`.
+fn joined<'a>(
+    parts: [&'a [u8]; 2],
+    from: usize,
+    to: usize,
+    straddling: &'a mut [u8; SECTOR_PAYLOAD],
+) -> &'a [u8] {
+    let [head, body] = parts;
+    if to <= head.len() {
+        return &head[from..to];
+    }
+    if from >= head.len() {
+        return &body[from - head.len()..to - head.len()];
+    }
+    let first = head.len() - from;
+    straddling[..first].copy_from_slice(&head[from..]);
+    straddling[first..to - from].copy_from_slice(&body[..to - head.len()]);
+    &straddling[..to - from]
 }
 
 /// Writes one sector holding `payload` (1..=496 bytes) at stream position `lsn` into
@@ -560,6 +602,29 @@ mod tests {
     fn write(segment: &Segment, block_lsn: u64, bytes: &[u8]) {
         let (offset, buf) = frame(segment, block_lsn, bytes);
         segment.device.write_at(buf.as_slice(), offset).unwrap();
+    }
+
+    /// A flush frames the start of its first block (written before) and the bytes appended
+    /// since where they lie, without joining them, into a buffer an earlier flush left
+    /// garbage in: the sectors are exactly those of the joined bytes framed into zeros.
+    #[test]
+    fn framing_two_parts_into_a_used_buffer_is_framing_them_joined() {
+        let disk = SimDisk::new(1);
+        let segment = segment(&disk, 0, 3 * BLOCK_PAYLOAD, 64 * BLOCK_PAYLOAD);
+        let mut rng = crate::testing::Rng::new(11);
+        let block_lsn = 5 * BLOCK_PAYLOAD;
+        for len in [0, 1, 495, 496, 497, 3000, BLOCK_PAYLOAD as usize + 7, 20_000] {
+            let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            let (offset, joined) = frame(&segment, block_lsn, &bytes);
+            let cuts = [0, 1, 495, 496, 497, len / 2, len.saturating_sub(1), len];
+            for cut in cuts.into_iter().filter(|&cut| cut <= len) {
+                let mut used = vec![0xA5u8; framed_len(len) + BLOCK_BYTES];
+                let out = &mut used[..framed_len(len)];
+                let parts = [&bytes[..cut], &bytes[cut..]];
+                assert_eq!(frame_into(&segment, block_lsn, parts, out), offset);
+                assert!(out == joined.as_slice(), "{len} bytes cut at {cut}");
+            }
+        }
     }
 
     #[test]
