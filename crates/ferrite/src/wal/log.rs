@@ -41,6 +41,8 @@ use crate::io::{BlockDevice, Storage};
 /// rewrites the first block of its own from the previous flush's last one: two writes of the
 /// same block in flight could land in either order.
 pub const MAX_FLIGHTS: usize = 1;
+/// A finished flush's buffers larger than this are freed rather than kept for the next.
+const KEPT_BUFFER_BYTES: usize = 16 << 20;
 /// File bytes (header excluded) of the small segment made when a new segment is needed and no
 /// prepared one is ready (the first of a new database, say).
 pub const SMALL_SEGMENT_BYTES: u64 = 1 << 20;
@@ -665,14 +667,19 @@ impl Log {
             let mut state = self.state.lock().unwrap();
             let flight = state.flights.iter_mut().find(|f| f.0 == job.start);
             flight.expect("a flush in progress").2 = result.is_ok();
-            // Its buffers serve the next flushes (its writes ended: completed or failed).
-            if job.spent.capacity() > state.spare_pending.capacity() {
-                state.spare_pending = std::mem::take(&mut job.spent);
+            // Its buffers serve the next flushes (its writes ended: completed or failed),
+            // unless a flush held back for long (a backup) made them outsized.
+            let spent = std::mem::take(&mut job.spent);
+            if spent.capacity() > state.spare_pending.capacity()
+                && spent.capacity() <= KEPT_BUFFER_BYTES
+            {
+                state.spare_pending = spent;
             }
             let longest =
                 std::mem::take(&mut job.writes).into_iter().max_by_key(|w| w.sectors.len());
             if let Some(write) = longest {
-                if write.sectors.len() > state.spare_sectors.as_ref().map_or(0, |s| s.len()) {
+                let kept = state.spare_sectors.as_ref().map_or(0, |s| s.len());
+                if write.sectors.len() > kept && write.sectors.len() <= KEPT_BUFFER_BYTES {
                     state.spare_sectors = Some(write.sectors);
                 }
             }
