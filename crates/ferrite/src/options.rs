@@ -130,8 +130,10 @@ pub enum Durability {
     /// The call returns at once; the log is written and synced within this interval. A
     /// crash loses at most the changes of the last interval, never half a batch.
     Periodic(std::time::Duration),
-    /// The log is written when its buffer fills, at checkpoints, at close and by
-    /// `Db::flush`; a crash may lose any changes not yet written, never half a batch.
+    /// The call returns at once; the workers write the log in the background once about
+    /// a megabyte of it is pending (a commit waits when four are), and checkpoints, close
+    /// and `Db::flush` write it too; a crash may lose any changes not yet written, never
+    /// half a batch.
     None,
 }
 

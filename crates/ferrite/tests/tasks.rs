@@ -550,3 +550,36 @@ fn a_task_counts_its_run_time_not_its_waits() {
     assert!(busy >= 30_000_000, "30 ms of busy work counted as {busy} ns");
     assert!(asleep < 100_000_000, "a 300 ms sleep counted as {asleep} ns of running");
 }
+
+/// Commits that do not wait for the log (`Durability::None`) have it written in the
+/// background once a megabyte of it is pending: nobody calls `flush`, no commit waits (the
+/// four megabytes at which one would are never reached), and yet the log becomes durable
+/// past the first megabyte. (Before, the log stayed unwritten until a commit found four
+/// megabytes pending and every commit waited for that write.)
+#[test]
+fn commits_that_do_not_wait_have_the_log_written_in_the_background() {
+    use std::time::{Duration, Instant};
+    let dir = TempDir::new().unwrap();
+    let options = Options { workers: 1, durability: ferrite::Durability::None, ..tiny(8192) };
+    let db = Db::open(dir.path(), options).unwrap();
+    let log = Arc::clone(db.log().expect("a writable database has a log"));
+    let start = log.durable();
+    let tree = db.tree("t").unwrap();
+    let task_tree = tree.clone();
+    // About 2 MiB of log: half of what makes a commit wait.
+    db.spawn(async move {
+        for i in 0..800u32 {
+            task_tree.put_async(i.to_be_bytes(), [i as u8; 1000]).await.unwrap();
+        }
+    })
+    .unwrap()
+    .wait();
+    let appended = log.tail() - start;
+    assert!((3 << 19..4 << 20).contains(&appended), "{appended} bytes appended");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while log.durable() < start + (1 << 20) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let durable = log.durable() - start;
+    assert!(durable >= 1 << 20, "{durable} of {appended} bytes written without a flush");
+}

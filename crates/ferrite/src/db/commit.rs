@@ -12,8 +12,13 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::wal::record::{push_buffered, RecordWriter, KIND_COMMIT};
 
-/// Log bytes buffered before a commit that does not wait for the log writes them anyway.
+/// Log bytes buffered before a commit that does not wait for the log waits for it anyway.
 const LOG_PENDING_FLUSH_BYTES: u64 = 4 << 20;
+
+/// Log bytes buffered before a commit that does not wait for the log asks the workers to
+/// write them, without waiting: the log is written in the background, so that commits
+/// rarely find `LOG_PENDING_FLUSH_BYTES` pending and wait.
+const LOG_BACKGROUND_FLUSH_BYTES: u64 = LOG_PENDING_FLUSH_BYTES / 4;
 
 impl Db {
     /// Makes every commit made so far durable, whatever durability it was made with: the
@@ -181,16 +186,21 @@ impl Shared {
     }
 
     /// Waits until the log is durable up to `end` if `durability` asks (or the
-    /// log's pending bytes grew past `LOG_PENDING_FLUSH_BYTES`).
+    /// log's pending bytes grew past `LOG_PENDING_FLUSH_BYTES`); past
+    /// `LOG_BACKGROUND_FLUSH_BYTES`, asks for a flush without waiting.
     pub(super) async fn wait_durable(&self, end: u64, durability: Durability) -> Result<()> {
         let log = self.log()?;
-        match durability {
-            Durability::Sync => log.wait_durable(end).await,
-            _ if end.saturating_sub(log.durable()) > LOG_PENDING_FLUSH_BYTES => {
-                log.wait_durable(end).await
-            }
-            _ => Ok(()),
+        if durability == Durability::Sync {
+            return log.wait_durable(end).await;
         }
+        let pending = end.saturating_sub(log.durable());
+        if pending > LOG_PENDING_FLUSH_BYTES {
+            return log.wait_durable(end).await;
+        }
+        if pending > LOG_BACKGROUND_FLUSH_BYTES {
+            log.request_background_flush(end);
+        }
+        Ok(())
     }
 }
 

@@ -177,6 +177,9 @@ pub struct Log {
     waiting_tasks: std::sync::atomic::AtomicUsize,
     /// Highest LSN a write-back asked to be made durable.
     requested: AtomicU64,
+    /// Highest LSN a commit that does not wait asked to be written in the background
+    /// (`request_background_flush`).
+    background: AtomicU64,
     /// Whether workers flush the log in their loops (else a waiting task flushes itself).
     by_workers: AtomicBool,
     /// Run before every flush writes its bytes: makes durable what the records in it
@@ -360,6 +363,7 @@ impl Log {
             task_waiters: Mutex::new(Vec::new()),
             waiting_tasks: std::sync::atomic::AtomicUsize::new(0),
             requested: AtomicU64::new(0),
+            background: AtomicU64::new(0),
             by_workers: AtomicBool::new(false),
             before_flush: std::sync::OnceLock::new(),
             running_workers: std::sync::atomic::AtomicUsize::new(0),
@@ -709,14 +713,19 @@ impl Log {
         }
     }
 
-    /// Whether a worker should start a flush: tasks wait for the log, or a write-back asked
-    /// for it, and none is in progress.
+    /// Whether a worker should start a flush: tasks wait for the log or a write-back asked
+    /// for it, and no worker is running tasks (so that every commit of their turn joins the
+    /// flush); or a commit that does not wait asked for one (`request_background_flush`),
+    /// which nobody gains from holding back.
     pub fn flush_wanted(&self) -> bool {
+        if self.failed.load(Ordering::Acquire) {
+            return false;
+        }
+        let durable = self.durable();
         let waiting = self.waiting_tasks.load(Ordering::Acquire) > 0
-            || self.requested.load(Ordering::Acquire) > self.durable();
-        waiting
-            && !self.failed.load(Ordering::Acquire)
-            && self.running_workers.load(Ordering::Acquire) == 0
+            || self.requested.load(Ordering::Acquire) > durable;
+        self.background.load(Ordering::Acquire) > durable
+            || (waiting && self.running_workers.load(Ordering::Acquire) == 0)
     }
 
     /// A worker starts running its ready tasks (which may commit).
@@ -732,6 +741,13 @@ impl Log {
     /// Asks the workers to make the log durable up to `lsn` soon (a write-back waits).
     pub fn request_flush(&self, lsn: u64) {
         self.requested.fetch_max(lsn, Ordering::AcqRel);
+    }
+
+    /// Asks the workers to write the log up to `lsn` at their next turn, whether or not
+    /// others are running tasks: nobody waits for it, and writing it now keeps commits from
+    /// finding so much pending that they must wait (`db/commit.rs`).
+    pub fn request_background_flush(&self, lsn: u64) {
+        self.background.fetch_max(lsn, Ordering::AcqRel);
     }
 
     /// From now on, tasks waiting for the log leave the flushing to the workers' loops.
