@@ -583,3 +583,30 @@ fn commits_that_do_not_wait_have_the_log_written_in_the_background() {
     let durable = log.durable() - start;
     assert!(durable >= 1 << 20, "{durable} of {appended} bytes written without a flush");
 }
+
+/// A worker out of work polls its inbox for `Options::idle_spin` before it sleeps: work
+/// handed to it meanwhile starts at once, not when the poll ends, and a close ends the poll.
+#[test]
+fn a_worker_polling_for_work_takes_what_is_handed_to_it_at_once() {
+    use std::time::{Duration, Instant};
+    let dir = TempDir::new().unwrap();
+    let spin = Duration::from_secs(5);
+    let db = Db::open(dir.path(), Options { workers: 1, idle_spin: spin, ..tiny(256) }).unwrap();
+    let tree = db.tree("t").unwrap();
+    for round in 0..3u32 {
+        // The worker ran out of work a moment ago and polls.
+        std::thread::sleep(Duration::from_millis(20));
+        let started = Instant::now();
+        let task_tree = tree.clone();
+        db.spawn(async move { task_tree.put_async(round.to_be_bytes(), b"v").await.unwrap() })
+            .unwrap()
+            .wait();
+        let took = started.elapsed();
+        assert!(took < spin / 4, "round {round}: a task handed to a polling worker took {took:?}");
+    }
+    assert_eq!(tree.get(2u32.to_be_bytes()).unwrap().as_deref(), Some(&b"v"[..]));
+    drop(tree);
+    let closing = Instant::now();
+    db.close().unwrap();
+    assert!(closing.elapsed() < spin / 4, "a close waited for the poll: {:?}", closing.elapsed());
+}

@@ -350,7 +350,8 @@ fn start_workers(
     options: &Options,
 ) -> Result<()> {
     if !engines.is_empty() {
-        let workers = Workers::start(&shared.pool, shared.log.as_ref(), engines)?;
+        let workers =
+            Workers::start(&shared.pool, shared.log.as_ref(), engines, options.idle_spin)?;
         *shared.engine.lock().unwrap() = Some(workers.engine());
         *shared.workers.lock().unwrap() = Some(workers);
         if let Some(log) = &shared.log {

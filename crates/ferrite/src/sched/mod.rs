@@ -40,11 +40,13 @@ pub struct Workers {
 
 impl Workers {
     /// Starts `count` workers over `pool`, worker `i` issuing its I/O through `engines[i]`;
-    /// with a `log`, the workers write and sync its flushes on their rings.
+    /// with a `log`, the workers write and sync its flushes on their rings. A worker out of
+    /// work polls its inbox for `idle_spin` before it sleeps (`Options::idle_spin`).
     pub fn start(
         pool: &Arc<BufferPool>,
         log: Option<&Arc<Log>>,
         engines: Vec<Box<dyn IoEngine>>,
+        idle_spin: std::time::Duration,
     ) -> Result<Workers> {
         let count = engines.len();
         assert!(count > 0, "at least one worker");
@@ -59,7 +61,8 @@ impl Workers {
         for (index, engine) in engines.into_iter().enumerate() {
             let inbox = Arc::new(Inbox::new());
             let stats = Arc::new(WorkerStats::default());
-            let worker = Worker::new(index, count, Arc::clone(&inbox), Arc::clone(&stats));
+            let worker =
+                Worker::new(index, count, Arc::clone(&inbox), Arc::clone(&stats), idle_spin);
             let pool = Arc::clone(pool);
             let log = log.cloned();
             let thread = std::thread::Builder::new()
