@@ -50,8 +50,9 @@ pub struct Options {
     /// a sleeping worker costs the waker a system call and the woken work a trip through
     /// the kernel's scheduler (tens of microseconds on a virtual machine); the poll catches
     /// the hand-offs that come soon, as a commit lock's release by the other worker does.
-    /// Each time a worker runs out of work it spends up to this much CPU; zero sleeps at
-    /// once.
+    /// A poll that catches nothing halves the next (down to none), and a hand-off that
+    /// comes within this long of the worker running out of work makes it whole again, so a
+    /// worker whose work comes far apart stops spending CPU on polls. Zero never polls.
     pub idle_spin: std::time::Duration,
     /// How the workers issue I/O. `None` (the default) takes the best engine the kernel
     /// allows: io_uring, else Linux AIO (where io_uring is refused: a kernel without it,
