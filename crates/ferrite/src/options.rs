@@ -45,11 +45,11 @@ pub struct Options {
     /// 0 starts none: the blocking API works without them, and a short-lived process that
     /// only uses it (a command-line tool) saves their start-up.
     pub workers: usize,
-    /// How long a worker with nothing to run and no I/O in flight polls for work handed to
-    /// it (a task another worker woke, a new task) before it sleeps; default 50 µs. Waking
-    /// a sleeping worker costs the waker a system call and the woken work a trip through
-    /// the kernel's scheduler (tens of microseconds on a virtual machine); the poll catches
-    /// the hand-offs that come soon, as a commit lock's release by the other worker does.
+    /// How long a worker with nothing to run and no page read in flight polls for work
+    /// handed to it (a task another worker woke, a new task) and for its own completions
+    /// before it sleeps; default 50 µs. Waking a sleeping worker costs the waker a system
+    /// call and the woken work a trip through the kernel's scheduler; the poll catches the
+    /// hand-offs that come soon, as a commit lock's release by the other worker does.
     /// A poll that catches nothing halves the next (down to none), and a hand-off that
     /// comes within this long of the worker running out of work makes it whole again, so a
     /// worker whose work comes far apart stops spending CPU on polls. Zero never polls.
@@ -139,9 +139,9 @@ pub enum Durability {
     /// The call returns at once; the log is written and synced within this interval. A
     /// crash loses at most the changes of the last interval, never half a batch.
     Periodic(std::time::Duration),
-    /// The call returns at once; the workers write the log in the background once about
-    /// a megabyte of it is pending (a commit waits when four are), and checkpoints, close
-    /// and `Db::flush` write it too; a crash may lose any changes not yet written, never
+    /// The call returns at once; the workers (if any) write the log in the background once
+    /// about a megabyte of it is pending (a commit waits when four are), and checkpoints,
+    /// close and `Db::flush` write it too; a crash may lose any changes not yet written, never
     /// half a batch.
     None,
 }

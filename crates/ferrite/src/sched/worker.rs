@@ -1373,7 +1373,6 @@ impl Worker {
         swept == Some(true)
     }
 
-    /// Waits on the inbox until something arrives.
     /// Polls the inbox, and `completed` (whether I/O finished), for up to `poll`; returns
     /// whether something arrived, and whether the poll ran its whole length for nothing.
     /// (In memory a worker runs out of work mostly while its tasks wait for the commit lock
@@ -1420,6 +1419,7 @@ impl Worker {
         }
     }
 
+    /// Waits on the inbox until something arrives.
     fn sleep(&self) {
         let mut state = self.inbox.state.lock().unwrap();
         state.sleeping = true;
