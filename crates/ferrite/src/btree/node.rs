@@ -160,6 +160,21 @@ pub struct NodeMut<'a> {
     written: Option<&'a mut Vec<(u16, u16)>>,
 }
 
+/// Bytes of a key suffix its head holds.
+pub const HEAD_BYTES: usize = 4;
+
+/// How two suffixes whose heads are equal order, when one of them is no longer than its head
+/// (`None`: both are longer, compare the bytes past the heads). Equal heads mean the
+/// bytes both suffixes have agree, and the zeros that pad a short suffix's head are the
+/// longer one's next bytes: the shorter is a prefix of the longer. Ordering by length
+/// then spares the search a read of the key's bytes, which sit in the page's heap, a cache
+/// line of their own (perf, TPC-C in memory: the byte compare after a tie of heads was a
+/// third of `lower_bound`'s time, at the first touch of that line).
+#[inline]
+pub fn order_past_heads(len: usize, other_len: usize) -> Option<Ordering> {
+    (len <= HEAD_BYTES || other_len <= HEAD_BYTES).then(|| len.cmp(&other_len))
+}
+
 /// The head of a key suffix: its first 4 bytes read big-endian, zero-padded when shorter.
 pub fn head_of(suffix: &[u8]) -> u32 {
     match suffix.first_chunk() {
@@ -553,9 +568,11 @@ impl<'a> Node<'a> {
         let at = slot_position(slot);
         let slot_head = read_u32(self.page, at + SLOT_HEAD);
         slot_head.cmp(&head).then_with(|| {
-            let offset = self.field(at + SLOT_OFFSET);
             let len = self.field(at + SLOT_SUFFIX_LEN);
-            self.bytes(offset..offset + len).cmp(suffix)
+            order_past_heads(len, suffix.len()).unwrap_or_else(|| {
+                let offset = self.field(at + SLOT_OFFSET);
+                self.bytes(offset + HEAD_BYTES..offset + len).cmp(&suffix[HEAD_BYTES..])
+            })
         })
     }
     /// The slot range `[low, high)` a binary search for a suffix with head `head` needs.
@@ -1587,6 +1604,66 @@ mod tests {
         assert_eq!(head_of(b"abcd"), head_of(b"abcdef"));
         assert!(head_of(b"ab") < head_of(b"ab\x01"));
         assert_eq!(head_of(b"ab"), head_of(b"ab\0"));
+    }
+
+    /// Suffixes whose heads tie order as slices do when `order_past_heads` decides them by
+    /// length, or the bytes past the heads decide: every pair of strings of up to 6 bytes
+    /// over 0, 1 and 255 (zeros, which pad a short suffix's head, included).
+    #[test]
+    fn ties_of_heads_order_as_slices() {
+        let mut strings = vec![Vec::new()];
+        for len in 1..=6 {
+            let shorter: Vec<Vec<u8>> =
+                strings.iter().filter(|s| s.len() == len - 1).cloned().collect();
+            for s in shorter {
+                for byte in [0u8, 1, 255] {
+                    let mut longer = s.clone();
+                    longer.push(byte);
+                    strings.push(longer);
+                }
+            }
+        }
+        let mut ties = 0;
+        for a in &strings {
+            for b in strings.iter().filter(|b| head_of(b) == head_of(a)) {
+                let order = order_past_heads(a.len(), b.len())
+                    .unwrap_or_else(|| a[HEAD_BYTES..].cmp(&b[HEAD_BYTES..]));
+                assert_eq!(order, a.as_slice().cmp(b.as_slice()), "{a:?} against {b:?}");
+                ties += 1;
+            }
+        }
+        assert!(ties > 10_000, "{ties} ties");
+    }
+
+    /// A leaf of short keys with zero bytes (a head pads with zeros): `lower_bound` (which
+    /// orders ties of heads by length where it can) finds what a linear search finds, as
+    /// does a probe of the same page.
+    #[test]
+    fn lower_bound_orders_short_keys_with_zeros_as_a_linear_search() {
+        let mut rng = Rng::new(0x0ead);
+        let mut page = page();
+        init_leaf(&mut page, b"", b"");
+        let mut node = NodeMut::new(&mut page);
+        let zeros_and_ones = |rng: &mut Rng, len: usize| -> Vec<u8> {
+            (0..len).map(|_| [0u8, 1][rng.index(2)]).collect()
+        };
+        for _ in 0..400 {
+            let len = 1 + rng.index(7);
+            let key = zeros_and_ones(&mut rng, len);
+            if !node.as_node().lower_bound(&key).1 && !node.insert(&key, b"v", false) {
+                break;
+            }
+        }
+        let node = Node::new(&page);
+        assert!(node.count() > 100, "{} keys", node.count());
+        for slot in 0..node.count() {
+            assert_eq!(node.lower_bound(&node.key(slot)), (slot, true));
+        }
+        for _ in 0..3000 {
+            let len = rng.index(9);
+            let probe = zeros_and_ones(&mut rng, len);
+            assert_eq!(node.lower_bound(&probe), linear_lower_bound(node, &probe), "{probe:?}");
+        }
     }
 
     /// A leaf full of keys from a small alphabet, so that many heads are equal.

@@ -11,10 +11,11 @@
 use std::cmp::Ordering;
 
 use super::node::{
-    decode_page_id, head_of, slot_position, HEADER_SIZE, MAX_SLOTS, OFFSET_COUNT, OFFSET_HINTS,
-    OFFSET_LEVEL, OFFSET_LOWER_LEN, OFFSET_LOWER_OFFSET, OFFSET_PREFIX_LEN, OFFSET_TREE_ID,
-    OFFSET_UPPER_CHILD, OFFSET_UPPER_LEN, OFFSET_UPPER_OFFSET, PAYLOAD_LEN_MASK,
-    PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET, SLOT_PAYLOAD_LEN, SLOT_SIZE, SLOT_SUFFIX_LEN,
+    decode_page_id, head_of, order_past_heads, slot_position, HEADER_SIZE, HEAD_BYTES, MAX_SLOTS,
+    OFFSET_COUNT, OFFSET_HINTS, OFFSET_LEVEL, OFFSET_LOWER_LEN, OFFSET_LOWER_OFFSET,
+    OFFSET_PREFIX_LEN, OFFSET_TREE_ID, OFFSET_UPPER_CHILD, OFFSET_UPPER_LEN, OFFSET_UPPER_OFFSET,
+    PAYLOAD_LEN_MASK, PAYLOAD_OUT_OF_LINE, SLOT_HEAD, SLOT_OFFSET, SLOT_PAYLOAD_LEN, SLOT_SIZE,
+    SLOT_SUFFIX_LEN,
 };
 use crate::buffer::FrameView;
 use crate::error::PageId;
@@ -26,6 +27,10 @@ const LINE: usize = 64;
 /// Lines of slots [`Probe::prefetch_search`] prefetches at most: the slots between two
 /// hints of a full node (about 24 slots of 10 bytes) span four or five.
 const MAX_SEARCH_LINES: usize = 6;
+
+/// Lines of an entry [`Probe::prefetch_entry`] prefetches at most: a row of a few hundred
+/// bytes whole, the start of a longer one (the copy's own streaming takes the rest).
+const MAX_ENTRY_LINES: usize = 8;
 
 /// A node read in place: its header copied, everything else read on demand.
 #[derive(Debug)]
@@ -160,10 +165,12 @@ impl<'a> Probe<'a> {
         while low < high {
             let middle = low + (high - low) / 2;
             let slot = self.slot(middle);
-            let order = slot
-                .head
-                .cmp(&head)
-                .then_with(|| self.compare_range(slot.offset, slot.suffix_len, rest));
+            let order = slot.head.cmp(&head).then_with(|| {
+                order_past_heads(slot.suffix_len, rest.len()).unwrap_or_else(|| {
+                    let skip = HEAD_BYTES;
+                    self.compare_range(slot.offset + skip, slot.suffix_len - skip, &rest[skip..])
+                })
+            });
             match order {
                 Ordering::Less => low = middle + 1,
                 Ordering::Greater => high = middle,
@@ -280,6 +287,22 @@ impl<'a> Probe<'a> {
         self.view.copy(0, out);
     }
 
+    /// Prefetches the bytes of slot `slot`'s entry (its key suffix and payload, in the
+    /// heap), as many lines as [`MAX_ENTRY_LINES`] at most. A hint, like `prefetch_search`.
+    pub fn prefetch_entry(&self, slot: usize) {
+        let fields = self.slot(slot);
+        let start = fields.offset;
+        let end = start + fields.suffix_len + usize::from(fields.payload_word & PAYLOAD_LEN_MASK);
+        let mut line = start - start % LINE;
+        for _ in 0..MAX_ENTRY_LINES {
+            if line >= end.min(PAGE_SIZE) {
+                break;
+            }
+            self.view.prefetch(line);
+            line += LINE;
+        }
+    }
+
     /// Leaves: copies slot `slot`'s payload (below `count()`) into `out` (a page long) and
     /// returns its length and whether it is the id of a Value page.
     pub fn payload_into(&self, slot: usize, out: &mut [u8; PAGE_SIZE]) -> (usize, bool) {
@@ -340,9 +363,11 @@ mod tests {
                 let _ = probe.holds(&key);
                 let _ = probe.child(slot);
                 if exact {
+                    probe.prefetch_entry(slot);
                     let (len, _) = probe.payload_into(slot, &mut out);
                     assert!(len <= PAGE_SIZE);
                 }
+                probe.prefetch_entry(rng.index(MAX_SLOTS));
             }
             assert!(pool.peek(id).is_some(), "a page in memory has a frame to peek at");
             pool.free_by_id(id).unwrap();

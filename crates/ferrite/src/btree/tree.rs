@@ -481,7 +481,8 @@ impl BTree {
     /// (`together.rs`): reads the node `resume` stops at (the root at first) and, when it
     /// is an inner node, leaves `resume` at the child the key goes to and returns that
     /// child, for the caller to prefetch while it takes the other keys down a level.
-    /// `None` at a leaf. [`BTree::get_resuming`] with the same `resume` ends the descent
+    /// `None` at a leaf (whose entry for the key it prefetches). [`BTree::get_resuming`]
+    /// with the same `resume` ends the descent
     /// there; as after a miss, it validates the parent first, and starts at the root if the
     /// parent changed.
     pub fn descend_step(
@@ -496,6 +497,11 @@ impl BTree {
         };
         let (version, probe) = self.probe_node(pool, page_id, parent, key)?;
         if probe.is_leaf() {
+            // The lookup will read the key's entry: ask for its lines now, while the other
+            // descents go on (the search reads only slots, `order_past_heads`).
+            if let (slot, true) = probe.lower_bound(key) {
+                probe.prefetch_entry(slot);
+            }
             return Ok(None);
         }
         let child = probe.child(probe.lower_bound(key).0);
