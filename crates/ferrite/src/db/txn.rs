@@ -22,6 +22,7 @@
 //! not be consistent with each other (they were read at different moments; the commit
 //! finds that out).
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::ops::{Bound, RangeBounds};
@@ -309,27 +310,45 @@ impl Transaction {
         // The rows this transaction has neither written nor read: their trees' reads go
         // out together, and are remembered as `read_checked` remembers its own.
         let mut unread: Vec<(&Tree, &[u8])> = Vec::with_capacity(rows.len());
-        for (tree, key) in rows {
+        // For each of them, its place in `rows`, and whether the transaction edited it
+        // (its answer is then the edits over the value read: `read_checked`'s).
+        let mut places: Vec<(usize, bool)> = Vec::with_capacity(rows.len());
+        for (i, (tree, key)) in rows.iter().enumerate() {
             let id = probe_key(&mut self.probe, tree.btree.tree_id, key.as_ref());
-            let written = matches!(self.writes.get(id), Some((_, Write::Value(_))));
-            if !written && !self.reads.contains_key(id) {
+            let write = self.writes.get(id);
+            if !matches!(write, Some((_, Write::Value(_)))) && !self.reads.contains_key(id) {
                 unread.push((tree, key.as_ref()));
+                places.push((i, write.is_some()));
             }
         }
+        let mut answers: Vec<Option<Option<Vec<u8>>>> = vec![None; rows.len()];
         if unread.len() > 1 {
             self.reads.reserve(unread.len());
             let found = Tree::get_witnessed_many(&self.shared.pool, &unread).await;
-            for (&(tree, key), found) in unread.iter().zip(found) {
+            for ((&(tree, key), found), &(i, edited)) in unread.iter().zip(found).zip(&places) {
                 // A row not answered is read alone below.
                 let Some((value, leaf)) = found else { continue };
                 let id = probe_key(&mut self.probe, tree.btree.tree_id, key);
-                let tree = tree_slot(&mut self.trees, tree);
-                self.reads.insert(id.to_vec(), Read { tree, value, leaf });
+                let slot = tree_slot(&mut self.trees, tree);
+                match self.reads.entry(id.to_vec()) {
+                    Entry::Vacant(entry) => {
+                        // Answered here, without looking the row up again below.
+                        if !edited {
+                            answers[i] = Some(value.clone());
+                        }
+                        entry.insert(Read { tree: slot, value, leaf });
+                    }
+                    // The same row twice: every answer is the first read's.
+                    Entry::Occupied(_) => {}
+                }
             }
         }
         let mut values = Vec::with_capacity(rows.len());
-        for (tree, key) in rows {
-            values.push(self.read_checked(tree, key.as_ref()).await?);
+        for ((tree, key), answer) in rows.iter().zip(answers) {
+            values.push(match answer {
+                Some(value) => value,
+                None => self.read_checked(tree, key.as_ref()).await?,
+            });
         }
         Ok(values)
     }
