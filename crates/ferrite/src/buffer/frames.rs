@@ -25,6 +25,7 @@ impl Frames {
     /// `count` frames, zero-filled; memory is taken only as they are touched.
     pub(super) fn new(count: u64) -> Result<Self> {
         let region = VirtualRegion::new(count as usize * PAGE_SIZE, "buffer pool frames")?;
+        region.prefer_huge_pages();
         Ok(Frames { region, count })
     }
 

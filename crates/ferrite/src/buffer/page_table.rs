@@ -63,6 +63,7 @@ impl PageTable {
             max_pages as usize * std::mem::size_of::<Slot>(),
             "page translation table",
         )?;
+        slots.prefer_huge_pages();
         Ok(PageTable { slots, max_pages })
     }
 
