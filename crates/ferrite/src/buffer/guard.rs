@@ -274,8 +274,13 @@ impl<'a> ExclusiveGuard<'a> {
         if !self.pool.capturing() {
             return change(self.pool.page_mut(self.page_id), None);
         }
-        self.pool.note_tracked(self.page_id);
         let mut written = Vec::new();
+        if self.pool.notes_after_change(self.page_id) {
+            let result = change(self.pool.page_mut(self.page_id), Some(&mut written));
+            self.pool.note_tracked_change(self.page_id, written);
+            return result;
+        }
+        self.pool.note_tracked(self.page_id);
         let result = change(self.pool.page_mut(self.page_id), Some(&mut written));
         self.pool.note_written(self.page_id, &written);
         result
