@@ -1216,9 +1216,6 @@ impl<'a> NodeMut<'a> {
 
 /// Private writing helpers.
 impl NodeMut<'_> {
-    /// Notes that `range` was written, if tracked (joined to the last range when they
-    /// touch: a slot's fields, the hints, come one after another).
-    #[inline]
     /// Writes `bytes` at `at` over bytes of the same length, changing (and noting) only the
     /// stretches that differ (`format::diff`: differences closer than its `GAP` share one,
     /// each noted range costing a commit record a few bytes of its own).
@@ -1230,6 +1227,9 @@ impl NodeMut<'_> {
             i = end;
         }
     }
+    /// Notes that `range` was written, if tracked (joined to the last range when they
+    /// touch: a slot's fields, the hints, come one after another).
+    #[inline]
     fn wrote(&mut self, range: Range<usize>) {
         let Some(written) = self.written.as_deref_mut() else { return };
         if range.is_empty() {
