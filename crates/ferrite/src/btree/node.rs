@@ -1636,8 +1636,7 @@ mod tests {
     }
 
     /// A leaf of short keys with zero bytes (a head pads with zeros): `lower_bound` (which
-    /// orders ties of heads by length where it can) finds what a linear search finds, as
-    /// does a probe of the same page.
+    /// orders ties of heads by length where it can) finds what a linear search finds.
     #[test]
     fn lower_bound_orders_short_keys_with_zeros_as_a_linear_search() {
         let mut rng = Rng::new(0x0ead);
