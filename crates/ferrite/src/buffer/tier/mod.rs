@@ -791,6 +791,11 @@ impl Drop for Tier {
             // SAFETY: we created this mapping and nothing refers to it any more.
             unsafe { libc::munmap(base.cast(), len) };
         }
+        // The file's lock given up before it closes: a child process another thread forked
+        // holds a copy of the descriptor until it execs, and closing alone would leave the
+        // tier locked until then (as the directory lock did, `db/lock.rs`).
+        // SAFETY: flock only takes the descriptor, open until `file` drops after this.
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
