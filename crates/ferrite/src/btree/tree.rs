@@ -482,9 +482,8 @@ impl BTree {
     /// is an inner node, leaves `resume` at the child the key goes to and returns that
     /// child, for the caller to prefetch while it takes the other keys down a level.
     /// `None` at a leaf (whose entry for the key it prefetches). [`BTree::get_resuming`]
-    /// with the same `resume` ends the descent
-    /// there; as after a miss, it validates the parent first, and starts at the root if the
-    /// parent changed.
+    /// with the same `resume` ends the descent there; as after a miss, it validates the
+    /// parent first, and starts at the root if the parent changed.
     pub fn descend_step(
         &self,
         pool: &BufferPool,

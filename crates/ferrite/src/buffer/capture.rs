@@ -173,8 +173,8 @@ impl Capture {
     }
 
     /// `note_tracked` and `note_written` at once, after the change: the ranges a tracked
-    /// change of `page_id` wrote, kept as they are when it is the page's first change in
-    /// this commit (returned: the caller then pins it).
+    /// change of `page_id` wrote, merged into the page's (`add_ranges`); returns whether it
+    /// is the page's first change in this commit (the caller then pins it).
     pub fn note_tracked_after(&mut self, page_id: PageId, ranges: Vec<(u16, u16)>) -> bool {
         match self.entry(page_id) {
             Some(Change::Changed { written, .. }) => {
@@ -442,8 +442,7 @@ impl BufferPool {
     }
 
     /// `note_tracked` and `note_written` in one, after the change (`notes_after_change`):
-    /// one lock of the capture instead of two, and the ranges kept without a copy. The
-    /// caller held the page's exclusive latch since before the change, so the page is
+    /// one lock of the capture instead of two. The caller held the page's exclusive latch since before the change, so the page is
     /// pinned before anyone else can see it changed.
     pub(super) fn note_tracked_change(&self, page_id: PageId, ranges: Vec<(u16, u16)>) {
         if self.capture.changes.lock().unwrap().note_tracked_after(page_id, ranges) {
