@@ -42,9 +42,9 @@ pub use buffer::{PoolStats, TierAdmission, TierMedium, TierOptions, TierStats};
 pub use db::fuzz_object_entry;
 pub use db::{
     BackupReport, CheckReport, Db, DbStats, Iter, ObjectReader, ObjectSpaceStats, ObjectStat,
-    ObjectWriter, ObjectsReport, RecoveryReport, Snapshot, SpaceUsage, Transaction, Tree,
-    ValueSlices, WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_OBJECT_LEN, MAX_TREE_NAME_LEN,
-    PAGE_FILE_NAME,
+    ObjectWriter, ObjectsReport, RecoveryReport, ResidentTree, Snapshot, SpaceUsage, Transaction,
+    Tree, ValueSlices, WriteBatch, DEVICES_FILE_NAME, LOCK_FILE_NAME, MAX_OBJECT_LEN,
+    MAX_TREE_NAME_LEN, PAGE_FILE_NAME,
 };
 pub use error::{Error, PageId, Result};
 pub use format::value::MAX_VALUE_LEN;

@@ -440,3 +440,47 @@ fn reads_are_counted_per_tree() {
     assert_eq!(dropped.len(), 1, "{reads:?}");
     assert!(dropped[0].1 >= doomed_reads, "{reads:?}");
 }
+
+/// The census of the pool names each tree's pages in memory, and the dirty ones: after a
+/// reopen nothing of a tree is in memory until it is read; a scan brings its pages in
+/// clean; puts make some dirty, and a flush writes them back.
+#[test]
+fn the_pool_census_counts_pages_per_tree() {
+    let dir = TempDir::with_prefix("resident-by-tree").unwrap();
+    // A pool of 1,024 pages: room for every page of both trees.
+    let options = || Options { direct_io: false, pool_bytes: 4 << 20, ..quick() };
+    {
+        let db = Db::open(dir.path(), options()).unwrap();
+        for (name, count) in [("big", 3000u32), ("small", 40)] {
+            let tree = db.tree(name).unwrap();
+            for i in 0..count {
+                tree.put(i.to_be_bytes(), [name.len() as u8; 100]).unwrap();
+            }
+        }
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), options()).unwrap();
+    let census = |name: &str| {
+        let census = db.resident_by_tree().unwrap();
+        census.iter().find(|t| t.name == name).map_or((0, 0), |t| (t.pages, t.dirty))
+    };
+    assert_eq!(census("big"), (0, 0), "{:?}", db.resident_by_tree().unwrap());
+    let big = db.tree("big").unwrap();
+    assert_eq!(big.iter().count(), 3000);
+    // About 90 leaves and their inner node, all in a pool this size, none changed.
+    let (pages, dirty) = census("big");
+    assert!((80..=140).contains(&pages), "{pages} pages of big in memory");
+    assert_eq!(dirty, 0);
+    let census_now = db.resident_by_tree().unwrap();
+    assert_eq!(census_now[0].name, "big", "most first: {census_now:?}");
+    assert!(census_now.iter().map(|t| t.pages).sum::<u64>() <= db.stats().unwrap().pool.pool_pages);
+    // Puts into a few leaves of big: those leaves are dirty until written back.
+    for i in [0u32, 1500, 2999] {
+        big.put(i.to_be_bytes(), [1u8; 100]).unwrap();
+    }
+    let (_, dirty) = census("big");
+    assert!((1..=6).contains(&dirty), "{dirty} pages of big dirty after three puts");
+    db.flush().unwrap();
+    db.checkpoint().unwrap();
+    assert_eq!(census("big").1, 0, "written back");
+}

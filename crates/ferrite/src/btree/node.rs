@@ -200,6 +200,8 @@ pub fn fences_hold(lower: &[u8], upper: &[u8], key: &[u8]) -> bool {
 /// (`BufferPool::with_read_tagger`).
 pub fn page_tree(page: &[u8]) -> Option<u64> {
     const _: () = assert!(OFFSET_TREE_ID == crate::format::value::OFFSET_TREE_ID);
+    // (The pool's census tags a page from its header alone.)
+    const _: () = assert!(OFFSET_TREE_ID + 8 <= crate::buffer::RESIDENT_HEADER);
     match kind_of(page) {
         Some(PageKind::Leaf | PageKind::Inner | PageKind::Value) => {
             Some(read_u64(page, OFFSET_TREE_ID))

@@ -27,7 +27,7 @@ pub use evict::evict_batch_size;
 pub use frames::FrameView;
 pub use guard::{ExclusiveGuard, SharedGuard};
 pub use load::LoadStart;
-pub use pool::{BufferPool, PageValidator, PoolStats};
+pub use pool::{BufferPool, PageValidator, PoolStats, RESIDENT_HEADER};
 pub use state::PageState;
 pub use tier::{
     Admission, AdmitAll, AdmitNone, Measured, ObpAdmission, StagedWrite, Tier, TierAdmission,

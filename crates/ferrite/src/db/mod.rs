@@ -133,6 +133,18 @@ impl SpaceUsage {
     }
 }
 
+/// One tree's pages in the pool at a moment ([`Db::resident_by_tree`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResidentTree {
+    /// The tree's name (an internal tree's in parentheses).
+    pub name: String,
+    /// Its pages in memory: nodes, and Value pages of its large values.
+    pub pages: u64,
+    /// Of them, the ones changed since they were last written (dirty).
+    pub dirty: u64,
+}
+
 /// Numbers describing an open database ([`Db::stats`]).
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -257,6 +269,46 @@ impl Db {
     /// [`Tree`] handles count nothing themselves.
     pub fn reads_by_tree(&self) -> Result<Vec<(String, u64)>> {
         self.shared.check_open()?;
+        let mut names = self.names_by_tree_id()?;
+        let mut reads: Vec<(String, u64)> = self
+            .shared
+            .pool
+            .reads_by_tag()
+            .into_iter()
+            .map(|(id, pages)| (Self::take_name(&mut names, id), pages))
+            .collect();
+        reads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(reads)
+    }
+
+    /// The pages in the pool now, per tree, most first: a census of where the pool's memory
+    /// goes (names as in [`Db::reads_by_tree`]; pages of no tree, such as the free-space
+    /// map's and objects' blocks, under `(other)`). It reads each page's header without
+    /// latching it or counting as a use, so it changes nothing the clock decides; pages
+    /// latched at that moment are left out. Costs a look at every page in the pool.
+    pub fn resident_by_tree(&self) -> Result<Vec<ResidentTree>> {
+        self.shared.check_open()?;
+        let mut names = self.names_by_tree_id()?;
+        let mut census: Vec<ResidentTree> = self
+            .shared
+            .pool
+            .resident_by_tag()
+            .into_iter()
+            .map(|(id, pages, dirty)| ResidentTree {
+                name: match id {
+                    Some(id) => Self::take_name(&mut names, id),
+                    None => "(other)".to_owned(),
+                },
+                pages,
+                dirty,
+            })
+            .collect();
+        census.sort_by(|a, b| b.pages.cmp(&a.pages).then_with(|| a.name.cmp(&b.name)));
+        Ok(census)
+    }
+
+    /// Every tree's name by its id, an internal tree's in parentheses, the catalog's too.
+    fn names_by_tree_id(&self) -> Result<std::collections::HashMap<u64, String>> {
         let shared = &self.shared;
         let mut names: std::collections::HashMap<u64, String> = shared
             .catalog_entries()?
@@ -270,17 +322,12 @@ impl Db {
             })
             .collect();
         names.insert(shared.catalog.tree_id, "(catalog)".to_owned());
-        let mut reads: Vec<(String, u64)> = shared
-            .pool
-            .reads_by_tag()
-            .into_iter()
-            .map(|(id, pages)| {
-                let name = names.remove(&id).unwrap_or_else(|| format!("(dropped tree {id})"));
-                (name, pages)
-            })
-            .collect();
-        reads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(reads)
+        Ok(names)
+    }
+
+    /// Tree `id`'s name from `names` (taken out), or the name of a tree dropped since.
+    fn take_name(names: &mut std::collections::HashMap<u64, String>, id: u64) -> String {
+        names.remove(&id).unwrap_or_else(|| format!("(dropped tree {id})"))
     }
 
     /// The pool's counters, the number of trees and the page file's size.

@@ -121,6 +121,9 @@ pub struct TpccReport {
     /// Of `pool_reads`, the pages of each table (and index) read in the window, most first
     /// (Ferrite's; empty for the peers).
     pub reads_by_table: Vec<(String, u64)>,
+    /// The pool's pages of each table (and index) at the end of the window, and how many of
+    /// them were dirty, most first (Ferrite's; empty for the peers).
+    pub resident_by_table: Vec<(String, u64, u64)>,
     /// What Ferrite's log wrote in the window (`None`: the peers, who count theirs in
     /// `store_stats` if at all).
     pub log: Option<LogCounters>,
@@ -171,6 +174,32 @@ pub(super) fn by_table(reads: &[(String, u64)], per_tx: impl Fn(u64) -> f64) -> 
     let rest: u64 = others.iter().map(|&&(_, pages)| pages).sum();
     if rest > 0 {
         parts.push(format!("others {:.2} ({:.1} %)", per_tx(rest), share(rest)));
+    }
+    parts.join(", ")
+}
+
+/// The summary's census of the pool, `(table, pages, dirty)` most first: each table's pages
+/// with its share of the pool's and how many are dirty; tables under 1 % together.
+pub(super) fn in_pool(census: &[(String, u64, u64)]) -> String {
+    let total: u64 = census.iter().map(|&(_, pages, _)| pages).sum();
+    let share = |pages: u64| 100.0 * pages as f64 / total.max(1) as f64;
+    let dirty = |pages: u64, dirty: u64| 100.0 * dirty as f64 / pages.max(1) as f64;
+    let (shown, others): (Vec<_>, Vec<_>) =
+        census.iter().partition(|&&(_, pages, _)| share(pages) >= 1.0);
+    let mut parts: Vec<String> = shown
+        .iter()
+        .map(|(table, pages, d)| {
+            format!("{table} {pages} ({:.0} %, {:.0} % dirty)", share(*pages), dirty(*pages, *d))
+        })
+        .collect();
+    let (rest, rest_dirty) =
+        others.iter().fold((0, 0), |(p, d), &&(_, pages, dirty)| (p + pages, d + dirty));
+    if rest > 0 {
+        parts.push(format!(
+            "others {rest} ({:.1} %, {:.0} % dirty)",
+            share(rest),
+            dirty(rest, rest_dirty)
+        ));
     }
     parts.join(", ")
 }
@@ -378,6 +407,10 @@ impl TpccReport {
                 if !self.reads_by_table.is_empty() {
                     let line = by_table(&self.reads_by_table, |pages| self.per_tx(pages));
                     let _ = writeln!(s, "page reads per transaction by table: {line}");
+                }
+                if !self.resident_by_table.is_empty() {
+                    let line = in_pool(&self.resident_by_table);
+                    let _ = writeln!(s, "the pool at the end, pages by table: {line}");
                 }
             }
             None => {

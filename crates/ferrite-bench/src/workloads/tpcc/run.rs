@@ -438,6 +438,11 @@ fn run_on<E: Engine>(
         cpu: measured.cpu,
         pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
         reads_by_table: reads_since(&before.reads_by_tree, &after.reads_by_tree),
+        resident_by_table: (after.resident_by_tree.iter())
+            .map(|(name, pages, dirty)| {
+                (name.strip_prefix("tpcc.").unwrap_or(name).to_owned(), *pages, *dirty)
+            })
+            .collect(),
         pool_writes: pool.map(|((_, w0), (_, w1))| w1 - w0),
         log: before.log.zip(after.log).map(|(b, a)| a.since(b)),
         disk,

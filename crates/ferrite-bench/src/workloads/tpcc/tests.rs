@@ -633,3 +633,19 @@ fn reads_by_table_are_the_windows_and_small_ones_go_together() {
     assert_eq!(line, "stock 6.00 (66 %), customer 3.00 (33 %), others 0.03 (0.3 %)");
     assert_eq!(by_table(&[], |p| p as f64), "");
 }
+
+/// The summary's census of the pool: pages per table with their share and dirty share, the
+/// tables under 1 % together.
+#[test]
+fn the_pool_census_shows_shares_and_dirty_pages() {
+    use super::report::in_pool;
+    let census: Vec<(String, u64, u64)> = [("stock", 600, 540), ("item", 390, 0), ("order", 6, 3)]
+        .iter()
+        .map(|&(n, p, d)| (n.to_owned(), p, d))
+        .collect();
+    assert_eq!(
+        in_pool(&census),
+        "stock 600 (60 %, 90 % dirty), item 390 (39 %, 0 % dirty), others 6 (0.6 %, 50 % dirty)"
+    );
+    assert_eq!(in_pool(&[]), "");
+}
