@@ -200,6 +200,58 @@ fn shutdown_with_io_in_flight_loses_nothing() {
     assert_check(&db);
 }
 
+/// A worker writing a dirty victim back takes the dirty pages beside it on disk into the
+/// same write: updates swept in key order through a pool a fraction of the tree's size leave
+/// runs of dirty leaves, and the pages written outnumber the workers' write requests. Every
+/// update is there after the run and after a reopen.
+#[test]
+fn dirty_neighbours_go_out_in_their_victims_writes() {
+    let dir = TempDir::with_prefix("tasks-neighbours").unwrap();
+    let no_failures = Arc::new(AtomicU64::new(NO_PAGE));
+    let key = |i: u64| format!("key{i:06}").into_bytes();
+    let value = |i: u64, round: u8| vec![round ^ i as u8; 300];
+    {
+        let db = open(&dir, 32, 1, &no_failures);
+        let tree = db.tree("t").unwrap();
+        // About 80 leaves, written in key order (consecutive pages), then every key updated
+        // in the same order.
+        for round in 0..2u8 {
+            let tree = tree.clone();
+            let before = db.pool().stats().writes;
+            let requests = || -> u64 {
+                db.worker_stats().iter().map(|s| s.writes.load(Ordering::Relaxed)).sum()
+            };
+            let requests_before = requests();
+            db.spawn(async move {
+                for i in 0..1000 {
+                    tree.put_async(&key(i), &value(i, round)).await?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap()
+            .wait()
+            .unwrap();
+            let (pages, requests) =
+                (db.pool().stats().writes - before, requests() - requests_before);
+            assert!(requests > 0, "round {round}: the workers wrote victims back");
+            if round == 1 {
+                assert!(pages > requests, "{pages} pages written in {requests} requests");
+            }
+        }
+        for i in 0..1000 {
+            assert_eq!(tree.get(key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+        }
+        assert_check(&db);
+        db.close().unwrap();
+    }
+    let db = open(&dir, 32, 1, &no_failures);
+    let tree = db.open_tree("t").unwrap();
+    for i in 0..1000 {
+        assert_eq!(tree.get(key(i)).unwrap(), Some(value(i, 1)), "key {i} after a reopen");
+    }
+    assert_check(&db);
+}
+
 #[test]
 fn an_io_error_fails_its_task_and_the_engine_goes_on() {
     let dir = TempDir::with_prefix("tasks-eio").unwrap();

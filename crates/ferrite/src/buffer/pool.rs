@@ -425,6 +425,58 @@ mod tests {
         pool.check_invariants();
     }
 
+    /// A dirty page beside a victim is copied for the victim's write only when it is ready
+    /// at once: it comes out sealed and clean, marked `WRITING` until its write lands, still
+    /// in memory with the clock's mark it had; a clean page, a latched one, or one whose
+    /// write is already in flight is left as it was.
+    #[test]
+    fn a_neighbour_joins_a_write_only_when_ready_and_stays() {
+        use crate::buffer::page_table::WRITING;
+        use crate::buffer::state::{MARKED, UNLOCKED};
+        let dir = TempDir::with_prefix("pool-neighbour").unwrap();
+        let pool = pool(&dir, 64);
+        let leaves = new_leaves(&pool, 4);
+        let dirty = |id: PageId| pool.page_mut(id)[page::OFFSET_FLAGS] & page::FLAG_DIRTY != 0;
+        let writing = |id: PageId| pool.table.log_state(id).load(Ordering::Acquire) & WRITING != 0;
+        // Marked by the clock, dirty: copied, clean, still marked, at a new version.
+        let mut victims = Vec::new();
+        pool.pick_victims(0, pool.clock_slots(), usize::MAX, &mut victims);
+        let before = pool.table.load(leaves[0]);
+        assert_eq!(before.state(), MARKED);
+        let mut copy = AlignedPage::zeroed();
+        assert!(pool.write_neighbour_start(leaves[0], copy.bytes_mut()));
+        let after = pool.table.load(leaves[0]);
+        assert_eq!((after.state(), after.version()), (MARKED, before.version() + 1));
+        assert!(!dirty(leaves[0]) && writing(leaves[0]));
+        assert!(page::verify(copy.bytes(), leaves[0]).is_ok(), "the copy is sealed");
+        assert_eq!(copy.bytes(), pool.page_mut(leaves[0]), "the copy is the page");
+        // Its write in flight: not copied again.
+        assert!(!pool.write_neighbour_start(leaves[0], copy.bytes_mut()));
+        let writes = pool.stats().writes;
+        pool.finish_neighbour_writes(&[leaves[0]]);
+        assert!(!writing(leaves[0]) && pool.table.load(leaves[0]).is_resident());
+        assert_eq!(pool.stats().writes, writes + 1);
+        // Clean now: nothing to write, the version unchanged.
+        let clean = pool.table.load(leaves[0]);
+        assert!(!pool.write_neighbour_start(leaves[0], copy.bytes_mut()));
+        assert_eq!(pool.table.load(leaves[0]), clean);
+        // Latched by someone else: left alone, still dirty.
+        let guard = pool.latch_resident(leaves[1]).unwrap().unwrap();
+        assert!(!pool.write_neighbour_start(leaves[1], copy.bytes_mut()));
+        drop(guard);
+        assert!(dirty(leaves[1]) && !writing(leaves[1]));
+        // Unmarked and dirty: copied, and unmarked still.
+        assert_eq!(pool.table.load(leaves[1]).state(), UNLOCKED);
+        assert!(pool.write_neighbour_start(leaves[1], copy.bytes_mut()));
+        assert_eq!(pool.table.load(leaves[1]).state(), UNLOCKED);
+        // Past the last page: nothing.
+        assert!(!pool.write_neighbour_start(pool.page_count(), copy.bytes_mut()));
+        // A failed write makes it dirty again.
+        pool.fail_write_back(leaves[1], "test".into());
+        assert!(dirty(leaves[1]) && !writing(leaves[1]));
+        pool.check_invariants();
+    }
+
     /// The census counts the pages in memory by tag, dirty ones apart, and leaves the clock's
     /// marks as they were: it is no use of a page.
     #[test]

@@ -1,6 +1,8 @@
 //! Write-back: dirty pages written to the page file, by eviction (a blocking thread's round
 //! of victims, runs of consecutive pages in one write: `write_run`; or the workers'
-//! `write_back_start`, one victim each) and by checkpoints in batches (`flush_all`). Every write first passes `write_check`, which applies the write-ahead rule
+//! `write_back_start`, one victim each, with the dirty pages beside it that are ready at
+//! once in the same write: `write_neighbour_start`) and by checkpoints in batches
+//! (`flush_all`). Every write first passes `write_check`, which applies the write-ahead rule
 //! of the attached log (`write_ahead.rs`): a logged page waits for the log to be durable past
 //! its last change and, once per checkpoint epoch, past a full image of it appended here; a
 //! page a commit in progress changed (`PINNED`) or a checkpoint is writing (`WRITING`) waits.
@@ -13,7 +15,7 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::page_table::{set_epoch, EPOCH_MASK, PINNED, WRITING};
-use super::state::{LOCKED, MARKED};
+use super::state::{LOCKED, MARKED, UNLOCKED};
 use super::write_ahead::WriteAhead;
 use super::BufferPool;
 use crate::error::{PageId, Result};
@@ -338,6 +340,46 @@ impl BufferPool {
             Ok(WriteCheck::LogFirst(lsn)) => WriteStart::Later(Some(lsn)),
             Ok(WriteCheck::Pinned) | Err(_) => WriteStart::Later(None),
         }
+    }
+
+    /// Starts writing dirty page `page_id` in the same request as a victim beside it on disk
+    /// (the workers' eviction, `sched/worker.rs`): if it is in memory, free to latch at once,
+    /// dirty, and ready to write without a wait (`write_check`: its log durable, no commit
+    /// or other write on it), it is sealed into `copy` (clean from now on), marked
+    /// `WRITING`, and unlatched with its clock mark as it was; true. It stays in memory: only
+    /// its write comes early, in a request the disk takes for about the price of one page.
+    /// Otherwise it is left as it was (an image `write_check` appended stays logged);
+    /// false. Once the write lands: [`BufferPool::finish_neighbour_writes`], or
+    /// [`BufferPool::fail_write_back`] if it failed.
+    pub fn write_neighbour_start(&self, page_id: PageId, copy: &mut [u8]) -> bool {
+        if page_id >= self.page_count() {
+            return false;
+        }
+        let now = self.table.load(page_id);
+        if !matches!(now.state(), UNLOCKED | MARKED)
+            || !self.table.cas(page_id, now, now.with_state(LOCKED))
+        {
+            return false;
+        }
+        fence(Ordering::Release);
+        if !matches!(self.write_check(page_id), Ok(WriteCheck::Ready)) {
+            // Nothing of the page changed: the same version.
+            self.table.store(page_id, now);
+            return false;
+        }
+        self.seal_into(page_id, copy);
+        // A new version: the seal changed bytes of the frame under the latch.
+        self.table.store(page_id, now.bumped(now.state()));
+        true
+    }
+
+    /// The writes [`BufferPool::write_neighbour_start`] began for `pages` landed: they are
+    /// on disk and no longer `WRITING`; they stay in memory, clean unless changed since.
+    pub fn finish_neighbour_writes(&self, pages: &[PageId]) {
+        for &page_id in pages {
+            self.table.log_state(page_id).fetch_and(!WRITING, Ordering::AcqRel);
+        }
+        self.counters.writes.fetch_add(pages.len() as u64, Ordering::Relaxed);
     }
 
     /// The writes `write_back_start` began for `pages` landed: each is evicted (its frame
