@@ -391,6 +391,18 @@ mod tests {
             .collect()
     }
 
+    /// Allocates `count` (empty) inner nodes; returns their ids.
+    fn new_inner_nodes(pool: &BufferPool, count: u64) -> Vec<PageId> {
+        (0..count)
+            .map(|_| {
+                let mut guard = pool.allocate().unwrap();
+                let id = guard.page_id();
+                init_header(guard.page_mut(), PageKind::Inner, id);
+                id
+            })
+            .collect()
+    }
+
     fn read(pool: &BufferPool, page_id: PageId) -> AlignedPage {
         let mut copy = AlignedPage::zeroed();
         loop {
@@ -488,14 +500,7 @@ mod tests {
             (header[page::OFFSET_KIND] == PageKind::Leaf as u8).then_some(7)
         });
         let leaves = new_leaves(&pool, 12);
-        let inner: Vec<PageId> = (0..4)
-            .map(|_| {
-                let mut guard = pool.allocate().unwrap();
-                let id = guard.page_id();
-                init_header(guard.page_mut(), PageKind::Inner, id);
-                id
-            })
-            .collect();
+        let inner = new_inner_nodes(&pool, 4);
         assert_eq!(pool.resident_by_tag(), [(None, 4, 4), (Some(7), 12, 12)]);
         pool.flush_all().unwrap();
         // A lap of the hand marks every page; the census changes none of the marks.
@@ -516,14 +521,7 @@ mod tests {
     fn inner_nodes_outlive_leaves_as_cold_as_they_are() {
         let dir = TempDir::with_prefix("pool-inner").unwrap();
         let pool = pool(&dir, 64);
-        let inner: Vec<PageId> = (0..16)
-            .map(|_| {
-                let mut guard = pool.allocate().unwrap();
-                let id = guard.page_id();
-                init_header(guard.page_mut(), PageKind::Inner, id);
-                id
-            })
-            .collect();
+        let inner = new_inner_nodes(&pool, 16);
         let leaves = new_leaves(&pool, 192);
         let resident =
             |ids: &[PageId]| ids.iter().filter(|&&id| pool.table.load(id).is_resident()).count();
