@@ -347,7 +347,7 @@ impl BufferPool {
     /// dirty, and ready to write without a wait (`write_check`: its log durable, no commit
     /// or other write on it), it is sealed into `copy` (clean from now on), marked
     /// `WRITING`, and unlatched with its clock mark as it was; true. It stays in memory: only
-    /// its write comes early, in a request the disk takes for about the price of one page.
+    /// its write comes early, in a request that costs a disk little more than one page's.
     /// Otherwise it is left as it was (an image `write_check` appended stays logged);
     /// false. Once the write lands: [`BufferPool::finish_neighbour_writes`], or
     /// [`BufferPool::fail_write_back`] if it failed.

@@ -282,8 +282,8 @@ impl Db {
     }
 
     /// The pages in the pool now, per tree, most first: a census of where the pool's memory
-    /// goes (names as in [`Db::reads_by_tree`]; pages of no tree, such as the free-space
-    /// map's and objects' blocks, under `(other)`). It reads each page's header without
+    /// goes (names as in [`Db::reads_by_tree`]; pages of no tree, free pages and the free
+    /// list's, under `(other)`). It reads each page's header without
     /// latching it or counting as a use, so it changes nothing the clock decides; pages
     /// latched at that moment are left out. Costs a look at every page in the pool.
     pub fn resident_by_tree(&self) -> Result<Vec<ResidentTree>> {

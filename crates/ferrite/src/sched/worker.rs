@@ -812,8 +812,11 @@ impl WriteCopy {
                 == (device, offset.wrapping_add_signed(distance * PAGE_SIZE as i64))
         };
         let take = |id: PageId| {
+            if !beside(id) {
+                return None;
+            }
             let mut copy = AlignedBlock::reused(PAGE_SIZE);
-            (beside(id) && pool.write_neighbour_start(id, copy.as_mut_slice())).then_some(copy)
+            pool.write_neighbour_start(id, copy.as_mut_slice()).then_some(copy)
         };
         let below: Vec<AlignedBlock> =
             (1..=NEIGHBOURS.min(page_id)).map_while(|k| take(page_id - k)).collect();

@@ -39,9 +39,6 @@ pub struct Counters {
     /// The pool's page reads per tree since open, `(tree, pages)` (Ferrite's
     /// `Db::reads_by_tree`; empty for the peers).
     pub reads_by_tree: Vec<(String, u64)>,
-    /// The pool's pages per tree at this moment, `(tree, pages, dirty)`, most first
-    /// (Ferrite's `Db::resident_by_tree`; empty for the peers).
-    pub resident_by_tree: Vec<(String, u64, u64)>,
     /// The store's own counters under its own names (the peers': `Peer::stats`, RocksDB's
     /// tickers, WiredTiger's cache statistics); `None` for Ferrite, whose pool counts the
     /// pages it reads and writes (`pool`) but not its hits.
@@ -68,6 +65,13 @@ pub trait Engine {
     fn start(&self, worker: usize, terminal: TerminalFuture) -> Result<Running, BenchError>;
 
     fn counters(&self) -> Counters;
+
+    /// The pages its cache holds now per tree, `(tree, pages, dirty)`, most first (Ferrite's
+    /// `Db::resident_by_tree`, a look at every page in the pool, so taken once, after the
+    /// window); empty where the store does not say.
+    fn resident_by_tree(&self) -> Vec<(String, u64, u64)> {
+        Vec::new()
+    }
 
     /// What opening the store had to do first (a recovery), in words; `None` if it does not
     /// say.
@@ -174,10 +178,13 @@ impl Engine for FerriteEngine {
             task_ns: stats.iter().map(|s| s.task_ns.load(Ordering::Relaxed)).collect(),
             // (A count for the summary: a failure to read the catalog shows as none.)
             reads_by_tree: self.db.reads_by_tree().unwrap_or_default(),
-            resident_by_tree: (self.db.resident_by_tree().unwrap_or_default().into_iter())
-                .map(|tree| (tree.name, tree.pages, tree.dirty))
-                .collect(),
             store: None,
         }
+    }
+
+    fn resident_by_tree(&self) -> Vec<(String, u64, u64)> {
+        // (A count for the summary: a failure to read the catalog shows as none.)
+        let census = self.db.resident_by_tree().unwrap_or_default();
+        census.into_iter().map(|tree| (tree.name, tree.pages, tree.dirty)).collect()
     }
 }

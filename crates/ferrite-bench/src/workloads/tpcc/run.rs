@@ -438,7 +438,7 @@ fn run_on<E: Engine>(
         cpu: measured.cpu,
         pool_reads: pool.map(|((r0, _), (r1, _))| r1 - r0),
         reads_by_table: reads_since(&before.reads_by_tree, &after.reads_by_tree),
-        resident_by_table: (after.resident_by_tree.iter())
+        resident_by_table: (measured.census.iter())
             .map(|(name, pages, dirty)| {
                 (name.strip_prefix("tpcc.").unwrap_or(name).to_owned(), *pages, *dirty)
             })
@@ -466,6 +466,8 @@ struct Measured {
     disk: Option<DiskCounters>,
     /// The store's own counters at the window's start and end.
     before: Counters,
+    /// The cache's pages per tree at the end of the window (`Engine::resident_by_tree`).
+    census: Vec<(String, u64, u64)>,
     after: Counters,
 }
 
@@ -578,6 +580,8 @@ fn measure<E: Engine>(
     let cpu = CpuTime::now().since(cpu_before);
     let after = engine.counters();
     let disk_after = disk.as_ref().and_then(Disk::counters);
+    // The pool as the window left it (before the consistency check reads every table).
+    let census = engine.resident_by_tree();
     let mut tally: Tally = Default::default();
     let mut failure = None;
     for handle in handles {
@@ -597,6 +601,7 @@ fn measure<E: Engine>(
         cpu,
         disk_name: disk.map(|d| d.name),
         disk: disk_before.zip(disk_after).map(|(b, a)| a.since(b)),
+        census,
         before,
         after,
     })
