@@ -1580,6 +1580,23 @@ pub struct RunOpts {
     /// The zipfian constant of zipfian key choices (default 0.99)
     #[arg(long, value_name = "X", value_parser = value::theta)]
     theta: Option<f64>,
+    /// Reads per second the data's disk takes from the run, as a cloud volume's cap
+    #[arg(
+        long_help = "Reads per second the disk under --db takes from the run, as a cloud \
+            volume's IOPS cap (a general-purpose one gives a few thousand): the process enters \
+            a block-I/O cgroup of its own whose throttle holds the disk's read requests to N \
+            per second, from the warm-up to the end (the load runs at the disk's own pace). \
+            Every store runs in this process, so each is held alike. Needs root and a cgroup \
+            v1 blkio or v2 io controller; refused without them. The summary's `disk` line and \
+            the result's disk_read_iops_cap say it held.",
+        long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
+    disk_read_iops: Option<u64>,
+    /// Writes per second the data's disk takes from the run (see --disk-read-iops)
+    #[arg(
+        long_help = "Writes per second the disk under --db takes from the run, as \
+            --disk-read-iops does for reads; disk_write_iops_cap in the result.",
+        long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
+    disk_write_iops: Option<u64>,
     #[command(flatten)]
     tier: TierArgs,
 }
@@ -2971,6 +2988,8 @@ fn lookup_run_config(store: StoreKind, cmd: LookupCmd) -> Result<RunConfig, Usag
         direct_io: cmd.direct_io,
         ceiling: cmd.ceiling,
         theta: None,
+        disk_read_iops: None,
+        disk_write_iops: None,
         tier: cmd.tier,
     };
     let mut config = run_config(COMMAND, &run, RunConfig::new(Workload::Lookup, store))?;
@@ -3112,6 +3131,10 @@ fn run_config(
     if let Some(theta) = run.theta {
         config.theta = theta;
     }
+    config.disk_cap = ferrite_bench::measure::diskcap::IopsCap {
+        read: run.disk_read_iops,
+        write: run.disk_write_iops,
+    };
     if let Some(tier) = run.tier.config(config.cache_mib) {
         let flags = &run.tier;
         match config.store {

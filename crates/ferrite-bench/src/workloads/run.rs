@@ -32,6 +32,7 @@ use serde::Serialize;
 use crate::error::BenchError;
 use crate::gen::rng::Rng;
 use crate::measure::cpu::CpuTime;
+use crate::measure::diskcap::{DiskCap, IopsCap};
 use crate::measure::diskstats::{Disk, DiskCounters};
 use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::progress::Progress;
@@ -83,6 +84,9 @@ pub struct RunConfig {
     pub theta: f64,
     /// Ferrite and RocksDB: a second cache tier between the cache and the disk.
     pub tier: Option<TierConfig>,
+    /// Requests per second the data's disk takes from the run (a cloud volume's cap; the
+    /// block cgroup's throttle, `measure::diskcap`); unset sides are uncapped.
+    pub disk_cap: IopsCap,
 }
 
 /// A second cache tier: Ferrite's (`Options::tier`), or RocksDB's (`PeerConfig::tier`, of
@@ -224,6 +228,7 @@ impl RunConfig {
             json: None,
             theta: crate::gen::zipf::YCSB_THETA,
             tier: None,
+            disk_cap: IopsCap::default(),
         }
     }
 
@@ -320,6 +325,13 @@ impl RunConfig {
             }
             None => {}
         }
+        // (Only when given, as above.)
+        if let Some(n) = self.disk_cap.read {
+            change_buffer += &format!(" disk_read_iops_cap={n}");
+        }
+        if let Some(n) = self.disk_cap.write {
+            change_buffer += &format!(" disk_write_iops_cap={n}");
+        }
         format!(
             "workload={} store={} records={} cache_mib={} seconds={} concurrency={} \
              distribution={} rate={} seed={} direct_io={} direct_api={}{change_buffer}",
@@ -378,6 +390,9 @@ pub struct RunReport {
     /// Seconds the load took, or `None` when the data was reused.
     pub load_seconds: Option<f64>,
     pub device_iops: Option<f64>,
+    /// The cap on the disk while measuring, described (`DiskCap::describe`); `None`: the
+    /// disk as it is.
+    pub disk_cap: Option<String>,
     /// `fill-sync`: the acknowledged inserts read back after the store was reopened, and
     /// the seconds that took.
     pub verified: Option<(u64, f64)>,
@@ -468,6 +483,12 @@ impl RunReport {
         }
         if let Some(iops) = self.device_iops {
             line = line.real("device_iops", iops, 0);
+        }
+        if let Some(n) = c.disk_cap.read.filter(|_| self.disk_cap.is_some()) {
+            line = line.int("disk_read_iops_cap", n);
+        }
+        if let Some(n) = c.disk_cap.write.filter(|_| self.disk_cap.is_some()) {
+            line = line.int("disk_write_iops_cap", n);
         }
         // fill-sync: `tasks` counts the committer tasks over all workers.
         let tasks = if c.workload.durable() { c.task_count() } else { c.tasks };
@@ -603,6 +624,10 @@ impl RunReport {
             ),
             None => line("device", "no /proc/diskstats entry for the data's file system".into()),
         }
+        line(
+            "disk",
+            self.disk_cap.clone().unwrap_or_else(|| "as it is (no cap on its requests)".into()),
+        );
         if let (Some(t), Some(tier)) = (&self.tier, &c.tier) {
             line("tier", tier.describe(c.store));
             line("tier use", t.describe());
@@ -860,6 +885,7 @@ impl RunReport {
             bytes_on_disk: 0,
             load_seconds: None,
             device_iops: None,
+            disk_cap: None,
             verified: None,
         }
     }
@@ -1080,7 +1106,15 @@ pub fn run(
         (None, String::new())
     };
     let keys = Arc::new(KeySpace::new(if needs_data { config.records } else { 0 }));
+    // The disk's cap holds from the warm-up to the end of the window: the load and the
+    // device's ceiling ran at the disk's own pace.
+    let disk_cap = match config.disk_cap.is_set() {
+        true => Some(DiskCap::enter(&dir, config.disk_cap).map_err(BenchError::Config)?),
+        false => None,
+    };
     let measured = measure(&store, config, &keys, disk.as_ref(), progress_label);
+    let disk_cap_description = disk_cap.as_ref().map(DiskCap::describe);
+    drop(disk_cap);
     drop(cap);
     let measured = measured?;
     let store_description = store.kv().describe() + &cap_note;
@@ -1107,6 +1141,7 @@ pub fn run(
         tier: measured.tier,
         workers: measured.workers.filter(|w| w.total() > 0),
         memory: measured.memory,
+        disk_cap: disk_cap_description,
         bytes_on_disk: bytes_on_disk(&dir),
         load_seconds,
         device_iops,
@@ -1286,6 +1321,28 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&retuned.json()).unwrap();
         assert_eq!(json["store_config"], "test, retuned", "the description itself, unhashed");
         assert_eq!(json["store_hash"].as_str(), b.get("store_hash"));
+    }
+
+    /// A run on a capped disk says so in its summary and result line, and hashes as another
+    /// configuration; a run without one keeps its fields and hash as before.
+    #[test]
+    fn a_capped_disk_is_reported_and_hashed_apart() {
+        let plain = RunReport::for_test(StoreKind::Ferrite, 1000, None);
+        let line = plain.result_line();
+        assert_eq!(line.get("disk_read_iops_cap"), None);
+        assert!(plain.summary().contains("disk          as it is (no cap"), "{}", plain.summary());
+        let mut config = plain.config.clone();
+        config.disk_cap = IopsCap { read: Some(3000), write: None };
+        let capped = RunReport {
+            config,
+            disk_cap: Some("vda (254:0) capped at reads 3,000/s, writes uncapped".into()),
+            ..RunReport::for_test(StoreKind::Ferrite, 1000, None)
+        };
+        let capped_line = capped.result_line();
+        assert_eq!(capped_line.get("disk_read_iops_cap"), Some("3000"));
+        assert_eq!(capped_line.get("disk_write_iops_cap"), None);
+        assert_ne!(line.get("config"), capped_line.get("config"));
+        assert!(capped.summary().contains("capped at reads 3,000/s"), "{}", capped.summary());
     }
 
     /// Regression: a directory named like the benchmark's (`bench-…`) but holding someone

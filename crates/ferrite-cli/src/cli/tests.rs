@@ -686,6 +686,14 @@ fn comparison_workloads_parse_and_refuse_bad_values() {
     fails(&["bench", "ycsb-c", "--store", "lmdb", "--direct-api"], "--direct-api is for");
     fails(&["bench", "ycsb-c", "--records", "1k", "--keys", "2k"], "cannot be used multiple");
     fails(&["bench", "ycsb-c", "--tasks", "0"], "0 is out of range (1 to 65536)");
+    // The disk's cap: either side, on any store; uncapped by default.
+    let cap = |args: &[&str]| workload_of(args).disk_cap;
+    assert!(!cap(&["bench", "ycsb-c"]).is_set());
+    let c = cap(&["bench", "ycsb-c", "--store", "rocksdb", "--disk-read-iops", "3k"]);
+    assert_eq!((c.read, c.write), (Some(3_000), None));
+    let c = cap(&["bench", "ycsb-a", "--disk-read-iops", "5000", "--disk-write-iops", "2k"]);
+    assert_eq!((c.read, c.write), (Some(5_000), Some(2_000)));
+    fails(&["bench", "ycsb-c", "--disk-write-iops", "0"], "out of range");
 }
 
 #[test]
