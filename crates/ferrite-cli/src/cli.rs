@@ -1882,15 +1882,15 @@ SUITES
                    extstore (when installed), each loaded once with --records items of
                    1 KiB (--value-size) in --cache-mib of memory, then 90:10 GET:SET
                    (--mix) open loop at 2.5k, 5k, 10k, 20k, 40k and 80k ops/s (--rates)
-                   for --seconds each (--distribution, --db and --out apply; --stores and
-                   --rounds do not): serve.md with the highest rate each served with a
+                   for --seconds each (--distribution, --db and --out apply; --stores does
+                   not, and --rounds is refused): serve.md with the highest rate each served with a
                    p99 of at most 1 ms, serve.jsonl, serve-p99.svg and serve-ops.svg
     tpcc           ferrite bench tpcc on ferrite, rocksdb and wiredtiger (lmdb has no
                    transactions adapter: skipped, and the table says so) with
                    --warehouses W (default 1), --cache-mib, --seconds, --seed, --db,
                    --reduced-scale (a small data set for quick looks, NOT TPC-C, and
                    said so in the table) and --out (--stores picks the stores; --rounds
-                   does not apply): tpcc.md
+                   is refused): tpcc.md
                    with the stores as columns (tx/s, tpmC, reads and writes per
                    transaction and their source, CPU µs per transaction, New-Order p50
                    and p99, conflicts, consistency, isolation, cache hit ratio, bytes
@@ -3197,6 +3197,17 @@ fn compare_args(cmd: CompareCmd) -> Result<CompareArgs, UsageError> {
     }
     if cmd.reduced_scale && cmd.suite != "tpcc" {
         return Err(refuse("bench compare", "--reduced-scale applies to the tpcc suite only"));
+    }
+    // (Regression: `compare tpcc --rounds 3` ran one round, silently.)
+    if cmd.rounds > 1 && matches!(cmd.suite.as_str(), "tpcc" | "serve") {
+        return Err(refuse(
+            "bench compare",
+            format!(
+                "--rounds does not apply to the {} suite (it runs once; repeat the command \
+                 for more runs)",
+                cmd.suite
+            ),
+        ));
     }
     let warehouses = cmd.warehouses.map_or(1, |w| w as u16);
     Ok(CompareArgs {

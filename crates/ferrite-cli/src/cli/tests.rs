@@ -735,6 +735,10 @@ fn bench_compare_defaults_and_options() {
     assert!(!compare(&["tpcc"]).reduced_scale);
     assert!(compare(&["tpcc", "--reduced-scale"]).reduced_scale);
     fails(&["bench", "compare", "quick", "--reduced-scale"], "tpcc suite only");
+    // Regression: the tpcc suite ran once with --rounds 3, saying nothing.
+    fails(&["bench", "compare", "tpcc", "--rounds", "3"], "--rounds does not apply to the tpcc");
+    fails(&["bench", "compare", "serve", "--rounds", "2"], "--rounds does not apply to the serve");
+    assert_eq!(compare(&["tpcc", "--rounds", "1"]).rounds, 1);
     fails(&["bench", "compare", "tpcc", "--warehouses", "0"], "0 is out of range");
     fails(&["bench", "compare", "huge"], "unknown suite \"huge\"");
     fails(&["bench", "compare"], "<SUITE>");
