@@ -2207,8 +2207,8 @@ pub struct RecoveryCmd {
     /// A checkpoint starts once M MiB were logged since the last
     #[arg(
         long_help = "A checkpoint starts once M MiB were logged since the last \
-            (Options::checkpoint_log_bytes; default: the engine's for the pool, its size between \
-            256 MiB and 1 GiB). Log segments are the \
+            (Options::checkpoint_log_bytes; default: the engine's, the larger of the pool and twice \
+            the data, between 256 MiB and 1 GiB). Log segments are the \
             engine's default but at most M MiB: a checkpoint frees whole segments only.",
         long, value_name = "M", value_parser = |s: &str| value::whole(s, 1, 1 << 20))]
     checkpoint_mib: Option<u64>,
@@ -2303,8 +2303,8 @@ pub struct TpccCmd {
     /// Ferrite: a checkpoint starts once M MiB were logged since the last (default: the engine's)
     #[arg(
         long_help = "Ferrite: a checkpoint starts once M MiB were logged since the last \
-            (Options::checkpoint_log_bytes; default: the engine's, the pool's size between 256 MiB \
-            and 1 GiB). A page's first \
+            (Options::checkpoint_log_bytes; default: the engine's, the larger of the pool and twice \
+            the data, between 256 MiB and 1 GiB). A page's first \
             write-back after a checkpoint logs the whole page (against torn writes): rarer \
             checkpoints log fewer page images, and leave recovery more log to replay. The \
             summary gives the images and checkpoints of the run.",

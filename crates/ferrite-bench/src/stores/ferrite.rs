@@ -211,8 +211,34 @@ pub fn tier_counters_of(db: &Db) -> Option<TierCounters> {
     })
 }
 
+/// How often `options` checkpoint, for the store's description: a set interval, or the
+/// engine's rule (`Options::checkpoint_interval_for`).
+pub fn checkpoint_description(options: &ferrite::Options) -> String {
+    match options.checkpoint_log_bytes {
+        Some(bytes) => format!("checkpoint_log_bytes={bytes} ({} MiB)", bytes >> 20),
+        None => format!(
+            "checkpoint_log_bytes=None (a checkpoint every max(pool, 2 x the data's pages) \
+             of log, between {} MiB and {} MiB: {} MiB while the data is under half the pool)",
+            ferrite::MIN_AUTO_CHECKPOINT_BYTES >> 20,
+            ferrite::MAX_AUTO_CHECKPOINT_BYTES >> 20,
+            options.checkpoint_interval() >> 20
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// The description names a set interval, or the rule and its least value by default.
+    #[test]
+    fn the_checkpoint_interval_is_described_as_set_or_as_the_rule() {
+        let set = ferrite::Options { checkpoint_log_bytes: Some(64 << 20), ..Default::default() };
+        assert_eq!(super::checkpoint_description(&set), "checkpoint_log_bytes=67108864 (64 MiB)");
+        let auto = ferrite::Options { pool_bytes: 40 << 20, ..Default::default() };
+        let text = super::checkpoint_description(&auto);
+        assert!(text.contains("max(pool, 2 x the data's pages)"), "{text}");
+        assert!(text.contains("between 256 MiB and 1024 MiB: 256 MiB while"), "{text}");
+    }
+
     use super::*;
     use crate::stores::conformance::check_store;
     use crate::stores::{open_store, StoreKind};

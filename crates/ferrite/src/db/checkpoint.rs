@@ -1,13 +1,15 @@
 //! Checkpoints (see `docs/design.md`, "Checkpoints"): every dirty page written back, then a
 //! checkpoint record, then the superblock pointed at it, so that recovery starts there and
 //! older log segments are reused; started on a thread of its own once the log grew by
-//! `Options::checkpoint_log_bytes`. Also the superblock's writes and the periodic log flush.
+//! `Options::checkpoint_log_bytes` (by default, the larger of the pool and twice the data).
+//! Also the superblock's writes and the periodic log flush.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{write_page_direct, Db, Shared};
 use crate::error::{Error, Result};
+use crate::format::page::PAGE_SIZE;
 use crate::format::superblock::Superblock;
 use crate::wal::record::{encode_checkpoint, Checkpoint};
 
@@ -30,7 +32,7 @@ impl Shared {
     pub(super) fn maybe_checkpoint(self: &Arc<Self>) {
         let Some(log) = &self.log else { return };
         let since = log.tail().saturating_sub(self.checkpoint_redo.load(Ordering::Acquire));
-        if since < self.checkpoint_log_bytes || self.checkpointing.swap(true, Ordering::AcqRel) {
+        if since < self.checkpoint_interval() || self.checkpointing.swap(true, Ordering::AcqRel) {
             return;
         }
         let shared = Arc::clone(self);
@@ -51,6 +53,16 @@ impl Shared {
             }
             Err(_) => self.checkpointing.store(false, Ordering::Release),
         }
+    }
+
+    /// Bytes to log between checkpoints now (`Options::checkpoint_interval_for` the pages
+    /// the file holds).
+    pub(super) fn checkpoint_interval(&self) -> u64 {
+        let (set, pool_bytes) = self.checkpoint_interval;
+        set.unwrap_or_else(|| {
+            let data_bytes = self.pool.page_count() * PAGE_SIZE as u64;
+            crate::options::auto_checkpoint_interval(pool_bytes, data_bytes)
+        })
     }
 
     /// Writes every dirty page, then a checkpoint record, then points the superblock at it;

@@ -48,7 +48,9 @@ pub(super) struct Shared {
     /// Keys running transactions read for update (`intents.rs`).
     pub(super) intents: super::intents::Intents,
     pub(super) durability: Durability,
-    pub(super) checkpoint_log_bytes: u64,
+    /// `Options::checkpoint_log_bytes` (`None`: the interval follows the pool and the data,
+    /// `Options::checkpoint_interval_for`) and the pool's size.
+    pub(super) checkpoint_interval: (Option<u64>, u64),
     /// Redo LSN of the last checkpoint.
     pub(super) checkpoint_redo: AtomicU64,
     /// One checkpoint at a time.

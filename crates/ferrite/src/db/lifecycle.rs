@@ -147,7 +147,7 @@ impl Db {
             commit_lock: CommitLock::default(),
             intents: super::intents::Intents::new(options.update_wait),
             durability: options.durability,
-            checkpoint_log_bytes: options.checkpoint_interval(),
+            checkpoint_interval: (options.checkpoint_log_bytes, options.pool_bytes),
             checkpoint_redo: AtomicU64::new(recovery.redo_lsn),
             checkpoint_lock: Mutex::new(()),
             checkpointing: AtomicBool::new(false),

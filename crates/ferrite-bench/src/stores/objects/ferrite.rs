@@ -65,7 +65,7 @@ impl FerriteObjects {
             "ferrite: objects are values of tree \"{TREE}\" (keys obj-NNNNNN) written and read \
              in place {}; workers={}, pool_bytes={} (4 KiB frames), direct_io={}, \
              durability={}, io_depth={}, grow_chunk_bytes={}, max_size_bytes={}, \
-             log_segment_bytes={}, checkpoint_log_bytes={}, change_buffer_bytes={}",
+             log_segment_bytes={}, {}, change_buffer_bytes={}",
             if options.tasks {
                 "(Tree::write_at_async/read_at_async) by tasks on the workers"
             } else {
@@ -83,7 +83,7 @@ impl FerriteObjects {
             opts.grow_chunk_bytes,
             opts.max_size_bytes,
             opts.log_segment_bytes,
-            opts.checkpoint_interval(),
+            crate::stores::ferrite::checkpoint_description(&opts),
             opts.change_buffer_bytes.map_or("default".to_owned(), |b| b.to_string()),
         );
         let db = Db::open(dir, opts)?;

@@ -16,7 +16,7 @@ use super::report::Tally;
 use super::run::TpccConfig;
 use super::store::FerriteTpcc;
 use crate::error::BenchError;
-use crate::stores::ferrite::log_counters_of;
+use crate::stores::ferrite::{checkpoint_description, log_counters_of};
 use crate::stores::{LogCounters, WorkerTimes};
 
 /// One terminal's loop, as a run hands it to an engine.
@@ -105,15 +105,14 @@ impl FerriteEngine {
         };
         let description = format!(
             "ferrite: pool_bytes={} ({} MiB), workers={}, io_depth={}, direct_io={}, \
-             checkpoint_log_bytes={} ({} MiB), change buffer {} KiB of the pool (blind puts \
-             of transactions into leaves out of memory: {} KiB of it), commits {}",
+             {}, change buffer {} KiB of the pool (blind puts of transactions into leaves \
+             out of memory: {} KiB of it), commits {}",
             options.pool_bytes,
             config.cache_mib,
             options.workers,
             options.io_depth,
             options.direct_io,
-            options.checkpoint_interval(),
-            options.checkpoint_interval() >> 20,
+            checkpoint_description(&options),
             options.change_buffer_budget() >> 10,
             options.transaction_buffer_bytes() >> 10,
             match config.sync {
