@@ -38,9 +38,9 @@ impl IopsCap {
     }
 }
 
-/// Which cgroup interface holds the block controller.
+/// Which cgroup interface holds a controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Version {
+pub(crate) enum Version {
     V1,
     V2,
 }
@@ -57,9 +57,13 @@ pub struct DiskCap {
     pub cap: IopsCap,
 }
 
-/// The cgroup mount of `controller` (v1: a `cgroup` mount listing it; v2: the `cgroup2`
-/// mount, if it offers the controller) and this process's group path under it.
-fn current_group(controller_v1: &str) -> Option<(PathBuf, Version)> {
+/// This process's group, as a directory, for the controller named `controller_v1` in
+/// cgroup v1 (a `cgroup` mount listing it); else its cgroup v2 group, if that offers
+/// `controller_v2`. Also the memory cap's (`memcap.rs`, v1 only).
+pub(crate) fn current_group(
+    controller_v1: &str,
+    controller_v2: &str,
+) -> Option<(PathBuf, Version)> {
     let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
     let cgroups = fs::read_to_string("/proc/self/cgroup").ok()?;
     let v1_root = mounts.lines().find_map(|line| {
@@ -83,7 +87,7 @@ fn current_group(controller_v1: &str) -> Option<(PathBuf, Version)> {
     let path = cgroups.lines().find_map(|line| line.strip_prefix("0::"))?;
     let dir = v2_root.join(path.trim_start_matches('/'));
     let controllers = fs::read_to_string(dir.join("cgroup.controllers")).ok()?;
-    controllers.split_whitespace().any(|c| c == "io").then_some((dir, Version::V2))
+    controllers.split_whitespace().any(|c| c == controller_v2).then_some((dir, Version::V2))
 }
 
 /// The whole disk holding `path` (a partition's parent): `(major, minor, name)`.
@@ -116,7 +120,7 @@ impl DiskCap {
     pub fn enter(path: &Path, cap: IopsCap) -> Result<DiskCap, String> {
         let (major, minor, device_name) = disk_of(path)?;
         let device = format!("{major}:{minor}");
-        let (parent, version) = current_group("blkio").ok_or(
+        let (parent, version) = current_group("blkio", "io").ok_or(
             "this process has no block-I/O cgroup controller (cgroup v1 blkio or v2 io) \
              to throttle the disk with",
         )?;

@@ -11,8 +11,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const MEMORY_ROOT: &str = "/sys/fs/cgroup/memory";
-
 /// Membership of a capped memory cgroup; leaving it (drop) moves the process back.
 #[derive(Debug)]
 pub struct MemoryCap {
@@ -23,14 +21,9 @@ pub struct MemoryCap {
 
 /// This process's memory cgroup (v1), as a directory.
 fn current_group() -> Option<PathBuf> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = text.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == "memory").then(|| path.to_owned())
-    })?;
-    let dir = Path::new(MEMORY_ROOT).join(path.trim_start_matches('/'));
-    dir.join("cgroup.procs").exists().then_some(dir)
+    use super::diskcap::{current_group, Version};
+    // ("-": v2's memory controller takes other limits; not looked for.)
+    current_group("memory", "-").and_then(|(dir, version)| (version == Version::V1).then_some(dir))
 }
 
 impl MemoryCap {
