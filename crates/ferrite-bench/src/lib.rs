@@ -20,6 +20,10 @@ pub mod stores;
 pub mod workloads;
 
 pub use error::BenchError;
+
+/// The commit this build was made from (`git rev-parse --short HEAD` when it was built,
+/// with "with changes" if the code differed from it), or "unknown" outside a checkout.
+pub const BUILD_COMMIT: &str = env!("FERRITE_BUILD_COMMIT");
 pub use gen::Rng;
 pub use measure::Progress;
 pub use report::ResultLine;

@@ -419,7 +419,7 @@ fn short_label(label: &str) -> String {
         .replace(" committer", "c")
 }
 
-/// The machine and the commit, for the tables' heading.
+/// The machine and the commit the binary was built from, for the tables' heading.
 pub fn provenance() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -439,22 +439,7 @@ pub fn provenance() -> String {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb >> 20);
-    // The checkout the binary was built in (target/release/ferrite sits inside it), else the
-    // current directory's.
-    let exe_dir = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf));
-    let commit = exe_dir
-        .into_iter()
-        .chain(std::env::current_dir().ok())
-        .find_map(|dir| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(&dir)
-                .args(["rev-parse", "--short", "HEAD"])
-                .output()
-                .ok()?;
-            out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let commit = crate::BUILD_COMMIT;
     format!("{cpu}, {cores} cores, {mem_gib} GiB RAM; commit {commit}")
 }
 
@@ -627,6 +612,27 @@ fn tables(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The heading names the commit the build recorded: a short hash (with a note when the
+    /// code differed from it), or "unknown" outside a checkout; never the run's directory.
+    #[test]
+    fn the_heading_names_the_commit_built_from() {
+        let commit = crate::BUILD_COMMIT;
+        let hash = commit.strip_suffix(" with changes").unwrap_or(commit);
+        assert!(
+            commit == "unknown" || (hash.len() >= 7 && hash.chars().all(|c| c.is_ascii_hexdigit())),
+            "{commit:?}"
+        );
+        assert!(provenance().ends_with(&format!("; commit {commit}")), "{}", provenance());
+        // Built in a checkout (as from a clone of the repository), the build saw its HEAD.
+        let checkout = std::process::Command::new("git")
+            .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"])
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if checkout {
+            assert_ne!(commit, "unknown", "built inside a git checkout");
+        }
+    }
     use tempfile::TempDir;
 
     #[test]
