@@ -2355,6 +2355,23 @@ pub struct TpccCmd {
     /// A reduced data set for tests (1,000 items, 30 customers per district): NOT TPC-C
     #[arg(long)]
     reduced_scale: bool,
+    /// Reads per second the data's disk takes from the run, as a cloud volume's cap
+    #[arg(
+        long_help = "Reads per second the disk under --db takes from the run, as a cloud \
+            volume's IOPS cap: the process enters a block-I/O cgroup of its own whose \
+            throttle holds the disk's read requests to N per second, from the warm-up to the \
+            end of the window (the load and the consistency checks run at the disk's own \
+            pace). Every store runs in this process, so each is held alike. Needs root and a \
+            cgroup v1 blkio or v2 io controller; refused without them. The summary's `disk` \
+            line and the result's disk_read_iops_cap say it held.",
+        long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
+    disk_read_iops: Option<u64>,
+    /// Writes per second the data's disk takes from the run (see --disk-read-iops)
+    #[arg(
+        long_help = "Writes per second the disk under --db takes from the run, as \
+            --disk-read-iops does for reads; disk_write_iops_cap in the result.",
+        long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
+    disk_write_iops: Option<u64>,
     /// Append the result line's fields as one JSON object to FILE
     #[arg(
         long_help = "Append the result line's fields as one JSON object to FILE; opened, or \
@@ -3402,6 +3419,10 @@ fn tpcc_config(cmd: TpccCmd) -> Result<TpccConfig, UsageError> {
         direct_io: cmd.direct_io,
         json: cmd.json,
         check_only: cmd.check,
+        disk_cap: ferrite_bench::measure::diskcap::IopsCap {
+            read: cmd.disk_read_iops,
+            write: cmd.disk_write_iops,
+        },
     };
     config.validate().map_err(|e| refuse("bench tpcc", e))?;
     Ok(config)

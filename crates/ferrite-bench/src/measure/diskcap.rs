@@ -38,6 +38,11 @@ impl IopsCap {
     }
 }
 
+/// Tests that enter a capped group take this first: the group holds the whole process, so
+/// two tests at once would move it out of each other's group.
+#[cfg(test)]
+pub(crate) static TEST_GROUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Which cgroup interface holds a controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Version {
@@ -207,6 +212,7 @@ mod tests {
     /// Where the machine allows it, a capped group is entered, holds the limit, and is left.
     #[test]
     fn entering_and_leaving_a_capped_group() {
+        let _alone = TEST_GROUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let cap = IopsCap { read: Some(1_000_000), write: None };
         match DiskCap::enter(dir.path(), cap) {

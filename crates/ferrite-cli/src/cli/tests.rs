@@ -1065,6 +1065,13 @@ fn bench_tpcc_defaults_options_and_errors() {
     fails(&["bench", "tpcc", "--terminals-per-warehouse", "0"], "0 is out of range");
     fails(&["bench", "tpcc", "--seconds", "0"], "is not a positive number of seconds");
     fails(&["bench", "tpcc", "--sync=1"], "unexpected value '1'");
+    // The disk's cap: either side, on any store; uncapped by default; not with --check.
+    assert!(!tpcc(&[]).disk_cap.is_set());
+    let c = tpcc(&["--disk-read-iops", "3k", "--disk-write-iops", "2000"]).disk_cap;
+    assert_eq!((c.read, c.write), (Some(3_000), Some(2_000)));
+    assert_eq!(tpcc(&["--disk-write-iops", "500"]).disk_cap.read, None);
+    fails(&["bench", "tpcc", "--disk-write-iops", "0"], "out of range");
+    fails(&["bench", "tpcc", "--check", "--disk-read-iops", "1000"], "--check runs none");
 }
 
 #[test]

@@ -137,6 +137,8 @@ pub struct TpccReport {
     /// The workers the terminals ran on (Ferrite's); `None`: each terminal on a thread of
     /// its own (the peers).
     pub worker_count: Option<usize>,
+    /// The cap the disk held the window to (`DiskCap::describe`); `None`: uncapped.
+    pub disk_cap: Option<String>,
 }
 
 /// Where a report's `reads_per_tx` and `writes_per_tx` come from.
@@ -448,6 +450,9 @@ impl TpccReport {
                 disk.bytes_per_read()
             );
         }
+        if let Some(cap) = &self.disk_cap {
+            let _ = writeln!(s, "disk: {cap}, from the warm-up to the end of the window");
+        }
         s.push_str(&self.store_stats_text());
         if let Some(w) = self.workers.filter(|w| w.total() > 0) {
             // Of the workers' whole time in the window (workers x window); idle is what the
@@ -568,6 +573,13 @@ impl TpccReport {
                 let us = self.tally[kind.index()].run_us().unwrap_or(0.0);
                 line = line.real(&format!("{}_run_us", kind.name()), us, 1);
             }
+        }
+        // Only when capped (as `bench ycsb-*` and `bench fill` write them), last.
+        if let Some(n) = c.disk_cap.read.filter(|_| self.disk_cap.is_some()) {
+            line = line.int("disk_read_iops_cap", n);
+        }
+        if let Some(n) = c.disk_cap.write.filter(|_| self.disk_cap.is_some()) {
+            line = line.int("disk_write_iops_cap", n);
         }
         line
     }

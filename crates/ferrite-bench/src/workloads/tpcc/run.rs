@@ -30,6 +30,7 @@ use super::txns::{execute, Clock, Terminal};
 use crate::error::BenchError;
 use crate::gen::Rng;
 use crate::measure::cpu::CpuTime;
+use crate::measure::diskcap::{DiskCap, IopsCap};
 use crate::measure::diskstats::{Disk, DiskCounters};
 use crate::measure::phase::{wait, MEASURE, STOP, WARMUP};
 use crate::measure::Progress;
@@ -76,6 +77,10 @@ pub struct TpccConfig {
     /// Only check the consistency of the data set kept in `dir` (after a crash, say): no
     /// load, no run, nothing removed (`check_kept`).
     pub check_only: bool,
+    /// Requests per second the disk under `dir` takes from the run, from the warm-up to the
+    /// end of the window, as a cloud volume's cap (`DiskCap`); the load and the checks run
+    /// uncapped. Every store runs in this process, so each is held alike.
+    pub disk_cap: IopsCap,
 }
 
 impl Default for TpccConfig {
@@ -99,6 +104,7 @@ impl Default for TpccConfig {
             direct_io: true,
             json: None,
             check_only: false,
+            disk_cap: IopsCap::default(),
         }
     }
 }
@@ -191,6 +197,11 @@ impl TpccConfig {
         }
         if self.sync && self.no_log {
             return Err("--sync and --no-log contradict each other".into());
+        }
+        if self.check_only && self.disk_cap.is_set() {
+            return Err(
+                "--disk-read-iops and --disk-write-iops cap a run; --check runs none".into()
+            );
         }
         if self.workers == 0 || self.terminals_per_warehouse == 0 {
             return Err("a run needs at least one worker and one terminal per warehouse".into());
@@ -413,7 +424,16 @@ fn run_on<E: Engine>(
         }
     };
     let run_number = next_run(store).map_err(store_error)?;
-    let measured = measure(&engine, config, &data_set, run_number, show)?;
+    // The disk's cap holds from the warm-up to the end of the window.
+    let cap = match config.disk_cap.is_set() {
+        true => Some(DiskCap::enter(dir, config.disk_cap).map_err(BenchError::Config)?),
+        false => None,
+    };
+    let measured = measure(&engine, config, &data_set, run_number, show);
+    let disk_cap = cap.as_ref().map(DiskCap::describe);
+    // (Left before the check after the run, which reads at the disk's own pace.)
+    drop(cap);
+    let measured = measured?;
     if show {
         eprintln!("checking the consistency after the run");
     }
@@ -455,6 +475,7 @@ fn run_on<E: Engine>(
             .map(|(a, b)| a.saturating_sub(*b) as f64 / (measured.seconds * 1e9))
             .collect(),
         worker_count: engine.workers(),
+        disk_cap,
     })
 }
 

@@ -404,6 +404,40 @@ fn concurrent_terminals_keep_the_data_consistent() {
     assert_eq!(json.lines().count(), 2);
 }
 
+/// `--disk-read-iops` / `--disk-write-iops`: where the machine has a block-I/O cgroup (and
+/// the right to make one), the run is held in one and says so, in the summary and at the end
+/// of the result line; elsewhere the run is refused with the reason.
+#[test]
+fn a_run_on_a_capped_disk_says_so() {
+    use crate::measure::diskcap::{IopsCap, TEST_GROUP};
+    let _alone = TEST_GROUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = TempDir::new().unwrap();
+    let config = TpccConfig {
+        dir: dir.path().join("tpcc"),
+        reduced: true,
+        cache_mib: 16,
+        seconds: 0.3,
+        workers: 1,
+        terminals_per_warehouse: 2,
+        direct_io: false,
+        disk_cap: IopsCap { read: Some(1_000_000), write: Some(900_000) },
+        ..TpccConfig::default()
+    };
+    match run(&config, false) {
+        Ok(report) => {
+            assert!(report.consistent());
+            let summary = report.summary();
+            let held = "capped at reads 1,000,000/s, writes 900,000/s by a block-I/O cgroup";
+            assert!(summary.contains(held), "{summary}");
+            let line = report.result_line().to_string();
+            let last = "disk_read_iops_cap=1000000 disk_write_iops_cap=900000";
+            assert!(line.ends_with(last), "{line}");
+        }
+        Err(crate::error::BenchError::Config(reason)) => eprintln!("no disk cap here: {reason}"),
+        Err(other) => panic!("{other}"),
+    }
+}
+
 /// With the specification's keying and think times, a terminal waits seconds before each
 /// transaction: a short run completes none, and the waits end when the run does.
 #[test]
