@@ -1580,15 +1580,26 @@ pub struct RunOpts {
     /// The zipfian constant of zipfian key choices (default 0.99)
     #[arg(long, value_name = "X", value_parser = value::theta)]
     theta: Option<f64>,
+    #[command(flatten)]
+    disk_cap: DiskCapArgs,
+    #[command(flatten)]
+    tier: TierArgs,
+}
+
+/// A cap on the disk's requests, as a cloud volume's: the flags of `fill`, `ycsb-*` and
+/// `tpcc`.
+#[derive(Debug, Args, Default)]
+pub struct DiskCapArgs {
     /// Reads per second the data's disk takes from the run, as a cloud volume's cap
     #[arg(
         long_help = "Reads per second the disk under --db takes from the run, as a cloud \
             volume's IOPS cap (a general-purpose one gives a few thousand): the process enters \
             a block-I/O cgroup of its own whose throttle holds the disk's read requests to N \
-            per second, from the warm-up to the end (the load runs at the disk's own pace). \
-            Every store runs in this process, so each is held alike. Needs root and a cgroup \
-            v1 blkio or v2 io controller; refused without them. The summary's `disk` line and \
-            the result's disk_read_iops_cap say it held.",
+            per second, from the warm-up to the end of the window (the load, and TPC-C's \
+            consistency checks, run at the disk's own pace). Every store runs in this \
+            process, so each is held alike. Needs root and a cgroup v1 blkio or v2 io \
+            controller; refused without them. The summary's `disk` line and the result's \
+            disk_read_iops_cap say it held.",
         long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
     disk_read_iops: Option<u64>,
     /// Writes per second the data's disk takes from the run (see --disk-read-iops)
@@ -1597,8 +1608,15 @@ pub struct RunOpts {
             --disk-read-iops does for reads; disk_write_iops_cap in the result.",
         long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
     disk_write_iops: Option<u64>,
-    #[command(flatten)]
-    tier: TierArgs,
+}
+
+impl DiskCapArgs {
+    fn cap(&self) -> ferrite_bench::measure::diskcap::IopsCap {
+        ferrite_bench::measure::diskcap::IopsCap {
+            read: self.disk_read_iops,
+            write: self.disk_write_iops,
+        }
+    }
 }
 
 /// A second cache tier under the cache: the flags of every benchmark workload (Ferrite's
@@ -2355,23 +2373,8 @@ pub struct TpccCmd {
     /// A reduced data set for tests (1,000 items, 30 customers per district): NOT TPC-C
     #[arg(long)]
     reduced_scale: bool,
-    /// Reads per second the data's disk takes from the run, as a cloud volume's cap
-    #[arg(
-        long_help = "Reads per second the disk under --db takes from the run, as a cloud \
-            volume's IOPS cap: the process enters a block-I/O cgroup of its own whose \
-            throttle holds the disk's read requests to N per second, from the warm-up to the \
-            end of the window (the load and the consistency checks run at the disk's own \
-            pace). Every store runs in this process, so each is held alike. Needs root and a \
-            cgroup v1 blkio or v2 io controller; refused without them. The summary's `disk` \
-            line and the result's disk_read_iops_cap say it held.",
-        long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
-    disk_read_iops: Option<u64>,
-    /// Writes per second the data's disk takes from the run (see --disk-read-iops)
-    #[arg(
-        long_help = "Writes per second the disk under --db takes from the run, as \
-            --disk-read-iops does for reads; disk_write_iops_cap in the result.",
-        long, value_name = "N", value_parser = |s: &str| value::count(s, 1, 1 << 40))]
-    disk_write_iops: Option<u64>,
+    #[command(flatten)]
+    disk_cap: DiskCapArgs,
     /// Append the result line's fields as one JSON object to FILE
     #[arg(
         long_help = "Append the result line's fields as one JSON object to FILE; opened, or \
@@ -3005,8 +3008,7 @@ fn lookup_run_config(store: StoreKind, cmd: LookupCmd) -> Result<RunConfig, Usag
         direct_io: cmd.direct_io,
         ceiling: cmd.ceiling,
         theta: None,
-        disk_read_iops: None,
-        disk_write_iops: None,
+        disk_cap: DiskCapArgs::default(),
         tier: cmd.tier,
     };
     let mut config = run_config(COMMAND, &run, RunConfig::new(Workload::Lookup, store))?;
@@ -3148,10 +3150,7 @@ fn run_config(
     if let Some(theta) = run.theta {
         config.theta = theta;
     }
-    config.disk_cap = ferrite_bench::measure::diskcap::IopsCap {
-        read: run.disk_read_iops,
-        write: run.disk_write_iops,
-    };
+    config.disk_cap = run.disk_cap.cap();
     if let Some(tier) = run.tier.config(config.cache_mib) {
         let flags = &run.tier;
         match config.store {
@@ -3419,10 +3418,7 @@ fn tpcc_config(cmd: TpccCmd) -> Result<TpccConfig, UsageError> {
         direct_io: cmd.direct_io,
         json: cmd.json,
         check_only: cmd.check,
-        disk_cap: ferrite_bench::measure::diskcap::IopsCap {
-            read: cmd.disk_read_iops,
-            write: cmd.disk_write_iops,
-        },
+        disk_cap: cmd.disk_cap.cap(),
     };
     config.validate().map_err(|e| refuse("bench tpcc", e))?;
     Ok(config)
