@@ -30,14 +30,91 @@
 //! commit lock), so recovery starts from that list and replays the changes after the LSN. A
 //! clean close drains everything, so a closed directory's data is all in its pages (read-only
 //! opens and `ferrite check` need no log).
+//!
+//! **Keys it certainly lacks.** Every read of a tree with entries here asks the map first,
+//! under its lock; a counting filter of the keys held (`KeyFilter`) answers most of those
+//! asks for keys the map lacks without the lock. YCSB-A out of memory (half the operations
+//! updates, a third of the buffer's budget in use) had spent 0.3 µs per operation in
+//! `ChangeBuffer::get`, the lock and the map's walk, for keys that were not there.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::Hasher;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use crate::btree::BTree;
+use crate::id_hash::IdHasher;
 use crate::wal::record::BufferedOp;
+
+/// Which `(tree, key)`s the map may hold, readable without the map's lock: two 8-bit
+/// counters per key, at places its hash chooses. A key the map holds always finds both of
+/// its counters above zero; a key it lacks mostly finds one at zero (else the map is
+/// asked, as before). Counters change only under the map's lock, and one that reached 255
+/// stays there (it never counts down again: a false "may hold" for good, never a false
+/// "lacks").
+#[derive(Debug)]
+struct KeyFilter {
+    counts: Box<[AtomicU8]>,
+    /// log2 of the counters.
+    bits: u32,
+}
+
+impl KeyFilter {
+    /// Counters for a buffer of `budget` bytes: about one per 32 bytes (an entry costs at
+    /// least `ENTRY_OVERHEAD`), between 4 Ki and 2 Mi.
+    fn for_budget(budget: u64) -> KeyFilter {
+        let slots = (budget / 32).clamp(1 << 12, 1 << 21).next_power_of_two();
+        KeyFilter {
+            counts: (0..slots).map(|_| AtomicU8::new(0)).collect(),
+            bits: slots.trailing_zeros(),
+        }
+    }
+
+    /// The two counters of `key` in `tree`: from the hash's high bits, which a multiply
+    /// mixes best.
+    #[inline]
+    fn places(&self, tree: u64, key: &[u8]) -> [usize; 2] {
+        let mut hasher = IdHasher::default();
+        hasher.write_u64(tree);
+        hasher.write(key);
+        let hash = hasher.finish();
+        let mask = (1u64 << self.bits) - 1;
+        [(hash >> (64 - self.bits)) as usize, ((hash >> (64 - 2 * self.bits)) & mask) as usize]
+    }
+
+    /// False when the map certainly does not hold `key` in `tree`.
+    #[inline]
+    fn may_hold(&self, tree: u64, key: &[u8]) -> bool {
+        self.places(tree, key).iter().all(|&at| self.counts[at].load(Ordering::Acquire) != 0)
+    }
+
+    /// The map took `key` in `tree` (the caller holds the map's lock).
+    fn add(&self, tree: u64, key: &[u8]) {
+        for at in self.places(tree, key) {
+            let count = self.counts[at].load(Ordering::Relaxed);
+            if count < u8::MAX {
+                self.counts[at].store(count + 1, Ordering::Release);
+            }
+        }
+    }
+
+    /// The map dropped `key` in `tree` (the caller holds the map's lock).
+    fn remove(&self, tree: u64, key: &[u8]) {
+        for at in self.places(tree, key) {
+            let count = self.counts[at].load(Ordering::Relaxed);
+            if count != u8::MAX && count != 0 {
+                self.counts[at].store(count - 1, Ordering::Release);
+            }
+        }
+    }
+
+    fn clear(&self) {
+        for count in self.counts.iter() {
+            count.store(0, Ordering::Release);
+        }
+    }
+}
 
 /// Memory one entry costs beyond its key and value: the map's node share and the two
 /// vectors' headers and allocation rounding, about.
@@ -107,6 +184,8 @@ pub struct ChangeBuffer {
     pub(super) lent: AtomicBool,
     /// Flex frames asked for transactions' share alone, before `lent` (`policy.rs`).
     pub(super) lent_for_transactions: AtomicU64,
+    /// The keys `inner.map` may hold (see the module documentation).
+    filter: KeyFilter,
     inner: Mutex<Inner>,
 }
 
@@ -123,6 +202,7 @@ impl ChangeBuffer {
             drained: AtomicU64::new(0),
             lent: AtomicBool::new(false),
             lent_for_transactions: AtomicU64::new(0),
+            filter: KeyFilter::for_budget(budget),
             inner: Mutex::default(),
         }
     }
@@ -173,7 +253,7 @@ impl ChangeBuffer {
 
     /// The value of `key` in tree `tree`, if held here (then it is the key's newest).
     pub fn get(&self, tree: u64, key: &[u8]) -> Option<Vec<u8>> {
-        if !self.holds_tree(tree) {
+        if !self.holds_tree(tree) || !self.filter.may_hold(tree, key) {
             return None;
         }
         let inner = self.inner.lock().unwrap();
@@ -316,7 +396,11 @@ impl ChangeBuffer {
     /// Stages the removal of `key` with the commit under way, if the buffer holds it (or
     /// this commit put it there); returns the value it had here.
     pub fn stage_remove(&self, tree: u64, key: &[u8]) -> Option<Vec<u8>> {
-        if self.is_empty() && !self.staged_any.load(Ordering::Acquire) {
+        // (What this commit staged is in `staged` alone: with nothing staged, the map is
+        // all there is to ask.)
+        if !self.staged_any.load(Ordering::Acquire)
+            && (self.is_empty() || !self.filter.may_hold(tree, key))
+        {
             return None;
         }
         let mut inner = self.inner.lock().unwrap();
@@ -381,7 +465,10 @@ impl ChangeBuffer {
                     match old {
                         Some(old) => bytes -= entry_cost(key, &old),
                         None => {
+                            // (A reader who passes these before they count the entry reads
+                            // as if this commit came after it, as with `held`.)
                             self.held[tree_place(*tree)].fetch_add(1, Ordering::AcqRel);
+                            self.filter.add(*tree, key);
                         }
                     }
                 }
@@ -389,6 +476,7 @@ impl ChangeBuffer {
                     if let Some(old) = inner.map.remove(&(*tree, key.clone())) {
                         bytes -= entry_cost(key, &old);
                         self.held[tree_place(*tree)].fetch_sub(1, Ordering::AcqRel);
+                        self.filter.remove(*tree, key);
                     }
                 }
             }
@@ -440,8 +528,10 @@ impl ChangeBuffer {
         for held in &self.held {
             held.store(0, Ordering::Release);
         }
-        for (tree, _) in map.keys() {
+        self.filter.clear();
+        for (tree, key) in map.keys() {
             self.held[tree_place(*tree)].fetch_add(1, Ordering::AcqRel);
+            self.filter.add(*tree, key);
         }
         let mut inner = self.inner.lock().unwrap();
         inner.map = map;
@@ -510,6 +600,80 @@ mod tests {
 
     fn tree(id: u64) -> BTree {
         BTree { root: 100 + id, tree_id: id }
+    }
+
+    /// The filter never says a held key is missing, through puts, overwrites, removals and
+    /// a reload, with a buffer small enough for its counters to collide: `get` and
+    /// `stage_remove` answer as the map does for every key.
+    #[test]
+    fn the_key_filter_never_hides_a_held_key() {
+        let b = ChangeBuffer::new(1);
+        assert_eq!(b.filter.counts.len(), 1 << 12, "the fewest counters");
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let key = |k: u64| format!("key{k}").into_bytes();
+        let mut held: BTreeMap<(u64, Vec<u8>), Vec<u8>> = BTreeMap::new();
+        for round in 0..40 {
+            let ops: Vec<BufferedOp> = (0..500)
+                .map(|_| {
+                    let (t, k) = (next(3), key(next(20_000)));
+                    match next(3) {
+                        0 => BufferedOp::Removed { tree: t, key: k },
+                        _ => BufferedOp::Put { tree: t, key: k, value: vec![round as u8] },
+                    }
+                })
+                .collect();
+            b.apply(&ops, None);
+            for op in &ops {
+                match op {
+                    BufferedOp::Put { tree, key, value } => {
+                        held.insert((*tree, key.clone()), value.clone());
+                    }
+                    BufferedOp::Removed { tree, key } => {
+                        held.remove(&(*tree, key.clone()));
+                    }
+                }
+            }
+            if round == 20 {
+                b.load(held.clone(), HashMap::new());
+            }
+            for ((t, k), v) in &held {
+                assert!(b.filter.may_hold(*t, k), "round {round}: {t} {k:?}");
+                assert_eq!(b.get(*t, k).as_ref(), Some(v));
+            }
+            for k in (0..20_000).step_by(97).map(key) {
+                assert_eq!(b.get(1, &k), held.get(&(1, k.clone())).cloned());
+            }
+        }
+        // Nothing staged: a removal asks the map alone, filter first.
+        let ((t, k), v) = held.iter().next().map(|(id, v)| (id.clone(), v.clone())).unwrap();
+        assert_eq!(b.stage_remove(t, &k), Some(v));
+        assert!(b.filter.may_hold(t, &k), "staged, not yet applied: still held");
+    }
+
+    /// A counter that reached 255 stays there: keys sharing it are never hidden.
+    #[test]
+    fn a_full_counter_never_counts_down() {
+        let filter = KeyFilter::for_budget(0);
+        for _ in 0..300 {
+            filter.add(7, b"k");
+        }
+        for _ in 0..300 {
+            filter.remove(7, b"k");
+        }
+        assert!(filter.may_hold(7, b"k"), "saturated: held for good");
+        filter.add(7, b"other");
+        filter.remove(7, b"other");
+        let [a, b] = filter.places(7, b"other");
+        let counts = [a, b].map(|at| filter.counts[at].load(Ordering::Relaxed));
+        assert!(counts.iter().all(|&c| c == 0 || c == u8::MAX), "{counts:?}");
+        filter.clear();
+        assert!(!filter.may_hold(7, b"k"));
     }
 
     #[test]
