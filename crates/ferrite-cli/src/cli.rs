@@ -1141,6 +1141,10 @@ pub struct ServeCmd {
     #[arg(long, requires = "tier", value_name = "POLICY",
           value_parser = ["obp", "all", "never"])]
     tier_admission: Option<String>,
+    /// Whether a page enters the tier full only if read more often than the copy it
+    /// replaces: frequency (default) or off
+    #[arg(long, requires = "tier", value_name = "FILTER", value_parser = ["frequency", "off"])]
+    tier_filter: Option<String>,
     /// How the tier's medium is accessed: mapped (default) or block (through the rings)
     #[arg(long, requires = "tier", value_name = "MEDIUM", value_parser = ["mapped", "block"])]
     tier_medium: Option<String>,
@@ -1647,6 +1651,16 @@ pub struct TierArgs {
             never.",
         long, requires = "tier", value_name = "POLICY", value_parser = ["obp", "all", "never"])]
     tier_admission: Option<String>,
+    /// Ferrite only: whether a page enters a full tier only if read more often than the copy
+    /// it replaces: frequency (default) or off
+    #[arg(
+        long_help = "Ferrite only: frequency (the default) or off. With frequency, an evicted \
+            page admission lets in takes an occupied slot of the tier only if its page was \
+            looked up more often lately than the page whose copy the tier's clock would push \
+            out for it (counted in a small sketch, halved every ten lookups per slot; after \
+            TinyLFU); a free slot takes any page. Off: admission alone decides.",
+        long, requires = "tier", value_name = "FILTER", value_parser = ["frequency", "off"])]
+    tier_filter: Option<String>,
     /// Ferrite only: nanoseconds added to every access of the tier's medium (default 0)
     #[arg(
         long_help = "Ferrite only: nanoseconds added to every access of the tier's medium \
@@ -1684,6 +1698,7 @@ impl TierArgs {
             mib: self.tier_mib.unwrap_or(2 * pool_mib),
             latency_ns: self.tier_latency_ns.unwrap_or(0),
             admission: admission_of(self.tier_admission.as_deref()),
+            filter: filter_of(self.tier_filter.as_deref()),
             medium: medium_of(self.tier_medium.as_deref()),
             rocksdb: self
                 .rocksdb_tier
@@ -1699,6 +1714,14 @@ fn medium_of(name: Option<&str>) -> ferrite::TierMedium {
     match name {
         Some("block") => ferrite::TierMedium::Block,
         _ => ferrite::TierMedium::Mapped,
+    }
+}
+
+/// The filter a `--tier-filter` value names (frequency by default).
+fn filter_of(name: Option<&str>) -> ferrite::TierFilter {
+    match name {
+        Some("off") => ferrite::TierFilter::Off,
+        _ => ferrite::TierFilter::Frequency,
     }
 }
 
@@ -3161,6 +3184,7 @@ fn run_config(
             StoreKind::RocksDb => {
                 let ferrite_only = [
                     (flags.tier_admission.is_some(), "--tier-admission"),
+                    (flags.tier_filter.is_some(), "--tier-filter"),
                     (flags.tier_latency_ns.is_some(), "--tier-latency-ns"),
                     (flags.tier_medium.is_some(), "--tier-medium"),
                 ];
@@ -3341,6 +3365,7 @@ fn serve_args(cmd: ServeCmd) -> ServeArgs {
             ferrite::TierOptions {
                 admission: admission_of(cmd.tier_admission.as_deref()),
                 medium: medium_of(cmd.tier_medium.as_deref()),
+                filter: filter_of(cmd.tier_filter.as_deref()),
                 ..ferrite::TierOptions::new(path, cmd.tier_mib.unwrap_or(2 * memory_mib) << 20)
             }
         }),

@@ -785,6 +785,7 @@ impl Store {
                     write_stat(out, "tier_invalidations", tier.invalidations);
                     write_stat(out, "tier_evictions", tier.evictions);
                     write_stat(out, "tier_refused", tier.refused);
+                    write_stat(out, "tier_filtered", tier.filtered);
                     write_stat(out, "tier_bytes_written", tier.bytes_written);
                     write_stat(out, "tier_obp", format!("{:.3}", tier.obp));
                     write_stat(out, "tier_obp_max", format!("{:.3}", tier.obp_max));

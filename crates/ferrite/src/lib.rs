@@ -37,7 +37,7 @@ pub mod wal;
 mod worker_context;
 
 pub use btree::node::MAX_KEY_LEN;
-pub use buffer::{PoolStats, TierAdmission, TierMedium, TierOptions, TierStats};
+pub use buffer::{PoolStats, TierAdmission, TierFilter, TierMedium, TierOptions, TierStats};
 #[doc(hidden)]
 pub use db::fuzz_object_entry;
 pub use db::{

@@ -12,11 +12,17 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use common::{assert_check, seeds, tiny, Rng, TempDir};
-use ferrite::{Db, Options, TierAdmission, TierMedium, TierOptions};
+use ferrite::{Db, Options, TierAdmission, TierFilter, TierMedium, TierOptions};
 
-/// A pool of 48 pages over a tier of 96 (admitting every page unless told).
+/// A pool of 48 pages over a tier of 96 (admitting every page unless told), without the
+/// frequency filter: each evicted page admission lets in goes in, so pages go round.
 fn options(dir: &Path, workers: usize, admission: TierAdmission) -> Options {
-    let tier = TierOptions { admission, ..TierOptions::new(dir.join("tier.cache"), 96 * 4096) };
+    filtered(dir, workers, admission, TierFilter::Off)
+}
+
+fn filtered(dir: &Path, workers: usize, admission: TierAdmission, filter: TierFilter) -> Options {
+    let tier =
+        TierOptions { admission, filter, ..TierOptions::new(dir.join("tier.cache"), 96 * 4096) };
     Options { workers, tier: Some(tier), ..tiny(48) }
 }
 
@@ -86,15 +92,25 @@ fn a_tiny_tier_under_a_tiny_pool_matches_the_model() {
     for seed in seeds(2) {
         for in_tasks in [false, true] {
             let dir = TempDir::with_prefix("tier-model").unwrap();
-            let options = options(dir.path(), usize::from(in_tasks), TierAdmission::All);
-            let db = Arc::new(Db::open(dir.path().join("db"), options).unwrap());
-            run_model(&db, seed, in_tasks);
-            let tier = db.stats().unwrap().pool.tier.expect("a tier");
-            // Pages went round: copied in, served, dropped when they changed, pushed out.
-            assert!(tier.hits > 100, "seed {seed}: {tier:?}");
-            assert!(tier.inserts > 100 && tier.invalidations > 10, "seed {seed}: {tier:?}");
-            assert!(tier.evictions > 10, "seed {seed}: {tier:?}");
-            assert_check(&db);
+            for filter in [TierFilter::Off, TierFilter::Frequency] {
+                let sub = dir.path().join(filter.name());
+                std::fs::create_dir(&sub).unwrap();
+                let workers = usize::from(in_tasks);
+                let options = filtered(&sub, workers, TierAdmission::All, filter);
+                let db = Arc::new(Db::open(sub.join("db"), options).unwrap());
+                run_model(&db, seed, in_tasks);
+                let tier = db.stats().unwrap().pool.tier.expect("a tier");
+                // Pages went round: copied in, served, dropped when they changed, pushed
+                // out (with the filter, some turned away by it).
+                assert!(tier.hits > 100, "seed {seed}: {tier:?}");
+                assert!(tier.inserts > 100 && tier.invalidations > 10, "seed {seed}: {tier:?}");
+                assert!(tier.evictions > 10, "seed {seed}: {tier:?}");
+                match filter {
+                    TierFilter::Off => assert_eq!(tier.filtered, 0),
+                    TierFilter::Frequency => assert!(tier.filtered > 10, "{tier:?}"),
+                }
+                assert_check(&db);
+            }
         }
     }
 }

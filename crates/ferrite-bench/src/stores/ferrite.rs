@@ -204,6 +204,7 @@ pub fn tier_counters_of(db: &Db) -> Option<TierCounters> {
         evictions: t.evictions,
         bytes_written: t.bytes_written,
         refused: t.refused,
+        filtered: t.filtered,
         windows: t.windows,
         windows_over: t.windows_over,
         window_obp: t.obp,

@@ -177,8 +177,10 @@ pub struct TierCounters {
     pub evictions: u64,
     /// Bytes written to the tier's medium.
     pub bytes_written: u64,
-    /// Pages admission turned away.
+    /// Pages not copied in: admission turned them away, or the frequency filter.
     pub refused: u64,
+    /// Of those, the pages the frequency filter turned away (Ferrite).
+    pub filtered: u64,
     /// Full OBP windows measured (about a second each, one per 100 ms step, per worker),
     /// and how many of them passed the admission's limit.
     pub windows: u64,
@@ -201,6 +203,7 @@ impl TierCounters {
             evictions: self.evictions.saturating_sub(earlier.evictions),
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
             refused: self.refused.saturating_sub(earlier.refused),
+            filtered: self.filtered.saturating_sub(earlier.filtered),
             windows: self.windows.saturating_sub(earlier.windows),
             windows_over: self.windows_over.saturating_sub(earlier.windows_over),
             window_obp: self.window_obp,
@@ -225,10 +228,14 @@ impl TierCounters {
             0.0 => String::new(),
             peak => format!(", highest window sampled {peak:.3}"),
         };
+        let filtered = match self.filtered {
+            0 => String::new(),
+            n => format!(" ({} by the frequency filter)", crate::report::thousands(n)),
+        };
         format!(
             "{} hits of {} lookups ({:.1} %), {} copied in ({}), {} dropped as changed, {} \
-             pushed out, {} refused; OBP {:.3} over the run, {} of {} windows over the \
-             limit{peak}",
+             pushed out, {} refused{filtered}; OBP {:.3} over the run, {} of {} windows over \
+             the limit{peak}",
             crate::report::thousands(self.hits),
             crate::report::thousands(self.lookups),
             100.0 * self.hits as f64 / self.lookups.max(1) as f64,

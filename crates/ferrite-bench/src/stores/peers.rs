@@ -259,6 +259,7 @@ mod tests {
             mib: 100,
             latency_ns: 0,
             admission: ferrite::TierAdmission::DEFAULT,
+            filter: ferrite::TierFilter::Frequency,
             medium: ferrite::TierMedium::Mapped,
             rocksdb,
         };

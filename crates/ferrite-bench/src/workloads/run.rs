@@ -102,6 +102,8 @@ pub struct TierConfig {
     /// medium, a held completion on a block one.
     pub latency_ns: u64,
     pub admission: ferrite::TierAdmission,
+    /// Whether a page must have been looked up more often than the copy it pushes out.
+    pub filter: ferrite::TierFilter,
     /// Mapped (copied with loads and stores) or block (read and written through the
     /// workers' rings).
     pub medium: ferrite::TierMedium,
@@ -148,6 +150,7 @@ impl TierConfig {
             latency: Duration::from_nanos(self.latency_ns),
             admission: self.admission,
             medium: self.medium,
+            filter: self.filter,
         }
     }
 
@@ -184,8 +187,14 @@ impl TierConfig {
             0 => "no added latency".to_owned(),
             ns => format!("{ns} ns added per access"),
         };
+        let filter = match self.filter {
+            ferrite::TierFilter::Frequency => {
+                ", frequency filter (a page replaces a copy read less often)"
+            }
+            ferrite::TierFilter::Off => ", no frequency filter",
+        };
         format!(
-            "{} MiB in {}, {} medium ({latency}), admission {}",
+            "{} MiB in {}, {} medium ({latency}), admission {}{filter}",
             self.mib,
             self.path.display(),
             self.medium.name(),
@@ -322,6 +331,9 @@ impl RunConfig {
                 if tier.medium != ferrite::TierMedium::Mapped {
                     change_buffer += &format!(" tier_medium={}", tier.medium.name());
                 }
+                // Always named: runs from before the filter had none (`off`'s behaviour)
+                // and named nothing, so a default run then and now must not hash alike.
+                change_buffer += &format!(" tier_filter={}", tier.filter.name());
             }
             None => {}
         }

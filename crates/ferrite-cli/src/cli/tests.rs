@@ -433,6 +433,13 @@ fn bench_lookup_defaults_and_options() {
     let tier = lookup_of(&["--pool-mib", "32", "--tier", "/dev/shm/t"]).tier.unwrap();
     assert_eq!((tier.path.to_str(), tier.mib, tier.latency_ns), (Some("/dev/shm/t"), 64, 0));
     assert_eq!(tier.admission, ferrite::TierAdmission::DEFAULT);
+    assert_eq!(tier.filter, ferrite::TierFilter::Frequency);
+    let tier = lookup_of(&["--tier", "t", "--tier-filter", "off"]).tier.unwrap();
+    assert_eq!(tier.filter, ferrite::TierFilter::Off);
+    fails(&["bench", "lookup", "--tier", "t", "--tier-filter", "lru"], "lru");
+    fails(&["bench", "lookup", "--tier-filter", "off"], "--tier");
+    let e = &["bench", "lookup", "--store", "rocksdb", "--tier", "t", "--tier-filter", "off"];
+    fails(e, "--tier-filter is for Ferrite's tier");
     let tier = lookup_of(&["--tier", "t", "--tier-mib", "8", "--tier-latency-ns", "300"]);
     assert_eq!(tier.tier.map(|t| (t.mib, t.latency_ns, t.medium.name())), Some((8, 300, "mapped")));
     let tier = lookup_of(&["--tier", "t", "--tier-medium", "block"]).tier.unwrap();
@@ -937,6 +944,14 @@ fn serve_defaults_and_options() {
     assert_eq!((a.memory_mib, a.disk_budget_mib, a.workers), (64, Some(1024), Some(3)));
     assert_eq!((a.store_mode, a.max_connections, a.item_max_mib), (true, 10, 16));
     assert_eq!(a.durability, ferrite::Durability::None);
+    // A tier: OBP and the frequency filter unless told.
+    assert_eq!(a.tier, None);
+    let tier = serve_of(&["--tier", "/dev/shm/t"]).tier.unwrap();
+    assert_eq!((tier.bytes, tier.admission), (512 << 20, ferrite::TierAdmission::DEFAULT));
+    assert_eq!(tier.filter, ferrite::TierFilter::Frequency);
+    let tier = serve_of(&["--tier", "/dev/shm/t", "--tier-filter", "off"]).tier.unwrap();
+    assert_eq!(tier.filter, ferrite::TierFilter::Off);
+    fails(&["serve", "--db", "d", "--tier-filter", "off"], "--tier");
     fails(&["serve"], "--db <DIR>");
     fails(&["serve", "--db", "d", "--listen", "localhost"], "is not an address and port");
     fails(&["serve", "--db", "d", "--item-max-mib", "2048"], "out of range");
@@ -1001,6 +1016,9 @@ fn bench_serve_defaults_and_options() {
     let c = of(&["--tier", "/dev/shm/t", "--tier-admission", "all", "--memory-mib", "100"]);
     let tier = c.tier.unwrap();
     assert_eq!((tier.mib, tier.admission), (200, ferrite::TierAdmission::All));
+    assert_eq!(tier.filter, ferrite::TierFilter::Frequency);
+    let c = of(&["--tier", "/dev/shm/t", "--tier-filter", "off"]);
+    assert_eq!(c.tier.unwrap().filter, ferrite::TierFilter::Off);
     assert_eq!(of(&["--distribution", "zipfian", "--theta", "0.8"]).theta, 0.8);
     assert_eq!(of(&[]).theta, 0.99);
     fails(&["bench", "serve", "--theta", "0.8"], "--theta is for --distribution zipfian");

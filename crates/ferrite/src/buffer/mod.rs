@@ -31,7 +31,7 @@ pub use pool::{BufferPool, PageValidator, PoolStats, RESIDENT_HEADER};
 pub use state::PageState;
 pub use tier::{
     Admission, AdmitAll, AdmitNone, Measured, ObpAdmission, StagedWrite, Tier, TierAdmission,
-    TierEvent, TierMedium, TierOptions, TierRead, TierStats,
+    TierEvent, TierFilter, TierMedium, TierOptions, TierRead, TierStats,
 };
 pub(crate) use versions::due_through;
 pub use versions::{SnapshotState, IMAGE_VERSION};

@@ -1565,6 +1565,7 @@ mod tests {
             mib: 48,
             latency_ns: 0,
             admission: ferrite::TierAdmission::All,
+            filter: ferrite::TierFilter::Frequency,
             // Through the server's workers' rings.
             medium: ferrite::TierMedium::Block,
             rocksdb: Default::default(),
