@@ -108,7 +108,8 @@ impl Frequency {
     }
 
     /// Halves every counter (one pass over 32 bytes per slot: 1 MiB for a tier of
-    /// 128 MiB).
+    /// 128 MiB), on the worker whose lookup ends the period: its task waits that pass out,
+    /// once per ten lookups per slot of its own.
     fn halve(&self) {
         for counter in self.lines.iter().flat_map(|line| line.0.iter()) {
             let count = counter.load(Ordering::Relaxed);

@@ -41,9 +41,9 @@
 //!
 //! **Frequency filter.** On top of admission, an evicted page takes an occupied slot only
 //! if it was looked up more often lately than the page whose copy the clock would push out,
-//! and at least twice (`frequency.rs`, after TinyLFU); a free slot takes any page. Pages
-//! read once (a scan, a uniform workload) then cost no write, and copies that serve hits
-//! stay. `TierFilter::Off` turns it off (the ablation).
+//! and at least twice (`frequency.rs`, after TinyLFU); a free slot takes any page. Once the
+//! tier is full, a page read once lately costs no write, and copies that serve hits stay.
+//! `TierFilter::Off` turns it off (the ablation).
 //!
 //! **Volatile.** The tier is a cache: it is emptied at every open, recovery never reads it,
 //! and `Db::check` reads around it (`worker_context::without_tier`): it verifies the disk.
