@@ -38,8 +38,9 @@ use crate::error::PageId;
 /// Lookups per slot between halvings (TinyLFU's sample is ten times the cache's size).
 const SAMPLE_PER_SLOT: u64 = 10;
 
-/// Counters per slot of the tier (rounded up to a power of two in all).
-const COUNTERS_PER_SLOT: u64 = 32;
+/// Bytes of sketch per slot of the tier (rounded up to a power of two in all; 62 of each
+/// line's 64 are counters).
+const BYTES_PER_SLOT: u64 = 32;
 
 /// Counters per line: a page's four counters lie in one line of 64 bytes (with the line's
 /// epoch), so a lookup touches one cache line of the sketch.
@@ -71,7 +72,7 @@ pub(super) struct Frequency {
 impl Frequency {
     /// For a tier of `slots` slots.
     pub(super) fn new(slots: u64) -> Frequency {
-        let lines = (COUNTERS_PER_SLOT * slots).next_power_of_two().max(1024) / 64;
+        let lines = (BYTES_PER_SLOT * slots).next_power_of_two().max(1024) / 64;
         let line = || Line {
             counters: std::array::from_fn(|_| AtomicU8::new(0)),
             epoch: AtomicU16::new(0),
@@ -124,7 +125,7 @@ impl Frequency {
     }
 
     /// Counts a lookup of `page_id`, the `nth` (from 1) its lane counted: every `period`
-    /// of them, halves every counter first.
+    /// of them, halves every counter first (bumps the epoch).
     #[inline]
     pub(super) fn record(&self, page_id: PageId, nth: u64) {
         if nth % self.period == 0 {
@@ -163,7 +164,7 @@ mod tests {
 
     #[test]
     fn counts_follow_lookups_and_halve_after_the_sample() {
-        // 1,024 slots: 32,768 counters, halved every 10,240 lookups of the one lane.
+        // 1,024 slots: 32 KiB of sketch, halved every 10,240 lookups of the one lane.
         let f = Frequency::new(1024);
         assert_eq!(f.period, 10_240);
         let mut nth = 0;
