@@ -238,16 +238,7 @@ mod tests {
     #[test]
     fn the_suite_writes_its_table_runs_and_charts() {
         let tmp = tempfile::tempdir().unwrap();
-        let base = TpccConfig {
-            dir: tmp.path().join("data"),
-            reduced: true,
-            cache_mib: 16,
-            seconds: 0.3,
-            workers: 1,
-            terminals_per_warehouse: 2,
-            direct_io: false,
-            ..TpccConfig::default()
-        };
+        let base = TpccConfig::short_test_run(tmp.path().join("data"));
         let stores: Vec<StoreKind> = StoreKind::ALL.to_vec();
         let built: Vec<StoreKind> =
             stores.iter().copied().filter(|s| unsupported(*s).is_none()).collect();

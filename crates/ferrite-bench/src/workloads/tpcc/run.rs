@@ -109,6 +109,24 @@ impl Default for TpccConfig {
     }
 }
 
+#[cfg(test)]
+impl TpccConfig {
+    /// The tests' short run in `dir`: the reduced scale, one warehouse, a 16 MiB pool, one
+    /// worker with two terminals, 0.3 s, buffered I/O (tmpfs has no `O_DIRECT`).
+    pub(crate) fn short_test_run(dir: std::path::PathBuf) -> TpccConfig {
+        TpccConfig {
+            dir,
+            reduced: true,
+            cache_mib: 16,
+            seconds: 0.3,
+            workers: 1,
+            terminals_per_warehouse: 2,
+            direct_io: false,
+            ..TpccConfig::default()
+        }
+    }
+}
+
 impl TpccConfig {
     pub fn scale(&self) -> Scale {
         match self.reduced {

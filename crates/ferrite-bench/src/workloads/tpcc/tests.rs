@@ -413,15 +413,8 @@ fn a_run_on_a_capped_disk_says_so() {
     let _alone = TEST_GROUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = TempDir::new().unwrap();
     let config = TpccConfig {
-        dir: dir.path().join("tpcc"),
-        reduced: true,
-        cache_mib: 16,
-        seconds: 0.3,
-        workers: 1,
-        terminals_per_warehouse: 2,
-        direct_io: false,
         disk_cap: IopsCap { read: Some(1_000_000), write: Some(900_000) },
-        ..TpccConfig::default()
+        ..TpccConfig::short_test_run(dir.path().join("tpcc"))
     };
     match run(&config, false) {
         Ok(report) => {
@@ -444,16 +437,10 @@ fn a_run_on_a_capped_disk_says_so() {
 fn spec_times_wait_and_stop_with_the_run() {
     let dir = TempDir::new().unwrap();
     let config = TpccConfig {
-        dir: dir.path().join("tpcc"),
-        reduced: true,
-        cache_mib: 16,
         seconds: 0.4,
-        workers: 1,
-        terminals_per_warehouse: 2,
         spec_times: true,
         no_log: true,
-        direct_io: false,
-        ..TpccConfig::default()
+        ..TpccConfig::short_test_run(dir.path().join("tpcc"))
     };
     let start = std::time::Instant::now();
     let report = run(&config, false).unwrap();
